@@ -1,0 +1,261 @@
+"""The provider contract: what a cloud offers the controllers, modelled on k8s.io/cloud-provider.
+
+A provider is a :class:`CloudProvider` whose capability accessors return an implementation or
+``None``. A controller whose capability is absent logs that and does not start. Everything a
+controller hands a provider (:class:`~polyccm.objects.Node`, :class:`~polyccm.objects.Service`)
+is read-only; providers answer with the frozen records defined here or raise one of the errors
+from :mod:`polyccm.errors`, whose type decides what the controller does next.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from polyccm.errors import InstanceNotFound
+from polyccm.objects import Node, Service
+
+# Node address types, as in core/v1 NodeAddressType.
+HOSTNAME = "Hostname"
+INTERNAL_IP = "InternalIP"
+EXTERNAL_IP = "ExternalIP"
+INTERNAL_DNS = "InternalDNS"
+EXTERNAL_DNS = "ExternalDNS"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAddress:
+    """One address of a node, as it appears in ``node.status.addresses``."""
+
+    type: str
+    address: str
+
+    def to_api(self) -> dict[str, str]:
+        """The Kubernetes API form of this address."""
+        return {"type": self.type, "address": self.address}
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceMetadata:
+    """What the cloud knows about the instance behind a node.
+
+    Empty strings mean "the cloud does not say"; the node controller then leaves the matching
+    label alone.
+    """
+
+    provider_id: str
+    """The node's ``spec.providerID``, e.g. ``aws:///us-east-1a/i-0123``."""
+    instance_type: str = ""
+    """Instance type or size (``m5.large``, ``s-2vcpu-4gb``)."""
+    node_addresses: tuple[NodeAddress, ...] = ()
+    """All addresses of the instance, in the cloud's preferred order."""
+    zone: str = ""
+    """Failure domain within the region; empty where the cloud has none (DigitalOcean)."""
+    region: str = ""
+    """The region the instance runs in."""
+    additional_labels: Mapping[str, str] = field(default_factory=dict)
+    """Provider-specific labels; keys under ``kubernetes.io/`` and ``k8s.io/`` are dropped."""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A pod-network route: traffic to ``destination_cidr`` goes to the node ``target_node``."""
+
+    name: str
+    target_node: str
+    destination_cidr: str
+    blackhole: bool = False
+    """True when the route's target no longer exists; the route controller deletes it."""
+
+
+@dataclass(frozen=True, slots=True)
+class PortStatus:
+    """Status of one load-balancer port (``status.loadBalancer.ingress[].ports[]``)."""
+
+    port: int
+    protocol: str
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadBalancerIngress:
+    """One ingress point of a load balancer: an IP, a hostname, or both."""
+
+    ip: str = ""
+    hostname: str = ""
+    ip_mode: str | None = None
+    """``VIP`` or ``Proxy`` (KEP-1860); ``None`` leaves the field unset."""
+    ports: tuple[PortStatus, ...] = ()
+
+    def to_api(self) -> dict[str, object]:
+        """The Kubernetes API form of this ingress."""
+        api: dict[str, object] = {}
+        if self.ip:
+            api["ip"] = self.ip
+        if self.hostname:
+            api["hostname"] = self.hostname
+        if self.ip_mode:
+            api["ipMode"] = self.ip_mode
+        if self.ports:
+            api["ports"] = [
+                {"port": p.port, "protocol": p.protocol, **({"error": p.error} if p.error else {})}
+                for p in self.ports
+            ]
+        return api
+
+
+@dataclass(frozen=True, slots=True)
+class LoadBalancerStatus:
+    """What ``EnsureLoadBalancer`` reports and the service controller writes to the service."""
+
+    ingress: tuple[LoadBalancerIngress, ...] = ()
+
+    def to_api(self) -> dict[str, object]:
+        """The Kubernetes API form (``status.loadBalancer``)."""
+        return {"ingress": [i.to_api() for i in self.ingress]} if self.ingress else {}
+
+
+class InstancesV2(ABC):
+    """Instance lookups for the node and node-lifecycle controllers.
+
+    Each method receives a node that may or may not carry ``spec.providerID``: look the
+    instance up by provider ID first and fall back to the node name. Raise
+    :class:`~polyccm.errors.InstanceNotFound` when the cloud has no such instance.
+    """
+
+    @abstractmethod
+    def instance_exists(self, node: Node) -> bool:
+        """Whether the instance behind ``node`` exists. A stopped instance still exists;
+        only a terminated or deleted one does not."""
+
+    @abstractmethod
+    def instance_shutdown(self, node: Node) -> bool:
+        """Whether the instance is shut down (stopped, powered off) but still exists."""
+
+    @abstractmethod
+    def instance_metadata(self, node: Node) -> InstanceMetadata:
+        """Provider ID, type, zone, region, addresses and extra labels of the instance."""
+
+    def instances_metadata(
+        self, nodes: Sequence[Node]
+    ) -> Mapping[str, InstanceMetadata | Exception]:
+        """Metadata of many nodes at once, keyed by node name.
+
+        The node controller calls this when several uninitialised nodes wait at the same time
+        (a scale-up, a controller restart). The default asks one node at a time; a provider
+        whose cloud lists instances in bulk overrides it so that N nodes cost about N/100 calls.
+        A node whose lookup fails maps to the exception instead of a result.
+        """
+        results: dict[str, InstanceMetadata | Exception] = {}
+        for node in nodes:
+            try:
+                results[node.name] = self.instance_metadata(node)
+            except Exception as error:  # noqa: BLE001 - the caller handles each node's failure
+                results[node.name] = error
+        return results
+
+    def instances_exist(self, nodes: Sequence[Node]) -> Mapping[str, bool | Exception]:
+        """Existence of many nodes at once, keyed by node name (default: one by one).
+
+        Used by the node-lifecycle controller on every monitor period; a bulk override keeps
+        that periodic work to a handful of cloud calls however many nodes are not ready.
+        """
+        results: dict[str, bool | Exception] = {}
+        for node in nodes:
+            try:
+                results[node.name] = self.instance_exists(node)
+            except InstanceNotFound:
+                results[node.name] = False
+            except Exception as error:  # noqa: BLE001
+                results[node.name] = error
+        return results
+
+
+class LoadBalancer(ABC):
+    """Load balancers for services of ``type: LoadBalancer``.
+
+    ``service`` and ``nodes`` are read-only. ``nodes`` is the backend set the service controller
+    chose (not being deleted, not excluded by label, not tainted for scale-down). Raise
+    :class:`~polyccm.errors.ImplementedElsewhere` when another controller owns this service,
+    :class:`~polyccm.errors.RetryAfter` to be asked again after a fixed delay, and
+    :class:`~polyccm.errors.InvalidServiceSpec` when the service asks for something impossible
+    (its message becomes a Warning event on the service).
+    """
+
+    def get_load_balancer_name(self, cluster_name: str, service: Service) -> str:
+        """The cloud name of the service's load balancer: by default ``a`` + the service UID
+        without dashes, cut to 32 characters, as upstream names them."""
+        return default_load_balancer_name(service)
+
+    @abstractmethod
+    def get_load_balancer(self, cluster_name: str, service: Service) -> LoadBalancerStatus | None:
+        """The current status of the service's load balancer, or ``None`` when it does not exist."""
+
+    @abstractmethod
+    def ensure_load_balancer(
+        self, cluster_name: str, service: Service, nodes: Sequence[Node]
+    ) -> LoadBalancerStatus:
+        """Create or update the load balancer so it matches the service; return its status."""
+
+    @abstractmethod
+    def update_load_balancer(
+        self, cluster_name: str, service: Service, nodes: Sequence[Node]
+    ) -> None:
+        """Point an existing load balancer at ``nodes``; only the backends change."""
+
+    @abstractmethod
+    def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
+        """Delete the load balancer and everything made for it; succeed when already gone."""
+
+
+class Routes(ABC):
+    """Pod-network routes, one per node pod CIDR, for clouds that route pod traffic."""
+
+    @abstractmethod
+    def list_routes(self, cluster_name: str) -> list[Route]:
+        """Every route that belongs to this cluster."""
+
+    @abstractmethod
+    def create_route(self, cluster_name: str, name_hint: str, route: Route) -> None:
+        """Create ``route``; ``name_hint`` is the node UID. Creating an existing route succeeds."""
+
+    @abstractmethod
+    def delete_route(self, cluster_name: str, route: Route) -> None:
+        """Delete ``route``; deleting a missing route succeeds."""
+
+
+class CloudProvider:
+    """A cloud: a name and up to three capabilities.
+
+    Subclasses override the accessors of the capabilities they offer. :meth:`initialize` is
+    called once, before any controller starts, with the Kubernetes API client the provider may
+    use for its own work (for example to read a secret); most providers need nothing there.
+    """
+
+    name: ClassVar[str] = ""
+
+    def initialize(self, kube_client: object | None = None) -> None:  # noqa: B027
+        """Called once before the controllers start."""
+
+    def instances_v2(self) -> InstancesV2 | None:
+        """The instances capability, or ``None``."""
+        return None
+
+    def load_balancer(self) -> LoadBalancer | None:
+        """The load-balancer capability, or ``None``."""
+        return None
+
+    def routes(self) -> Routes | None:
+        """The routes capability, or ``None``."""
+        return None
+
+    def has_cluster_id(self) -> bool:
+        """Whether the provider knows which cluster it serves (upstream ``HasClusterID``)."""
+        return True
+
+
+def default_load_balancer_name(service: Service) -> str:
+    """``a`` + the service UID without dashes, cut to 32 characters (upstream's default)."""
+    return ("a" + service.uid.replace("-", ""))[:32]

@@ -1,0 +1,275 @@
+"""Locate or build the control-plane binaries (kube-apiserver and etcd) for local work and tests.
+
+Lookup order follows the envtest convention: ``TEST_ASSET_KUBE_APISERVER`` / ``TEST_ASSET_ETCD``,
+then ``$KUBEBUILDER_ASSETS/<name>``, then a cache keyed by version under
+``$POLYCCM_CACHE_DIR`` (default ``~/.cache/polyccm``). On a cache miss the binary is built from
+the Go module proxy with the machine's Go:
+
+* kube-apiserver comes from the module ``k8s.io/kubernetes``. That module requires its staging
+  modules (``k8s.io/api`` and friends) at ``v0.0.0`` and points them at ``./staging`` with replace
+  lines, which Go ignores in a dependency; a small wrapper module replaces each one with its
+  matching ``v0.Y.Z`` release instead.
+* etcd comes from ``go.etcd.io/etcd/server/v3``, whose root package is the etcd main, also
+  through a wrapper module (its own replace lines are likewise ignored).
+
+Each binary has its own wrapper so their shared dependencies are never merged to versions
+neither project tested. This module uses the standard library only so it can run before the
+workspace is synced: ``python3 core/src/polyccm/devenv/binaries.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Releases tried in order; the first that builds with the machine's Go wins.
+KUBERNETES_VERSIONS: tuple[str, ...] = ("v1.35.4", "v1.36.3", "v1.37.2", "v1.34.4")
+ETCD_VERSIONS: tuple[str, ...] = ("v3.6.16", "v3.6.15", "v3.6.13")
+
+_STAGING_LINE = re.compile(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", re.MULTILINE)
+_GODEBUG_LINE = re.compile(r"^godebug .*$", re.MULTILINE)
+_GO_LINE = re.compile(r"^go (\d+\.\d+(?:\.\d+)?)$", re.MULTILINE)
+
+
+class BinaryError(RuntimeError):
+    """A control-plane binary could not be found or built."""
+
+
+@dataclass(frozen=True)
+class ControlPlaneBinaries:
+    """Paths of the two binaries a local control plane needs."""
+
+    kube_apiserver: Path
+    etcd: Path
+
+
+def cache_dir() -> Path:
+    """The root of polyccm's cache (binaries, Go module and build caches)."""
+    override = os.environ.get("POLYCCM_CACHE_DIR")
+    if override:
+        return Path(override)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "polyccm"
+
+
+def _log(message: str) -> None:
+    print(f"[polyccm binaries] {message}", file=sys.stderr, flush=True)
+
+
+def _from_environment(name: str, variable: str) -> Path | None:
+    explicit = os.environ.get(variable)
+    if explicit:
+        path = Path(explicit)
+        if not os.access(path, os.X_OK):
+            raise BinaryError(f"{variable}={explicit} is not an executable file")
+        return path
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    if assets:
+        path = Path(assets) / name
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _go_environment(work: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("GOFLAGS", "-mod=mod")
+    env["CGO_ENABLED"] = "0"
+    env["GOWORK"] = "off"
+    # Never let a newer toolchain be fetched silently: the release list handles Go versions.
+    env.setdefault("GOTOOLCHAIN", "local")
+    env.setdefault("GOPATH", str(Path.home() / "go"))
+    env["GOBIN"] = str(work / "gobin")
+    return env
+
+
+def _run_go(arguments: Sequence[str], *, cwd: Path, log_file: Path) -> None:
+    env = _go_environment(cwd)
+    _log(f"go {' '.join(arguments)}")
+    with log_file.open("a") as log:
+        log.write(f"$ go {' '.join(arguments)}\n")
+        log.flush()
+        completed = subprocess.run(
+            ["go", *arguments], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    if completed.returncode != 0:
+        tail = log_file.read_text(errors="replace").splitlines()[-25:]
+        raise BinaryError(f"go {arguments[0]} failed in {cwd}:\n" + "\n".join(tail))
+
+
+def _module_go_mod(module: str, version: str, work: Path, log_file: Path) -> str:
+    """Download ``module@version`` and return the text of its go.mod."""
+    env = _go_environment(work)
+    completed = subprocess.run(
+        ["go", "mod", "download", "-json", f"{module}@{version}"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    with log_file.open("a") as log:
+        log.write(completed.stdout + completed.stderr)
+    if completed.returncode != 0:
+        raise BinaryError(f"cannot download {module}@{version}: {completed.stdout.strip()}")
+    info = json.loads(completed.stdout)
+    return Path(info["GoMod"]).read_text()
+
+
+def _machine_go_version() -> tuple[int, ...]:
+    output = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True).stdout
+    match = re.search(r"go(\d+)\.(\d+)(?:\.(\d+))?", output)
+    if not match:
+        raise BinaryError("go is not installed (needed to build kube-apiserver and etcd)")
+    return tuple(int(part or 0) for part in match.groups())
+
+
+def _requires_newer_go(go_mod: str) -> str | None:
+    match = _GO_LINE.search(go_mod)
+    if not match:
+        return None
+    wanted = tuple(int(part) for part in match.group(1).split("."))
+    have = _machine_go_version()
+    return match.group(1) if wanted > have[: len(wanted)] else None
+
+
+def build_kube_apiserver(version: str, target: Path) -> None:
+    """Build kube-apiserver ``version`` (``vX.Y.Z``) into ``target`` through a wrapper module."""
+    work = cache_dir() / "build" / f"kube-apiserver-{version}"
+    work.mkdir(parents=True, exist_ok=True)
+    log_file = work / "build.log"
+    upstream = _module_go_mod("k8s.io/kubernetes", version, work, log_file)
+    too_new = _requires_newer_go(upstream)
+    if too_new:
+        raise BinaryError(f"k8s.io/kubernetes {version} needs Go {too_new}")
+    staging = sorted(set(_STAGING_LINE.findall(upstream)))
+    if not staging:
+        raise BinaryError(f"k8s.io/kubernetes {version}: no staging modules found in its go.mod")
+    minor = version.split(".", 1)[1]  # "35.4" from "v1.35.4"
+    godebug = _GODEBUG_LINE.search(upstream)
+    go_line = _GO_LINE.search(upstream)
+    lines = [
+        "module polyccm.local/kube-apiserver-build",
+        "",
+        f"go {go_line.group(1) if go_line else '1.24'}",
+        "",
+    ]
+    if godebug:
+        lines += [godebug.group(0), ""]
+    lines += [f"require k8s.io/kubernetes {version}", "", "replace ("]
+    lines += [f"\t{name} => {name} v0.{minor}" for name in staging]
+    lines += [")", ""]
+    (work / "go.mod").write_text("\n".join(lines))
+    (work / "go.sum").touch()
+    _log(f"building kube-apiserver {version} ({len(staging)} staging modules replaced); "
+         f"the first build takes several minutes, log: {log_file}")
+    _run_go(["get", f"k8s.io/kubernetes/cmd/kube-apiserver@{version}"], cwd=work, log_file=log_file)
+    ldflags = " ".join(
+        [
+            "-s -w",
+            f"-X k8s.io/component-base/version.gitVersion={version}",
+            "-X k8s.io/component-base/version.gitMajor=1",
+            f"-X k8s.io/component-base/version.gitMinor={minor.split('.')[0]}",
+            "-X k8s.io/component-base/version.gitTreeState=clean",
+        ]
+    )
+    partial = target.with_name(target.name + ".partial")
+    _run_go(
+        ["build", "-trimpath", "-tags", "selinux,notest", "-ldflags", ldflags,
+         "-o", str(partial), "k8s.io/kubernetes/cmd/kube-apiserver"],
+        cwd=work,
+        log_file=log_file,
+    )
+    partial.rename(target)
+
+
+def build_etcd(version: str, target: Path) -> None:
+    """Build etcd ``version`` (``v3.6.x``) into ``target`` through a wrapper module."""
+    work = cache_dir() / "build" / f"etcd-{version}"
+    work.mkdir(parents=True, exist_ok=True)
+    log_file = work / "build.log"
+    upstream = _module_go_mod("go.etcd.io/etcd/server/v3", version, work, log_file)
+    too_new = _requires_newer_go(upstream)
+    if too_new:
+        raise BinaryError(f"etcd {version} needs Go {too_new}")
+    go_line = _GO_LINE.search(upstream)
+    (work / "go.mod").write_text(
+        "module polyccm.local/etcd-build\n\n"
+        f"go {go_line.group(1) if go_line else '1.24'}\n\n"
+        f"require go.etcd.io/etcd/server/v3 {version}\n"
+    )
+    (work / "go.sum").touch()
+    _log(f"building etcd {version}; log: {log_file}")
+    _run_go(["get", f"go.etcd.io/etcd/server/v3@{version}"], cwd=work, log_file=log_file)
+    partial = target.with_name(target.name + ".partial")
+    _run_go(
+        ["build", "-trimpath", "-ldflags", "-s -w", "-o", str(partial), "go.etcd.io/etcd/server/v3"],
+        cwd=work,
+        log_file=log_file,
+    )
+    partial.rename(target)
+
+
+def _cached_or_built(name: str, versions: Sequence[str], builder: object) -> Path:
+    bin_dir = cache_dir() / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for version in versions:
+        candidate = bin_dir / f"{name}-{version}"
+        if os.access(candidate, os.X_OK):
+            return candidate
+    if shutil.which("go") is None:
+        raise BinaryError(
+            f"{name} not found: set TEST_ASSET_{name.upper().replace('-', '_')} or "
+            "KUBEBUILDER_ASSETS, or install Go so it can be built"
+        )
+    failures: list[str] = []
+    for version in versions:
+        target = bin_dir / f"{name}-{version}"
+        try:
+            builder(version, target)  # type: ignore[operator]
+        except BinaryError as error:
+            _log(f"{name} {version} did not build: {str(error).splitlines()[0]}")
+            failures.append(f"--- {name} {version}:\n{error}")
+            continue
+        _log(f"{name} {version} ready at {target}")
+        return target
+    raise BinaryError(f"no release of {name} built with this Go:\n" + "\n".join(failures))
+
+
+def kube_apiserver_path() -> Path:
+    """Path of a kube-apiserver binary, building one when none is available."""
+    found = _from_environment("kube-apiserver", "TEST_ASSET_KUBE_APISERVER")
+    return found or _cached_or_built("kube-apiserver", KUBERNETES_VERSIONS, build_kube_apiserver)
+
+
+def etcd_path() -> Path:
+    """Path of an etcd binary, building one when none is available."""
+    found = _from_environment("etcd", "TEST_ASSET_ETCD")
+    return found or _cached_or_built("etcd", ETCD_VERSIONS, build_etcd)
+
+
+def ensure_binaries() -> ControlPlaneBinaries:
+    """Find or build both binaries."""
+    return ControlPlaneBinaries(kube_apiserver=kube_apiserver_path(), etcd=etcd_path())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry: ensure the binaries exist and print their paths."""
+    del argv
+    try:
+        binaries = ensure_binaries()
+    except BinaryError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"kube-apiserver={binaries.kube_apiserver}")
+    print(f"etcd={binaries.etcd}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,51 @@
+"""Errors that carry meaning between providers and controllers.
+
+The error type decides what a controller does: :class:`RetryAfter` re-queues the item after its
+fixed delay, :class:`ImplementedElsewhere` hands the service to another controller (the core still
+manages its finalizer), :class:`InstanceNotFound` means the instance is gone, and every other error
+re-queues with exponential backoff. Messages of :class:`InvalidServiceSpec` reach users as Warning
+events, so they name the annotation or field at fault and never contain secrets.
+"""
+
+from __future__ import annotations
+
+
+class CloudError(Exception):
+    """Base class of the errors providers raise on purpose."""
+
+
+class InstanceNotFound(CloudError):  # noqa: N818 - the upstream name, kept for recognition
+    """The cloud has no instance for the node (terminated, deleted, or never existed)."""
+
+
+class CapabilityNotImplemented(CloudError):  # noqa: N818
+    """The provider does not implement this operation (upstream ``cloudprovider.NotImplemented``)."""
+
+
+class ImplementedElsewhere(CloudError):  # noqa: N818
+    """Another controller owns this object (for example an AWS load-balancer controller)."""
+
+
+class RetryAfter(CloudError):  # noqa: N818
+    """Ask again after ``delay`` seconds instead of backing off exponentially."""
+
+    def __init__(self, message: str, delay: float) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class InvalidServiceSpec(CloudError):
+    """The service asks for something the provider cannot do (a bad annotation value, a
+    forbidden combination). Nothing has been created in the cloud for it."""
+
+
+class ConfigError(Exception):
+    """User input (a flag, the cloud config) is malformed. The CLI prints it and exits 2."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        where = ""
+        if path is not None:
+            where = f"{path}:{line}: " if line is not None else f"{path}: "
+        super().__init__(f"{where}{message}")
+        self.path = path
+        self.line = line

@@ -1,0 +1,64 @@
+"""The pluggy hook specifications through which provider packages extend polyccm.
+
+A provider package exposes a module in the entry-point group ``polyccm`` (for example
+``aws = "polyccm_aws.plugin"``) whose functions, decorated with :data:`hookimpl`, implement some
+of these hooks. Installing the distribution is all it takes to register it. The plugin module is
+imported for every command, so it must import nothing heavy: the cloud SDK is imported only
+inside :func:`polyccm_build_provider` (and emulator start-up), for the provider that was chosen.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from polyccm.cloud import CloudProvider
+    from polyccm.plugins import EmulatorRegistry, ProviderRegistry, ProviderSettings
+
+PROJECT = "polyccm"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def polyccm_register_providers(registry: ProviderRegistry) -> None:
+    """Register the provider names this package serves.
+
+    Called once at start-up for every installed plugin, before the command line is parsed.
+    Call ``registry.register(name, description)`` for each provider; two plugins registering
+    the same name is an error that stops polyccm. Import nothing heavy here.
+    """
+
+
+@hookspec
+def polyccm_add_options(provider: str, group: argparse._ArgumentGroup) -> None:
+    """Add command-line options for ``provider`` to ``group``.
+
+    Called after ``--provider`` is known, once per plugin; a plugin adds options only when
+    ``provider`` is one of its own names. Option names should start with the provider name
+    (``--aws-...``) so they never collide with the upstream flags.
+    """
+
+
+@hookspec(firstresult=True)
+def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
+    """Build the provider named ``settings.provider`` from the cloud config and options.
+
+    Return ``None`` when the name is not yours. Read ``settings.cloud_config`` (path or
+    ``None``) and raise :class:`polyccm.errors.ConfigError` with the file and line for a
+    malformed config; the command then exits with status 2 and that one line. This is the place
+    to import the cloud SDK.
+    """
+
+
+@hookspec
+def polyccm_register_emulators(registry: EmulatorRegistry) -> None:
+    """Register local cloud emulators for ``polyccm-dev up --cloud NAME``.
+
+    Call ``registry.register(name, starter)`` where ``starter(state_dir)`` starts the emulator on
+    a loopback port and returns a :class:`polyccm.plugins.RunningEmulator` with the environment
+    variables a provider needs to reach it.
+    """

@@ -1,0 +1,1 @@
+"""polyccm provider for Amazon Web Services (EC2, ELB, NLB, VPC routes)."""

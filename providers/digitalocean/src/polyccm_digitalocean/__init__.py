@@ -1,0 +1,1 @@
+"""polyccm provider for DigitalOcean (droplets and load balancers)."""

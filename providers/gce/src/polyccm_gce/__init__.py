@@ -1,0 +1,1 @@
+"""polyccm provider for Google Compute Engine (instances, network load balancers, routes)."""

@@ -1,0 +1,1 @@
+"""polyccm provider for Equinix Metal, formerly Packet (devices, elastic IPs over BGP)."""
