@@ -1,0 +1,44 @@
+"""polyccm: a Kubernetes cloud-controller-manager core with pluggable cloud providers."""
+
+from polyccm.cloud import (
+    CloudProvider,
+    InstanceMetadata,
+    InstancesV2,
+    LoadBalancer,
+    LoadBalancerIngress,
+    LoadBalancerStatus,
+    NodeAddress,
+    Route,
+    Routes,
+)
+from polyccm.errors import (
+    CapabilityNotImplemented,
+    CloudError,
+    ConfigError,
+    ImplementedElsewhere,
+    InstanceNotFound,
+    InvalidServiceSpec,
+    RetryAfter,
+)
+from polyccm.objects import Node, Service
+
+__all__ = [
+    "CapabilityNotImplemented",
+    "CloudError",
+    "CloudProvider",
+    "ConfigError",
+    "ImplementedElsewhere",
+    "InstanceMetadata",
+    "InstanceNotFound",
+    "InstancesV2",
+    "InvalidServiceSpec",
+    "LoadBalancer",
+    "LoadBalancerIngress",
+    "LoadBalancerStatus",
+    "Node",
+    "NodeAddress",
+    "RetryAfter",
+    "Route",
+    "Routes",
+    "Service",
+]

@@ -1,0 +1,1 @@
+"""Local development environment: the real control plane and cloud emulators (``polyccm-dev``)."""

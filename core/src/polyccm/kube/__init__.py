@@ -1,0 +1,1 @@
+"""Talking to the Kubernetes API: a JSON client, informers with light caches, and helpers."""

@@ -1,0 +1,304 @@
+"""A small JSON client for the Kubernetes API, rate-limited like client-go.
+
+The controllers read and write plain JSON dictionaries rather than the generated client models:
+parsing a node into a dict is several times faster and lighter than building ``V1Node`` objects,
+which matters at thousands of nodes. Connection settings (kubeconfig or in-cluster service
+account, TLS, tokens) come from the official ``kubernetes`` package's config loaders; requests go
+through one urllib3 pool with a token-bucket limiter (``--kube-api-qps`` / ``--kube-api-burst``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import urllib3
+from kubernetes import config as kube_config
+from kubernetes.client import Configuration
+
+log = logging.getLogger(__name__)
+
+JsonObject = dict[str, Any]
+
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind of object lives in the API."""
+
+    group_version: str
+    plural: str
+    namespaced: bool
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        prefix = "/api/v1" if self.group_version == "v1" else f"/apis/{self.group_version}"
+        parts = [prefix]
+        if self.namespaced and namespace:
+            parts.append(f"namespaces/{quote(namespace, safe='')}")
+        parts.append(self.plural)
+        if name:
+            parts.append(quote(name, safe=""))
+        return "/".join(parts)
+
+
+NODES = Resource("v1", "nodes", namespaced=False)
+SERVICES = Resource("v1", "services", namespaced=True)
+NAMESPACES = Resource("v1", "namespaces", namespaced=False)
+EVENTS = Resource("v1", "events", namespaced=True)
+LEASES = Resource("coordination.k8s.io/v1", "leases", namespaced=True)
+SECRETS = Resource("v1", "secrets", namespaced=True)
+CONFIGMAPS = Resource("v1", "configmaps", namespaced=True)
+
+
+class ApiError(Exception):
+    """The API server answered with an error status."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+
+class TokenBucket:
+    """client-go's default limiter: ``qps`` tokens a second, at most ``burst`` saved up."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self._tokens = float(self.burst)
+        self._updated = time.monotonic()
+        self._lock = threading.Lock()
+
+    def acquire(self) -> None:
+        if self.qps <= 0:
+            return
+        with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self.burst, self._tokens + (now - self._updated) * self.qps)
+            self._updated = now
+            self._tokens -= 1
+            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
+        if wait > 0:
+            time.sleep(wait)
+
+
+def load_configuration(kubeconfig: str | None = None, master: str | None = None) -> Configuration:
+    """Connection settings from ``kubeconfig``, else in-cluster, else the default kubeconfig."""
+    configuration = Configuration()
+    if kubeconfig:
+        kube_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    else:
+        try:
+            kube_config.load_incluster_config(client_configuration=configuration)
+        except kube_config.ConfigException:
+            kube_config.load_kube_config(client_configuration=configuration)
+    if master:
+        configuration.host = master
+    return configuration
+
+
+class KubeApi:
+    """JSON requests against one API server. Thread-safe."""
+
+    def __init__(
+        self,
+        configuration: Configuration,
+        *,
+        qps: float = 20.0,
+        burst: int = 30,
+        user_agent: str = "polyccm",
+    ) -> None:
+        self.configuration = configuration
+        self.limiter = TokenBucket(qps, burst)
+        self.user_agent = user_agent
+        pool_args: dict[str, Any] = {"maxsize": 8, "retries": False}
+        if configuration.host.startswith("https"):
+            pool_args["cert_reqs"] = "CERT_REQUIRED" if configuration.verify_ssl else "CERT_NONE"
+            if configuration.ssl_ca_cert:
+                pool_args["ca_certs"] = configuration.ssl_ca_cert
+            if configuration.cert_file:
+                pool_args["cert_file"] = configuration.cert_file
+            if configuration.key_file:
+                pool_args["key_file"] = configuration.key_file
+            if not configuration.verify_ssl:
+                urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        self._pool = urllib3.PoolManager(**pool_args)
+
+    @classmethod
+    def from_kubeconfig(cls, kubeconfig: str | None = None, **kwargs: Any) -> KubeApi:
+        return cls(load_configuration(kubeconfig), **kwargs)
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": self.user_agent}
+        if content_type:
+            headers["Content-Type"] = content_type
+        token = self.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+        if token:
+            headers["Authorization"] = token
+        if self.configuration.username and self.configuration.password:
+            headers.update(
+                urllib3.util.make_headers(
+                    basic_auth=f"{self.configuration.username}:{self.configuration.password}"
+                )
+            )
+        return headers
+
+    def _url(self, path: str, query: Mapping[str, Any] | None) -> str:
+        url = self.configuration.host.rstrip("/") + path
+        if query:
+            pairs = {k: str(v).lower() if isinstance(v, bool) else v for k, v in query.items()
+                     if v is not None}
+            if pairs:
+                url += "?" + urlencode(pairs)
+        return url
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        timeout: float = 30.0,
+    ) -> JsonObject:
+        """One request; returns the decoded JSON answer or raises :class:`ApiError`."""
+        self.limiter.acquire()
+        payload = None if body is None else json.dumps(body).encode()
+        if payload is not None and content_type is None:
+            content_type = "application/json"
+        response = self._pool.request(
+            method,
+            self._url(path, query),
+            body=payload,
+            headers=self._headers(content_type),
+            timeout=urllib3.Timeout(connect=10.0, read=timeout),
+            preload_content=True,
+        )
+        data = response.data
+        if response.status >= 400:
+            raise _api_error(response.status, data)
+        return json.loads(data) if data else {}
+
+    # -- verbs ----------------------------------------------------------------------------
+
+    def get(self, resource: Resource, name: str, namespace: str | None = None) -> JsonObject:
+        return self.request("GET", resource.path(namespace, name))
+
+    def list(
+        self, resource: Resource, namespace: str | None = None, **query: Any
+    ) -> JsonObject:
+        return self.request("GET", resource.path(namespace), query=query, timeout=120.0)
+
+    def create(
+        self, resource: Resource, body: JsonObject, namespace: str | None = None
+    ) -> JsonObject:
+        return self.request("POST", resource.path(namespace), body=body)
+
+    def replace(
+        self, resource: Resource, name: str, body: JsonObject, namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> JsonObject:
+        path = resource.path(namespace, name) + (f"/{subresource}" if subresource else "")
+        return self.request("PUT", path, body=body)
+
+    def patch(
+        self,
+        resource: Resource,
+        name: str,
+        body: Any,
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+        patch_type: str = STRATEGIC_MERGE_PATCH,
+    ) -> JsonObject:
+        path = resource.path(namespace, name) + (f"/{subresource}" if subresource else "")
+        return self.request("PATCH", path, body=body, content_type=patch_type)
+
+    def delete(
+        self, resource: Resource, name: str, namespace: str | None = None, **query: Any
+    ) -> JsonObject:
+        return self.request("DELETE", resource.path(namespace, name), query=query)
+
+    def watch(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        timeout_seconds: int = 300,
+        **query: Any,
+    ) -> Iterator[JsonObject]:
+        """Stream watch events (``{"type": ..., "object": {...}}``) until the server ends the
+        watch. Bookmarks are requested; a 410 Gone raises :class:`ApiError` with status 410."""
+        self.limiter.acquire()
+        params = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": timeout_seconds,
+            **query,
+        }
+        response = self._pool.request(
+            "GET",
+            self._url(resource.path(namespace), params),
+            headers=self._headers(None),
+            timeout=urllib3.Timeout(connect=10.0, read=timeout_seconds + 30),
+            preload_content=False,
+        )
+        try:
+            if response.status >= 400:
+                raise _api_error(response.status, response.read())
+            buffer = b""
+            for chunk in response.stream(64 * 1024):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object", {})
+                        raise ApiError(
+                            int(status.get("code") or 500),
+                            str(status.get("reason") or "Error"),
+                            str(status.get("message") or ""),
+                        )
+                    yield event
+        finally:
+            response.release_conn()
+
+    def close(self) -> None:
+        self._pool.clear()
+
+
+def _api_error(status: int, data: bytes) -> ApiError:
+    try:
+        body = json.loads(data)
+        return ApiError(status, str(body.get("reason") or ""), str(body.get("message") or ""))
+    except (ValueError, AttributeError):
+        return ApiError(status, "", data[:200].decode(errors="replace"))

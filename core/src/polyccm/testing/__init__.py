@@ -1,0 +1,1 @@
+"""Test support shipped with the core: the control-plane pytest plugin and the reference provider."""
