@@ -1,0 +1,41 @@
+# polyccm developer entry points. `make test` on a fresh clone installs uv if missing, syncs the
+# workspace, obtains the control-plane binaries (building them once with Go) and runs every check.
+
+SHELL := /bin/bash
+TOOLS := $(CURDIR)/.tools
+UV := $(shell command -v uv 2>/dev/null || echo $(TOOLS)/bin/uv)
+PYTEST_ARGS ?=
+
+.PHONY: all test lint sync uv binaries demo clean-state
+
+all: test
+
+$(TOOLS)/bin/uv:
+	@echo "uv not found: installing it into $(TOOLS)"
+	python3 -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet uv
+
+uv:
+	@command -v uv >/dev/null 2>&1 || $(MAKE) --no-print-directory $(TOOLS)/bin/uv
+
+sync: uv
+	$(UV) sync --locked --all-packages
+
+binaries: sync
+	$(UV) run --no-sync python -m polyccm.devenv.binaries
+
+lint: sync
+	$(UV) run --no-sync ruff check .
+	$(UV) run --no-sync ruff format --check .
+	$(UV) run --no-sync mypy
+	$(UV) run --no-sync lint-imports
+
+test: lint binaries
+	$(UV) run --no-sync pytest $(PYTEST_ARGS)
+
+demo: binaries
+	$(UV) run --no-sync python -m polyccm_aws.demo
+
+clean-state:
+	-$(UV) run --no-sync polyccm-dev down --state-dir .state/dev
+	rm -rf .state

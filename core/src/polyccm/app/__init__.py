@@ -1,0 +1,1 @@
+"""Wiring of the controller manager: options, controller table, leader election, serving."""

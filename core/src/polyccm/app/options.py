@@ -1,0 +1,210 @@
+"""The controller manager's settings and the upstream cloud-controller-manager flags that set them.
+
+Flag names, defaults and value forms match the Go cloud-controller-manager so that an existing
+Deployment's ``args`` work unchanged: ``--flag=value`` and ``--flag value``, booleans as
+``--leader-elect=false`` or a bare ``--leader-elect``, durations as ``30s``, ``5m``, ``1h30m``.
+A few upstream flags that only matter to Go (``--profiling``, ``--v``) are accepted too, so a
+copied command line never fails on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from polyccm import flagtypes
+
+#: Controller names with their upstream aliases, in start order.
+CONTROLLER_ALIASES: dict[str, tuple[str, ...]] = {
+    "cloud-node": ("cloud-node-controller",),
+    "cloud-node-lifecycle": ("cloud-node-lifecycle-controller",),
+    "service": ("service-lb-controller", "service-controller"),
+    "route": ("node-route-controller", "route-controller"),
+}
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    """Leader election on a coordination.k8s.io Lease (``--leader-elect*``)."""
+
+    enabled: bool = True
+    """Run controllers only while holding the lease."""
+    lease_duration: float = 15.0
+    """Seconds a lease is valid after its last renewal."""
+    renew_deadline: float = 10.0
+    """Seconds the leader keeps trying to renew before it gives up leading."""
+    retry_period: float = 2.0
+    """Seconds between attempts to acquire or renew."""
+    resource_name: str = "cloud-controller-manager"
+    """Name of the Lease object."""
+    resource_namespace: str = "kube-system"
+    """Namespace of the Lease object."""
+
+
+@dataclass(frozen=True)
+class ManagerOptions:
+    """Everything the controller manager needs besides the provider."""
+
+    provider: str
+    cloud_config: Path | None = None
+    kubeconfig: str | None = None
+    master: str | None = None
+    cluster_name: str = "kubernetes"
+    cluster_cidrs: tuple[str, ...] = ()
+    configure_cloud_routes: bool = True
+    controllers: frozenset[str] = frozenset(CONTROLLER_ALIASES)
+    route_reconciliation_period: float = 10.0
+    node_monitor_period: float = 5.0
+    node_status_update_frequency: float = 300.0
+    concurrent_service_syncs: int = 1
+    concurrent_node_syncs: int = 1
+    kube_api_qps: float = 20.0
+    kube_api_burst: int = 30
+    bind_address: str = "0.0.0.0"
+    secure_port: int = 10258
+    leader_election: LeaderElection = field(default_factory=LeaderElection)
+    verbosity: int = 2
+
+
+def resolve_controllers(spec: str) -> frozenset[str]:
+    """Controllers selected by ``--controllers`` as upstream reads it.
+
+    ``*`` means every controller; ``name`` enables one, ``-name`` disables one; names may be
+    the short ones (``service``) or the upstream long ones (``service-lb-controller``).
+    """
+    lookup = {name: name for name in CONTROLLER_ALIASES}
+    for name, aliases in CONTROLLER_ALIASES.items():
+        lookup.update({alias: name for alias in aliases})
+    enabled: set[str] = set()
+    disabled: set[str] = set()
+    star = False
+    for raw in spec.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        if item == "*":
+            star = True
+            continue
+        negate = item.startswith("-")
+        name = lookup.get(item.lstrip("-"))
+        if name is None:
+            known = ", ".join(sorted(lookup))
+            raise argparse.ArgumentTypeError(f"unknown controller {item.lstrip('-')!r} (known: {known})")
+        (disabled if negate else enabled).add(name)
+    base = set(CONTROLLER_ALIASES) if star else set()
+    return frozenset((base | enabled) - disabled)
+
+
+def _bool_flag(parser: argparse._ArgumentGroup, name: str, default: bool, help_text: str) -> None:
+    parser.add_argument(
+        name,
+        type=flagtypes.parse_bool,
+        nargs="?",
+        const=True,
+        default=default,
+        metavar="BOOL",
+        help=f"{help_text} (default {str(default).lower()})",
+    )
+
+
+def add_manager_flags(parser: argparse.ArgumentParser) -> None:
+    """Add the upstream cloud-controller-manager flags to ``parser``."""
+    generic = parser.add_argument_group("generic flags")
+    generic.add_argument(
+        "--cloud-config", type=Path, metavar="FILE", help="path to the cloud provider configuration file"
+    )
+    generic.add_argument("--cluster-name", default="kubernetes", help="instance prefix for the cluster (default kubernetes)")
+    generic.add_argument(
+        "--cluster-cidr",
+        type=flagtypes.cidr_list,
+        default=(),
+        metavar="CIDRS",
+        help="CIDR ranges of pods in the cluster; required by the route controller",
+    )
+    _bool_flag(generic, "--configure-cloud-routes", True, "create routes for each node's pod CIDR")
+    generic.add_argument(
+        "--controllers",
+        type=resolve_controllers,
+        default=frozenset(CONTROLLER_ALIASES),
+        metavar="NAMES",
+        help="controllers to run: '*' for all, 'name' to enable, '-name' to disable "
+        "(cloud-node, cloud-node-lifecycle, service, route); default '*'",
+    )
+    _bool_flag(generic, "--allocate-node-cidrs", False, "accepted for compatibility; polyccm allocates no CIDRs")
+    generic.add_argument("--cidr-allocator-type", default="RangeAllocator", help=argparse.SUPPRESS)
+    _bool_flag(generic, "--use-service-account-credentials", False, "accepted for compatibility")
+
+    kube = parser.add_argument_group("kubernetes API flags")
+    kube.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file; in-cluster config when absent")
+    kube.add_argument("--master", metavar="URL", help="API server address, overriding the kubeconfig")
+    kube.add_argument("--kube-api-qps", type=flagtypes.non_negative_float, default=20.0, metavar="QPS", help="queries per second to the API server (default 20)")
+    kube.add_argument("--kube-api-burst", type=flagtypes.non_negative_int, default=30, metavar="N", help="burst of queries to the API server (default 30)")
+    kube.add_argument("--kube-api-content-type", default="application/json", help=argparse.SUPPRESS)
+
+    periods = parser.add_argument_group("controller flags")
+    periods.add_argument("--route-reconciliation-period", type=flagtypes.positive_duration, default=10.0, metavar="DURATION", help="period of route reconciliation (default 10s)")
+    periods.add_argument("--node-monitor-period", type=flagtypes.positive_duration, default=5.0, metavar="DURATION", help="period of the node lifecycle check (default 5s)")
+    periods.add_argument("--node-status-update-frequency", type=flagtypes.positive_duration, default=300.0, metavar="DURATION", help="how often node addresses are refreshed (default 5m)")
+    periods.add_argument("--concurrent-service-syncs", type=flagtypes.positive_int, default=1, metavar="N", help="services synced at once (default 1)")
+    periods.add_argument("--concurrent-node-syncs", type=flagtypes.positive_int, default=1, metavar="N", help="nodes synced at once (default 1)")
+    periods.add_argument("--min-resync-period", type=flagtypes.parse_duration, default=43200.0, help=argparse.SUPPRESS)
+    periods.add_argument("--node-sync-period", type=flagtypes.parse_duration, default=0.0, help=argparse.SUPPRESS)
+
+    election = parser.add_argument_group("leader election flags")
+    _bool_flag(election, "--leader-elect", True, "run controllers only while holding the leader lease")
+    election.add_argument("--leader-elect-lease-duration", type=flagtypes.positive_duration, default=15.0, metavar="DURATION", help="lease duration (default 15s)")
+    election.add_argument("--leader-elect-renew-deadline", type=flagtypes.positive_duration, default=10.0, metavar="DURATION", help="renew deadline (default 10s)")
+    election.add_argument("--leader-elect-retry-period", type=flagtypes.positive_duration, default=2.0, metavar="DURATION", help="retry period (default 2s)")
+    election.add_argument("--leader-elect-resource-lock", default="leases", choices=["leases"], help="lock type; only leases (default leases)")
+    election.add_argument("--leader-elect-resource-name", default="cloud-controller-manager", metavar="NAME", help="lease name (default cloud-controller-manager)")
+    election.add_argument("--leader-elect-resource-namespace", default="kube-system", metavar="NAMESPACE", help="lease namespace (default kube-system)")
+
+    serving = parser.add_argument_group("serving flags")
+    serving.add_argument("--bind-address", type=flagtypes.ip_address, default="0.0.0.0", metavar="IP", help="address for /healthz, /readyz and /metrics (default 0.0.0.0)")
+    serving.add_argument("--secure-port", type=flagtypes.port, default=10258, metavar="PORT", help="port for /healthz, /readyz and /metrics; 0 disables (default 10258)")
+    _bool_flag(serving, "--profiling", True, "accepted for compatibility")
+    serving.add_argument("--authentication-kubeconfig", help=argparse.SUPPRESS)
+    serving.add_argument("--authorization-kubeconfig", help=argparse.SUPPRESS)
+    serving.add_argument("--authentication-skip-lookup", type=flagtypes.parse_bool, nargs="?", const=True, default=False, help=argparse.SUPPRESS)
+    serving.add_argument("-v", "--v", type=flagtypes.non_negative_int, default=2, metavar="LEVEL", help="log verbosity, as klog (default 2)")
+
+
+def options_from_namespace(provider: str, ns: argparse.Namespace) -> ManagerOptions:
+    """Build :class:`ManagerOptions` from parsed flags."""
+    if ns.leader_elect_renew_deadline >= ns.leader_elect_lease_duration:
+        raise argparse.ArgumentTypeError(
+            "--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration"
+        )
+    if ns.leader_elect_retry_period >= ns.leader_elect_renew_deadline:
+        raise argparse.ArgumentTypeError(
+            "--leader-elect-retry-period must be shorter than --leader-elect-renew-deadline"
+        )
+    return ManagerOptions(
+        provider=provider,
+        cloud_config=ns.cloud_config,
+        kubeconfig=ns.kubeconfig,
+        master=ns.master,
+        cluster_name=ns.cluster_name,
+        cluster_cidrs=tuple(ns.cluster_cidr),
+        configure_cloud_routes=ns.configure_cloud_routes,
+        controllers=ns.controllers,
+        route_reconciliation_period=ns.route_reconciliation_period,
+        node_monitor_period=ns.node_monitor_period,
+        node_status_update_frequency=ns.node_status_update_frequency,
+        concurrent_service_syncs=ns.concurrent_service_syncs,
+        concurrent_node_syncs=ns.concurrent_node_syncs,
+        kube_api_qps=ns.kube_api_qps,
+        kube_api_burst=ns.kube_api_burst,
+        bind_address=ns.bind_address,
+        secure_port=ns.secure_port,
+        leader_election=LeaderElection(
+            enabled=ns.leader_elect,
+            lease_duration=ns.leader_elect_lease_duration,
+            renew_deadline=ns.leader_elect_renew_deadline,
+            retry_period=ns.leader_elect_retry_period,
+            resource_name=ns.leader_elect_resource_name,
+            resource_namespace=ns.leader_elect_resource_namespace,
+        ),
+        verbosity=ns.v,
+    )

@@ -1,0 +1,141 @@
+"""The ``polyccm`` command: parse upstream-compatible flags, build the provider, run the manager.
+
+User mistakes (an unknown provider or flag, a bad value, an unreadable or malformed cloud config)
+print one line to stderr and exit with status 2; they never produce a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+import pluggy
+
+from polyccm import plugins
+from polyccm.app.options import ManagerOptions, add_manager_flags, options_from_namespace
+from polyccm.errors import ConfigError
+
+USAGE_ERROR = 2
+PROG = "polyccm"
+
+
+class UsageError(Exception):
+    """A user mistake on the command line; printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors as one line instead of usage plus message."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _provider_parser() -> _Parser:
+    parser = _Parser(prog=PROG, add_help=False, allow_abbrev=False)
+    parser.add_argument("--provider", "--cloud-provider", dest="provider")
+    parser.add_argument("-h", "--help", action="store_true")
+    return parser
+
+
+def _full_parser(
+    manager: pluggy.PluginManager, provider: str | None, available: Sequence[str]
+) -> _Parser:
+    parser = _Parser(
+        prog=PROG,
+        allow_abbrev=False,
+        description="A Kubernetes cloud-controller-manager. Runs the cloud-node, "
+        "cloud-node-lifecycle, service and route controllers for one cloud provider.",
+        epilog=f"installed providers: {', '.join(available) or 'none'}",
+    )
+    parser.add_argument(
+        "--provider",
+        "--cloud-provider",
+        dest="provider",
+        metavar="NAME",
+        help=f"the cloud provider to run (installed: {', '.join(available) or 'none'})",
+    )
+    add_manager_flags(parser)
+    if provider:
+        group = parser.add_argument_group(f"{provider} provider flags")
+        manager.hook.polyccm_add_options(provider=provider, group=group)
+    return parser
+
+
+def parse(
+    argv: Sequence[str], manager: pluggy.PluginManager
+) -> tuple[ManagerOptions, argparse.Namespace]:
+    """Parse ``argv``; raise :class:`UsageError` for any user mistake.
+
+    ``--help`` prints the help text and exits 0, as usual.
+    """
+    try:
+        installed = plugins.installed_providers(manager)
+    except plugins.PluginError as error:
+        raise UsageError(str(error)) from None
+    available = sorted(installed)
+    first, _ = _provider_parser().parse_known_args(argv)
+    provider = first.provider
+    if provider is not None and provider not in installed:
+        raise UsageError(
+            f"unknown provider {provider!r}; installed providers: {', '.join(available) or 'none'}"
+        )
+    parser = _full_parser(manager, provider, available)
+    namespace = parser.parse_args(argv)
+    if provider is None:
+        raise UsageError(
+            f"--provider is required; installed providers: {', '.join(available) or 'none'}"
+        )
+    try:
+        options = options_from_namespace(provider, namespace)
+    except argparse.ArgumentTypeError as error:
+        raise UsageError(str(error)) from None
+    if options.cloud_config is not None:
+        try:
+            with options.cloud_config.open("rb"):
+                pass
+        except OSError as error:
+            raise UsageError(
+                f"cannot read cloud config {options.cloud_config}: {error.strerror}"
+            ) from None
+    return options, namespace
+
+
+def _configure_logging(verbosity: int) -> None:
+    level = logging.DEBUG if verbosity >= 4 else logging.INFO
+    logging.basicConfig(
+        level=level,
+        format="%(asctime)s %(levelname).1s %(name)s] %(message)s",
+        stream=sys.stderr,
+    )
+    if verbosity < 6:
+        for noisy in ("urllib3", "botocore", "boto3", "kubernetes"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None = None) -> int:
+    """Entry point of ``polyccm``; returns the exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        manager = manager or plugins.plugin_manager()
+        options, namespace = parse(args, manager)
+        settings = plugins.ProviderSettings(
+            provider=options.provider,
+            cloud_config=options.cloud_config,
+            cluster_name=options.cluster_name,
+            options=namespace,
+        )
+        provider = plugins.build_provider(manager, settings)
+    except (UsageError, ConfigError, plugins.PluginError) as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    _configure_logging(options.verbosity)
+    from polyccm.app.manager import run_manager
+
+    return run_manager(options, provider)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
