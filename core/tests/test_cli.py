@@ -1,0 +1,168 @@
+"""The polyccm command line: upstream flag forms, and one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from polyccm import cli
+from polyccm.app.options import CONTROLLER_ALIASES, resolve_controllers
+from polyccm.plugins import plugin_manager
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "polyccm.cli", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def parse(*args: str) -> cli.ManagerOptions:
+    options, _ = cli.parse(list(args), plugin_manager())
+    return options
+
+
+def test_unknown_provider_exits_2_and_lists_installed_providers() -> None:
+    result = run_cli("--provider", "nosuch")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "unknown provider 'nosuch'" in result.stderr
+    for name in ("aws", "digitalocean", "gce", "packet"):
+        assert name in result.stderr
+
+
+def test_help_lists_the_upstream_flags() -> None:
+    result = run_cli("--help")
+    assert result.returncode == 0
+    for flag in (
+        "--cloud-config", "--kubeconfig", "--cluster-name", "--cluster-cidr", "--controllers",
+        "--configure-cloud-routes", "--leader-elect", "--leader-elect-lease-duration",
+        "--leader-elect-renew-deadline", "--leader-elect-retry-period",
+        "--leader-elect-resource-name", "--leader-elect-resource-namespace",
+        "--concurrent-service-syncs", "--concurrent-node-syncs", "--node-monitor-period",
+        "--route-reconciliation-period", "--node-status-update-frequency", "--kube-api-qps",
+        "--kube-api-burst", "--bind-address", "--secure-port",
+    ):
+        assert flag in result.stdout, flag
+
+
+def test_help_for_one_provider_does_not_import_other_sdks() -> None:
+    code = (
+        "import sys\n"
+        "from polyccm.cli import main\n"
+        "try:\n    main(['--provider', 'gce', '--help'])\n"
+        "except SystemExit:\n    pass\n"
+        "heavy = [m for m in ('boto3', 'botocore', 'pydo', 'equinix', 'moto') if m in sys.modules]\n"
+        "print('heavy=' + ','.join(heavy))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "heavy="
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--leader-elect=maybe"], "invalid boolean 'maybe'"),
+        (["--node-monitor-period", "5x"], "invalid duration '5x'"),
+        (["--route-reconciliation-period=-1s"], "greater than zero"),
+        (["--concurrent-service-syncs=0"], "must be at least 1"),
+        (["--kube-api-qps=fast"], "invalid number 'fast'"),
+        (["--secure-port=70000"], "out of range"),
+        (["--bind-address=localhost:1"], "invalid IP address"),
+        (["--cluster-cidr=10.0.0.0/33"], "invalid CIDR"),
+        (["--controllers=*,-routez"], "unknown controller 'routez'"),
+        (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (["--leader-elect-renew-deadline=20s"], "must be shorter than --leader-elect-lease"),
+    ],
+)
+def test_bad_flag_values_exit_2_with_one_line(args: list[str], message: str) -> None:
+    result = run_cli("--provider", "gce", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_cloud_config_names_the_file(tmp_path: Path) -> None:
+    missing = tmp_path / "cloud.conf"
+    result = run_cli("--provider", "gce", f"--cloud-config={missing}")
+    assert result.returncode == 2
+    assert f"cannot read cloud config {missing}" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_unreadable_cloud_config_is_a_usage_error(tmp_path: Path) -> None:
+    directory = tmp_path / "conf.d"
+    directory.mkdir()
+    result = run_cli("--provider", "gce", "--cloud-config", str(directory))
+    assert result.returncode == 2
+    assert "cannot read cloud config" in result.stderr
+
+
+def test_missing_provider_is_a_usage_error() -> None:
+    result = run_cli("--cluster-name=x")
+    assert result.returncode == 2
+    assert "--provider is required" in result.stderr
+
+
+def test_upstream_flag_forms_are_accepted() -> None:
+    options = parse(
+        "--provider=aws",
+        "--cloud-provider", "aws",
+        "--leader-elect=false",
+        "--node-monitor-period", "10s",
+        "--node-status-update-frequency=1h30m",
+        "--cluster-cidr=10.244.0.0/16",
+        "--configure-cloud-routes",
+        "--controllers=*,-route",
+        "--kube-api-qps=50",
+        "--kube-api-burst", "100",
+        "--concurrent-service-syncs=4",
+        "--use-service-account-credentials",
+        "--allocate-node-cidrs=false",
+        "--v=4",
+    )
+    assert options.provider == "aws"
+    assert options.leader_election.enabled is False
+    assert options.node_monitor_period == 10.0
+    assert options.node_status_update_frequency == 5400.0
+    assert options.cluster_cidrs == ("10.244.0.0/16",)
+    assert options.configure_cloud_routes is True
+    assert options.controllers == frozenset({"cloud-node", "cloud-node-lifecycle", "service"})
+    assert options.kube_api_qps == 50.0 and options.kube_api_burst == 100
+    assert options.concurrent_service_syncs == 4
+    assert options.verbosity == 4
+
+
+def test_defaults_match_upstream() -> None:
+    options = parse("--provider", "aws")
+    assert options.cluster_name == "kubernetes"
+    assert options.route_reconciliation_period == 10.0
+    assert options.node_monitor_period == 5.0
+    assert options.node_status_update_frequency == 300.0
+    assert options.concurrent_service_syncs == 1 and options.concurrent_node_syncs == 1
+    assert options.kube_api_qps == 20.0 and options.kube_api_burst == 30
+    assert options.secure_port == 10258
+    election = options.leader_election
+    assert election.enabled
+    assert (election.lease_duration, election.renew_deadline, election.retry_period) == (15, 10, 2)
+    assert election.resource_name == "cloud-controller-manager"
+    assert election.resource_namespace == "kube-system"
+    assert options.controllers == frozenset(CONTROLLER_ALIASES)
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("*", {"cloud-node", "cloud-node-lifecycle", "service", "route"}),
+        ("service,route", {"service", "route"}),
+        ("*,-service-lb-controller", {"cloud-node", "cloud-node-lifecycle", "route"}),
+        ("cloud-node-controller", {"cloud-node"}),
+        ("-route", set()),
+    ],
+)
+def test_controller_selection_follows_upstream(spec: str, expected: set[str]) -> None:
+    assert resolve_controllers(spec) == frozenset(expected)
