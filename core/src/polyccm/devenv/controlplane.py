@@ -1,0 +1,533 @@
+"""A real local control plane: etcd and kube-apiserver (plus cloud emulators) as background
+processes on loopback ports, recorded in a state directory.
+
+This is the library behind ``polyccm-dev`` and the ``control_plane`` pytest fixture. The API
+server runs with RBAC authorization, a static admin token (group ``system:masters``), a serving
+certificate signed by a generated CA, and service-account keys, so clients behave as they would
+against a real cluster: no TLS checks are skipped and unauthenticated requests are refused.
+
+Processes are started in their own sessions and outlive the caller; :func:`stop` (or
+``polyccm-dev down``) ends them from any process, using what ``state.json`` recorded.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import secrets
+import ssl
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from polyccm.devenv import pki, processes
+from polyccm.devenv import state as state_files
+from polyccm.devenv.state import Component, DevState
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from polyccm.devenv.binaries import ControlPlaneBinaries
+    from polyccm.kube.api import KubeApi
+    from polyccm.plugins import EmulatorLauncher
+
+ETCD = "etcd"
+KUBE_APISERVER = "kube-apiserver"
+EMULATOR_PREFIX = "emulator/"
+
+DEFAULT_TIMEOUT = 120.0
+"""Seconds allowed for etcd and the API server to become ready."""
+EMULATOR_TIMEOUT = 60.0
+"""Seconds allowed for each cloud emulator to answer."""
+PORT_ATTEMPTS = 3
+"""Starts retried when a port picked as free was taken before the process bound it."""
+
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+ADMIN_USER = "admin"
+ADMIN_GROUP = "system:masters"
+
+Progress = Callable[[str], None]
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane or an emulator could not be started, or the state dir is unusable."""
+
+
+class UnknownEmulatorError(ControlPlaneError):
+    """``--cloud NAME`` names no installed emulator."""
+
+    def __init__(self, name: str, installed: Sequence[str]) -> None:
+        listing = ", ".join(installed) if installed else "none"
+        super().__init__(f"unknown cloud {name!r}; installed emulators: {listing}")
+        self.name = name
+        self.installed = tuple(installed)
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    """Whether one recorded component still runs."""
+
+    name: str
+    pid: int
+    url: str
+    alive: bool
+    log: str
+
+
+@dataclass
+class ControlPlane:
+    """A running environment, as recorded in its state directory."""
+
+    state_dir: Path
+    api_url: str
+    """``https://127.0.0.1:<port>``."""
+    kubeconfig: Path
+    """Admin kubeconfig (token auth, CA-verified TLS)."""
+    ca_cert: Path
+    """The CA the API server's certificate is signed by."""
+    admin_token: str
+    env: dict[str, str]
+    """KUBECONFIG and the variables of every emulator (the contents of the ``env`` file)."""
+    components: list[Component] = field(default_factory=list)
+    reused: bool = False
+    """True when it was already running before this call."""
+    started_clouds: tuple[str, ...] = ()
+    """Emulators this call started (a reused environment may gain some)."""
+
+    @property
+    def clouds(self) -> tuple[str, ...]:
+        """Names of the emulators running in this environment."""
+        return tuple(
+            item.name.removeprefix(EMULATOR_PREFIX)
+            for item in self.components
+            if item.name.startswith(EMULATOR_PREFIX)
+        )
+
+    def stop(self) -> None:
+        """Stop every process of the environment and remove its runtime files."""
+        stop(self.state_dir)
+
+    def status(self) -> list[ComponentStatus]:
+        return status(self.state_dir) or []
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A TLS context that trusts the API server's CA."""
+        return ssl.create_default_context(cafile=str(self.ca_cert))
+
+    def kube_api(self, **kwargs: Any) -> KubeApi:
+        """A :class:`polyccm.kube.api.KubeApi` with admin rights (keyword args go to it)."""
+        from polyccm.kube.api import KubeApi
+
+        return KubeApi.from_kubeconfig(str(self.kubeconfig), **kwargs)
+
+
+# -- public entry points ----------------------------------------------------------------------
+
+
+def start(
+    state_dir: Path | str,
+    clouds: Sequence[str] = (),
+    manager: pluggy.PluginManager | None = None,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    binaries: ControlPlaneBinaries | None = None,
+    progress: Progress | None = None,
+) -> ControlPlane:
+    """Start etcd, kube-apiserver and the emulators named in ``clouds`` in ``state_dir``.
+
+    Idempotent: when ``state_dir`` already runs, it is returned (``reused=True``) after starting
+    any requested emulator that is missing. A partly dead environment is stopped and started
+    afresh. Cloud names are checked before anything starts (:class:`UnknownEmulatorError`). On any
+    failure, everything this call started is stopped again and :class:`ControlPlaneError` says
+    why, with the last lines of the failing component's log.
+    """
+    say = progress or (lambda _message: None)
+    directory = Path(state_dir).resolve()
+    wanted = list(dict.fromkeys(clouds))
+    launchers = resolve_emulators(wanted, manager)
+    directory.mkdir(parents=True, exist_ok=True)
+    with _locked(directory):
+        existing = _load(directory)
+        if existing is not None:
+            if all(_alive(item) for item in existing.components):
+                return _extend(directory, existing, launchers, say)
+            say(f"{directory} was partly stopped; stopping the rest and starting afresh")
+            _stop_components(existing.components)
+        state_files.remove_runtime_files(directory)
+        return _start_fresh(directory, launchers, timeout, binaries, say)
+
+
+def attach(state_dir: Path | str) -> ControlPlane | None:
+    """The environment running in ``state_dir``, or ``None`` unless every part of it is alive."""
+    directory = Path(state_dir).resolve()
+    recorded = _load(directory)
+    if recorded is None or not recorded.components:
+        return None
+    if not all(_alive(item) for item in recorded.components):
+        return None
+    return _plane(directory, recorded, reused=True)
+
+
+def status(state_dir: Path | str) -> list[ComponentStatus] | None:
+    """Each recorded component and whether it runs; ``None`` when nothing was started."""
+    directory = Path(state_dir).resolve()
+    recorded = _load(directory)
+    if recorded is None:
+        return None
+    return [
+        ComponentStatus(item.name, item.pid, item.url, _alive(item), item.log)
+        for item in recorded.components
+    ]
+
+
+def stop(state_dir: Path | str) -> bool:
+    """Stop everything recorded in ``state_dir`` and remove its runtime files (logs stay).
+
+    Returns whether anything was recorded there.
+    """
+    directory = Path(state_dir).resolve()
+    if not directory.is_dir():
+        return False
+    with _locked(directory):
+        recorded = _load(directory)
+        if recorded is not None:
+            _stop_components(recorded.components)
+        state_files.remove_runtime_files(directory)
+    return recorded is not None
+
+
+def resolve_emulators(
+    clouds: Sequence[str], manager: pluggy.PluginManager | None = None
+) -> dict[str, EmulatorLauncher]:
+    """The launcher of each cloud in ``clouds``; :class:`UnknownEmulatorError` for a name that
+    no installed plugin registers."""
+    if not clouds:
+        return {}
+    from polyccm.plugins import installed_emulators, plugin_manager
+
+    installed = installed_emulators(manager if manager is not None else plugin_manager())
+    for name in clouds:
+        if name not in installed:
+            raise UnknownEmulatorError(name, sorted(installed))
+    return {name: installed[name] for name in clouds}
+
+
+# -- internals ----------------------------------------------------------------------------------
+
+
+@contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """Serialise ``start`` and ``stop`` on one state dir across processes."""
+    with (directory / state_files.LOCK_FILE).open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _load(directory: Path) -> DevState | None:
+    try:
+        return state_files.load(directory)
+    except state_files.StateError as error:
+        raise ControlPlaneError(str(error)) from error
+
+
+def _alive(component: Component) -> bool:
+    return processes.is_alive(component.pid, component.start_time)
+
+
+def _stop_components(components: Sequence[Component]) -> None:
+    # Emulators first, then the API server, etcd last: the reverse of the start order.
+    for item in reversed(components):
+        processes.stop_group(item.pid, item.start_time)
+
+
+def _plane(
+    directory: Path, recorded: DevState, *, reused: bool, started: Sequence[str] = ()
+) -> ControlPlane:
+    return ControlPlane(
+        state_dir=directory,
+        api_url=recorded.api_url,
+        kubeconfig=directory / state_files.KUBECONFIG_FILE,
+        ca_cert=pki.Pki.in_directory(directory / state_files.PKI_DIR).ca_cert,
+        admin_token=recorded.admin_token,
+        env=state_files.environment(directory, recorded),
+        components=list(recorded.components),
+        reused=reused,
+        started_clouds=tuple(started),
+    )
+
+
+def _extend(
+    directory: Path, recorded: DevState, launchers: Mapping[str, EmulatorLauncher], say: Progress
+) -> ControlPlane:
+    """Start the requested emulators that a running environment lacks."""
+    missing = {
+        name: launcher
+        for name, launcher in launchers.items()
+        if recorded.component(EMULATOR_PREFIX + name) is None
+    }
+    before = len(recorded.components)
+    launch = _Launcher(directory, recorded, say)
+    try:
+        for name, launcher in missing.items():
+            launch.emulator(name, launcher)
+    except BaseException:
+        _stop_components(recorded.components[before:])
+        del recorded.components[before:]
+        for name in missing:
+            recorded.emulator_env.pop(name, None)
+        state_files.save(directory, recorded)
+        raise
+    if missing:
+        state_files.write_env(directory, state_files.environment(directory, recorded))
+    return _plane(directory, recorded, reused=True, started=tuple(missing))
+
+
+def _start_fresh(
+    directory: Path,
+    launchers: Mapping[str, EmulatorLauncher],
+    timeout: float,
+    binaries: ControlPlaneBinaries | None,
+    say: Progress,
+) -> ControlPlane:
+    if binaries is None:
+        from polyccm.devenv.binaries import BinaryError, ensure_binaries
+
+        say("locating kube-apiserver and etcd (built from source on first use: minutes)")
+        try:
+            binaries = ensure_binaries()
+        except BinaryError as error:
+            raise ControlPlaneError(str(error)) from error
+    began = time.monotonic()
+    recorded = DevState(admin_token=secrets.token_urlsafe(32), started_at=time.time())
+    launch = _Launcher(directory, recorded, say, deadline=began + timeout)
+    try:
+        keys = pki.generate(directory / state_files.PKI_DIR)
+        token_file = directory / state_files.TOKEN_FILE
+        token_file.write_text(f'{recorded.admin_token},{ADMIN_USER},{ADMIN_USER},"{ADMIN_GROUP}"\n')
+        token_file.chmod(0o600)
+        etcd_url = launch.etcd(binaries.etcd)
+        launch.apiserver(binaries.kube_apiserver, etcd_url=etcd_url, keys=keys)
+        state_files.write_kubeconfig(
+            directory, server=recorded.api_url, ca_cert=keys.ca_cert, token=recorded.admin_token
+        )
+        say(f"control plane ready in {time.monotonic() - began:.1f} s at {recorded.api_url}")
+        for name, launcher in launchers.items():
+            launch.emulator(name, launcher)
+        state_files.write_env(directory, state_files.environment(directory, recorded))
+    except BaseException as error:
+        _stop_components(recorded.components)
+        state_files.remove_runtime_files(directory)
+        if isinstance(error, pki.PkiError):
+            raise ControlPlaneError(str(error)) from error
+        raise
+    return _plane(directory, recorded, reused=False, started=tuple(launchers))
+
+
+def _failure(component: Component, reason: str) -> ControlPlaneError:
+    log = Path(component.log)
+    lines = processes.tail(log, 30)
+    return ControlPlaneError(
+        f"{component.name} did not start: {reason}\n--- last lines of {log}:\n{lines}"
+    )
+
+
+def _port_taken(log: Path, offset: int) -> bool:
+    """Whether the process lost a race for its port (it logged so after ``offset``)."""
+    try:
+        with log.open("rb") as handle:
+            handle.seek(offset)
+            written = handle.read()
+    except OSError:
+        return False
+    return b"address already in use" in written
+
+
+def _log_size(log: Path) -> int:
+    try:
+        return log.stat().st_size
+    except OSError:
+        return 0
+
+
+class _Launcher:
+    """Starts components into one state dir, recording each in ``state.json`` as it spawns."""
+
+    def __init__(
+        self, directory: Path, recorded: DevState, say: Progress, *, deadline: float = 0.0
+    ) -> None:
+        self.directory = directory
+        self.recorded = recorded
+        self.say = say
+        self.deadline = deadline
+
+    def _log(self, name: str) -> Path:
+        return self.directory / state_files.LOG_DIR / f"{name}.log"
+
+    def _remaining(self) -> float:
+        return max(1.0, self.deadline - time.monotonic())
+
+    def spawn(self, name: str, argv: Sequence[str], *, url: str, log: Path) -> Component:
+        try:
+            child = processes.spawn_detached(argv, log_path=log, cwd=self.directory)
+        except OSError as error:
+            raise ControlPlaneError(f"{name}: cannot run {argv[0]}: {error}") from error
+        component = Component(
+            name=name,
+            pid=child.pid,
+            start_time=processes.start_time_of(child.pid),
+            url=url,
+            log=str(log),
+            argv=list(argv),
+        )
+        self.recorded.components.append(component)
+        state_files.save(self.directory, self.recorded)
+        return component
+
+    def discard(self, component: Component) -> None:
+        processes.stop_group(component.pid, component.start_time)
+        self.recorded.components.remove(component)
+        state_files.save(self.directory, self.recorded)
+
+    def _retrying(
+        self,
+        name: str,
+        make_argv: Callable[[], tuple[list[str], str]],
+        wait: Callable[[Component], None],
+    ) -> Component:
+        """Spawn ``name`` and ``wait`` for it; spawn again on fresh ports when it lost a port."""
+        log = self._log(name)
+        for attempt in range(PORT_ATTEMPTS):
+            argv, url = make_argv()
+            offset = _log_size(log)
+            component = self.spawn(name, argv, url=url, log=log)
+            try:
+                wait(component)
+            except processes.NotReadyError as error:
+                if attempt + 1 < PORT_ATTEMPTS and _port_taken(log, offset):
+                    self.say(f"{name} lost its port to another process; retrying")
+                    self.discard(component)
+                    continue
+                raise _failure(component, str(error)) from None
+            return component
+        raise AssertionError("unreachable")
+
+    def etcd(self, binary: Path) -> str:
+        """Start etcd on two free ports; return its client URL once it reports healthy."""
+        data = self.directory / state_files.ETCD_DIR
+
+        def make_argv() -> tuple[list[str], str]:
+            client_port, peer_port = processes.free_ports(2)
+            client_url = f"http://127.0.0.1:{client_port}"
+            peer_url = f"http://127.0.0.1:{peer_port}"
+            argv = [
+                str(binary),
+                "--name=polyccm-dev",
+                f"--data-dir={data}",
+                f"--listen-client-urls={client_url}",
+                f"--advertise-client-urls={client_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=polyccm-dev={peer_url}",
+                "--unsafe-no-fsync=true",
+            ]
+            return argv, client_url
+
+        def wait(component: Component) -> None:
+            processes.wait_until_answers(
+                component.url + "/health",
+                accept=lambda status, body: status == 200 and b'"health":"true"' in body,
+                timeout=self._remaining(),
+                alive=lambda: _alive(component),
+            )
+
+        self.say(f"starting etcd ({binary})")
+        return self._retrying(ETCD, make_argv, wait).url
+
+    def apiserver(self, binary: Path, *, etcd_url: str, keys: pki.Pki) -> None:
+        """Start kube-apiserver; return once /readyz is ok and the ``default`` namespace exists."""
+        token_file = self.directory / state_files.TOKEN_FILE
+        headers = {"Authorization": f"Bearer {self.recorded.admin_token}"}
+        context = ssl.create_default_context(cafile=str(keys.ca_cert))
+
+        def make_argv() -> tuple[list[str], str]:
+            (port,) = processes.free_ports(1)
+            url = f"https://127.0.0.1:{port}"
+            argv = [
+                str(binary),
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={keys.ca_cert.parent}",
+                f"--tls-cert-file={keys.serving_cert}",
+                f"--tls-private-key-file={keys.serving_key}",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                "--allow-privileged=true",
+                "--authorization-mode=RBAC",
+                f"--token-auth-file={token_file}",
+                f"--service-account-issuer={url}",
+                f"--service-account-key-file={keys.service_account_public_key}",
+                f"--service-account-signing-key-file={keys.service_account_key}",
+                "--profiling=false",
+            ]
+            return argv, url
+
+        def wait(component: Component) -> None:
+            for path in ("/readyz", "/api/v1/namespaces/default"):
+                processes.wait_until_answers(
+                    component.url + path,
+                    accept=lambda status, _body: status == 200,
+                    timeout=self._remaining(),
+                    alive=lambda: _alive(component),
+                    headers=headers,
+                    context=context,
+                )
+
+        self.say(f"starting kube-apiserver ({binary})")
+        self.recorded.api_url = self._retrying(KUBE_APISERVER, make_argv, wait).url
+        state_files.save(self.directory, self.recorded)
+
+    def emulator(self, name: str, launcher: EmulatorLauncher) -> None:
+        """Launch the emulator of cloud ``name`` on a free port; wait until it answers."""
+        (port,) = processes.free_ports(1)
+        try:
+            launch = launcher(port, self.directory)
+        except Exception as error:
+            raise ControlPlaneError(f"the {name} emulator's launcher failed: {error}") from error
+        url = f"http://127.0.0.1:{port}"
+        self.say(f"starting the {name} emulator on {url}")
+        component = self.spawn(
+            EMULATOR_PREFIX + name, list(launch.argv), url=url, log=self._log(f"emulator-{name}")
+        )
+        health = launch.health_path
+        if not health.startswith("/"):
+            health = "/" + health
+        try:
+            processes.wait_until_answers(
+                url + health,
+                accept=lambda status, _body: status < 500,
+                timeout=EMULATOR_TIMEOUT,
+                alive=lambda: _alive(component),
+            )
+        except processes.NotReadyError as error:
+            raise _failure(component, str(error)) from None
+        self.recorded.emulator_env[name] = dict(launch.env)
+        state_files.save(self.directory, self.recorded)
+
+
+__all__ = [
+    "ComponentStatus",
+    "ControlPlane",
+    "ControlPlaneError",
+    "UnknownEmulatorError",
+    "attach",
+    "resolve_emulators",
+    "start",
+    "status",
+    "stop",
+]

@@ -1,0 +1,184 @@
+"""The files a running development environment keeps in its state directory.
+
+Layout of ``DIR``::
+
+    state.json     what runs: pids, start times, URLs, log files (written as each part starts,
+                   so a start that fails half-way can still be stopped)
+    kubeconfig     admin access to the API server, verified against the generated CA
+    env            shell ``KEY=value`` lines: KUBECONFIG and each emulator's variables
+    tokens.csv     the API server's static token file (the admin token)
+    pki/           CA, serving certificate, service-account keys
+    etcd/          etcd's data
+    logs/          one log per component; kept by ``down`` for post-mortems
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+STATE_FILE = "state.json"
+ENV_FILE = "env"
+KUBECONFIG_FILE = "kubeconfig"
+TOKEN_FILE = "tokens.csv"
+PKI_DIR = "pki"
+ETCD_DIR = "etcd"
+LOG_DIR = "logs"
+LOCK_FILE = ".lock"
+
+#: Files and folders ``down`` removes (the logs stay).
+RUNTIME_PATHS: tuple[str, ...] = (
+    STATE_FILE,
+    ENV_FILE,
+    KUBECONFIG_FILE,
+    TOKEN_FILE,
+    PKI_DIR,
+    ETCD_DIR,
+)
+
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Component:
+    """One background process of the environment."""
+
+    name: str
+    """``etcd``, ``kube-apiserver`` or ``emulator/<cloud>``."""
+    pid: int
+    """Its pid, which is also its process group and session id."""
+    start_time: int | None
+    """Its start time from /proc, to tell it from a later process that reuses the pid."""
+    url: str
+    """Where it serves."""
+    log: str
+    """Its log file."""
+    argv: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DevState:
+    """Contents of ``state.json``."""
+
+    api_url: str = ""
+    admin_token: str = ""
+    components: list[Component] = field(default_factory=list)
+    emulator_env: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per cloud, the variables its emulator asked to export."""
+    started_at: float = 0.0
+
+    def component(self, name: str) -> Component | None:
+        return next((item for item in self.components if item.name == name), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": FORMAT_VERSION, **asdict(self)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DevState:
+        return cls(
+            api_url=str(data.get("api_url", "")),
+            admin_token=str(data.get("admin_token", "")),
+            components=[Component(**item) for item in data.get("components", [])],
+            emulator_env={
+                str(cloud): {str(k): str(v) for k, v in env.items()}
+                for cloud, env in data.get("emulator_env", {}).items()
+            },
+            started_at=float(data.get("started_at", 0.0)),
+        )
+
+
+class StateError(RuntimeError):
+    """``state.json`` exists but cannot be read."""
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` atomically, readable by the owner only (it may hold the admin token)."""
+    partial = path.with_name(path.name + ".tmp")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    partial.replace(path)
+
+
+def load(state_dir: Path) -> DevState | None:
+    """The recorded state, or ``None`` when nothing was started in ``state_dir``."""
+    path = state_dir / STATE_FILE
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        return DevState.from_json(json.loads(text))
+    except (ValueError, TypeError, AttributeError) as error:
+        raise StateError(f"{path} is not a polyccm-dev state file: {error}") from error
+
+
+def save(state_dir: Path, state: DevState) -> None:
+    _write_private(state_dir / STATE_FILE, json.dumps(state.to_json(), indent=2) + "\n")
+
+
+def environment(state_dir: Path, state: DevState) -> dict[str, str]:
+    """The variables a client of this environment needs: KUBECONFIG and the emulators'."""
+    env = {"KUBECONFIG": str((state_dir / KUBECONFIG_FILE).resolve())}
+    for cloud_env in state.emulator_env.values():
+        env.update(cloud_env)
+    return env
+
+
+def write_env(state_dir: Path, env: Mapping[str, str]) -> None:
+    """Write ``env`` as ``KEY=value`` lines that a POSIX shell can source."""
+    lines = [f"{key}={shlex.quote(value)}" for key, value in env.items()]
+    _write_private(state_dir / ENV_FILE, "\n".join(lines) + "\n")
+
+
+def read_env(path: Path) -> dict[str, str]:
+    """Parse an ``env`` file written by :func:`write_env`."""
+    env = {}
+    for line in path.read_text().splitlines():
+        if "=" not in line or line.lstrip().startswith("#"):
+            continue
+        key, value = line.split("=", 1)
+        parts = shlex.split(value)
+        env[key.strip()] = parts[0] if parts else ""
+    return env
+
+
+def write_kubeconfig(
+    state_dir: Path, *, server: str, ca_cert: Path, token: str, name: str = "polyccm-dev"
+) -> Path:
+    """Write an admin kubeconfig for ``server`` that verifies it against ``ca_cert``."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": name,
+                "cluster": {"server": server, "certificate-authority": str(ca_cert.resolve())},
+            }
+        ],
+        "users": [{"name": f"{name}-admin", "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": f"{name}-admin"}}],
+        "current-context": name,
+        "preferences": {},
+    }
+    path = state_dir / KUBECONFIG_FILE
+    _write_private(path, yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def remove_runtime_files(state_dir: Path) -> None:
+    """Remove what a stopped environment leaves behind, except the logs."""
+    for name in RUNTIME_PATHS:
+        path = state_dir / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
