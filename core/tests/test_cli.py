@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from polyccm import cli
 from polyccm.app.options import CONTROLLER_ALIASES, resolve_controllers
 from polyccm.plugins import plugin_manager
@@ -37,13 +36,27 @@ def test_help_lists_the_upstream_flags() -> None:
     result = run_cli("--help")
     assert result.returncode == 0
     for flag in (
-        "--cloud-config", "--kubeconfig", "--cluster-name", "--cluster-cidr", "--controllers",
-        "--configure-cloud-routes", "--leader-elect", "--leader-elect-lease-duration",
-        "--leader-elect-renew-deadline", "--leader-elect-retry-period",
-        "--leader-elect-resource-name", "--leader-elect-resource-namespace",
-        "--concurrent-service-syncs", "--concurrent-node-syncs", "--node-monitor-period",
-        "--route-reconciliation-period", "--node-status-update-frequency", "--kube-api-qps",
-        "--kube-api-burst", "--bind-address", "--secure-port",
+        "--cloud-config",
+        "--kubeconfig",
+        "--cluster-name",
+        "--cluster-cidr",
+        "--controllers",
+        "--configure-cloud-routes",
+        "--leader-elect",
+        "--leader-elect-lease-duration",
+        "--leader-elect-renew-deadline",
+        "--leader-elect-retry-period",
+        "--leader-elect-resource-name",
+        "--leader-elect-resource-namespace",
+        "--concurrent-service-syncs",
+        "--concurrent-node-syncs",
+        "--node-monitor-period",
+        "--route-reconciliation-period",
+        "--node-status-update-frequency",
+        "--kube-api-qps",
+        "--kube-api-burst",
+        "--bind-address",
+        "--secure-port",
     ):
         assert flag in result.stdout, flag
 
@@ -54,10 +67,13 @@ def test_help_for_one_provider_does_not_import_other_sdks() -> None:
         "from polyccm.cli import main\n"
         "try:\n    main(['--provider', 'gce', '--help'])\n"
         "except SystemExit:\n    pass\n"
-        "heavy = [m for m in ('boto3', 'botocore', 'pydo', 'equinix', 'moto') if m in sys.modules]\n"
+        "sdks = ('boto3', 'botocore', 'pydo', 'equinix', 'moto')\n"
+        "heavy = [m for m in sdks if m in sys.modules]\n"
         "print('heavy=' + ','.join(heavy))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "heavy="
 
@@ -111,15 +127,18 @@ def test_missing_provider_is_a_usage_error() -> None:
 def test_upstream_flag_forms_are_accepted() -> None:
     options = parse(
         "--provider=aws",
-        "--cloud-provider", "aws",
+        "--cloud-provider",
+        "aws",
         "--leader-elect=false",
-        "--node-monitor-period", "10s",
+        "--node-monitor-period",
+        "10s",
         "--node-status-update-frequency=1h30m",
         "--cluster-cidr=10.244.0.0/16",
         "--configure-cloud-routes",
         "--controllers=*,-route",
         "--kube-api-qps=50",
-        "--kube-api-burst", "100",
+        "--kube-api-burst",
+        "100",
         "--concurrent-service-syncs=4",
         "--use-service-account-credentials",
         "--allocate-node-cidrs=false",

@@ -128,6 +128,11 @@ def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None
             options=namespace,
         )
         provider = plugins.build_provider(manager, settings)
+        from polyccm.app.manager import route_controller_problem
+
+        problem = route_controller_problem(options, provider)
+        if problem:
+            raise UsageError(problem)
     except (UsageError, ConfigError, plugins.PluginError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return USAGE_ERROR

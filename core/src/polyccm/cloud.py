@@ -236,7 +236,7 @@ class CloudProvider:
 
     name: ClassVar[str] = ""
 
-    def initialize(self, kube_client: object | None = None) -> None:  # noqa: B027
+    def initialize(self, kube_client: object | None = None) -> None:
         """Called once before the controllers start."""
 
     def instances_v2(self) -> InstancesV2 | None:

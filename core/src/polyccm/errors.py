@@ -14,19 +14,19 @@ class CloudError(Exception):
     """Base class of the errors providers raise on purpose."""
 
 
-class InstanceNotFound(CloudError):  # noqa: N818 - the upstream name, kept for recognition
+class InstanceNotFound(CloudError):
     """The cloud has no instance for the node (terminated, deleted, or never existed)."""
 
 
-class CapabilityNotImplemented(CloudError):  # noqa: N818
-    """The provider does not implement this operation (upstream ``cloudprovider.NotImplemented``)."""
+class CapabilityNotImplemented(CloudError):
+    """The provider does not implement this operation (``cloudprovider.NotImplemented``)."""
 
 
-class ImplementedElsewhere(CloudError):  # noqa: N818
+class ImplementedElsewhere(CloudError):
     """Another controller owns this object (for example an AWS load-balancer controller)."""
 
 
-class RetryAfter(CloudError):  # noqa: N818
+class RetryAfter(CloudError):
     """Ask again after ``delay`` seconds instead of backing off exponentially."""
 
     def __init__(self, message: str, delay: float) -> None:

@@ -103,7 +103,7 @@ class Node(_View):
     def ready(self) -> bool:
         for condition in _get(self.raw, "status", "conditions") or ():
             if condition.get("type") == "Ready":
-                return condition.get("status") == "True"
+                return bool(condition.get("status") == "True")
         return False
 
 

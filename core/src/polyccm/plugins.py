@@ -107,7 +107,9 @@ class ProviderSettings:
 
 
 def _blocked() -> set[str]:
-    return {name.strip() for name in os.environ.get(DISABLE_VARIABLE, "").split(",") if name.strip()}
+    return {
+        name.strip() for name in os.environ.get(DISABLE_VARIABLE, "").split(",") if name.strip()
+    }
 
 
 def plugin_manager(extra_plugins: Sequence[object] = ()) -> pluggy.PluginManager:

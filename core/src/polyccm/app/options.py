@@ -87,11 +87,13 @@ def resolve_controllers(spec: str) -> frozenset[str]:
             star = True
             continue
         negate = item.startswith("-")
-        name = lookup.get(item.lstrip("-"))
-        if name is None:
+        canonical = lookup.get(item.lstrip("-"))
+        if canonical is None:
             known = ", ".join(sorted(lookup))
-            raise argparse.ArgumentTypeError(f"unknown controller {item.lstrip('-')!r} (known: {known})")
-        (disabled if negate else enabled).add(name)
+            raise argparse.ArgumentTypeError(
+                f"unknown controller {item.lstrip('-')!r} (known: {known})"
+            )
+        (disabled if negate else enabled).add(canonical)
     base = set(CONTROLLER_ALIASES) if star else set()
     return frozenset((base | enabled) - disabled)
 
@@ -112,9 +114,16 @@ def add_manager_flags(parser: argparse.ArgumentParser) -> None:
     """Add the upstream cloud-controller-manager flags to ``parser``."""
     generic = parser.add_argument_group("generic flags")
     generic.add_argument(
-        "--cloud-config", type=Path, metavar="FILE", help="path to the cloud provider configuration file"
+        "--cloud-config",
+        type=Path,
+        metavar="FILE",
+        help="path to the cloud provider configuration file",
     )
-    generic.add_argument("--cluster-name", default="kubernetes", help="instance prefix for the cluster (default kubernetes)")
+    generic.add_argument(
+        "--cluster-name",
+        default="kubernetes",
+        help="instance prefix for the cluster (default kubernetes)",
+    )
     generic.add_argument(
         "--cluster-cidr",
         type=flagtypes.cidr_list,
@@ -131,43 +140,162 @@ def add_manager_flags(parser: argparse.ArgumentParser) -> None:
         help="controllers to run: '*' for all, 'name' to enable, '-name' to disable "
         "(cloud-node, cloud-node-lifecycle, service, route); default '*'",
     )
-    _bool_flag(generic, "--allocate-node-cidrs", False, "accepted for compatibility; polyccm allocates no CIDRs")
+    _bool_flag(
+        generic,
+        "--allocate-node-cidrs",
+        False,
+        "accepted for compatibility; polyccm allocates no CIDRs",
+    )
     generic.add_argument("--cidr-allocator-type", default="RangeAllocator", help=argparse.SUPPRESS)
     _bool_flag(generic, "--use-service-account-credentials", False, "accepted for compatibility")
 
     kube = parser.add_argument_group("kubernetes API flags")
-    kube.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file; in-cluster config when absent")
-    kube.add_argument("--master", metavar="URL", help="API server address, overriding the kubeconfig")
-    kube.add_argument("--kube-api-qps", type=flagtypes.non_negative_float, default=20.0, metavar="QPS", help="queries per second to the API server (default 20)")
-    kube.add_argument("--kube-api-burst", type=flagtypes.non_negative_int, default=30, metavar="N", help="burst of queries to the API server (default 30)")
+    kube.add_argument(
+        "--kubeconfig", metavar="FILE", help="kubeconfig file; in-cluster config when absent"
+    )
+    kube.add_argument(
+        "--master", metavar="URL", help="API server address, overriding the kubeconfig"
+    )
+    kube.add_argument(
+        "--kube-api-qps",
+        type=flagtypes.non_negative_float,
+        default=20.0,
+        metavar="QPS",
+        help="queries per second to the API server (default 20)",
+    )
+    kube.add_argument(
+        "--kube-api-burst",
+        type=flagtypes.non_negative_int,
+        default=30,
+        metavar="N",
+        help="burst of queries to the API server (default 30)",
+    )
     kube.add_argument("--kube-api-content-type", default="application/json", help=argparse.SUPPRESS)
 
     periods = parser.add_argument_group("controller flags")
-    periods.add_argument("--route-reconciliation-period", type=flagtypes.positive_duration, default=10.0, metavar="DURATION", help="period of route reconciliation (default 10s)")
-    periods.add_argument("--node-monitor-period", type=flagtypes.positive_duration, default=5.0, metavar="DURATION", help="period of the node lifecycle check (default 5s)")
-    periods.add_argument("--node-status-update-frequency", type=flagtypes.positive_duration, default=300.0, metavar="DURATION", help="how often node addresses are refreshed (default 5m)")
-    periods.add_argument("--concurrent-service-syncs", type=flagtypes.positive_int, default=1, metavar="N", help="services synced at once (default 1)")
-    periods.add_argument("--concurrent-node-syncs", type=flagtypes.positive_int, default=1, metavar="N", help="nodes synced at once (default 1)")
-    periods.add_argument("--min-resync-period", type=flagtypes.parse_duration, default=43200.0, help=argparse.SUPPRESS)
-    periods.add_argument("--node-sync-period", type=flagtypes.parse_duration, default=0.0, help=argparse.SUPPRESS)
+    periods.add_argument(
+        "--route-reconciliation-period",
+        type=flagtypes.positive_duration,
+        default=10.0,
+        metavar="DURATION",
+        help="period of route reconciliation (default 10s)",
+    )
+    periods.add_argument(
+        "--node-monitor-period",
+        type=flagtypes.positive_duration,
+        default=5.0,
+        metavar="DURATION",
+        help="period of the node lifecycle check (default 5s)",
+    )
+    periods.add_argument(
+        "--node-status-update-frequency",
+        type=flagtypes.positive_duration,
+        default=300.0,
+        metavar="DURATION",
+        help="how often node addresses are refreshed (default 5m)",
+    )
+    periods.add_argument(
+        "--concurrent-service-syncs",
+        type=flagtypes.positive_int,
+        default=1,
+        metavar="N",
+        help="services synced at once (default 1)",
+    )
+    periods.add_argument(
+        "--concurrent-node-syncs",
+        type=flagtypes.positive_int,
+        default=1,
+        metavar="N",
+        help="nodes synced at once (default 1)",
+    )
+    periods.add_argument(
+        "--min-resync-period",
+        type=flagtypes.parse_duration,
+        default=43200.0,
+        help=argparse.SUPPRESS,
+    )
+    periods.add_argument(
+        "--node-sync-period", type=flagtypes.parse_duration, default=0.0, help=argparse.SUPPRESS
+    )
 
     election = parser.add_argument_group("leader election flags")
-    _bool_flag(election, "--leader-elect", True, "run controllers only while holding the leader lease")
-    election.add_argument("--leader-elect-lease-duration", type=flagtypes.positive_duration, default=15.0, metavar="DURATION", help="lease duration (default 15s)")
-    election.add_argument("--leader-elect-renew-deadline", type=flagtypes.positive_duration, default=10.0, metavar="DURATION", help="renew deadline (default 10s)")
-    election.add_argument("--leader-elect-retry-period", type=flagtypes.positive_duration, default=2.0, metavar="DURATION", help="retry period (default 2s)")
-    election.add_argument("--leader-elect-resource-lock", default="leases", choices=["leases"], help="lock type; only leases (default leases)")
-    election.add_argument("--leader-elect-resource-name", default="cloud-controller-manager", metavar="NAME", help="lease name (default cloud-controller-manager)")
-    election.add_argument("--leader-elect-resource-namespace", default="kube-system", metavar="NAMESPACE", help="lease namespace (default kube-system)")
+    _bool_flag(
+        election, "--leader-elect", True, "run controllers only while holding the leader lease"
+    )
+    election.add_argument(
+        "--leader-elect-lease-duration",
+        type=flagtypes.positive_duration,
+        default=15.0,
+        metavar="DURATION",
+        help="lease duration (default 15s)",
+    )
+    election.add_argument(
+        "--leader-elect-renew-deadline",
+        type=flagtypes.positive_duration,
+        default=10.0,
+        metavar="DURATION",
+        help="renew deadline (default 10s)",
+    )
+    election.add_argument(
+        "--leader-elect-retry-period",
+        type=flagtypes.positive_duration,
+        default=2.0,
+        metavar="DURATION",
+        help="retry period (default 2s)",
+    )
+    election.add_argument(
+        "--leader-elect-resource-lock",
+        default="leases",
+        choices=["leases"],
+        help="lock type; only leases (default leases)",
+    )
+    election.add_argument(
+        "--leader-elect-resource-name",
+        default="cloud-controller-manager",
+        metavar="NAME",
+        help="lease name (default cloud-controller-manager)",
+    )
+    election.add_argument(
+        "--leader-elect-resource-namespace",
+        default="kube-system",
+        metavar="NAMESPACE",
+        help="lease namespace (default kube-system)",
+    )
 
     serving = parser.add_argument_group("serving flags")
-    serving.add_argument("--bind-address", type=flagtypes.ip_address, default="0.0.0.0", metavar="IP", help="address for /healthz, /readyz and /metrics (default 0.0.0.0)")
-    serving.add_argument("--secure-port", type=flagtypes.port, default=10258, metavar="PORT", help="port for /healthz, /readyz and /metrics; 0 disables (default 10258)")
+    serving.add_argument(
+        "--bind-address",
+        type=flagtypes.ip_address,
+        default="0.0.0.0",
+        metavar="IP",
+        help="address for /healthz, /readyz and /metrics (default 0.0.0.0)",
+    )
+    serving.add_argument(
+        "--secure-port",
+        type=flagtypes.port,
+        default=10258,
+        metavar="PORT",
+        help="port for /healthz, /readyz and /metrics; 0 disables (default 10258)",
+    )
     _bool_flag(serving, "--profiling", True, "accepted for compatibility")
     serving.add_argument("--authentication-kubeconfig", help=argparse.SUPPRESS)
     serving.add_argument("--authorization-kubeconfig", help=argparse.SUPPRESS)
-    serving.add_argument("--authentication-skip-lookup", type=flagtypes.parse_bool, nargs="?", const=True, default=False, help=argparse.SUPPRESS)
-    serving.add_argument("-v", "--v", type=flagtypes.non_negative_int, default=2, metavar="LEVEL", help="log verbosity, as klog (default 2)")
+    serving.add_argument(
+        "--authentication-skip-lookup",
+        type=flagtypes.parse_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help=argparse.SUPPRESS,
+    )
+    serving.add_argument(
+        "-v",
+        "--v",
+        type=flagtypes.non_negative_int,
+        default=2,
+        metavar="LEVEL",
+        help="log verbosity, as klog (default 2)",
+    )
 
 
 def options_from_namespace(provider: str, ns: argparse.Namespace) -> ManagerOptions:
@@ -176,9 +304,9 @@ def options_from_namespace(provider: str, ns: argparse.Namespace) -> ManagerOpti
         raise argparse.ArgumentTypeError(
             "--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration"
         )
-    if ns.leader_elect_retry_period >= ns.leader_elect_renew_deadline:
+    if ns.leader_elect_retry_period * 1.2 >= ns.leader_elect_renew_deadline:
         raise argparse.ArgumentTypeError(
-            "--leader-elect-retry-period must be shorter than --leader-elect-renew-deadline"
+            "--leader-elect-renew-deadline must be more than 1.2 times --leader-elect-retry-period"
         )
     return ManagerOptions(
         provider=provider,

@@ -170,8 +170,11 @@ class KubeApi:
     def _url(self, path: str, query: Mapping[str, Any] | None) -> str:
         url = self.configuration.host.rstrip("/") + path
         if query:
-            pairs = {k: str(v).lower() if isinstance(v, bool) else v for k, v in query.items()
-                     if v is not None}
+            pairs = {
+                k: str(v).lower() if isinstance(v, bool) else v
+                for k, v in query.items()
+                if v is not None
+            }
             if pairs:
                 url += "?" + urlencode(pairs)
         return url
@@ -209,9 +212,7 @@ class KubeApi:
     def get(self, resource: Resource, name: str, namespace: str | None = None) -> JsonObject:
         return self.request("GET", resource.path(namespace, name))
 
-    def list(
-        self, resource: Resource, namespace: str | None = None, **query: Any
-    ) -> JsonObject:
+    def list(self, resource: Resource, namespace: str | None = None, **query: Any) -> JsonObject:
         return self.request("GET", resource.path(namespace), query=query, timeout=120.0)
 
     def create(
@@ -220,7 +221,11 @@ class KubeApi:
         return self.request("POST", resource.path(namespace), body=body)
 
     def replace(
-        self, resource: Resource, name: str, body: JsonObject, namespace: str | None = None,
+        self,
+        resource: Resource,
+        name: str,
+        body: JsonObject,
+        namespace: str | None = None,
         subresource: str | None = None,
     ) -> JsonObject:
         path = resource.path(namespace, name) + (f"/{subresource}" if subresource else "")

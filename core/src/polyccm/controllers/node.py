@@ -1,0 +1,253 @@
+"""The cloud-node controller: initialises new nodes from the cloud and keeps addresses fresh.
+
+A kubelet started with ``--cloud-provider=external`` registers its node with the taint
+``node.cloudprovider.kubernetes.io/uninitialized``. This controller asks the cloud about the
+instance, sets ``spec.providerID`` (only when empty), the instance-type/zone/region labels and
+the provider's extra labels, writes the addresses, removes the taint and emits ``Synced``. It
+never removes the taint without a provider ID, nor when the node's provided IP is not an
+address of its instance.
+
+Cloud calls are batched: a worker takes up to :data:`BATCH` waiting nodes at once and asks the
+provider's bulk ``instances_metadata`` once for all of them, so a provider that lists in bulk
+initialises N nodes in about N/100 calls. Initialised nodes cost no cloud call on updates; their
+addresses are refreshed every ``--node-status-update-frequency`` in the same batches, and
+patched only when they change.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from polyccm import metrics
+from polyccm.cloud import InstanceMetadata, InstancesV2
+from polyccm.controllers import nodeinfo
+from polyccm.controllers.base import Controller, ControllerContext, run_workers
+from polyccm.errors import RetryAfter
+from polyccm.kube.api import MERGE_PATCH, NODES, ApiError, JsonObject
+from polyccm.objects import UNINITIALIZED_TAINT, Node
+from polyccm.workqueue import RateLimitingQueue
+
+log = logging.getLogger(__name__)
+
+BATCH = 100
+"""Nodes asked about in one bulk cloud lookup."""
+CONFLICT_RETRIES = 5
+
+
+def creation_age(node: Node) -> float | None:
+    """Seconds since the node object was created, if known."""
+    stamp = node.raw.get("metadata", {}).get("creationTimestamp")
+    if not stamp:
+        return None
+    created = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    return max(0.0, (datetime.now(UTC) - created).total_seconds())
+
+
+class CloudNodeController(Controller):
+    """Initialises tainted nodes and refreshes node addresses."""
+
+    name = "cloud-node"
+
+    def __init__(self, context: ControllerContext, instances: InstancesV2) -> None:
+        self.context = context
+        self.instances = instances
+        self.queue = RateLimitingQueue(self.name)
+        self._seen_first_sync: set[str] = set()
+
+    # -- wiring -------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        self.context.nodes.add_handler(
+            on_add=self._enqueue, on_update=lambda _old, new: self._enqueue(new)
+        )
+        refresher = threading.Thread(
+            target=self._refresh_loop, args=(stop,), name="cloud-node-refresh", daemon=True
+        )
+        refresher.start()
+        run_workers(
+            name=self.name,
+            queue=self.queue,
+            workers=self.context.options.concurrent_node_syncs,
+            process=self._process_batch,
+            stop=stop,
+        )
+        refresher.join(timeout=30)
+
+    def _enqueue(self, obj: JsonObject) -> None:
+        self.queue.add(str(obj["metadata"]["name"]))
+
+    # -- the batch worker ---------------------------------------------------------------
+
+    def _process_batch(self, queue: RateLimitingQueue) -> bool:
+        keys = queue.get_batch(BATCH, timeout=1.0)
+        if not keys:
+            return not queue.shutting_down
+        try:
+            uninitialised: list[Node] = []
+            for key in keys:
+                raw = self.context.nodes.get(key)
+                if raw is None:
+                    queue.forget(key)  # deleted meanwhile: nothing to do
+                    continue
+                node = Node(raw)
+                if node.has_taint(UNINITIALIZED_TAINT):
+                    uninitialised.append(node)
+                else:
+                    self._sync_initialised(node, queue)
+            if uninitialised:
+                self._initialise_all(uninitialised, queue)
+        finally:
+            for key in keys:
+                queue.done(key)
+        return True
+
+    def _sync_initialised(self, node: Node, queue: RateLimitingQueue) -> None:
+        """Copy beta labels to missing GA labels; no cloud call."""
+        missing = nodeinfo.missing_ga_labels(node.labels)
+        try:
+            if missing:
+                self.context.api.patch(
+                    NODES, node.name, {"metadata": {"labels": missing}}, patch_type=MERGE_PATCH
+                )
+        except ApiError as error:
+            if not error.not_found:
+                log.warning("cloud-node: labels of %s: %s", node.name, error)
+                queue.add_rate_limited(node.name)
+                return
+        queue.forget(node.name)
+
+    def _initialise_all(self, nodes: Sequence[Node], queue: RateLimitingQueue) -> None:
+        for node in nodes:
+            if node.name not in self._seen_first_sync:
+                self._seen_first_sync.add(node.name)
+                age = creation_age(node)
+                if age is not None:
+                    metrics.initial_node_sync_delay_seconds.observe(age)
+        try:
+            results: Mapping[str, InstanceMetadata | Exception] = self.instances.instances_metadata(
+                nodes
+            )
+        except Exception as error:  # noqa: BLE001 - reported and retried
+            results = {node.name: error for node in nodes}
+        for node in nodes:
+            result = results.get(node.name)
+            if result is None:
+                result = RuntimeError("the cloud returned no answer for this node")
+            try:
+                if isinstance(result, Exception):
+                    raise result
+                self._initialise(node, result)
+            except RetryAfter as error:
+                queue.add_after(node.name, error.delay)
+            except Exception as error:  # noqa: BLE001 - reported and retried
+                self._report_failure(node, error)
+                queue.add_rate_limited(node.name)
+            else:
+                queue.forget(node.name)
+
+    def _report_failure(self, node: Node, error: Exception) -> None:
+        message = f"failed to initialize node from the cloud provider: {error}"
+        log.warning("cloud-node: %s: %s", node.name, message)
+        self.context.recorder.event(node.raw, "Warning", "FailedToInitialize", message)
+
+    # -- one node -----------------------------------------------------------------------
+
+    def _initialise(self, node: Node, metadata: InstanceMetadata) -> None:
+        provider_id = node.provider_id or metadata.provider_id
+        if not provider_id:
+            raise ValueError("the cloud provider gave no providerID; the node stays tainted")
+        addresses = (
+            nodeinfo.node_addresses(node, metadata.node_addresses)
+            if metadata.node_addresses
+            else None
+        )
+        if addresses is not None:
+            self._patch_addresses(node, addresses)
+        fresh = node
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                self._finish(fresh, provider_id, metadata)
+                break
+            except ApiError as error:
+                if error.not_found:
+                    return
+                if not error.conflict or attempt == CONFLICT_RETRIES - 1:
+                    raise
+                fresh = Node(self.context.api.get(NODES, node.name))
+                if not fresh.has_taint(UNINITIALIZED_TAINT):
+                    return
+        age = creation_age(node)
+        if age is not None:
+            metrics.cloud_provider_taint_removal_delay_seconds.observe(age)
+        log.info("cloud-node: initialised %s (%s)", node.name, provider_id)
+        self.context.recorder.event(node.raw, "Normal", "Synced", "Node synced successfully")
+
+    def _finish(self, node: Node, provider_id: str, metadata: InstanceMetadata) -> None:
+        """Set providerID and labels and remove the taint, in one write guarded by the node's
+        resourceVersion."""
+        spec: dict[str, Any] = {
+            "taints": nodeinfo.without_taint(node.taints, UNINITIALIZED_TAINT) or None
+        }
+        if not node.provider_id:
+            spec["providerID"] = provider_id
+        meta: dict[str, Any] = {"resourceVersion": node.resource_version}
+        labels = nodeinfo.labels_for(metadata, node.labels)
+        if labels:
+            meta["labels"] = labels
+        body = {"metadata": meta, "spec": spec}
+        self.context.api.patch(NODES, node.name, body, patch_type=MERGE_PATCH)
+
+    def _patch_addresses(self, node: Node, addresses: Sequence[Any]) -> None:
+        wanted = nodeinfo.addresses_to_api(addresses)
+        current = [{"type": t, "address": a} for t, a in node.addresses]
+        if wanted == current:
+            return
+        self.context.api.patch(
+            NODES,
+            node.name,
+            {"status": {"addresses": wanted}},
+            subresource="status",
+            patch_type=MERGE_PATCH,
+        )
+
+    # -- periodic address refresh -------------------------------------------------------
+
+    def _refresh_loop(self, stop: threading.Event) -> None:
+        period = self.context.options.node_status_update_frequency
+        while not stop.wait(period):
+            try:
+                self.refresh_addresses()
+            except Exception:
+                log.exception("cloud-node: address refresh failed")
+
+    def refresh_addresses(self) -> int:
+        """Refresh addresses of every initialised node; returns how many were patched."""
+        nodes = [
+            Node(raw)
+            for raw in self.context.nodes.list()
+            if not Node(raw).has_taint(UNINITIALIZED_TAINT) and Node(raw).provider_id
+        ]
+        patched = 0
+        for start in range(0, len(nodes), BATCH):
+            chunk = nodes[start : start + BATCH]
+            results = self.instances.instances_metadata(chunk)
+            for node in chunk:
+                result = results.get(node.name)
+                if not isinstance(result, InstanceMetadata) or not result.node_addresses:
+                    continue
+                try:
+                    addresses = nodeinfo.node_addresses(node, result.node_addresses)
+                    before = [{"type": t, "address": a} for t, a in node.addresses]
+                    if nodeinfo.addresses_to_api(addresses) != before:
+                        self._patch_addresses(node, addresses)
+                        patched += 1
+                except (nodeinfo.NodeIPMismatch, ValueError) as error:
+                    log.warning("cloud-node: addresses of %s: %s", node.name, error)
+                except ApiError as error:
+                    if not error.not_found:
+                        log.warning("cloud-node: addresses of %s: %s", node.name, error)
+        return patched

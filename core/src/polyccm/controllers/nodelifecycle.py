@@ -1,0 +1,108 @@
+"""The cloud-node-lifecycle controller: deletes nodes whose instance is gone, taints shut-down ones.
+
+Every ``--node-monitor-period`` it looks at the cached nodes. A Ready node loses the
+``node.cloudprovider.kubernetes.io/shutdown`` taint. For the not-Ready ones it asks the cloud, in
+one bulk ``instances_exist`` call, which instances still exist: a node whose instance no longer
+exists is deleted (events ``DeletingNode`` / ``DeletingNodeFailed``); one whose instance exists
+but is shut down gets the shutdown taint (``NoSchedule``). A stopped instance exists. Ready nodes
+cost no cloud call at all, so a healthy cluster makes none.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from polyccm.cloud import InstancesV2
+from polyccm.controllers import nodeinfo
+from polyccm.controllers.base import Controller, ControllerContext
+from polyccm.errors import InstanceNotFound
+from polyccm.kube.api import MERGE_PATCH, NODES, ApiError
+from polyccm.objects import SHUTDOWN_TAINT, Node
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_TAINT_SPEC: dict[str, Any] = {"key": SHUTDOWN_TAINT, "effect": "NoSchedule"}
+
+
+class CloudNodeLifecycleController(Controller):
+    """Watches node readiness against the cloud's view of the instances."""
+
+    name = "cloud-node-lifecycle"
+
+    def __init__(self, context: ControllerContext, instances: InstancesV2) -> None:
+        self.context = context
+        self.instances = instances
+
+    def run(self, stop: threading.Event) -> None:
+        period = self.context.options.node_monitor_period
+        while not stop.wait(period):
+            try:
+                self.monitor_nodes()
+            except Exception:
+                log.exception("cloud-node-lifecycle: monitoring failed")
+
+    def monitor_nodes(self) -> None:
+        """One pass over every cached node."""
+        not_ready: list[Node] = []
+        for raw in self.context.nodes.list():
+            node = Node(raw)
+            if node.ready:
+                if node.has_taint(SHUTDOWN_TAINT):
+                    self._set_taints(node, nodeinfo.without_taint(node.taints, SHUTDOWN_TAINT))
+                continue
+            not_ready.append(node)
+        if not not_ready:
+            return
+        existence = self.instances.instances_exist(not_ready)
+        for node in not_ready:
+            exists = existence.get(node.name)
+            if isinstance(exists, Exception):
+                log.warning("cloud-node-lifecycle: does %s exist? %s", node.name, exists)
+                continue
+            if exists is False:
+                self._delete(node)
+                continue
+            try:
+                shutdown = self.instances.instance_shutdown(node)
+            except InstanceNotFound:
+                continue
+            except Exception as error:  # noqa: BLE001 - reported and retried
+                log.warning("cloud-node-lifecycle: is %s shut down? %s", node.name, error)
+                continue
+            if shutdown and not node.has_taint(SHUTDOWN_TAINT):
+                self._set_taints(node, [*map(dict, node.taints), SHUTDOWN_TAINT_SPEC])
+
+    def _delete(self, node: Node) -> None:
+        recorder = self.context.recorder
+        log.info("cloud-node-lifecycle: deleting node %s: its instance no longer exists", node.name)
+        recorder.event(
+            node.raw,
+            "Normal",
+            "DeletingNode",
+            f"Deleting node {node.name} because it does not exist in the cloud provider",
+        )
+        try:
+            self.context.api.delete(NODES, node.name)
+        except ApiError as error:
+            if error.not_found:
+                return
+            log.warning("cloud-node-lifecycle: deleting %s failed: %s", node.name, error)
+            recorder.event(
+                node.raw,
+                "Warning",
+                "DeletingNodeFailed",
+                f"Error deleting node {node.name}: {error}",
+            )
+
+    def _set_taints(self, node: Node, taints: list[dict[str, Any]]) -> None:
+        body = {
+            "metadata": {"resourceVersion": node.resource_version},
+            "spec": {"taints": taints or None},
+        }
+        try:
+            self.context.api.patch(NODES, node.name, body, patch_type=MERGE_PATCH)
+        except ApiError as error:
+            if not (error.not_found or error.conflict):  # a conflict is retried next period
+                log.warning("cloud-node-lifecycle: taints of %s: %s", node.name, error)

@@ -1,0 +1,351 @@
+"""The service controller: one cloud load balancer per ``type: LoadBalancer`` service.
+
+It manages services of type LoadBalancer without ``spec.loadBalancerClass``. The finalizer
+``service.kubernetes.io/load-balancer-cleanup`` goes on *before* the first cloud call that may
+create anything, and comes off only after the load balancer is deleted, so killing the process at
+any point never leaks a load balancer. A provider answering "implemented elsewhere" still gets
+the finalizer managed.
+
+Node changes reach the load balancers through one "node sync": when the set of backend nodes
+changes (not the nodes' readiness, which is not a filter), every managed service's load balancer
+gets ``update_load_balancer``; services whose update failed are retried on the next node sync.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from polyccm import metrics
+from polyccm.cloud import LoadBalancer
+from polyccm.controllers.base import Controller, ControllerContext, process_one, run_workers
+from polyccm.errors import ImplementedElsewhere, RetryAfter
+from polyccm.flagtypes import parse_bool
+from polyccm.kube.api import MERGE_PATCH, SERVICES, ApiError, JsonObject
+from polyccm.objects import Node, Service
+from polyccm.workqueue import RateLimitingQueue
+
+log = logging.getLogger(__name__)
+
+FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
+EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
+AUTOSCALER_TAINT = "ToBeDeletedByClusterAutoscaler"
+MIN_RETRY_DELAY = 5.0
+MAX_RETRY_DELAY = 300.0
+NODE_SYNC_PERIOD = 100.0
+"""Seconds between node syncs even without node changes, to retry failed updates."""
+
+# Spec fields whose change needs the load balancer re-synced (upstream needsUpdate).
+_SPEC_FIELDS = (
+    "type",
+    "loadBalancerSourceRanges",
+    "ports",
+    "sessionAffinity",
+    "sessionAffinityConfig",
+    "loadBalancerIP",
+    "externalIPs",
+    "externalTrafficPolicy",
+    "healthCheckNodePort",
+    "ipFamilies",
+    "ipFamilyPolicy",
+    "loadBalancerClass",
+    "allocateLoadBalancerNodePorts",
+)
+
+
+def wants_load_balancer(service: Service) -> bool:
+    """Whether this controller should give the service a load balancer."""
+    return service.type == "LoadBalancer" and service.load_balancer_class is None
+
+
+def needs_cleanup(service: Service) -> bool:
+    """Whether the service holds our finalizer but should no longer have a load balancer."""
+    return FINALIZER in service.finalizers and (
+        service.deletion_timestamp is not None or not wants_load_balancer(service)
+    )
+
+
+def needs_sync(old: Service, new: Service) -> bool:
+    """Whether an update from ``old`` to ``new`` concerns the load balancer."""
+    if wants_load_balancer(old) != wants_load_balancer(new):
+        return True
+    if not wants_load_balancer(new) and not needs_cleanup(new):
+        return False
+    old_spec = old.raw.get("spec", {})
+    new_spec = new.raw.get("spec", {})
+    if any(old_spec.get(f) != new_spec.get(f) for f in _SPEC_FIELDS):
+        return True
+    if old.annotations != new.annotations or old.uid != new.uid:
+        return True
+    if (old.deletion_timestamp is None) != (new.deletion_timestamp is None):
+        return True
+    return (FINALIZER in old.finalizers) != (FINALIZER in new.finalizers)
+
+
+def is_backend(node: Node) -> bool:
+    """Whether ``node`` should receive load-balancer traffic.
+
+    Excluded: nodes being deleted, nodes tainted for scale-down by the cluster autoscaler, and
+    nodes labelled ``node.kubernetes.io/exclude-from-external-load-balancers`` (any value but
+    one that reads as false; an unparsable value excludes). Readiness is not a filter.
+    """
+    if node.deletion_timestamp is not None or node.has_taint(AUTOSCALER_TAINT):
+        return False
+    if EXCLUDE_LABEL in node.labels:
+        try:
+            return parse_bool(node.labels[EXCLUDE_LABEL]) is False
+        except argparse.ArgumentTypeError:
+            return False
+    return True
+
+
+class ServiceController(Controller):
+    """Creates, updates and deletes load balancers for services."""
+
+    name = "service"
+
+    def __init__(self, context: ControllerContext, balancer: LoadBalancer) -> None:
+        self.context = context
+        self.balancer = balancer
+        self.cluster_name = context.options.cluster_name
+        self.queue = RateLimitingQueue(
+            self.name, base_delay=MIN_RETRY_DELAY, max_delay=MAX_RETRY_DELAY
+        )
+        self._deleted: dict[str, JsonObject] = {}
+        self._lock = threading.Lock()
+        # Backend node names each load balancer was last given; node sync updates those
+        # that differ from the current set (including ones whose last update failed).
+        self._applied: dict[str, frozenset[str]] = {}
+        self._node_sync = threading.Event()
+
+    # -- wiring -------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        self.context.services.add_handler(
+            on_add=self._on_add, on_update=self._on_update, on_delete=self._on_delete
+        )
+        self.context.nodes.add_handler(
+            on_add=lambda _n: self._node_sync.set(),
+            on_update=self._on_node_update,
+            on_delete=lambda _n: self._node_sync.set(),
+        )
+        syncer = threading.Thread(
+            target=self._node_sync_loop, args=(stop,), name="service-node-sync", daemon=True
+        )
+        syncer.start()
+        run_workers(
+            name=self.name,
+            queue=self.queue,
+            workers=self.context.options.concurrent_service_syncs,
+            process=lambda q: process_one(q, self.sync, name=self.name),
+            stop=stop,
+        )
+        self._node_sync.set()
+        syncer.join(timeout=30)
+
+    def _on_add(self, obj: JsonObject) -> None:
+        service = Service(obj)
+        if wants_load_balancer(service) or needs_cleanup(service):
+            self.queue.add(service.key)
+
+    def _on_update(self, old: JsonObject, new: JsonObject) -> None:
+        if needs_sync(Service(old), Service(new)):
+            self.queue.add(Service(new).key)
+
+    def _on_delete(self, obj: JsonObject) -> None:
+        service = Service(obj)
+        if wants_load_balancer(service) or FINALIZER in service.finalizers:
+            with self._lock:
+                self._deleted[service.key] = obj
+            self.queue.add(service.key)
+
+    def _on_node_update(self, old: JsonObject, new: JsonObject) -> None:
+        if is_backend(Node(old)) != is_backend(Node(new)):
+            self._node_sync.set()
+
+    # -- one service --------------------------------------------------------------------
+
+    def sync(self, key: str) -> None:
+        """Reconcile the load balancer of service ``key``."""
+        raw = self.context.services.get(key)
+        if raw is None:
+            with self._lock:
+                gone = self._deleted.pop(key, None)
+            if gone is not None:
+                self._delete_balancer(Service(gone), remove_finalizer=False)
+            return
+        with self._lock:
+            self._deleted.pop(key, None)
+        service = Service(raw)
+        if needs_cleanup(service):
+            self._delete_balancer(service, remove_finalizer=True)
+        elif wants_load_balancer(service) and service.deletion_timestamp is None:
+            self._ensure_balancer(service)
+
+    def _ensure_balancer(self, service: Service) -> None:
+        recorder = self.context.recorder
+        self._add_finalizer(service)
+        recorder.event(service.raw, "Normal", "EnsuringLoadBalancer", "Ensuring load balancer")
+        nodes = self.backend_nodes()
+        try:
+            status = self.balancer.ensure_load_balancer(self.cluster_name, service, nodes)
+        except ImplementedElsewhere:
+            log.info("service: %s: load balancer implemented by another controller", service.key)
+            return
+        except RetryAfter:
+            raise
+        except Exception as error:
+            recorder.event(
+                service.raw,
+                "Warning",
+                "SyncLoadBalancerFailed",
+                f"Error syncing load balancer: {error}",
+            )
+            raise
+        metrics.loadbalancer_sync_total.inc()
+        with self._lock:
+            self._applied[service.key] = frozenset(n.name for n in nodes)
+        self._patch_status(service, status.to_api())
+        recorder.event(service.raw, "Normal", "EnsuredLoadBalancer", "Ensured load balancer")
+
+    def _delete_balancer(self, service: Service, *, remove_finalizer: bool) -> None:
+        recorder = self.context.recorder
+        recorder.event(service.raw, "Normal", "DeletingLoadBalancer", "Deleting load balancer")
+        try:
+            self.balancer.ensure_load_balancer_deleted(self.cluster_name, service)
+        except ImplementedElsewhere:
+            pass
+        except RetryAfter:
+            raise
+        except Exception as error:
+            recorder.event(
+                service.raw,
+                "Warning",
+                "DeleteLoadBalancerFailed",
+                f"Error deleting load balancer: {error}",
+            )
+            raise
+        metrics.loadbalancer_sync_total.inc()
+        recorder.event(service.raw, "Normal", "DeletedLoadBalancer", "Deleted load balancer")
+        with self._lock:
+            self._applied.pop(service.key, None)
+        if not remove_finalizer:
+            return
+        if service.deletion_timestamp is None and service.load_balancer_status:
+            self._patch_status(service, {})
+        self._remove_finalizer(service)
+
+    # -- writes -------------------------------------------------------------------------
+
+    def _add_finalizer(self, service: Service) -> None:
+        if FINALIZER in service.finalizers:
+            return
+        self._patch_finalizers(service, [*service.finalizers, FINALIZER])
+
+    def _remove_finalizer(self, service: Service) -> None:
+        if FINALIZER not in service.finalizers:
+            return
+        self._patch_finalizers(service, [f for f in service.finalizers if f != FINALIZER])
+
+    def _patch_finalizers(self, service: Service, finalizers: list[str]) -> None:
+        """Write the finalizer list, guarded by resourceVersion so that concurrent changes to
+        the list are never overwritten (a conflict is retried with the fresh object)."""
+        body = {
+            "metadata": {
+                "finalizers": finalizers or None,
+                "resourceVersion": service.resource_version,
+            }
+        }
+        try:
+            self.context.api.patch(
+                SERVICES, service.name, body, service.namespace, patch_type=MERGE_PATCH
+            )
+        except ApiError as error:
+            if error.not_found:
+                return
+            raise
+
+    def _patch_status(self, service: Service, status: Mapping[str, Any]) -> None:
+        if dict(service.load_balancer_status) == dict(status):
+            return
+        try:
+            self.context.api.patch(
+                SERVICES,
+                service.name,
+                {"status": {"loadBalancer": status or None}},
+                service.namespace,
+                subresource="status",
+                patch_type=MERGE_PATCH,
+            )
+        except ApiError as error:
+            if not error.not_found:
+                raise
+
+    # -- node sync ----------------------------------------------------------------------
+
+    def backend_nodes(self) -> list[Node]:
+        """The nodes every load balancer should send traffic to, by name."""
+        nodes = [Node(raw) for raw in self.context.nodes.list()]
+        return sorted((n for n in nodes if is_backend(n)), key=lambda n: n.name)
+
+    def _node_sync_loop(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self._node_sync.wait(NODE_SYNC_PERIOD)
+            self._node_sync.clear()
+            if stop.is_set():
+                return
+            try:
+                self.node_sync()
+            except Exception:
+                log.exception("service: node sync failed")
+
+    def node_sync(self) -> None:
+        """Update every managed load balancer whose backend set is not the current one."""
+        nodes = self.backend_nodes()
+        names = frozenset(n.name for n in nodes)
+        with self._lock:
+            stale = [key for key, applied in self._applied.items() if applied != names]
+        if not stale:
+            return
+        started = time.monotonic()
+        for key in stale:
+            raw = self.context.services.get(key)
+            if raw is None:
+                continue
+            service = Service(raw)
+            if wants_load_balancer(service) and service.deletion_timestamp is None:
+                self._update_backends(service, nodes)
+        metrics.nodesync_latency_seconds.observe(time.monotonic() - started)
+
+    def _update_backends(self, service: Service, nodes: Sequence[Node]) -> None:
+        started = time.monotonic()
+        try:
+            self.balancer.update_load_balancer(self.cluster_name, service, nodes)
+        except ImplementedElsewhere:
+            return
+        except Exception as error:  # noqa: BLE001 - reported and retried
+            metrics.nodesync_error_total.inc()
+            self.context.recorder.event(
+                service.raw,
+                "Warning",
+                "UpdateLoadBalancerFailed",
+                f"Error updating load balancer with new hosts {_host_list(nodes)}: {error}",
+            )
+            return
+        metrics.update_loadbalancer_host_latency_seconds.observe(time.monotonic() - started)
+        metrics.loadbalancer_sync_total.inc()
+        with self._lock:
+            self._applied[service.key] = frozenset(n.name for n in nodes)
+        self.context.recorder.event(
+            service.raw, "Normal", "UpdatedLoadBalancer", "Updated load balancer with new hosts"
+        )
+
+
+def _host_list(nodes: Sequence[Node], limit: int = 10) -> str:
+    names = [n.name for n in nodes]
+    shown = ", ".join(names[:limit])
+    return f"[{shown}{', ...' if len(names) > limit else ''}]"

@@ -1,0 +1,302 @@
+"""An in-memory reference provider that implements every capability and records every call.
+
+Like upstream's fake cloud, :class:`FakeCloud` is a test double for the *cloud*, never for
+Kubernetes: controller tests run it against the real kube-apiserver. Tests arrange instances,
+then tell the cloud to fail, throttle, be slow or answer "implemented elsewhere" for a given
+operation, and afterwards read :attr:`FakeCloud.calls` to see what the controllers asked.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from polyccm.cloud import (
+    CloudProvider,
+    InstanceMetadata,
+    InstancesV2,
+    LoadBalancer,
+    LoadBalancerIngress,
+    LoadBalancerStatus,
+    NodeAddress,
+    Route,
+    Routes,
+)
+from polyccm.errors import InstanceNotFound
+from polyccm.objects import Node, Service
+
+PROVIDER_ID_PREFIX = "fake://"
+
+
+@dataclass
+class FakeInstance:
+    """An instance in the fake cloud."""
+
+    name: str
+    """The instance name, which is also the node name the kubelet registers."""
+    instance_type: str = "fake.small"
+    zone: str = "zone-a"
+    region: str = "region-1"
+    addresses: tuple[NodeAddress, ...] = ()
+    additional_labels: Mapping[str, str] = field(default_factory=dict)
+    shutdown: bool = False
+
+    @property
+    def provider_id(self) -> str:
+        return f"{PROVIDER_ID_PREFIX}{self.region}/{self.name}"
+
+
+@dataclass
+class FakeLoadBalancer:
+    """A load balancer in the fake cloud."""
+
+    name: str
+    service_key: str
+    ports: tuple[int, ...]
+    backends: tuple[str, ...]
+    ip: str
+
+
+@dataclass(frozen=True)
+class Call:
+    """One recorded call: the operation and the objects it concerned."""
+
+    operation: str
+    subjects: tuple[str, ...]
+
+
+class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
+    """A cloud with instances, load balancers and routes held in memory. Thread-safe."""
+
+    name = "fake"
+
+    def __init__(self, *, bulk: bool = True) -> None:
+        self.instances: dict[str, FakeInstance] = {}
+        self.load_balancers: dict[str, FakeLoadBalancer] = {}
+        self.cloud_routes: dict[str, Route] = {}
+        self.calls: list[Call] = []
+        self.bulk = bulk
+        """Whether the bulk instance lookups answer in one call (as a listing cloud would)."""
+        self._failures: dict[str, deque[Exception]] = {}
+        self._always: dict[str, Exception] = {}
+        self._delays: dict[str, float] = {}
+        self._lock = threading.RLock()
+        self._next_ip = 1
+
+    # -- arranging ------------------------------------------------------------------------
+
+    def add_instance(self, name: str, **details: object) -> FakeInstance:
+        """Create an instance; a node named ``name`` then resolves to it."""
+        instance = FakeInstance(name=name, **details)  # type: ignore[arg-type]
+        if not instance.addresses:
+            index = len(self.instances) + 10
+            instance.addresses = (
+                NodeAddress("InternalIP", f"10.0.0.{index}"),
+                NodeAddress("ExternalIP", f"203.0.113.{index}"),
+                NodeAddress("Hostname", name),
+            )
+        with self._lock:
+            self.instances[name] = instance
+        return instance
+
+    def remove_instance(self, name: str) -> None:
+        """Terminate an instance: it no longer exists."""
+        with self._lock:
+            self.instances.pop(name, None)
+
+    def fail(self, operation: str, error: Exception, *, times: int = 1) -> None:
+        """Make the next ``times`` calls of ``operation`` raise ``error``."""
+        with self._lock:
+            self._failures.setdefault(operation, deque()).extend([error] * times)
+
+    def fail_always(self, operation: str, error: Exception | None) -> None:
+        """Make every call of ``operation`` raise ``error`` (``None`` stops it)."""
+        with self._lock:
+            if error is None:
+                self._always.pop(operation, None)
+            else:
+                self._always[operation] = error
+
+    def slow(self, operation: str, seconds: float) -> None:
+        """Make every call of ``operation`` take ``seconds`` longer."""
+        with self._lock:
+            self._delays[operation] = seconds
+
+    def count(self, operation: str) -> int:
+        """How many times ``operation`` was called."""
+        with self._lock:
+            return sum(1 for call in self.calls if call.operation == operation)
+
+    def counts(self) -> Counter[str]:
+        """Calls per operation."""
+        with self._lock:
+            return Counter(call.operation for call in self.calls)
+
+    def _enter(self, operation: str, *subjects: str) -> None:
+        with self._lock:
+            self.calls.append(Call(operation, subjects))
+            delay = self._delays.get(operation, 0.0)
+            queued = self._failures.get(operation)
+            error = queued.popleft() if queued else self._always.get(operation)
+        if delay:
+            time.sleep(delay)
+        if error is not None:
+            raise error
+
+    # -- capabilities -----------------------------------------------------------------------
+
+    def instances_v2(self) -> InstancesV2:
+        return self
+
+    def load_balancer(self) -> LoadBalancer:
+        return self
+
+    def routes(self) -> Routes:
+        return self
+
+    # -- InstancesV2 ------------------------------------------------------------------------
+
+    def _find(self, node: Node) -> FakeInstance:
+        with self._lock:
+            if node.provider_id:
+                for instance in self.instances.values():
+                    if instance.provider_id == node.provider_id:
+                        return instance
+                raise InstanceNotFound(node.provider_id)
+            by_name = self.instances.get(node.name)
+        if by_name is None:
+            raise InstanceNotFound(node.name)
+        return by_name
+
+    def _metadata(self, instance: FakeInstance) -> InstanceMetadata:
+        return InstanceMetadata(
+            provider_id=instance.provider_id,
+            instance_type=instance.instance_type,
+            node_addresses=instance.addresses,
+            zone=instance.zone,
+            region=instance.region,
+            additional_labels=dict(instance.additional_labels),
+        )
+
+    def instance_exists(self, node: Node) -> bool:
+        self._enter("instance_exists", node.name)
+        try:
+            self._find(node)
+        except InstanceNotFound:
+            return False
+        return True
+
+    def instance_shutdown(self, node: Node) -> bool:
+        self._enter("instance_shutdown", node.name)
+        return self._find(node).shutdown
+
+    def instance_metadata(self, node: Node) -> InstanceMetadata:
+        self._enter("instance_metadata", node.name)
+        return self._metadata(self._find(node))
+
+    def instances_metadata(
+        self, nodes: Sequence[Node]
+    ) -> Mapping[str, InstanceMetadata | Exception]:
+        if not self.bulk:
+            return super().instances_metadata(nodes)
+        self._enter("instances_metadata", *(n.name for n in nodes))
+        results: dict[str, InstanceMetadata | Exception] = {}
+        for node in nodes:
+            try:
+                results[node.name] = self._metadata(self._find(node))
+            except InstanceNotFound as error:
+                results[node.name] = error
+        return results
+
+    def instances_exist(self, nodes: Sequence[Node]) -> Mapping[str, bool | Exception]:
+        if not self.bulk:
+            return super().instances_exist(nodes)
+        self._enter("instances_exist", *(n.name for n in nodes))
+        results: dict[str, bool | Exception] = {}
+        for node in nodes:
+            try:
+                self._find(node)
+                results[node.name] = True
+            except InstanceNotFound:
+                results[node.name] = False
+        return results
+
+    # -- LoadBalancer -----------------------------------------------------------------------
+
+    def get_load_balancer(self, cluster_name: str, service: Service) -> LoadBalancerStatus | None:
+        self._enter("get_load_balancer", service.key)
+        with self._lock:
+            balancer = self.load_balancers.get(self.get_load_balancer_name(cluster_name, service))
+        if balancer is None:
+            return None
+        return LoadBalancerStatus((LoadBalancerIngress(ip=balancer.ip),))
+
+    def ensure_load_balancer(
+        self, cluster_name: str, service: Service, nodes: Sequence[Node]
+    ) -> LoadBalancerStatus:
+        self._enter("ensure_load_balancer", service.key)
+        name = self.get_load_balancer_name(cluster_name, service)
+        with self._lock:
+            existing = self.load_balancers.get(name)
+            ip = existing.ip if existing else f"192.0.2.{self._next_ip}"
+            if existing is None:
+                self._next_ip += 1
+            self.load_balancers[name] = FakeLoadBalancer(
+                name=name,
+                service_key=service.key,
+                ports=tuple(p.port for p in service.ports),
+                backends=tuple(sorted(n.name for n in nodes)),
+                ip=ip,
+            )
+        return LoadBalancerStatus((LoadBalancerIngress(ip=ip),))
+
+    def update_load_balancer(
+        self, cluster_name: str, service: Service, nodes: Sequence[Node]
+    ) -> None:
+        self._enter("update_load_balancer", service.key)
+        name = self.get_load_balancer_name(cluster_name, service)
+        with self._lock:
+            balancer = self.load_balancers.get(name)
+            if balancer is not None:
+                balancer.backends = tuple(sorted(n.name for n in nodes))
+
+    def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
+        self._enter("ensure_load_balancer_deleted", service.key)
+        with self._lock:
+            self.load_balancers.pop(self.get_load_balancer_name(cluster_name, service), None)
+
+    def balancer_for(self, service_key: str) -> FakeLoadBalancer | None:
+        """The load balancer made for ``namespace/name``, if any."""
+        with self._lock:
+            return next(
+                (b for b in self.load_balancers.values() if b.service_key == service_key), None
+            )
+
+    # -- Routes -----------------------------------------------------------------------------
+
+    def list_routes(self, cluster_name: str) -> list[Route]:
+        self._enter("list_routes")
+        with self._lock:
+            return [
+                Route(
+                    r.name,
+                    r.target_node,
+                    r.destination_cidr,
+                    blackhole=r.target_node not in self.instances,
+                )
+                for r in self.cloud_routes.values()
+            ]
+
+    def create_route(self, cluster_name: str, name_hint: str, route: Route) -> None:
+        self._enter("create_route", route.target_node, route.destination_cidr)
+        name = f"{cluster_name}-{name_hint}"
+        with self._lock:
+            self.cloud_routes[name] = Route(name, route.target_node, route.destination_cidr)
+
+    def delete_route(self, cluster_name: str, route: Route) -> None:
+        self._enter("delete_route", route.target_node, route.destination_cidr)
+        with self._lock:
+            self.cloud_routes.pop(route.name, None)
