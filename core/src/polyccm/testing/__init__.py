@@ -1,1 +1,1 @@
-"""Test support shipped with the core: the control-plane pytest plugin and the reference provider."""
+"""Test support shipped with the core: control-plane fixtures and the reference fake cloud."""

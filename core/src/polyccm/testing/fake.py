@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from polyccm.cloud import (
@@ -83,6 +83,7 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
         self._failures: dict[str, deque[Exception]] = {}
         self._always: dict[str, Exception] = {}
         self._delays: dict[str, float] = {}
+        self._observers: dict[str, Callable[[tuple[str, ...]], None]] = {}
         self._lock = threading.RLock()
         self._next_ip = 1
 
@@ -125,6 +126,12 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
         with self._lock:
             self._delays[operation] = seconds
 
+    def observe(self, operation: str, callback: Callable[[tuple[str, ...]], None]) -> None:
+        """Call ``callback(subjects)`` at the start of every call of ``operation``, before any
+        injected failure; tests use it to look at the cluster at the moment of a cloud call."""
+        with self._lock:
+            self._observers[operation] = callback
+
     def count(self, operation: str) -> int:
         """How many times ``operation`` was called."""
         with self._lock:
@@ -141,6 +148,9 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
             delay = self._delays.get(operation, 0.0)
             queued = self._failures.get(operation)
             error = queued.popleft() if queued else self._always.get(operation)
+            observer = self._observers.get(operation)
+        if observer is not None:
+            observer(subjects)
         if delay:
             time.sleep(delay)
         if error is not None:

@@ -1,0 +1,120 @@
+"""Builders and waiters for tests against the real API server: nodes as a kubelet registers
+them, LoadBalancer services, events, and polling with a deadline. Shared by the core's and the
+providers' tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from polyccm.kube.api import EVENTS, NODES, SERVICES, KubeApi
+from polyccm.objects import UNINITIALIZED_TAINT
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(0.1)
+    pytest.fail(f"timed out after {timeout}s waiting for {what or predicate}; last: {last!r}")
+
+
+def stays(predicate: Callable[[], Any], seconds: float = 2.0) -> bool:
+    """Whether ``predicate`` holds for ``seconds`` (a short observation window)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not predicate():
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def make_node(
+    api: KubeApi,
+    name: str,
+    *,
+    tainted: bool = True,
+    ready: bool = True,
+    provider_id: str = "",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    pod_cidrs: tuple[str, ...] = (),
+    addresses: tuple[tuple[str, str], ...] = (),
+) -> dict[str, Any]:
+    """Create a Node as a kubelet with ``--cloud-provider=external`` would register it."""
+    spec: dict[str, Any] = {}
+    if tainted:
+        spec["taints"] = [{"key": UNINITIALIZED_TAINT, "value": "true", "effect": "NoSchedule"}]
+    if provider_id:
+        spec["providerID"] = provider_id
+    if pod_cidrs:
+        spec["podCIDR"] = pod_cidrs[0]
+        spec["podCIDRs"] = list(pod_cidrs)
+    body = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
+        "spec": spec,
+    }
+    api.create(NODES, body)
+    set_ready(api, name, ready, addresses=addresses)
+    return api.get(NODES, name)
+
+
+def set_ready(
+    api: KubeApi, name: str, ready: bool, *, addresses: tuple[tuple[str, str], ...] = ()
+) -> None:
+    """Set the node's Ready condition (and addresses) as a kubelet would."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status: dict[str, Any] = {
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True" if ready else "False",
+                "reason": "KubeletReady" if ready else "KubeletNotReady",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+        ]
+    }
+    if addresses:
+        status["addresses"] = [{"type": t, "address": a} for t, a in addresses]
+    api.patch(NODES, name, {"status": status}, subresource="status")
+
+
+def make_service(
+    api: KubeApi, namespace: str, name: str, *tweaks: Callable[[dict[str, Any]], None]
+) -> dict[str, Any]:
+    """Create a ``type: LoadBalancer`` service on port 80, changed by ``tweaks``."""
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "annotations": {}},
+        "spec": {
+            "type": "LoadBalancer",
+            "selector": {"app": name},
+            "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}],
+        },
+    }
+    for tweak in tweaks:
+        tweak(body)
+    return api.create(SERVICES, body, namespace)
+
+
+def events_for(api: KubeApi, namespace: str, name: str) -> list[tuple[str, str, str]]:
+    """``(type, reason, message)`` of the events about object ``name`` in ``namespace``."""
+    listing = api.list(EVENTS, namespace, fieldSelector=f"involvedObject.name={name}")
+    return [
+        (e.get("type", ""), e.get("reason", ""), e.get("message", "")) for e in listing["items"]
+    ]
+
+
+def reasons_for(api: KubeApi, namespace: str, name: str) -> set[str]:
+    return {reason for _type, reason, _message in events_for(api, namespace, name)}

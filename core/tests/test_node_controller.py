@@ -1,0 +1,191 @@
+"""Cloud node controller, against the real API server and the fake cloud (UPSTREAM.md
+"Cloud node controller")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from polyccm.cloud import NodeAddress
+from polyccm.kube.api import NODES, KubeApi
+from polyccm.objects import UNINITIALIZED_TAINT, Node
+from polyccm.testing.fake import FakeCloud
+from polyccm.testing.kubeobjects import make_node, reasons_for, set_ready, stays, wait_for
+
+
+def node(api: KubeApi, name: str) -> Node:
+    return Node(api.get(NODES, name))
+
+
+def initialised(api: KubeApi, name: str) -> Node | None:
+    current = node(api, name)
+    return None if current.has_taint(UNINITIALIZED_TAINT) else current
+
+
+def test_tainted_node_is_initialised_with_provider_id_labels_and_addresses(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    fake_cloud.add_instance(
+        "worker-1",
+        instance_type="m.large",
+        zone="zone-b",
+        region="region-9",
+        additional_labels={
+            "fake.example.com/rack": "r7",
+            "kubernetes.io/forbidden": "x",
+            "sub.k8s.io/forbidden": "y",
+            "team": "cloud-value",
+        },
+    )
+    make_node(kube_api, "worker-1", labels={"team": "node-value"})
+    start_manager(fake_cloud)
+
+    done = wait_for(lambda: initialised(kube_api, "worker-1"), what="taint removal")
+    assert done.provider_id == "fake://region-9/worker-1"
+    labels = done.labels
+    assert labels["node.kubernetes.io/instance-type"] == "m.large"
+    assert labels["beta.kubernetes.io/instance-type"] == "m.large"
+    assert labels["topology.kubernetes.io/zone"] == "zone-b"
+    assert labels["failure-domain.beta.kubernetes.io/zone"] == "zone-b"
+    assert labels["topology.kubernetes.io/region"] == "region-9"
+    assert labels["failure-domain.beta.kubernetes.io/region"] == "region-9"
+    assert labels["fake.example.com/rack"] == "r7"
+    assert "kubernetes.io/forbidden" not in labels
+    assert "sub.k8s.io/forbidden" not in labels
+    assert labels["team"] == "node-value", "an existing label must not be overwritten"
+    assert ("InternalIP", "10.0.0.10") in done.addresses
+    assert ("ExternalIP", "203.0.113.10") in done.addresses
+    wait_for(lambda: "Synced" in reasons_for(kube_api, "default", "worker-1"), what="Synced")
+
+
+def test_existing_provider_id_is_never_changed(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    instance = fake_cloud.add_instance("worker-2")
+    make_node(kube_api, "worker-2", provider_id=instance.provider_id)
+    start_manager(fake_cloud)
+    done = wait_for(lambda: initialised(kube_api, "worker-2"))
+    assert done.provider_id == instance.provider_id
+
+
+def test_node_without_instance_stays_tainted_with_a_warning_and_others_proceed(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    fake_cloud.add_instance("good")
+    make_node(kube_api, "ghost")
+    make_node(kube_api, "good")
+    start_manager(fake_cloud)
+    wait_for(lambda: initialised(kube_api, "good"), what="the good node")
+    wait_for(
+        lambda: "FailedToInitialize" in reasons_for(kube_api, "default", "ghost"),
+        what="a warning on the ghost node",
+    )
+    assert node(kube_api, "ghost").has_taint(UNINITIALIZED_TAINT)
+    assert not node(kube_api, "ghost").provider_id
+
+
+def test_malformed_provider_id_warns_and_keeps_the_taint(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    fake_cloud.add_instance("odd")
+    make_node(kube_api, "odd", provider_id="not-a-provider-id")
+    start_manager(fake_cloud)
+    wait_for(lambda: "FailedToInitialize" in reasons_for(kube_api, "default", "odd"))
+    assert stays(lambda: node(kube_api, "odd").has_taint(UNINITIALIZED_TAINT), 1.5)
+    # Backoff, not a busy loop: a handful of lookups in a few seconds, not hundreds.
+    assert fake_cloud.count("instances_metadata") < 10
+
+
+def test_provided_node_ip_must_belong_to_the_instance(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    fake_cloud.add_instance("ip-bad")
+    fake_cloud.add_instance(
+        "ip-good",
+        addresses=(
+            NodeAddress("InternalIP", "10.1.0.5"),
+            NodeAddress("InternalIP", "10.1.0.6"),
+            NodeAddress("ExternalIP", "198.51.100.6"),
+        ),
+    )
+    annotation = "alpha.kubernetes.io/provided-node-ip"
+    make_node(kube_api, "ip-bad", annotations={annotation: "10.9.9.9"})
+    make_node(
+        kube_api,
+        "ip-good",
+        annotations={annotation: "10.1.0.6"},
+        addresses=(("Hostname", "ip-good.local"),),
+    )
+    start_manager(fake_cloud)
+
+    good = wait_for(lambda: initialised(kube_api, "ip-good"))
+    assert good.addresses[0] == ("InternalIP", "10.1.0.6"), "the provided IP goes first"
+    assert ("Hostname", "ip-good.local") in good.addresses, "kubelet hostname kept"
+    wait_for(lambda: "FailedToInitialize" in reasons_for(kube_api, "default", "ip-bad"))
+    assert node(kube_api, "ip-bad").has_taint(UNINITIALIZED_TAINT)
+
+
+def test_many_nodes_are_initialised_with_few_cloud_calls(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    count = 60
+    for i in range(count):
+        fake_cloud.add_instance(f"bulk-{i:03d}")
+        make_node(kube_api, f"bulk-{i:03d}")
+    start_manager(fake_cloud)
+    wait_for(
+        lambda: all(initialised(kube_api, f"bulk-{i:03d}") for i in range(count)),
+        timeout=60,
+        what="every node initialised",
+    )
+    assert fake_cloud.count("instance_metadata") == 0
+    assert fake_cloud.count("instances_metadata") <= 3, fake_cloud.counts()
+
+
+def test_initialised_node_gets_ga_labels_copied_from_beta_labels(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    make_node(
+        kube_api,
+        "old-node",
+        tainted=False,
+        provider_id="fake://region-1/old-node",
+        labels={
+            "failure-domain.beta.kubernetes.io/zone": "z1",
+            "beta.kubernetes.io/instance-type": "t1",
+        },
+    )
+    start_manager(fake_cloud)
+    labels = wait_for(
+        lambda: (
+            "topology.kubernetes.io/zone" in node(kube_api, "old-node").labels
+            and node(kube_api, "old-node").labels
+        )
+    )
+    assert labels["topology.kubernetes.io/zone"] == "z1"
+    assert labels["node.kubernetes.io/instance-type"] == "t1"
+    assert fake_cloud.count("instance_metadata") == 0, "label reconciliation needs no cloud call"
+
+
+def test_addresses_are_refreshed_only_when_the_cloud_changes_them(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    instance = fake_cloud.add_instance("moving")
+    make_node(kube_api, "moving")
+    start_manager(fake_cloud, node_status_update_frequency=0.5)
+    first = wait_for(lambda: initialised(kube_api, "moving"))
+    version = first.resource_version
+    assert stays(lambda: node(kube_api, "moving").resource_version == version, 1.5), (
+        "unchanged addresses must not be re-written"
+    )
+    instance.addresses = (NodeAddress("InternalIP", "10.0.7.7"),)
+    wait_for(lambda: ("InternalIP", "10.0.7.7") in node(kube_api, "moving").addresses)
+
+
+def test_readiness_does_not_matter_for_initialisation(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    fake_cloud.add_instance("late")
+    make_node(kube_api, "late", ready=False)
+    start_manager(fake_cloud)
+    wait_for(lambda: initialised(kube_api, "late"))
+    set_ready(kube_api, "late", True)
