@@ -18,6 +18,7 @@ __all__ = [
     "nlb_security_group_name",
     "route_name",
     "target_group_name",
+    "target_group_prefix",
 ]
 
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
@@ -34,6 +35,11 @@ def elb_security_group_description(load_balancer_name: str, service: Service) ->
 
 def _short(text: str) -> str:
     return _NOT_ALNUM.sub("", text)[:8]
+
+
+def target_group_prefix(namespace: str, name: str) -> str:
+    """The part of a service's target-group names before the hash: ``k8s-<ns:8>-<name:8>``."""
+    return f"k8s-{_short(namespace)}-{_short(name)}"
 
 
 def target_group_name(
@@ -63,7 +69,7 @@ def target_group_name(
         str(health_check_interval),
     ):
         digest.update(part.encode())
-    return f"k8s-{_short(namespace)}-{_short(name)}-{digest.hexdigest()[:10]}"
+    return f"{target_group_prefix(namespace, name)}-{digest.hexdigest()[:10]}"
 
 
 def nlb_security_group_name(cluster_name: str, service: Service) -> str:

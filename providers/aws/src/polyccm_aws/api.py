@@ -1,0 +1,174 @@
+"""boto3 clients for one region, and the single place where AWS errors become polyccm errors.
+
+Clients use botocore's ``standard`` retry mode: throttling (``RequestLimitExceeded``,
+``Throttling``...) and 5xx answers are retried with jittered exponential backoff. What still fails
+after the retries is raised as :class:`AwsApiError`, whose message names the service, operation,
+error code and attempts, so a controller logs and re-queues it instead of crashing.
+
+Endpoints: a ``[ServiceOverride]`` for the service and region wins; otherwise boto3's own
+resolution applies, which honours ``AWS_ENDPOINT_URL`` (the emulator sets it). Credentials come
+from the normal boto3 chain, optionally exchanged for ``RoleARN`` through STS.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import botocore.session
+from botocore.config import Config
+from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
+from botocore.exceptions import BotoCoreError, ClientError
+from polyccm.errors import CloudError, ConfigError
+
+from polyccm_aws.config import CloudConfig
+from polyccm_aws.provider_id import region_from_zone
+
+log = logging.getLogger(__name__)
+
+Response = dict[str, Any]
+THROTTLING_CODES = frozenset(
+    {"RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException"}
+)
+
+
+class AwsApiError(CloudError):
+    """An AWS call failed (after botocore's retries, for retryable errors)."""
+
+    def __init__(self, service: str, operation: str, code: str, message: str, attempts: int):
+        retried = f" after {attempts} attempts" if attempts > 1 else ""
+        kind = " (throttled)" if code in THROTTLING_CODES else ""
+        super().__init__(f"AWS {service} {operation} failed{retried}{kind}: {code}: {message}")
+        self.service = service
+        self.operation = operation
+        self.code = code
+        self.attempts = attempts
+
+    @property
+    def throttled(self) -> bool:
+        return self.code in THROTTLING_CODES
+
+
+def error_code(error: BaseException) -> str:
+    """The AWS error code of ``error``, or ``""``."""
+    return error.code if isinstance(error, AwsApiError) else ""
+
+
+def resolve_region(config: CloudConfig) -> str:
+    """``Region``, else the region of ``Zone``, else boto3's default region."""
+    region = config.region or region_from_zone(config.zone) or boto3.Session().region_name
+    if not region:
+        raise ConfigError(
+            "no AWS region: set Region in [Global] of the cloud config or AWS_DEFAULT_REGION"
+        )
+    return str(region)
+
+
+def _session(config: CloudConfig, region: str, client_config: Config) -> boto3.Session:
+    if not config.role_arn:
+        return boto3.Session(region_name=region)
+    base = boto3.Session(region_name=region)
+    source_arn = config.source_arn
+    sts_override = config.endpoint_for("sts", region)
+
+    def create_client(service_name: str, **kwargs: Any) -> Any:
+        if sts_override is not None:
+            kwargs["endpoint_url"] = sts_override.url
+        kwargs.setdefault("config", client_config)
+        client = base.client(service_name, **kwargs)
+        if source_arn:
+            account = source_arn.split(":")[4] if source_arn.count(":") >= 5 else ""
+
+            def add_headers(request: Any, **_: Any) -> None:
+                request.headers["x-amz-source-arn"] = source_arn
+                if account:
+                    request.headers["x-amz-source-account"] = account
+
+            client.meta.events.register("before-sign.sts.AssumeRole", add_headers)
+        return client
+
+    fetcher = AssumeRoleCredentialFetcher(
+        client_creator=create_client,
+        source_credentials=base.get_credentials(),
+        role_arn=config.role_arn,
+        extra_args={"RoleSessionName": "polyccm"},
+    )
+    core = botocore.session.get_session()
+    # botocore offers no public setter for refreshable credentials; this is how boto3 users
+    # plug an assume-role fetcher into a session.
+    core._credentials = DeferredRefreshableCredentials(
+        method="assume-role", refresh_using=fetcher.fetch_credentials
+    )
+    return boto3.Session(botocore_session=core, region_name=region)
+
+
+class AwsApi:
+    """The EC2, ELB and ELBv2 clients of one region; every call goes through :meth:`call`."""
+
+    def __init__(self, config: CloudConfig, region: str, *, max_attempts: int = 5) -> None:
+        self.region = region
+        self._config = config
+        self._client_config = Config(
+            retries={"mode": "standard", "max_attempts": max_attempts},
+            connect_timeout=10,
+            read_timeout=60,
+            user_agent_extra="polyccm",
+        )
+        self._session = _session(config, region, self._client_config)
+        self._clients: dict[str, Any] = {}
+
+    def client(self, name: str) -> Any:
+        """The boto3 client ``name`` (``ec2``, ``elb``, ``elbv2``), created on first use."""
+        if name not in self._clients:
+            override = self._config.endpoint_for(name, self.region)
+            kwargs: dict[str, Any] = {"config": self._client_config}
+            if override is not None:
+                kwargs["endpoint_url"] = override.url
+                kwargs["region_name"] = override.signing_region
+            self._clients[name] = self._session.client(name, **kwargs)
+        return self._clients[name]
+
+    def call(self, service: str, operation: str, **params: Any) -> Response:
+        """Call ``operation`` (snake_case) on ``service``; errors become AwsApiError."""
+        client = self.client(service)
+        try:
+            result: Response = getattr(client, operation)(**params)
+        except ClientError as error:
+            raise _translate(client, service, operation, error) from error
+        except BotoCoreError as error:
+            raise AwsApiError(
+                service, _api_name(client, operation), type(error).__name__, str(error), 1
+            ) from error
+        return result
+
+    def pages(self, service: str, operation: str, **params: Any) -> Iterator[Response]:
+        """Every page of a paginated ``operation``."""
+        client = self.client(service)
+        try:
+            yield from client.get_paginator(operation).paginate(**params)
+        except ClientError as error:
+            raise _translate(client, service, operation, error) from error
+        except BotoCoreError as error:
+            raise AwsApiError(
+                service, _api_name(client, operation), type(error).__name__, str(error), 1
+            ) from error
+
+
+def _api_name(client: Any, operation: str) -> str:
+    mapping: dict[str, str] = client.meta.method_to_api_mapping
+    return mapping.get(operation, operation)
+
+
+def _translate(client: Any, service: str, operation: str, error: ClientError) -> AwsApiError:
+    details = error.response.get("Error", {})
+    metadata = error.response.get("ResponseMetadata", {})
+    attempts = int(metadata.get("RetryAttempts", 0)) + 1
+    return AwsApiError(
+        service,
+        _api_name(client, operation),
+        str(details.get("Code", "Unknown")),
+        str(details.get("Message", "")),
+        attempts,
+    )

@@ -1,0 +1,284 @@
+"""A local AWS for tests and demos: moto's server on 127.0.0.1, plus fault injection and counting.
+
+``python -m polyccm_aws.emulator --port PORT`` serves EC2, ELB and ELBv2 (moto, installed with
+the ``emulator`` extra) behind a small WSGI layer that
+
+* counts every API call per action (``GET /_polyccm/calls``; ``?by=service`` keys them as
+  ``ec2:DescribeInstances``, ``elb:...``, ``elbv2:...``; ``DELETE`` resets the counters), so tests
+  and benchmarks can measure how many cloud calls an operation costs;
+* fails the next N calls of an action on request (``POST /_polyccm/faults`` with JSON
+  ``{"action": "DescribeInstances", "count": 2, "code": "RequestLimitExceeded"}``; ``code`` may
+  also be ``Throttling``, ``ServiceUnavailable`` (HTTP 503) or ``InternalError`` (HTTP 500);
+  ``action`` ``*`` matches every call; ``DELETE`` clears pending faults);
+* resets everything, moto's state included, on ``POST /_polyccm/reset``.
+
+:class:`EmulatorControl` is a tiny client of those endpoints. Only loopback addresses are served.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import ipaddress
+import json
+import logging
+import threading
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+CONTROL = "/_polyccm/"
+HEALTH_PATH = CONTROL + "health"
+
+# The API version each query-protocol service sends; it tells ELB and ELBv2 apart.
+_SERVICE_BY_VERSION = {
+    "2016-11-15": "ec2",
+    "2012-06-01": "elb",
+    "2015-12-01": "elbv2",
+    "2011-06-15": "sts",
+}
+_STATUS_BY_CODE = {
+    "RequestLimitExceeded": 503,
+    "Throttling": 400,
+    "ThrottlingException": 400,
+    "ServiceUnavailable": 503,
+    "InternalError": 500,
+}
+
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+
+
+@dataclass
+class Fault:
+    """Fail the next ``count`` calls of ``action`` (optionally only for ``service``)."""
+
+    action: str
+    count: int = 1
+    code: str = "RequestLimitExceeded"
+    status: int | None = None
+    service: str | None = None
+
+    def matches(self, action: str, service: str) -> bool:
+        return self.count > 0 and self.action in ("*", action) and self.service in (None, service)
+
+
+def _error_body(service: str, code: str, message: str) -> bytes:
+    if service == "ec2":
+        return (
+            '<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error>'
+            f"<Code>{code}</Code><Message>{message}</Message></Error></Errors>"
+            "<RequestID>polyccm-fault</RequestID></Response>"
+        ).encode()
+    return (
+        "<ErrorResponse><Error><Type>Sender</Type>"
+        f"<Code>{code}</Code><Message>{message}</Message></Error>"
+        "<RequestId>polyccm-fault</RequestId></ErrorResponse>"
+    ).encode()
+
+
+class FaultInjector:
+    """WSGI middleware around moto: counts calls, injects faults, serves the control endpoints."""
+
+    def __init__(self, app: WsgiApp, reset_backends: Callable[[], None] | None = None) -> None:
+        self._app = app
+        self._reset_backends = reset_backends
+        self._lock = threading.Lock()
+        self._calls: Counter[str] = Counter()
+        self._by_service: Counter[str] = Counter()
+        self._faults: list[Fault] = []
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = str(environ.get("PATH_INFO", ""))
+        if path.startswith(CONTROL):
+            return self._control(path, environ, start_response)
+        action, service = self._identify(environ)
+        fault: Fault | None = None
+        with self._lock:
+            if action:
+                self._calls[action] += 1
+                self._by_service[f"{service}:{action}"] += 1
+                fault = next((f for f in self._faults if f.matches(action, service)), None)
+                if fault is not None:
+                    fault.count -= 1
+                    self._faults = [f for f in self._faults if f.count > 0]
+        if fault is None:
+            return self._app(environ, start_response)
+        status = fault.status or _STATUS_BY_CODE.get(fault.code, 503)
+        body = _error_body(service, fault.code, f"injected by polyccm emulator ({action})")
+        start_response(
+            f"{status} Injected",
+            [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))],
+        )
+        return [body]
+
+    @staticmethod
+    def _identify(environ: dict[str, Any]) -> tuple[str, str]:
+        """The API action and service of a query-protocol request; the body is put back."""
+        params = parse_qs(str(environ.get("QUERY_STRING", "")))
+        if str(environ.get("CONTENT_TYPE", "")).startswith("application/x-www-form-urlencoded"):
+            try:
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+            except ValueError:
+                length = 0
+            body = environ["wsgi.input"].read(length) if length else b""
+            environ["wsgi.input"] = io.BytesIO(body)
+            params.update(parse_qs(body.decode("utf-8", "replace")))
+        action = (params.get("Action") or [""])[0]
+        version = (params.get("Version") or [""])[0]
+        service = _SERVICE_BY_VERSION.get(version, "")
+        if not service:
+            auth = str(environ.get("HTTP_AUTHORIZATION", ""))
+            scope = auth.split("Credential=", 1)[-1].split(",", 1)[0].split("/")
+            service = scope[3] if len(scope) > 3 else "unknown"
+        return action, service
+
+    def _control(
+        self, path: str, environ: dict[str, Any], start_response: StartResponse
+    ) -> Iterable[bytes]:
+        method = str(environ.get("REQUEST_METHOD", "GET"))
+        name = path[len(CONTROL) :].strip("/")
+        try:
+            answer = self._handle(method, name, environ)
+        except (ValueError, TypeError, KeyError) as error:
+            return self._json(start_response, 400, {"error": str(error)})
+        if answer is None:
+            return self._json(start_response, 404, {"error": f"no {method} {path}"})
+        return self._json(start_response, 200, answer)
+
+    def _handle(self, method: str, name: str, environ: dict[str, Any]) -> object | None:
+        with self._lock:
+            if name == "health":
+                return {"ok": True}
+            if name == "calls" and method == "GET":
+                by_service = "by=service" in str(environ.get("QUERY_STRING", ""))
+                return dict(self._by_service if by_service else self._calls)
+            if name == "calls" and method == "DELETE":
+                self._calls.clear()
+                self._by_service.clear()
+                return {}
+            if name == "faults" and method == "POST":
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+                spec = json.loads(environ["wsgi.input"].read(length) or b"{}")
+                self._faults.append(Fault(**spec))
+                return [asdict(f) for f in self._faults]
+            if name == "faults" and method == "GET":
+                return [asdict(f) for f in self._faults]
+            if name == "faults" and method == "DELETE":
+                self._faults.clear()
+                return []
+            if name == "reset" and method == "POST":
+                self._faults.clear()
+                self._calls.clear()
+                self._by_service.clear()
+                if self._reset_backends is not None:
+                    self._reset_backends()
+                return {}
+        return None
+
+    @staticmethod
+    def _json(start_response: StartResponse, status: int, payload: object) -> Iterable[bytes]:
+        body = json.dumps(payload).encode()
+        start_response(
+            f"{status} {'OK' if status == 200 else 'Error'}",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+        )
+        return [body]
+
+
+class EmulatorControl:
+    """A client of the emulator's control endpoints (``endpoint`` is ``http://127.0.0.1:PORT``)."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint.rstrip("/")
+
+    def _request(self, method: str, name: str, payload: object | None = None) -> Any:
+        data = None if payload is None else json.dumps(payload).encode()
+        request = urllib.request.Request(
+            f"{self.endpoint}{CONTROL}{name}",
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read() or b"null")
+
+    def inject(
+        self,
+        action: str,
+        *,
+        count: int = 1,
+        code: str = "RequestLimitExceeded",
+        status: int | None = None,
+        service: str | None = None,
+    ) -> None:
+        """Make the next ``count`` calls of ``action`` fail with ``code``."""
+        fault = Fault(action=action, count=count, code=code, status=status, service=service)
+        self._request("POST", "faults", asdict(fault))
+
+    def clear_faults(self) -> None:
+        self._request("DELETE", "faults")
+
+    def calls(self, *, by_service: bool = False) -> Mapping[str, int]:
+        """Calls per action since the last reset."""
+        result: Mapping[str, int] = self._request(
+            "GET", "calls?by=service" if by_service else "calls"
+        )
+        return result
+
+    def reset_calls(self) -> None:
+        self._request("DELETE", "calls")
+
+    def reset(self) -> None:
+        """Forget every fault, counter and cloud resource."""
+        self._request("POST", "reset")
+
+
+def _require_loopback(host: str) -> None:
+    if host == "localhost":
+        return
+    if not ipaddress.ip_address(host).is_loopback:
+        raise SystemExit(f"refusing to serve on {host}: the emulator only serves loopback")
+
+
+def build_app() -> FaultInjector:
+    """moto's multi-service WSGI app wrapped in the fault injector."""
+    from moto.moto_api._internal.models import moto_api_backend
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+    return FaultInjector(DomainDispatcherApplication(create_backend_app), moto_api_backend.reset)
+
+
+def serve(host: str, port: int, *, verbose: bool = False) -> None:
+    """Serve until interrupted."""
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+    from werkzeug.serving import make_server
+
+    _require_loopback(host)
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
+    if not verbose:
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    server = make_server(host, port, build_app(), threaded=True, request_handler=MotoRequestHandler)
+    print(f"polyccm AWS emulator on http://{host}:{server.server_port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind")
+    parser.add_argument("--port", type=int, required=True, help="port to serve on")
+    parser.add_argument("--verbose", action="store_true", help="log every request")
+    args = parser.parse_args(argv)
+    serve(args.host, args.port, verbose=args.verbose)
+
+
+if __name__ == "__main__":
+    main()

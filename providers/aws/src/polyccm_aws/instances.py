@@ -1,0 +1,207 @@
+"""InstancesV2 for EC2: existence, shutdown state and metadata of the instance behind a node.
+
+A node is looked up by ``spec.providerID`` first, then by a resource-based name (``i-0abc...``),
+then by private DNS name (the node name), all through the shared
+:class:`~polyccm_aws.instance_store.InstanceStore`. The bulk methods resolve every node with one
+batched pass, so initialising 500 nodes costs one DescribeInstances call (three when the nodes
+have no providerID yet and are found by name), not 500. A terminated instance does not exist; a
+stopped one exists and is shut down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from polyccm.cloud import (
+    EXTERNAL_DNS,
+    EXTERNAL_IP,
+    HOSTNAME,
+    INTERNAL_DNS,
+    INTERNAL_IP,
+    InstanceMetadata,
+    InstancesV2,
+    NodeAddress,
+)
+from polyccm.errors import InstanceNotFound
+from polyccm.objects import Node
+
+from polyccm_aws.instance_store import Instance, InstanceStore, state_of
+from polyccm_aws.node_directory import NodeDirectory
+from polyccm_aws.provider_id import (
+    format_provider_id,
+    instance_id_from_node_name,
+    instance_id_from_provider_id,
+)
+from polyccm_aws.zones import Zones
+
+ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
+
+
+def ipv4_addresses(instance: Instance) -> list[NodeAddress]:
+    """Private IPs of in-use interfaces (primary interface first), the public IP, then the
+    private and public DNS names: upstream's order."""
+    addresses: list[NodeAddress] = []
+    interfaces = sorted(
+        instance.get("NetworkInterfaces") or (),
+        key=lambda i: (
+            i.get("Attachment") is None,
+            (i.get("Attachment") or {}).get("DeviceIndex", 0),
+        ),
+    )
+    for interface in interfaces:
+        if interface.get("Status") != "in-use":
+            continue
+        for private in interface.get("PrivateIpAddresses") or ():
+            if private.get("PrivateIpAddress"):
+                addresses.append(NodeAddress(INTERNAL_IP, str(private["PrivateIpAddress"])))
+    if not interfaces and instance.get("PrivateIpAddress"):
+        addresses.append(NodeAddress(INTERNAL_IP, str(instance["PrivateIpAddress"])))
+    if instance.get("PublicIpAddress"):
+        addresses.append(NodeAddress(EXTERNAL_IP, str(instance["PublicIpAddress"])))
+    if instance.get("PrivateDnsName"):
+        addresses.append(NodeAddress(INTERNAL_DNS, str(instance["PrivateDnsName"])))
+        addresses.append(NodeAddress(HOSTNAME, str(instance["PrivateDnsName"])))
+    if instance.get("PublicDnsName"):
+        addresses.append(NodeAddress(EXTERNAL_DNS, str(instance["PublicDnsName"])))
+    return addresses
+
+
+def ipv6_addresses(instance: Instance) -> list[NodeAddress]:
+    """The first IPv6 address of each in-use interface, as InternalIP (upstream)."""
+    return [
+        NodeAddress(INTERNAL_IP, str(interface["Ipv6Addresses"][0]["Ipv6Address"]))
+        for interface in instance.get("NetworkInterfaces") or ()
+        if interface.get("Status") == "in-use" and interface.get("Ipv6Addresses")
+    ]
+
+
+def node_addresses(instance: Instance, families: Sequence[str]) -> tuple[NodeAddress, ...]:
+    """The instance's addresses for ``NodeIPFamilies``, in family order."""
+    addresses: list[NodeAddress] = []
+    for family in families:
+        addresses.extend(ipv4_addresses(instance) if family == "ipv4" else ipv6_addresses(instance))
+    return tuple(addresses)
+
+
+class AwsInstances(InstancesV2):
+    """The InstancesV2 capability backed by EC2."""
+
+    def __init__(
+        self,
+        store: InstanceStore,
+        zones: Zones,
+        directory: NodeDirectory,
+        *,
+        region: str,
+        families: Sequence[str] = ("ipv4",),
+    ) -> None:
+        self._store = store
+        self._zones = zones
+        self._directory = directory
+        self._region = region
+        self._families = tuple(families)
+
+    # -- lookups ------------------------------------------------------------------------------
+
+    def find(self, nodes: Sequence[Node]) -> dict[str, Instance | Exception | None]:
+        """The live instance of each node (None when gone), keyed by node name."""
+        ids: dict[str, str] = {}
+        names: list[str] = []
+        results: dict[str, Instance | Exception | None] = {}
+        for node in nodes:
+            try:
+                instance_id = (
+                    instance_id_from_provider_id(node.provider_id)
+                    if node.provider_id
+                    else instance_id_from_node_name(node.name)
+                )
+            except ValueError as error:
+                results[node.name] = error
+                continue
+            if instance_id:
+                ids[node.name] = instance_id
+            else:
+                names.append(node.name)
+        try:
+            by_id = self._store.by_ids(ids.values()) if ids else {}
+            by_name = self._store.by_names(names) if names else {}
+        except Exception as error:  # noqa: BLE001 - every node of the batch shares the failure
+            return {node.name: error for node in nodes if node.name not in results}
+        for node_name, instance_id in ids.items():
+            instance = by_id.get(instance_id)
+            results[node_name] = (
+                instance if instance and state_of(instance) != "terminated" else None
+            )
+        results.update(by_name)
+        for node_name, found in results.items():
+            if isinstance(found, Mapping):
+                self._directory.remember(node_name, str(found["InstanceId"]))
+        return results
+
+    def _one(self, node: Node) -> Instance:
+        found = self.find([node])[node.name]
+        if isinstance(found, Exception):
+            raise found
+        if found is None:
+            raise InstanceNotFound(f"no live EC2 instance for node {node.name!r}")
+        return found
+
+    # -- InstancesV2 --------------------------------------------------------------------------
+
+    def instance_exists(self, node: Node) -> bool:
+        found = self.find([node])[node.name]
+        if isinstance(found, Exception):
+            raise found
+        return found is not None
+
+    def instance_shutdown(self, node: Node) -> bool:
+        return state_of(self._one(node)) == "stopped"
+
+    def instance_metadata(self, node: Node) -> InstanceMetadata:
+        return self.metadata_of(node, self._one(node))
+
+    def instances_metadata(
+        self, nodes: Sequence[Node]
+    ) -> Mapping[str, InstanceMetadata | Exception]:
+        results: dict[str, InstanceMetadata | Exception] = {}
+        found_all = self.find(nodes)
+        for node in nodes:
+            found = found_all.get(node.name)
+            if isinstance(found, Exception):
+                results[node.name] = found
+            elif found is None:
+                results[node.name] = InstanceNotFound(
+                    f"no live EC2 instance for node {node.name!r}"
+                )
+            else:
+                try:
+                    results[node.name] = self.metadata_of(node, found)
+                except Exception as error:  # noqa: BLE001 - reported per node
+                    results[node.name] = error
+        return results
+
+    def instances_exist(self, nodes: Sequence[Node]) -> Mapping[str, bool | Exception]:
+        found_all = self.find(nodes)
+        results: dict[str, bool | Exception] = {}
+        for node in nodes:
+            found = found_all.get(node.name)
+            results[node.name] = found if isinstance(found, Exception) else found is not None
+        return results
+
+    # -- metadata -----------------------------------------------------------------------------
+
+    def metadata_of(self, node: Node, instance: Instance) -> InstanceMetadata:
+        zone = str((instance.get("Placement") or {}).get("AvailabilityZone", ""))
+        labels: dict[str, str] = {}
+        if zone and ZONE_ID_LABEL not in node.labels:
+            details = self._zones.get(zone)
+            if details is not None and details.zone_id:
+                labels[ZONE_ID_LABEL] = details.zone_id
+        return InstanceMetadata(
+            provider_id=node.provider_id or format_provider_id(zone, str(instance["InstanceId"])),
+            instance_type=str(instance.get("InstanceType", "")),
+            node_addresses=node_addresses(instance, self._families),
+            zone=zone,
+            region=self._region,
+            additional_labels=labels,
+        )

@@ -1,0 +1,171 @@
+"""The LoadBalancer capability: validate the service, pick ELB or NLB, and guard the edges.
+
+Every ensure starts with :func:`~polyccm_aws.lb_spec.build_spec`, so invalid annotations are
+refused before any cloud call. A load balancer of the other type under the service's name means
+the type annotation changed after creation, which upstream forbids: refused too, rather than
+leaving the old one behind. Deletion looks for both types, so a changed annotation cannot leak
+a load balancer, and finishes interrupted deletions (security groups still in use are retried
+after a short fixed delay).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from polyccm.cloud import LoadBalancer, LoadBalancerStatus
+from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec, RetryAfter
+from polyccm.objects import Node, Service
+
+from polyccm_aws import annotations as ann
+from polyccm_aws.api import AwsApi
+from polyccm_aws.config import CloudConfig
+from polyccm_aws.elb import ClassicElb, elb_status
+from polyccm_aws.instance_store import Instance, InstanceStore, state_of
+from polyccm_aws.lb_spec import HealthProbeDefaults, LoadBalancerSpec, build_spec
+from polyccm_aws.network import Network
+from polyccm_aws.nlb import NetworkLb, nlb_status
+from polyccm_aws.node_directory import NodeDirectory
+from polyccm_aws.security_groups import SecurityGroupInUse, SecurityGroups
+from polyccm_aws.tagging import ClusterTagging
+from polyccm_aws.zones import Zones
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+SECURITY_GROUP_RETRY_SECONDS = 10.0
+
+
+def _lenient_groups(service: Service, annotation: str) -> tuple[str, ...]:
+    """The groups named by ``annotation``, ignoring invalid entries (used when deleting)."""
+    return tuple(
+        g for g in (ann.parse_list(service.annotations, annotation) or ()) if g.startswith("sg-")
+    )
+
+
+class AwsLoadBalancer(LoadBalancer):
+    """Classic ELBs and NLBs for services of type LoadBalancer."""
+
+    def __init__(
+        self,
+        api: AwsApi,
+        config: CloudConfig,
+        tagging: ClusterTagging,
+        *,
+        store: InstanceStore,
+        zones: Zones,
+        directory: NodeDirectory,
+    ) -> None:
+        groups = SecurityGroups(api, tagging)
+        network = Network(api, config, tagging, zones)
+        self._store = store
+        self._directory = directory
+        self._probe = HealthProbeDefaults.from_config(config)
+        self._elb = ClassicElb(api, config, tagging, groups, network)
+        self._nlb = NetworkLb(api, config, tagging, groups, network)
+
+    def _spec(self, service: Service) -> LoadBalancerSpec:
+        spec = build_spec(service, self._probe)
+        for warning in spec.warnings:
+            log.warning("service %s: %s", service.key, warning)
+        return spec
+
+    def _backends(self, spec: LoadBalancerSpec, nodes: Sequence[Node]) -> dict[str, Instance]:
+        """Live instances of the nodes selected by ``target-node-labels``, by id."""
+        ids: list[str] = []
+        for node in nodes:
+            if spec.target_node_labels and not all(
+                key in node.labels and (not value or node.labels[key] == value)
+                for key, value in spec.target_node_labels.items()
+            ):
+                continue
+            instance_id = self._directory.remember_node(node)
+            if instance_id is None:
+                log.warning("node %s has no usable providerID; not a backend", node.name)
+                continue
+            ids.append(instance_id)
+        found = self._store.by_ids(ids) if ids else {}
+        return {
+            instance_id: instance
+            for instance_id, instance in found.items()
+            if instance is not None and state_of(instance) != "terminated"
+        }
+
+    def get_load_balancer(self, cluster_name: str, service: Service) -> LoadBalancerStatus | None:
+        if ann.is_external(service.annotations):
+            return None
+        name = self.get_load_balancer_name(cluster_name, service)
+        if service.annotations.get(ann.TYPE) == ann.NLB:
+            description = self._nlb.describe(name)
+            return nlb_status(description) if description is not None else None
+        description = self._elb.describe(name)
+        return elb_status(description) if description is not None else None
+
+    def ensure_load_balancer(
+        self, cluster_name: str, service: Service, nodes: Sequence[Node]
+    ) -> LoadBalancerStatus:
+        spec = self._spec(service)
+        name = self.get_load_balancer_name(cluster_name, service)
+        if spec.is_nlb:
+            existing = self._nlb.describe(name)
+            if existing is None and self._elb.describe(name) is not None:
+                raise self._type_changed(name, "a classic ELB", ann.NLB)
+            instances = self._backends(spec, nodes)
+            return self._guard(
+                lambda: self._nlb.ensure(
+                    service, spec, name, instances, existing, cluster_name=cluster_name
+                )
+            )
+        existing_elb = self._elb.describe(name)
+        if existing_elb is None and self._nlb.describe(name) is not None:
+            raise self._type_changed(name, "an NLB", "classic")
+        instances = self._backends(spec, nodes)
+        return self._guard(lambda: self._elb.ensure(service, spec, name, instances, existing_elb))
+
+    @staticmethod
+    def _type_changed(name: str, actual: str, wanted: str) -> InvalidServiceSpec:
+        return InvalidServiceSpec(
+            f"annotation {ann.TYPE}: the load balancer type cannot change after creation "
+            f"({name} is {actual}, the annotation asks for {wanted}); restore the annotation, "
+            "or delete and re-create the service"
+        )
+
+    def update_load_balancer(
+        self, cluster_name: str, service: Service, nodes: Sequence[Node]
+    ) -> None:
+        if ann.is_external(service.annotations):
+            raise ImplementedElsewhere(f"service {service.key} is managed by another controller")
+        spec = self._spec(service)
+        name = self.get_load_balancer_name(cluster_name, service)
+        instances = self._backends(spec, nodes)
+        if spec.is_nlb:
+            self._nlb.update(spec, name, instances)
+        else:
+            self._elb.update(spec, name, instances)
+
+    def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
+        if ann.is_external(service.annotations):
+            return
+        name = self.get_load_balancer_name(cluster_name, service)
+        annotated = _lenient_groups(service, ann.SECURITY_GROUPS)
+        extra = _lenient_groups(service, ann.EXTRA_SECURITY_GROUPS)
+
+        def delete_nlb() -> bool:
+            return self._nlb.delete(service, name, cluster_name=cluster_name, annotated=annotated)
+
+        def delete_elb() -> bool:
+            return self._elb.delete(service, name, annotated=annotated, extra=extra)
+
+        order = (delete_nlb, delete_elb)
+        if service.annotations.get(ann.TYPE) != ann.NLB:
+            order = (delete_elb, delete_nlb)
+        for delete in order:
+            if self._guard(delete):
+                return
+
+    @staticmethod
+    def _guard(action: Callable[[], T]) -> T:
+        try:
+            return action()
+        except SecurityGroupInUse as error:
+            raise RetryAfter(str(error), SECURITY_GROUP_RETRY_SECONDS) from error

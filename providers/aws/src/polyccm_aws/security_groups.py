@@ -1,0 +1,212 @@
+"""Security groups for load balancers and the ingress rules on the nodes' groups.
+
+A load balancer's own group is found by name in the VPC (so groups made by cloud-provider-aws are
+reused), created with this cluster's ``owned`` tag when missing, and deleted only when it carries
+that tag. Node groups get one rule per load balancer, and lose it when the load balancer goes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from polyccm.errors import CloudError
+
+from polyccm_aws.api import AwsApi, AwsApiError, error_code
+from polyccm_aws.instance_store import Instance
+from polyccm_aws.sg_rules import Rule, permissions, ungroup
+from polyccm_aws.tagging import ClusterTagging, tag_list
+
+log = logging.getLogger(__name__)
+SecurityGroup = Mapping[str, Any]
+
+
+class SecurityGroupInUse(CloudError):
+    """A group could not be deleted yet (``DependencyViolation``); try again shortly."""
+
+
+def node_security_group(instance: Instance, cluster_groups: Iterable[str]) -> str | None:
+    """The group of ``instance`` that load balancers open: the one tagged for the cluster, else
+    its only group (upstream's rule); an ambiguous choice is an error."""
+    groups = [str(g["GroupId"]) for g in instance.get("SecurityGroups") or () if g.get("GroupId")]
+    cluster = set(cluster_groups)
+    tagged = [g for g in groups if g in cluster]
+    if len(tagged) > 1:
+        raise CloudError(
+            f"instance {instance.get('InstanceId')} has several security groups tagged for the "
+            f"cluster ({', '.join(tagged)}); tag only the node group"
+        )
+    if tagged:
+        return tagged[0]
+    if len(groups) > 1:
+        raise CloudError(
+            f"instance {instance.get('InstanceId')} has several security groups and none is "
+            "tagged for the cluster; tag the node group"
+        )
+    return groups[0] if groups else None
+
+
+class SecurityGroups:
+    """EC2 security-group operations used by the load balancers."""
+
+    def __init__(self, api: AwsApi, tagging: ClusterTagging) -> None:
+        self._api = api
+        self._tagging = tagging
+
+    def describe(self, group_ids: Iterable[str]) -> list[SecurityGroup]:
+        ids = sorted(set(group_ids))
+        if not ids:
+            return []
+        answer = self._api.call(
+            "ec2", "describe_security_groups", Filters=[{"Name": "group-id", "Values": ids}]
+        )
+        return list(answer.get("SecurityGroups", ()))
+
+    def find_by_name(self, name: str, vpc_id: str | None = None) -> list[SecurityGroup]:
+        filters: list[dict[str, Any]] = [{"Name": "group-name", "Values": [name]}]
+        if vpc_id:
+            filters.append({"Name": "vpc-id", "Values": [vpc_id]})
+        answer = self._api.call("ec2", "describe_security_groups", Filters=filters)
+        return list(answer.get("SecurityGroups", ()))
+
+    def cluster_groups(self) -> dict[str, SecurityGroup]:
+        """Every group tagged for this cluster, by id."""
+        answer = self._api.call(
+            "ec2", "describe_security_groups", Filters=[self._tagging.tag_filter()]
+        )
+        return {
+            str(g["GroupId"]): g
+            for g in answer.get("SecurityGroups", ())
+            if self._tagging.has_cluster_tag(g.get("Tags"))
+        }
+
+    def referencing(self, group_id: str) -> list[SecurityGroup]:
+        """Groups with an ingress rule whose source is ``group_id``."""
+        answer = self._api.call(
+            "ec2",
+            "describe_security_groups",
+            Filters=[{"Name": "ip-permission.group-id", "Values": [group_id]}],
+        )
+        return list(answer.get("SecurityGroups", ()))
+
+    def ensure(
+        self, name: str, description: str, vpc_id: str, extra_tags: Mapping[str, str]
+    ) -> str:
+        """The id of group ``name`` in ``vpc_id``, created (and tagged ``owned``) if missing."""
+        existing = self.find_by_name(name, vpc_id)
+        if existing:
+            group = existing[0]
+            self._repair_tags(group)
+            return str(group["GroupId"])
+        try:
+            answer = self._api.call(
+                "ec2",
+                "create_security_group",
+                GroupName=name,
+                Description=description,
+                VpcId=vpc_id,
+                TagSpecifications=[
+                    {
+                        "ResourceType": "security-group",
+                        "Tags": tag_list(self._tagging.owned_tags(extra_tags)),
+                    }
+                ],
+            )
+        except AwsApiError as error:
+            if error_code(error) != "InvalidGroup.Duplicate":
+                raise
+            raced = self.find_by_name(name, vpc_id)
+            if not raced:
+                raise
+            return str(raced[0]["GroupId"])
+        log.info("created security group %s (%s)", name, answer["GroupId"])
+        return str(answer["GroupId"])
+
+    def _repair_tags(self, group: SecurityGroup) -> None:
+        """Add our ownership tag to an untagged group of ours; refuse another cluster's."""
+        if self._tagging.has_cluster_tag(group.get("Tags")):
+            return
+        foreign = [
+            t["Key"]
+            for t in group.get("Tags") or ()
+            if str(t.get("Key", "")).startswith("kubernetes.io/cluster/")
+        ]
+        if foreign:
+            raise CloudError(
+                f"security group {group['GroupId']} belongs to another cluster ({foreign[0]})"
+            )
+        self._api.call(
+            "ec2",
+            "create_tags",
+            Resources=[group["GroupId"]],
+            Tags=tag_list(self._tagging.owned_tags()),
+        )
+
+    def set_rules(self, group: SecurityGroup, desired: set[Rule]) -> bool:
+        """Make the group's ingress exactly ``desired``; True when something changed."""
+        actual = ungroup(group.get("IpPermissions") or ())
+        return self.change(str(group["GroupId"]), add=desired - actual, remove=actual - desired)
+
+    def change(self, group_id: str, *, add: set[Rule], remove: set[Rule]) -> bool:
+        """Authorize ``add`` and revoke ``remove`` on ``group_id``."""
+        if add:
+            try:
+                self._api.call(
+                    "ec2",
+                    "authorize_security_group_ingress",
+                    GroupId=group_id,
+                    IpPermissions=permissions(add),
+                )
+            except AwsApiError as error:
+                if error_code(error) != "InvalidPermission.Duplicate":
+                    raise
+        if remove:
+            try:
+                self._api.call(
+                    "ec2",
+                    "revoke_security_group_ingress",
+                    GroupId=group_id,
+                    IpPermissions=permissions(remove),
+                )
+            except AwsApiError as error:
+                if error_code(error) != "InvalidPermission.NotFound":
+                    raise
+        return bool(add or remove)
+
+    def delete_owned(self, group_ids: Iterable[str]) -> None:
+        """Delete the groups among ``group_ids`` tagged ``owned`` by this cluster, after removing
+        every rule elsewhere that references them. Raise SecurityGroupInUse while AWS still
+        reports a dependency (a deleted load balancer's interfaces linger for a while)."""
+        busy: list[str] = []
+        for group in self.describe(group_ids):
+            group_id = str(group["GroupId"])
+            if not self._tagging.is_owned(group.get("Tags")):
+                log.info("keeping security group %s: not owned by this cluster", group_id)
+                continue
+            self.revoke_references(group_id)
+            try:
+                self._api.call("ec2", "delete_security_group", GroupId=group_id)
+            except AwsApiError as error:
+                if error_code(error) == "InvalidGroup.NotFound":
+                    continue
+                if error_code(error) != "DependencyViolation":
+                    raise
+                busy.append(group_id)
+        if busy:
+            raise SecurityGroupInUse(
+                f"security groups {', '.join(busy)} are still in use (the load balancer's "
+                "network interfaces are being released); will retry"
+            )
+
+    def revoke_references(self, group_id: str) -> None:
+        """Remove every ingress rule, in other groups, whose source is ``group_id``."""
+        for other in self.referencing(group_id):
+            self.remove_source(other, group_id)
+
+    def remove_source(self, group: SecurityGroup, source_group_id: str) -> None:
+        """Remove the rules of ``group`` whose source is ``source_group_id``."""
+        rules = {
+            r for r in ungroup(group.get("IpPermissions") or ()) if r.group_id == source_group_id
+        }
+        self.change(str(group["GroupId"]), add=set(), remove=rules)
