@@ -134,8 +134,13 @@ def start(
     timeout: float = DEFAULT_TIMEOUT,
     binaries: ControlPlaneBinaries | None = None,
     progress: Progress | None = None,
+    die_with_caller: bool = False,
 ) -> ControlPlane:
     """Start etcd, kube-apiserver and the emulators named in ``clouds`` in ``state_dir``.
+
+    The processes outlive the caller unless ``die_with_caller`` is set: then the kernel kills
+    them when the calling process dies, even by SIGKILL (test sessions use this; it needs
+    util-linux's ``setpriv``).
 
     Idempotent: when ``state_dir`` already runs, it is returned (``reused=True``) after starting
     any requested emulator that is missing. A partly dead environment is stopped and started
@@ -152,11 +157,18 @@ def start(
         existing = _load(directory)
         if existing is not None:
             if all(_alive(item) for item in existing.components):
-                return _extend(directory, existing, launchers, say)
+                return _extend(directory, existing, launchers, say, die_with_caller)
             say(f"{directory} was partly stopped; stopping the rest and starting afresh")
             _stop_components(existing.components)
         state_files.remove_runtime_files(directory)
-        return _start_fresh(directory, launchers, timeout, binaries, say)
+        return _start_fresh(
+            directory,
+            launchers,
+            timeout=timeout,
+            binaries=binaries,
+            say=say,
+            die_with_caller=die_with_caller,
+        )
 
 
 def attach(state_dir: Path | str) -> ControlPlane | None:
@@ -262,7 +274,11 @@ def _plane(
 
 
 def _extend(
-    directory: Path, recorded: DevState, launchers: Mapping[str, EmulatorLauncher], say: Progress
+    directory: Path,
+    recorded: DevState,
+    launchers: Mapping[str, EmulatorLauncher],
+    say: Progress,
+    die_with_caller: bool,
 ) -> ControlPlane:
     """Start the requested emulators that a running environment lacks."""
     missing = {
@@ -271,7 +287,7 @@ def _extend(
         if recorded.component(EMULATOR_PREFIX + name) is None
     }
     before = len(recorded.components)
-    launch = _Launcher(directory, recorded, say)
+    launch = _Launcher(directory, recorded, say, die_with_caller=die_with_caller)
     try:
         for name, launcher in missing.items():
             launch.emulator(name, launcher)
@@ -290,9 +306,11 @@ def _extend(
 def _start_fresh(
     directory: Path,
     launchers: Mapping[str, EmulatorLauncher],
+    *,
     timeout: float,
     binaries: ControlPlaneBinaries | None,
     say: Progress,
+    die_with_caller: bool,
 ) -> ControlPlane:
     if binaries is None:
         from polyccm.devenv.binaries import BinaryError, ensure_binaries
@@ -304,7 +322,9 @@ def _start_fresh(
             raise ControlPlaneError(str(error)) from error
     began = time.monotonic()
     recorded = DevState(admin_token=secrets.token_urlsafe(32), started_at=time.time())
-    launch = _Launcher(directory, recorded, say, deadline=began + timeout)
+    launch = _Launcher(
+        directory, recorded, say, deadline=began + timeout, die_with_caller=die_with_caller
+    )
     try:
         keys = pki.generate(directory / state_files.PKI_DIR)
         token_file = directory / state_files.TOKEN_FILE
@@ -358,12 +378,19 @@ class _Launcher:
     """Starts components into one state dir, recording each in ``state.json`` as it spawns."""
 
     def __init__(
-        self, directory: Path, recorded: DevState, say: Progress, *, deadline: float = 0.0
+        self,
+        directory: Path,
+        recorded: DevState,
+        say: Progress,
+        *,
+        deadline: float = 0.0,
+        die_with_caller: bool = False,
     ) -> None:
         self.directory = directory
         self.recorded = recorded
         self.say = say
         self.deadline = deadline
+        self.die_with_caller = die_with_caller
 
     def _log(self, name: str) -> Path:
         return self.directory / state_files.LOG_DIR / f"{name}.log"
@@ -373,7 +400,9 @@ class _Launcher:
 
     def spawn(self, name: str, argv: Sequence[str], *, url: str, log: Path) -> Component:
         try:
-            child = processes.spawn_detached(argv, log_path=log, cwd=self.directory)
+            child = processes.spawn_detached(
+                argv, log_path=log, cwd=self.directory, die_with_parent=self.die_with_caller
+            )
         except OSError as error:
             raise ControlPlaneError(f"{name}: cannot run {argv[0]}: {error}") from error
         component = Component(

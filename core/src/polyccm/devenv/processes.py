@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -153,18 +154,26 @@ def spawn_detached(
     log_path: Path,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
+    die_with_parent: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` in a new session with its output appended to ``log_path``.
 
     Standard input is /dev/null and no other descriptor is inherited, so the process keeps
-    running (and holds no pipe open) after the caller exits.
+    running (and holds no pipe open) after the caller exits, unless ``die_with_parent`` asks
+    the kernel to kill it with SIGKILL when the caller dies (test sessions, which may be killed
+    before their clean-up runs). That takes util-linux's ``setpriv``, which sets the parent-death
+    signal and then runs ``argv`` in the same process; without it the request is ignored.
     """
+    command = list(argv)
+    setpriv = shutil.which("setpriv") if die_with_parent else None
+    if setpriv:
+        command = [setpriv, "--pdeathsig", "SIGKILL", "--", *command]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         log.write(f"$ {' '.join(argv)}\n".encode())
         log.flush()
         child = subprocess.Popen(
-            list(argv),
+            command,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

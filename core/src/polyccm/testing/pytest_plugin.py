@@ -66,7 +66,8 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
         return
     state_dir = tmp_path_factory.mktemp("polyccm-controlplane")
     try:
-        plane = controlplane.start(state_dir)
+        # Tied to this process: a session killed before its clean-up leaves nothing running.
+        plane = controlplane.start(state_dir, die_with_caller=True)
     except controlplane.ControlPlaneError as error:
         pytest.fail(f"the control plane did not start: {error}", pytrace=False)
     try:
