@@ -19,13 +19,14 @@ workspace is synced: ``python3 core/src/polyccm/devenv/binaries.py``.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,7 +97,12 @@ def _run_go(arguments: Sequence[str], *, cwd: Path, log_file: Path) -> None:
         log.write(f"$ go {' '.join(arguments)}\n")
         log.flush()
         completed = subprocess.run(
-            ["go", *arguments], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT
+            ["go", *arguments],
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            check=False,
         )
     if completed.returncode != 0:
         tail = log_file.read_text(errors="replace").splitlines()[-25:]
@@ -112,6 +118,7 @@ def _module_go_mod(module: str, version: str, work: Path, log_file: Path) -> str
         env=env,
         capture_output=True,
         text=True,
+        check=False,
     )
     with log_file.open("a") as log:
         log.write(completed.stdout + completed.stderr)
@@ -122,7 +129,9 @@ def _module_go_mod(module: str, version: str, work: Path, log_file: Path) -> str
 
 
 def _machine_go_version() -> tuple[int, ...]:
-    output = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True).stdout
+    output = subprocess.run(
+        ["go", "env", "GOVERSION"], capture_output=True, text=True, check=False
+    ).stdout
     match = re.search(r"go(\d+)\.(\d+)(?:\.(\d+))?", output)
     if not match:
         raise BinaryError("go is not installed (needed to build kube-apiserver and etcd)")
@@ -166,8 +175,10 @@ def build_kube_apiserver(version: str, target: Path) -> None:
     lines += [")", ""]
     (work / "go.mod").write_text("\n".join(lines))
     (work / "go.sum").touch()
-    _log(f"building kube-apiserver {version} ({len(staging)} staging modules replaced); "
-         f"the first build takes several minutes, log: {log_file}")
+    _log(
+        f"building kube-apiserver {version} ({len(staging)} staging modules replaced); "
+        f"the first build takes several minutes, log: {log_file}"
+    )
     _run_go(["get", f"k8s.io/kubernetes/cmd/kube-apiserver@{version}"], cwd=work, log_file=log_file)
     ldflags = " ".join(
         [
@@ -180,8 +191,17 @@ def build_kube_apiserver(version: str, target: Path) -> None:
     )
     partial = target.with_name(target.name + ".partial")
     _run_go(
-        ["build", "-trimpath", "-tags", "selinux,notest", "-ldflags", ldflags,
-         "-o", str(partial), "k8s.io/kubernetes/cmd/kube-apiserver"],
+        [
+            "build",
+            "-trimpath",
+            "-tags",
+            "selinux,notest",
+            "-ldflags",
+            ldflags,
+            "-o",
+            str(partial),
+            "k8s.io/kubernetes/cmd/kube-apiserver",
+        ],
         cwd=work,
         log_file=log_file,
     )
@@ -208,20 +228,50 @@ def build_etcd(version: str, target: Path) -> None:
     _run_go(["get", f"go.etcd.io/etcd/server/v3@{version}"], cwd=work, log_file=log_file)
     partial = target.with_name(target.name + ".partial")
     _run_go(
-        ["build", "-trimpath", "-ldflags", "-s -w", "-o", str(partial), "go.etcd.io/etcd/server/v3"],
+        [
+            "build",
+            "-trimpath",
+            "-ldflags",
+            "-s -w",
+            "-o",
+            str(partial),
+            "go.etcd.io/etcd/server/v3",
+        ],
         cwd=work,
         log_file=log_file,
     )
     partial.rename(target)
 
 
-def _cached_or_built(name: str, versions: Sequence[str], builder: object) -> Path:
-    bin_dir = cache_dir() / "bin"
-    bin_dir.mkdir(parents=True, exist_ok=True)
+def _cached(bin_dir: Path, name: str, versions: Sequence[str]) -> Path | None:
     for version in versions:
         candidate = bin_dir / f"{name}-{version}"
         if os.access(candidate, os.X_OK):
             return candidate
+    return None
+
+
+def _cached_or_built(
+    name: str, versions: Sequence[str], builder: Callable[[str, Path], None]
+) -> Path:
+    bin_dir = cache_dir() / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    found = _cached(bin_dir, name, versions)
+    if found:
+        return found
+    # Two sessions (or test runs) missing the same binary must not build into the same files
+    # at once: the second waits for the first and then finds its result.
+    with (bin_dir / f".{name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = _cached(bin_dir, name, versions)
+        if found:
+            return found
+        return _build_first_release(bin_dir, name, versions, builder)
+
+
+def _build_first_release(
+    bin_dir: Path, name: str, versions: Sequence[str], builder: Callable[[str, Path], None]
+) -> Path:
     if shutil.which("go") is None:
         raise BinaryError(
             f"{name} not found: set TEST_ASSET_{name.upper().replace('-', '_')} or "
@@ -231,7 +281,7 @@ def _cached_or_built(name: str, versions: Sequence[str], builder: object) -> Pat
     for version in versions:
         target = bin_dir / f"{name}-{version}"
         try:
-            builder(version, target)  # type: ignore[operator]
+            builder(version, target)
         except BinaryError as error:
             _log(f"{name} {version} did not build: {str(error).splitlines()[0]}")
             failures.append(f"--- {name} {version}:\n{error}")
