@@ -331,7 +331,7 @@ class EventRecorder:
                     log.warning("event %s rejected: %s", event.get("reason"), error)
                     return
                 failure = error
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - any failure is retried, then counted as dropped
                 failure = error
             if attempt + 1 < self.write_attempts and not self._stopping.is_set():
                 time.sleep(self.retry_delay * (attempt + 1))

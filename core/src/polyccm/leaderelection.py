@@ -35,6 +35,11 @@ JITTER_FACTOR = 1.2
 """client-go waits retry_period * (1 + JITTER_FACTOR * rand) between acquisition attempts."""
 
 
+STOPPED = "stopped"
+RENEWAL_FAILED = "renewal failed"
+CALLBACK_FAILED = "leading callback failed"
+
+
 def micro_time(moment: datetime | None = None) -> str:
     """A metav1.MicroTime: RFC 3339 in UTC with microseconds."""
     return (moment or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -110,9 +115,10 @@ class LeaderElector:
             self._leading = False
             self._status.set(0)
             lost.set()
-        if reason == "stopped":
+        if reason == STOPPED:
             # Let controllers finish the item in hand before a successor may start.
             leader_thread.join(timeout=self.renew_deadline)
+        if reason != RENEWAL_FAILED:
             self._release()
         log.info("%s stopped leading %s (%s)", self.identity, self._lock_ref(), reason)
         try:
@@ -145,9 +151,9 @@ class LeaderElector:
         """Renew every retry_period; return why leading ended."""
         while True:
             if stop.wait(self.retry_period):
-                return "stopped"
+                return STOPPED
             if lost.is_set():
-                return "leading callback failed"
+                return CALLBACK_FAILED
             deadline = time.monotonic() + self.renew_deadline
             while not self._try_acquire_or_renew():
                 if time.monotonic() + self.retry_period > deadline:
@@ -157,9 +163,9 @@ class LeaderElector:
                         self._lock_ref(),
                         self.renew_deadline,
                     )
-                    return "renewal failed"
+                    return RENEWAL_FAILED
                 if stop.wait(self.retry_period):
-                    return "stopped"
+                    return STOPPED
 
     # -- one attempt ----------------------------------------------------------------------
 
@@ -181,7 +187,7 @@ class LeaderElector:
                 log.warning("%s: reading %s failed: %s", self.identity, self._lock_ref(), error)
                 return False
             return self._create(now)
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - any failure is a failed attempt
             log.warning("%s: reading %s failed: %s", self.identity, self._lock_ref(), error)
             return False
 
@@ -225,7 +231,7 @@ class LeaderElector:
         }
         try:
             created = self.api.create(LEASES, body, self.lock_namespace)
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - any failure is a failed attempt
             log.info("%s: creating %s failed: %s", self.identity, self._lock_ref(), error)
             return False
         self._remember(created)
@@ -238,7 +244,7 @@ class LeaderElector:
             if not (renewing and error.conflict):
                 log.info("%s: writing %s failed: %s", self.identity, self._lock_ref(), error)
             return False
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - any failure is a failed attempt
             log.info("%s: writing %s failed: %s", self.identity, self._lock_ref(), error)
             return False
         self._remember(written)
@@ -264,7 +270,7 @@ class LeaderElector:
         try:
             self._lease = self.api.replace(LEASES, self.lock_name, lease, self.lock_namespace)
             log.info("%s released %s", self.identity, self._lock_ref())
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - the lease then expires on its own
             # The lease simply expires after lease_duration.
             log.warning("%s: releasing %s failed: %s", self.identity, self._lock_ref(), error)
 

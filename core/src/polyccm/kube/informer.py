@@ -280,7 +280,7 @@ class Informer:
                         self._stopped.wait(self.backoff.next())
                     continue
                 self._on_error(error)
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - network errors of any kind: reconnect
                 self._on_error(error)
 
     def _on_error(self, error: Exception) -> None:
