@@ -111,7 +111,7 @@ class AwsApi:
         self.region = region
         self._config = config
         self._client_config = Config(
-            retries={"mode": "standard", "max_attempts": max_attempts},
+            retries={"mode": "standard", "total_max_attempts": max_attempts},
             connect_timeout=10,
             read_timeout=60,
             user_agent_extra="polyccm",

@@ -1,0 +1,195 @@
+"""Test support for the AWS provider: run the emulator, and build a small AWS world in it.
+
+Used by this package's tests and usable by demos and cross-package tests. Importing it imports
+boto3; nothing here talks to anything but the loopback emulator it is pointed at.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import boto3
+from polyccm.objects import Node, Service
+
+from polyccm_aws.plugin import emulator_launch
+
+CLUSTER = "kubernetes"
+CLUSTER_TAG = f"kubernetes.io/cluster/{CLUSTER}"
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def running_emulator(state_dir: Path) -> Iterator[Mapping[str, str]]:
+    """Run the emulator as the plugin registers it; yield the environment that reaches it."""
+    port = free_port()
+    launch = emulator_launch(port, state_dir)
+    log_path = state_dir / "aws-emulator.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(list(launch.argv), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_healthy(f"http://127.0.0.1:{port}{launch.health_path}", process, log_path)
+            yield dict(launch.env)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):  # noqa: S310 - loopback
+                return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError(f"AWS emulator did not start; see {log_path}") from None
+            time.sleep(0.2)
+
+
+class World:
+    """Builds the AWS side of a cluster in the emulator, and the Kubernetes views of it."""
+
+    def __init__(self) -> None:
+        self.ec2 = boto3.client("ec2")
+        self.elb = boto3.client("elb")
+        self.elbv2 = boto3.client("elbv2")
+        self.vpc_id = self.ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        gateway = self.ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+        self.ec2.attach_internet_gateway(InternetGatewayId=gateway, VpcId=self.vpc_id)
+        public_table = self.ec2.create_route_table(VpcId=self.vpc_id)["RouteTable"]["RouteTableId"]
+        self.ec2.create_route(
+            RouteTableId=public_table, DestinationCidrBlock="0.0.0.0/0", GatewayId=gateway
+        )
+        self.public: dict[str, str] = {}
+        self.private: dict[str, str] = {}
+        for index, zone in enumerate(("us-east-1a", "us-east-1b")):
+            public = self._subnet(f"10.0.{index}.0/24", zone, "kubernetes.io/role/elb")
+            self.ec2.associate_route_table(RouteTableId=public_table, SubnetId=public)
+            self.public[zone] = public
+            self.private[zone] = self._subnet(
+                f"10.0.{index + 10}.0/24", zone, "kubernetes.io/role/internal-elb"
+            )
+        self.node_group = self.ec2.create_security_group(
+            GroupName="nodes",
+            Description="cluster nodes",
+            VpcId=self.vpc_id,
+            TagSpecifications=[
+                {"ResourceType": "security-group", "Tags": [{"Key": CLUSTER_TAG, "Value": "owned"}]}
+            ],
+        )["GroupId"]
+        self.route_table = self.ec2.create_route_table(
+            VpcId=self.vpc_id,
+            TagSpecifications=[
+                {"ResourceType": "route-table", "Tags": [{"Key": CLUSTER_TAG, "Value": "owned"}]}
+            ],
+        )["RouteTable"]["RouteTableId"]
+
+    def _subnet(self, cidr: str, zone: str, role: str) -> str:
+        subnet: str = self.ec2.create_subnet(
+            VpcId=self.vpc_id,
+            CidrBlock=cidr,
+            AvailabilityZone=zone,
+            TagSpecifications=[
+                {
+                    "ResourceType": "subnet",
+                    "Tags": [{"Key": role, "Value": "1"}, {"Key": CLUSTER_TAG, "Value": "shared"}],
+                }
+            ],
+        )["Subnet"]["SubnetId"]
+        return subnet
+
+    def instances(
+        self, count: int = 1, zone: str = "us-east-1a", instance_type: str = "m5.large"
+    ) -> list[dict[str, Any]]:
+        """Running instances in ``zone``'s public subnet, in the node security group."""
+        answer = self.ec2.run_instances(
+            ImageId="ami-12c6146b",
+            MinCount=count,
+            MaxCount=count,
+            InstanceType=instance_type,
+            SubnetId=self.public[zone],
+            SecurityGroupIds=[self.node_group],
+            TagSpecifications=[
+                {"ResourceType": "instance", "Tags": [{"Key": CLUSTER_TAG, "Value": "owned"}]}
+            ],
+        )
+        instances: list[dict[str, Any]] = answer["Instances"]
+        return instances
+
+    def describe(self, instance_id: str) -> dict[str, Any]:
+        reservations = self.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+        instance: dict[str, Any] = reservations[0]["Instances"][0]
+        return instance
+
+    @staticmethod
+    def node(
+        instance: Mapping[str, Any],
+        *,
+        provider_id: str | None = None,
+        by_name: bool = False,
+        labels: Mapping[str, str] | None = None,
+        pod_cidr: str | None = None,
+    ) -> Node:
+        """The node of ``instance``: named by private DNS name, with its providerID unless
+        ``by_name`` (a node the cloud-node controller has not initialised yet)."""
+        zone = instance["Placement"]["AvailabilityZone"]
+        raw: dict[str, Any] = {
+            "metadata": {
+                "name": instance["PrivateDnsName"],
+                "uid": str(uuid.uuid4()),
+                "labels": dict(labels or {}),
+            },
+            "spec": {},
+        }
+        if not by_name:
+            raw["spec"]["providerID"] = provider_id or f"aws:///{zone}/{instance['InstanceId']}"
+        if pod_cidr:
+            raw["spec"]["podCIDR"] = pod_cidr
+        return Node(raw)
+
+    @staticmethod
+    def service(
+        name: str = "web",
+        namespace: str = "default",
+        *,
+        annotations: Mapping[str, str] | None = None,
+        ports: list[dict[str, Any]] | None = None,
+        uid: str | None = None,
+        **spec: Any,
+    ) -> Service:
+        status = spec.pop("status", {})
+        raw: dict[str, Any] = {
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": uid or str(uuid.uuid4()),
+                "annotations": dict(annotations or {}),
+            },
+            "spec": {
+                "type": "LoadBalancer",
+                "ports": ports
+                or [{"name": "http", "protocol": "TCP", "port": 80, "nodePort": 30080}],
+                **spec,
+            },
+            "status": status,
+        }
+        return Service(raw)

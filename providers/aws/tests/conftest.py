@@ -1,0 +1,51 @@
+"""Fixtures for the AWS provider tests: the emulator as a subprocess, and a small AWS world.
+
+The emulator (moto plus fault injection) is started once per session on a free loopback port,
+with exactly the command line and environment the plugin registers for ``polyccm-dev``. Every
+test that uses ``aws`` gets a reset emulator and an environment that points boto3 at it only
+(no profile, no config file, no instance metadata), so nothing can reach a real cloud.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+
+import pytest
+from polyccm_aws.config import CloudConfig
+from polyccm_aws.emulator import EmulatorControl
+from polyccm_aws.provider import AwsProvider
+from polyccm_aws.testing import CLUSTER, World, running_emulator
+
+
+@pytest.fixture(scope="session")
+def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mapping[str, str]]:
+    """The running emulator's environment (endpoint and fake credentials)."""
+    with running_emulator(tmp_path_factory.mktemp("aws-emulator")) as env:
+        yield env
+
+
+@pytest.fixture
+def aws(emulator: Mapping[str, str], monkeypatch: pytest.MonkeyPatch) -> EmulatorControl:
+    """A freshly reset emulator, and boto3 pointed at it alone."""
+    for name in ("AWS_PROFILE", "AWS_REGION", "AWS_SESSION_TOKEN", "AWS_ROLE_ARN"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in emulator.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    control = EmulatorControl(emulator["AWS_ENDPOINT_URL"])
+    control.reset()
+    return control
+
+
+@pytest.fixture
+def world(aws: EmulatorControl) -> World:
+    return World()
+
+
+@pytest.fixture
+def provider(aws: EmulatorControl) -> AwsProvider:
+    """The AWS provider against the emulator; instance cache off so tests see changes at once."""
+    return AwsProvider(CloudConfig(), cluster_name=CLUSTER, cache_ttl=0.0, max_attempts=3)
