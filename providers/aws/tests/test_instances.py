@@ -11,7 +11,6 @@ from polyccm_aws.api import AwsApiError
 from polyccm_aws.config import CloudConfig
 from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
-
 from polyccm_aws.testing import CLUSTER, World
 
 

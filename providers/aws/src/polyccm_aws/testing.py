@@ -56,7 +56,7 @@ def _wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path) ->
     deadline = time.monotonic() + 60
     while True:
         try:
-            with urllib.request.urlopen(url, timeout=2):  # noqa: S310 - loopback
+            with urllib.request.urlopen(url, timeout=2):
                 return
         except OSError:
             if process.poll() is not None or time.monotonic() > deadline:
