@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -94,17 +95,23 @@ class RouteController(Controller):
             on_delete=self._on_change,
         )
         period = self.context.options.route_reconciliation_period
+        next_due = time.monotonic() + period
         try:
             while not stop.is_set():
-                self._trigger.wait(period)
+                # Wake at least every second so that a stop is noticed promptly.
+                wait = min(1.0, max(0.0, next_due - time.monotonic()))
+                triggered = self._trigger.wait(wait)
                 if stop.is_set():
                     break
+                if not triggered and time.monotonic() < next_due:
+                    continue
                 stop.wait(COALESCE_SECONDS)  # let a burst of node changes settle
                 self._trigger.clear()
                 try:
                     self.reconcile()
                 except Exception:
                     log.exception("route: reconciliation failed")
+                next_due = time.monotonic() + period
         finally:
             self._pool.shutdown(wait=True)
 

@@ -302,7 +302,8 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
 
     def create_route(self, cluster_name: str, name_hint: str, route: Route) -> None:
         self._enter("create_route", route.target_node, route.destination_cidr)
-        name = f"{cluster_name}-{name_hint}"
+        suffix = route.destination_cidr.replace("/", "-").replace(":", "-").replace(".", "-")
+        name = f"{cluster_name}-{name_hint}-{suffix}"
         with self._lock:
             self.cloud_routes[name] = Route(name, route.target_node, route.destination_cidr)
 

@@ -1,0 +1,81 @@
+"""Cloud node lifecycle controller, against the real API server and the fake cloud
+(UPSTREAM.md "Cloud node lifecycle controller")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from polyccm.kube.api import NODES, ApiError, KubeApi
+from polyccm.objects import SHUTDOWN_TAINT, Node
+from polyccm.testing.fake import FakeCloud
+from polyccm.testing.kubeobjects import make_node, reasons_for, set_ready, stays, wait_for
+
+
+def node(api: KubeApi, name: str) -> Node | None:
+    try:
+        return Node(api.get(NODES, name))
+    except ApiError as error:
+        if error.not_found:
+            return None
+        raise
+
+
+def test_not_ready_node_whose_instance_is_gone_is_deleted(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    gone = fake_cloud.add_instance("gone")
+    make_node(kube_api, "gone", tainted=False, provider_id=gone.provider_id, ready=False)
+    fake_cloud.remove_instance("gone")
+    start_manager(fake_cloud)
+    wait_for(lambda: node(kube_api, "gone") is None, what="node deleted")
+    assert "DeletingNode" in reasons_for(kube_api, "default", "gone")
+
+
+def test_ready_node_is_never_deleted_even_without_instance(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    make_node(kube_api, "ready-ghost", tainted=False, provider_id="fake://region-1/x")
+    start_manager(fake_cloud)
+    assert stays(lambda: node(kube_api, "ready-ghost") is not None, 2.0)
+    assert fake_cloud.count("instances_exist") == 0, "ready nodes cost no cloud call"
+
+
+def test_shut_down_instance_is_tainted_and_untainted_when_ready_again(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    instance = fake_cloud.add_instance("sleepy", shutdown=True)
+    make_node(kube_api, "sleepy", tainted=False, provider_id=instance.provider_id, ready=False)
+    start_manager(fake_cloud)
+    tainted = wait_for(
+        lambda: (n := node(kube_api, "sleepy")) and n.has_taint(SHUTDOWN_TAINT) and n
+    )
+    taint = next(t for t in tainted.taints if t["key"] == SHUTDOWN_TAINT)
+    assert taint["effect"] == "NoSchedule"
+    assert node(kube_api, "sleepy") is not None, "a stopped instance still exists"
+    instance.shutdown = False
+    set_ready(kube_api, "sleepy", True)
+    wait_for(lambda: not node(kube_api, "sleepy").has_taint(SHUTDOWN_TAINT))  # type: ignore[union-attr]
+
+
+def test_cloud_errors_never_delete_nodes(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    instance = fake_cloud.add_instance("flaky")
+    make_node(kube_api, "flaky", tainted=False, provider_id=instance.provider_id, ready=False)
+    fake_cloud.fail_always("instances_exist", RuntimeError("cloud API unavailable"))
+    start_manager(fake_cloud)
+    wait_for(lambda: fake_cloud.count("instances_exist") >= 2)
+    assert node(kube_api, "flaky") is not None
+
+
+def test_many_not_ready_nodes_cost_one_existence_call_per_period(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    for i in range(20):
+        instance = fake_cloud.add_instance(f"nr-{i}")
+        make_node(kube_api, f"nr-{i}", tainted=False, provider_id=instance.provider_id, ready=False)
+    start_manager(fake_cloud, node_monitor_period=0.5)
+    wait_for(lambda: fake_cloud.count("instances_exist") >= 2)
+    exist_calls = fake_cloud.count("instances_exist")
+    assert fake_cloud.count("instance_exists") == 0
+    assert fake_cloud.count("instance_shutdown") <= 20 * (exist_calls + 1)

@@ -1,0 +1,120 @@
+"""Route controller, against the real API server and the fake cloud (UPSTREAM.md "Route
+controller")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from polyccm.cloud import Route
+from polyccm.kube.api import NODES, KubeApi
+from polyccm.objects import Node
+from polyccm.testing.fake import FakeCloud
+from polyccm.testing.kubeobjects import make_node, reasons_for, stays, wait_for
+
+
+def network_condition(api: KubeApi, name: str) -> tuple[str, str] | None:
+    for condition in Node(api.get(NODES, name)).raw["status"].get("conditions") or ():
+        if condition["type"] == "NetworkUnavailable":
+            return condition["status"], condition["reason"]
+    return None
+
+
+def routes(cloud: FakeCloud) -> set[tuple[str, str]]:
+    return {(r.target_node, r.destination_cidr) for r in cloud.cloud_routes.values()}
+
+
+def test_a_route_per_pod_cidr_and_network_condition_set(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    for i, cidrs in enumerate((("10.244.1.0/24",), ("10.244.2.0/24", "fd00:10:244:2::/64"))):
+        instance = fake_cloud.add_instance(f"r{i}")
+        make_node(
+            kube_api, f"r{i}", tainted=False, provider_id=instance.provider_id, pod_cidrs=cidrs
+        )
+    start_manager(fake_cloud)
+    wait_for(
+        lambda: (
+            routes(fake_cloud)
+            == {("r0", "10.244.1.0/24"), ("r1", "10.244.2.0/24"), ("r1", "fd00:10:244:2::/64")}
+        )
+    )
+    uid = Node(kube_api.get(NODES, "r0")).uid
+    assert any(uid in name for name in fake_cloud.cloud_routes), "name hint is the node UID"
+    wait_for(lambda: network_condition(kube_api, "r0") == ("False", "RouteCreated"))
+    wait_for(lambda: network_condition(kube_api, "r1") == ("False", "RouteCreated"))
+
+
+def test_stale_routes_are_deleted_only_inside_the_cluster_cidr(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    instance = fake_cloud.add_instance("keep")
+    make_node(
+        kube_api,
+        "keep",
+        tainted=False,
+        provider_id=instance.provider_id,
+        pod_cidrs=("10.244.5.0/24",),
+    )
+    fake_cloud.cloud_routes.update(
+        {
+            "stale": Route("stale", "keep", "10.244.9.0/24"),
+            "foreign": Route("foreign", "keep", "192.168.0.0/24"),
+            "orphan": Route("orphan", "vanished", "10.244.7.0/24"),
+        }
+    )
+    start_manager(fake_cloud)
+    wait_for(lambda: routes(fake_cloud) == {("keep", "10.244.5.0/24"), ("keep", "192.168.0.0/24")})
+    assert "foreign" in fake_cloud.cloud_routes, "routes outside --cluster-cidr are untouched"
+
+
+def test_failed_route_creation_warns_and_marks_network_unavailable(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    instance = fake_cloud.add_instance("unlucky")
+    make_node(
+        kube_api,
+        "unlucky",
+        tainted=False,
+        provider_id=instance.provider_id,
+        pod_cidrs=("10.244.3.0/24",),
+    )
+    fake_cloud.fail_always("create_route", RuntimeError("route quota exceeded"))
+    start_manager(fake_cloud)
+    wait_for(lambda: "FailedToCreateRoute" in reasons_for(kube_api, "default", "unlucky"))
+    wait_for(lambda: network_condition(kube_api, "unlucky") == ("True", "NoRouteCreated"))
+    fake_cloud.fail_always("create_route", None)
+    wait_for(
+        lambda: network_condition(kube_api, "unlucky") == ("False", "RouteCreated"), timeout=15
+    )
+
+
+def test_new_pod_cidr_is_routed_without_waiting_for_the_period(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    instance = fake_cloud.add_instance("late")
+    make_node(kube_api, "late", tainted=False, provider_id=instance.provider_id)
+    start_manager(fake_cloud, route_reconciliation_period=3600.0)
+    kube_api.patch(
+        NODES, "late", {"spec": {"podCIDR": "10.244.8.0/24", "podCIDRs": ["10.244.8.0/24"]}}
+    )
+    wait_for(lambda: ("late", "10.244.8.0/24") in routes(fake_cloud), timeout=10)
+
+
+def test_steady_state_lists_routes_once_per_period_and_writes_nothing(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    instance = fake_cloud.add_instance("steady")
+    make_node(
+        kube_api,
+        "steady",
+        tainted=False,
+        provider_id=instance.provider_id,
+        pod_cidrs=("10.244.4.0/24",),
+    )
+    start_manager(fake_cloud, route_reconciliation_period=1.0)
+    wait_for(lambda: network_condition(kube_api, "steady") == ("False", "RouteCreated"))
+    version = Node(kube_api.get(NODES, "steady")).resource_version
+    creates = fake_cloud.count("create_route")
+    assert stays(lambda: fake_cloud.count("create_route") == creates, 2.5)
+    assert Node(kube_api.get(NODES, "steady")).resource_version == version
+    assert fake_cloud.count("list_routes") <= 6

@@ -1,0 +1,274 @@
+"""Service (load balancer) controller, against the real API server and the fake cloud
+(UPSTREAM.md "Service (load balancer) controller")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec, RetryAfter
+from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi
+from polyccm.objects import Service
+from polyccm.testing.fake import FakeCloud
+from polyccm.testing.kubeobjects import (
+    events_for,
+    make_node,
+    make_service,
+    reasons_for,
+    stays,
+    wait_for,
+)
+
+FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
+
+
+def service(api: KubeApi, namespace: str, name: str) -> Service | None:
+    try:
+        return Service(api.get(SERVICES, name, namespace))
+    except ApiError as error:
+        if error.not_found:
+            return None
+        raise
+
+
+def ingress_ip(api: KubeApi, namespace: str, name: str) -> str:
+    current = service(api, namespace, name)
+    ingress = (current.load_balancer_status.get("ingress") or [{}]) if current else [{}]
+    return str(ingress[0].get("ip") or "")
+
+
+def initialised_nodes(api: KubeApi, cloud: FakeCloud, *names: str) -> None:
+    for name in names:
+        instance = cloud.add_instance(name)
+        make_node(api, name, tainted=False, provider_id=instance.provider_id)
+
+
+def test_load_balancer_is_created_with_finalizer_status_and_events(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    initialised_nodes(kube_api, fake_cloud, "n1", "n2")
+    make_service(kube_api, namespace, "web")
+    start_manager(fake_cloud)
+    ip = wait_for(lambda: ingress_ip(kube_api, namespace, "web"), what="an ingress IP")
+    current = service(kube_api, namespace, "web")
+    assert current is not None and FINALIZER in current.finalizers
+    balancer = fake_cloud.balancer_for(f"{namespace}/web")
+    assert balancer is not None and balancer.ip == ip
+    assert balancer.backends == ("n1", "n2")
+    assert balancer.ports == (80,)
+    assert balancer.name == "a" + current.uid.replace("-", "")[:31]
+    wait_for(
+        lambda: (
+            {"EnsuringLoadBalancer", "EnsuredLoadBalancer"}
+            <= reasons_for(kube_api, namespace, "web")
+        )
+    )
+
+
+def test_finalizer_is_on_before_the_cloud_creates_anything(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    seen: list[tuple[str, ...]] = []
+    fake_cloud.observe(
+        "ensure_load_balancer",
+        lambda _subjects: seen.append(service(kube_api, namespace, "early").finalizers),  # type: ignore[union-attr]
+    )
+    make_service(kube_api, namespace, "early")
+    start_manager(fake_cloud)
+    wait_for(lambda: seen, what="the cloud call")
+    assert FINALIZER in seen[0]
+
+
+def test_deleting_the_service_deletes_the_load_balancer_then_the_finalizer(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    make_service(kube_api, namespace, "short-lived")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "short-lived"))
+    kube_api.delete(SERVICES, "short-lived", namespace)
+    wait_for(lambda: service(kube_api, namespace, "short-lived") is None, what="service gone")
+    assert fake_cloud.balancer_for(f"{namespace}/short-lived") is None
+    assert fake_cloud.count("ensure_load_balancer_deleted") >= 1
+    assert {"DeletingLoadBalancer", "DeletedLoadBalancer"} <= reasons_for(
+        kube_api, namespace, "short-lived"
+    )
+
+
+def test_failed_deletion_keeps_the_finalizer_until_the_cloud_succeeds(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    make_service(kube_api, namespace, "sticky")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "sticky"))
+    fake_cloud.fail("ensure_load_balancer_deleted", RuntimeError("cloud is down"))
+    kube_api.delete(SERVICES, "sticky", namespace)
+    wait_for(lambda: "DeleteLoadBalancerFailed" in reasons_for(kube_api, namespace, "sticky"))
+    current = service(kube_api, namespace, "sticky")
+    assert current is not None and FINALIZER in current.finalizers, "no leak: finalizer kept"
+    wait_for(
+        lambda: service(kube_api, namespace, "sticky") is None,
+        timeout=30,
+        what="deletion retried after backoff",
+    )
+    assert fake_cloud.balancer_for(f"{namespace}/sticky") is None
+
+
+def test_changing_type_away_from_load_balancer_cleans_up(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    make_service(kube_api, namespace, "shrink")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "shrink"))
+    kube_api.patch(SERVICES, "shrink", {"spec": {"type": "ClusterIP"}}, namespace)
+
+    def cleaned() -> bool:
+        current = service(kube_api, namespace, "shrink")
+        return bool(
+            current and FINALIZER not in current.finalizers and not current.load_balancer_status
+        )
+
+    wait_for(cleaned, what="finalizer and status removed")
+    assert fake_cloud.balancer_for(f"{namespace}/shrink") is None
+
+
+def test_services_with_a_load_balancer_class_are_left_alone(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    make_service(
+        kube_api,
+        namespace,
+        "classy",
+        lambda s: s["spec"].update(loadBalancerClass="example.com/other"),
+    )
+    make_service(kube_api, namespace, "plain")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "plain"))
+    current = service(kube_api, namespace, "classy")
+    assert current is not None and FINALIZER not in current.finalizers
+    assert fake_cloud.balancer_for(f"{namespace}/classy") is None
+
+
+def test_implemented_elsewhere_still_manages_the_finalizer(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    fake_cloud.fail_always("ensure_load_balancer", ImplementedElsewhere("nlb-ip"))
+    fake_cloud.fail_always("ensure_load_balancer_deleted", ImplementedElsewhere("nlb-ip"))
+    make_service(kube_api, namespace, "elsewhere")
+    start_manager(fake_cloud)
+    wait_for(lambda: FINALIZER in (service(kube_api, namespace, "elsewhere").finalizers))  # type: ignore[union-attr]
+    assert stays(lambda: not ingress_ip(kube_api, namespace, "elsewhere"), 1.0)
+    assert "SyncLoadBalancerFailed" not in reasons_for(kube_api, namespace, "elsewhere")
+    kube_api.delete(SERVICES, "elsewhere", namespace)
+    wait_for(lambda: service(kube_api, namespace, "elsewhere") is None)
+
+
+def test_a_rejected_service_warns_and_does_not_block_others(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    fake_cloud.fail(
+        "ensure_load_balancer", InvalidServiceSpec("port 70000/UDP is not supported"), times=1
+    )
+    make_service(kube_api, namespace, "bad")
+    start_manager(fake_cloud)
+    wait_for(lambda: "SyncLoadBalancerFailed" in reasons_for(kube_api, namespace, "bad"))
+    message = next(
+        m for _t, r, m in events_for(kube_api, namespace, "bad") if r == "SyncLoadBalancerFailed"
+    )
+    assert "port 70000/UDP is not supported" in message
+    make_service(kube_api, namespace, "good")
+    wait_for(lambda: ingress_ip(kube_api, namespace, "good"), what="the other service served")
+    # Retried with backoff (5s first): once the cloud accepts it, it is served too.
+    wait_for(lambda: ingress_ip(kube_api, namespace, "bad"), timeout=30)
+
+
+def test_retry_after_requeues_after_the_given_delay(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    fake_cloud.fail("ensure_load_balancer", RetryAfter("still provisioning", 1.0), times=2)
+    make_service(kube_api, namespace, "slow")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "slow"), timeout=15)
+    assert fake_cloud.count("ensure_load_balancer") == 3
+
+
+def test_status_only_changes_do_not_resync(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    make_service(kube_api, namespace, "quiet")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "quiet"))
+    calls = fake_cloud.count("ensure_load_balancer")
+    kube_api.patch(SERVICES, "quiet", {"metadata": {"labels": {"unrelated": "x"}}}, namespace)
+    assert stays(lambda: fake_cloud.count("ensure_load_balancer") == calls, 1.5)
+    kube_api.patch(SERVICES, "quiet", {"metadata": {"annotations": {"a": "b"}}}, namespace)
+    wait_for(lambda: fake_cloud.count("ensure_load_balancer") > calls, what="annotation resync")
+
+
+def test_backends_follow_node_changes_but_not_readiness(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    initialised_nodes(kube_api, fake_cloud, "b1", "b2")
+    make_service(kube_api, namespace, "follow")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "follow"))
+
+    def backends() -> tuple[str, ...]:
+        balancer = fake_cloud.balancer_for(f"{namespace}/follow")
+        return balancer.backends if balancer else ()
+
+    assert backends() == ("b1", "b2")
+    initialised_nodes(kube_api, fake_cloud, "b3")
+    wait_for(lambda: backends() == ("b1", "b2", "b3"), what="new node added")
+    wait_for(lambda: "UpdatedLoadBalancer" in reasons_for(kube_api, namespace, "follow"))
+
+    kube_api.patch(
+        NODES,
+        "b1",
+        {
+            "metadata": {
+                "labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "true"}
+            }
+        },
+    )
+    wait_for(lambda: backends() == ("b2", "b3"), what="excluded node removed")
+
+    kube_api.patch(
+        NODES,
+        "b2",
+        {
+            "spec": {
+                "taints": [
+                    {"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}
+                ]
+            }
+        },
+    )
+    wait_for(lambda: backends() == ("b3",), what="autoscaler-tainted node removed")
+
+    updates = fake_cloud.count("update_load_balancer")
+    from polyccm.testing.kubeobjects import set_ready
+
+    set_ready(kube_api, "b3", False)
+    assert stays(lambda: fake_cloud.count("update_load_balancer") == updates, 1.5), (
+        "readiness is not a filter: no update"
+    )
+    kube_api.delete(NODES, "b3")
+    wait_for(lambda: backends() == (), what="deleted node removed")
+
+
+def test_failed_backend_update_is_reported_and_retried(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    initialised_nodes(kube_api, fake_cloud, "r1")
+    make_service(kube_api, namespace, "retry")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "retry"))
+    fake_cloud.fail("update_load_balancer", RuntimeError("throttled"))
+    initialised_nodes(kube_api, fake_cloud, "r2")
+    wait_for(lambda: "UpdateLoadBalancerFailed" in reasons_for(kube_api, namespace, "retry"))
+    initialised_nodes(kube_api, fake_cloud, "r3")
+    wait_for(
+        lambda: (
+            (fake_cloud.balancer_for(f"{namespace}/retry") or object()).backends  # type: ignore[attr-defined]
+            == ("r1", "r2", "r3")
+        )
+    )
