@@ -10,7 +10,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from polyccm import hookspecs, plugins
 from polyccm.hookspecs import hookimpl
 
@@ -69,7 +68,8 @@ def test_distribution_installed_into_a_fresh_environment_is_discovered(tmp_path:
     (dist / "src" / "polyccm_examplecloud").mkdir(parents=True)
     (dist / "src" / "polyccm_examplecloud" / "__init__.py").write_text("")
     (dist / "src" / "polyccm_examplecloud" / "plugin.py").write_text(_THIRD_PARTY_PLUGIN)
-    (dist / "pyproject.toml").write_text(textwrap.dedent("""
+    (dist / "pyproject.toml").write_text(
+        textwrap.dedent("""
         [project]
         name = "polyccm-examplecloud"
         version = "0.0.1"
@@ -81,19 +81,31 @@ def test_distribution_installed_into_a_fresh_environment_is_discovered(tmp_path:
         build-backend = "hatchling.build"
         [tool.hatch.build.targets.wheel]
         packages = ["src/polyccm_examplecloud"]
-    """))
+    """)
+    )
     venv = tmp_path / "venv"
-    env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT"}}
-    subprocess.run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
-                   check=True, env=env, timeout=120)
+    env = {
+        k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT"}
+    }
+    subprocess.run(
+        [uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
+        check=True,
+        env=env,
+        timeout=120,
+    )
     python = venv / "bin" / "python"
     subprocess.run(
         [uv, "pip", "install", "--quiet", "--python", str(python), str(CORE), str(dist)],
-        check=True, env=env, timeout=540,
+        check=True,
+        env=env,
+        timeout=540,
     )
     result = subprocess.run(
         [str(venv / "bin" / "polyccm"), "--provider", "nosuch"],
-        capture_output=True, text=True, env=env, timeout=60,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     assert result.returncode == 2
     assert "installed providers: examplecloud" in result.stderr
