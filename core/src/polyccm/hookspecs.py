@@ -58,7 +58,8 @@ def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
 def polyccm_register_emulators(registry: EmulatorRegistry) -> None:
     """Register local cloud emulators for ``polyccm-dev up --cloud NAME``.
 
-    Call ``registry.register(name, starter)`` where ``starter(state_dir)`` starts the emulator on
-    a loopback port and returns a :class:`polyccm.plugins.RunningEmulator` with the environment
-    variables a provider needs to reach it.
+    Call ``registry.register(name, launcher)``; ``launcher(port, state_dir)`` returns a
+    :class:`polyccm.plugins.EmulatorLaunch`: the command line that serves the emulator on
+    ``127.0.0.1:port``, the environment variables a provider needs to reach it (endpoint, fake
+    credentials), and a path to poll until it answers.
     """

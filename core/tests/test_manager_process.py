@@ -1,0 +1,155 @@
+"""The whole ``polyccm`` process against the real API server: health and metrics endpoints,
+leader election on a Lease, clean shutdown on SIGTERM, and start-up checks."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from polyccm.kube.api import LEASES, ApiError, KubeApi
+from polyccm.testing.kubeobjects import wait_for
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def holder(api: KubeApi, namespace: str) -> str:
+    try:
+        lease = api.get(LEASES, "cloud-controller-manager", namespace)
+    except ApiError:
+        return ""
+    return str(lease.get("spec", {}).get("holderIdentity") or "")
+
+
+@pytest.fixture
+def launch(control_plane: Any, namespace: str) -> Iterator[Any]:
+    processes: list[subprocess.Popen[str]] = []
+
+    def start(*extra: str) -> tuple[subprocess.Popen[str], int]:
+        port = free_port()
+        args = [
+            sys.executable,
+            "-m",
+            "polyccm.testing.fake_main",
+            "--provider=fake",
+            f"--kubeconfig={control_plane.kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--leader-elect-resource-namespace={namespace}",
+            "--leader-elect-lease-duration=4s",
+            "--leader-elect-renew-deadline=3s",
+            "--leader-elect-retry-period=1s",
+            "--cluster-cidr=10.244.0.0/16",
+            *extra,
+        ]
+        process = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        processes.append(process)
+        return process, port
+
+    yield start
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=30)
+
+
+def test_process_serves_health_metrics_and_releases_the_lease_on_sigterm(
+    kube_api: KubeApi, namespace: str, launch: Any
+) -> None:
+    process, port = launch()
+    base = f"http://127.0.0.1:{port}"
+    wait_for(lambda: get(f"{base}/healthz")[0] == 200, 30, "/healthz")
+    wait_for(lambda: holder(kube_api, namespace), 30, "the lease to be taken")
+    wait_for(lambda: get(f"{base}/readyz")[0] == 200, 30, "/readyz")
+    status, metrics = get(f"{base}/metrics")
+    assert status == 200
+    assert "service_controller_loadbalancer_sync_total" in metrics
+    assert "leader_election_master_status" in metrics
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 0
+    assert holder(kube_api, namespace) == "", "the lease is released on shutdown"
+
+
+def test_standby_takes_over_when_the_leader_stops(
+    kube_api: KubeApi, namespace: str, launch: Any
+) -> None:
+    first, _ = launch()
+    leader = wait_for(lambda: holder(kube_api, namespace), 30, "a leader")
+    second, _ = launch()
+    # The standby does not steal a lease that is being renewed.
+    import time
+
+    time.sleep(5)
+    assert holder(kube_api, namespace) == leader
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(timeout=30) == 0
+    new = wait_for(lambda: (h := holder(kube_api, namespace)) and h != leader and h, 30)
+    assert new and second.poll() is None
+
+
+def test_route_controller_refuses_to_start_without_cluster_cidr(control_plane: Any) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "polyccm.testing.fake_main",
+            "--provider=fake",
+            f"--kubeconfig={control_plane.kubeconfig}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "the route controller needs --cluster-cidr" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_route_controller_can_be_disabled_instead(control_plane: Any) -> None:
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "polyccm.testing.fake_main",
+            "--provider=fake",
+            f"--kubeconfig={control_plane.kubeconfig}",
+            "--configure-cloud-routes=false",
+            "--leader-elect=false",
+            "--secure-port=0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            process.wait(timeout=4)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=30)
+    assert process.returncode == 0
+    assert (
+        "controller route not started" in output
+        or "route" not in output.split("started controllers:")[-1].splitlines()[0]
+    )
