@@ -21,6 +21,12 @@ def initialised(api: KubeApi, name: str) -> Node | None:
     return None if current.has_taint(UNINITIALIZED_TAINT) else current
 
 
+def with_addresses(api: KubeApi, name: str) -> Node | None:
+    """The node once initialised and its cloud addresses written (they follow the taint)."""
+    current = initialised(api, name)
+    return current if current and any(t == "InternalIP" for t, _ in current.addresses) else None
+
+
 def test_tainted_node_is_initialised_with_provider_id_labels_and_addresses(
     kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
 ) -> None:
@@ -39,7 +45,7 @@ def test_tainted_node_is_initialised_with_provider_id_labels_and_addresses(
     make_node(kube_api, "worker-1", labels={"team": "node-value"})
     start_manager(fake_cloud)
 
-    done = wait_for(lambda: initialised(kube_api, "worker-1"), what="taint removal")
+    done = wait_for(lambda: with_addresses(kube_api, "worker-1"), what="initialisation")
     assert done.provider_id == "fake://region-9/worker-1"
     labels = done.labels
     assert labels["node.kubernetes.io/instance-type"] == "m.large"
@@ -117,7 +123,7 @@ def test_provided_node_ip_must_belong_to_the_instance(
     )
     start_manager(fake_cloud)
 
-    good = wait_for(lambda: initialised(kube_api, "ip-good"))
+    good = wait_for(lambda: with_addresses(kube_api, "ip-good"))
     assert good.addresses[0] == ("InternalIP", "10.1.0.6"), "the provided IP goes first"
     assert ("Hostname", "ip-good.local") in good.addresses, "kubelet hostname kept"
     wait_for(lambda: "FailedToInitialize" in reasons_for(kube_api, "default", "ip-bad"))
@@ -172,7 +178,7 @@ def test_addresses_are_refreshed_only_when_the_cloud_changes_them(
     instance = fake_cloud.add_instance("moving")
     make_node(kube_api, "moving")
     start_manager(fake_cloud, node_status_update_frequency=0.5)
-    first = wait_for(lambda: initialised(kube_api, "moving"))
+    first = wait_for(lambda: with_addresses(kube_api, "moving"))
     version = first.resource_version
     assert stays(lambda: node(kube_api, "moving").resource_version == version, 1.5), (
         "unchanged addresses must not be re-written"
@@ -189,3 +195,40 @@ def test_readiness_does_not_matter_for_initialisation(
     start_manager(fake_cloud)
     wait_for(lambda: initialised(kube_api, "late"))
     set_ready(kube_api, "late", True)
+
+
+def test_a_conflicting_write_is_retried_with_the_fresh_node(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    fake_cloud.add_instance("busy")
+    make_node(kube_api, "busy")
+    bumped: list[bool] = []
+
+    def change_node_during_cloud_call(_subjects: tuple[str, ...]) -> None:
+        if not bumped:  # a kubelet writes the node while the controller asks the cloud
+            kube_api.patch(NODES, "busy", {"metadata": {"labels": {"kubelet": "was-here"}}})
+            bumped.append(True)
+
+    fake_cloud.observe("instances_metadata", change_node_during_cloud_call)
+    start_manager(fake_cloud)
+    done = wait_for(lambda: initialised(kube_api, "busy"))
+    assert done.labels["kubelet"] == "was-here", "the concurrent change survives"
+    assert done.labels["topology.kubernetes.io/zone"] == "zone-a"
+    assert "FailedToInitialize" not in reasons_for(kube_api, "default", "busy")
+
+
+def test_a_node_deleted_mid_reconcile_is_not_an_error(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    fake_cloud.add_instance("fleeting")
+    fake_cloud.add_instance("staying")
+    make_node(kube_api, "fleeting")
+    fake_cloud.observe(
+        "instances_metadata",
+        lambda subjects: "fleeting" in subjects and kube_api.delete(NODES, "fleeting"),
+    )
+    start_manager(fake_cloud)
+    wait_for(lambda: fake_cloud.count("instances_metadata") >= 1)
+    make_node(kube_api, "staying")
+    wait_for(lambda: initialised(kube_api, "staying"), what="the controller still works")
+    assert "FailedToInitialize" not in reasons_for(kube_api, "default", "fleeting")

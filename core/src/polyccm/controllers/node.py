@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 
 BATCH = 100
 """Nodes asked about in one bulk cloud lookup."""
+BATCH_WINDOW = 0.1
+"""Seconds a worker waits for more nodes to join a batch."""
 CONFLICT_RETRIES = 5
 
 
@@ -86,6 +89,12 @@ class CloudNodeController(Controller):
         keys = queue.get_batch(BATCH, timeout=1.0)
         if not keys:
             return not queue.shutting_down
+        if len(keys) < BATCH:
+            # Nodes tend to arrive in bursts (a scale-up, the initial list): wait a moment so
+            # one cloud lookup answers the whole burst.
+            time.sleep(BATCH_WINDOW)
+            if len(queue) and not queue.shutting_down:
+                keys += queue.get_batch(BATCH - len(keys), timeout=0)
         try:
             uninitialised: list[Node] = []
             for key in keys:
@@ -165,8 +174,6 @@ class CloudNodeController(Controller):
             if metadata.node_addresses
             else None
         )
-        if addresses is not None:
-            self._patch_addresses(node, addresses)
         fresh = node
         for attempt in range(CONFLICT_RETRIES):
             try:
@@ -180,6 +187,14 @@ class CloudNodeController(Controller):
                 fresh = Node(self.context.api.get(NODES, node.name))
                 if not fresh.has_taint(UNINITIALIZED_TAINT):
                     return
+        # Addresses after the taint (upstream's order): the watch event of the taint removal
+        # then arrives first, so our own status write never triggers a second cloud lookup.
+        if addresses is not None:
+            try:
+                self._patch_addresses(fresh, addresses)
+            except ApiError as error:
+                if not error.not_found:
+                    raise
         age = creation_age(node)
         if age is not None:
             metrics.cloud_provider_taint_removal_delay_seconds.observe(age)
