@@ -7,6 +7,7 @@ from typing import Any
 
 from polyccm.cloud import NodeAddress
 from polyccm.kube.api import NODES, KubeApi
+from polyccm.metrics import REGISTRY
 from polyccm.objects import UNINITIALIZED_TAINT, Node
 from polyccm.testing.fake import FakeCloud
 from polyccm.testing.kubeobjects import make_node, reasons_for, set_ready, stays, wait_for
@@ -232,3 +233,30 @@ def test_a_node_deleted_mid_reconcile_is_not_an_error(
     make_node(kube_api, "staying")
     wait_for(lambda: initialised(kube_api, "staying"), what="the controller still works")
     assert "FailedToInitialize" not in reasons_for(kube_api, "default", "fleeting")
+
+
+def test_taint_is_never_removed_without_a_provider_id(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    fake_cloud.add_instance("anonymous", reported_provider_id="")
+    make_node(kube_api, "anonymous")
+    start_manager(fake_cloud)
+    wait_for(lambda: "FailedToInitialize" in reasons_for(kube_api, "default", "anonymous"))
+    assert node(kube_api, "anonymous").has_taint(UNINITIALIZED_TAINT)
+
+
+def test_initialisation_delays_are_measured(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    def observed(name: str) -> float:
+        value = REGISTRY.get_sample_value(f"node_controller_{name}_count")
+        return value or 0.0
+
+    before = observed("cloud_provider_taint_removal_delay_seconds")
+    before_sync = observed("initial_node_sync_delay_seconds")
+    fake_cloud.add_instance("measured")
+    make_node(kube_api, "measured")
+    start_manager(fake_cloud)
+    wait_for(lambda: initialised(kube_api, "measured"))
+    assert observed("cloud_provider_taint_removal_delay_seconds") == before + 1
+    assert observed("initial_node_sync_delay_seconds") == before_sync + 1

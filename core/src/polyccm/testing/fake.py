@@ -43,9 +43,14 @@ class FakeInstance:
     addresses: tuple[NodeAddress, ...] = ()
     additional_labels: Mapping[str, str] = field(default_factory=dict)
     shutdown: bool = False
+    reported_provider_id: str | None = None
+    """What the cloud reports as provider ID; ``None`` means the usual ``fake://region/name``
+    (set it to ``""`` to model a cloud that gives none)."""
 
     @property
     def provider_id(self) -> str:
+        if self.reported_provider_id is not None:
+            return self.reported_provider_id
         return f"{PROVIDER_ID_PREFIX}{self.region}/{self.name}"
 
 
