@@ -340,11 +340,16 @@ class NetworkLb:
             or group.get("HealthCheckIntervalSeconds") != check.interval
         )
         certificates = [c.get("CertificateArn") for c in listener.get("Certificates") or ()]
+        # AWS picks a default policy when none is asked for, so only a requested one counts.
+        policy_differs = (
+            bool(mapping.ssl_policy) and listener.get("SslPolicy") != mapping.ssl_policy
+        )
+        wanted_certificates = [mapping.certificate_arn] if mapping.certificate_arn else []
         modify = (
             recreate
             or listener.get("Protocol") != mapping.frontend_protocol
-            or (listener.get("SslPolicy") or "") != mapping.ssl_policy
-            or certificates != ([mapping.certificate_arn] if mapping.certificate_arn else [])
+            or policy_differs
+            or (mapping.frontend_protocol == "TLS" and certificates != wanted_certificates)
         )
         if recreate:
             group = self._create_target_group(service, spec, str(description["VpcId"]), mapping)
@@ -546,9 +551,8 @@ class NetworkLb:
             for page in self._api.pages("elbv2", "describe_target_groups")
             for g in page.get("TargetGroups") or ()
             if str(g.get("TargetGroupName", "")).startswith(prefix + "-")
-            and not g.get("LoadBalancerArns")
         ]
-        arns = [str(g["TargetGroupArn"]) for g in candidates]
+        arns = [str(g["TargetGroupArn"]) for g in candidates if not self._attached(g)]
         for start in range(0, len(arns), 20):
             answer = self._api.call("elbv2", "describe_tags", ResourceArns=arns[start : start + 20])
             for description in answer.get("TagDescriptions") or ():
@@ -557,6 +561,19 @@ class NetworkLb:
                     description.get("Tags")
                 ):
                     self._delete_target_group(str(description["ResourceArn"]))
+
+    def _attached(self, group: Description) -> bool:
+        """Whether a target group still serves a load balancer that exists."""
+        arns = [str(a) for a in group.get("LoadBalancerArns") or ()]
+        if not arns:
+            return False
+        try:
+            answer = self._api.call("elbv2", "describe_load_balancers", LoadBalancerArns=arns)
+        except AwsApiError as error:
+            if error_code(error) == "LoadBalancerNotFound":
+                return False
+            raise
+        return bool(answer.get("LoadBalancers"))
 
     def _delete_managed_group(self, service: Service, cluster_name: str) -> None:
         if not self._config.nlb_security_groups_managed:

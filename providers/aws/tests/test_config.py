@@ -1,0 +1,139 @@
+"""The cloud config parser: upstream files parse unchanged; mistakes name the file and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from polyccm.errors import ConfigError
+from polyccm_aws.config import CloudConfig, load_cloud_config, parse_cloud_config
+
+UPSTREAM_STYLE = """\
+; a cloud.conf as written for cloud-provider-aws
+[Global]
+Zone = us-west-2a
+VPC = vpc-0123
+SubnetID = subnet-0123
+RouteTableID = rtb-0123
+RoleARN = arn:aws:iam::123456789012:role/ccm
+KubernetesClusterID = prod
+DisableSecurityGroupIngress
+ElbSecurityGroup = "sg-0123"   # shared group
+NodeIPFamilies = ipv4
+NodeIPFamilies = ipv6
+ClusterServiceLoadBalancerHealthProbeMode = Shared
+ClusterServiceSharedLoadBalancerHealthProbePort = 10256
+NLBSecurityGroupMode = Managed
+
+[ServiceOverride "1"]
+Service = ec2
+Region = us-west-2
+URL = https://ec2.example.internal
+SigningRegion = us-west-2
+
+[ServiceOverride "2"]
+Service = Elastic Load Balancing v2
+Region = us-west-2
+URL = https://elbv2.example.internal
+SigningRegion = us-west-2
+SigningName = elasticloadbalancing
+"""
+
+
+def test_upstream_config_parses_unchanged() -> None:
+    config = parse_cloud_config(UPSTREAM_STYLE, "cloud.conf")
+
+    assert config.zone == "us-west-2a"
+    assert config.vpc == "vpc-0123"
+    assert config.subnet_id == "subnet-0123"
+    assert config.route_table_id == "rtb-0123"
+    assert config.role_arn.endswith(":role/ccm")
+    assert config.cluster_id == "prod"
+    assert config.disable_security_group_ingress is True
+    assert config.elb_security_group == "sg-0123"
+    assert config.node_ip_families == ("ipv4", "ipv6")
+    assert config.cluster_service_load_balancer_health_probe_mode == "Shared"
+    assert config.nlb_security_groups_managed
+    ec2 = config.endpoint_for("ec2", "us-west-2")
+    assert ec2 is not None and ec2.url == "https://ec2.example.internal"
+    elbv2 = config.endpoint_for("elbv2", "us-west-2")
+    assert elbv2 is not None and elbv2.signing_name == "elasticloadbalancing"
+    assert config.endpoint_for("elb", "us-west-2") is None
+    assert config.endpoint_for("ec2", "eu-west-1") is None
+
+
+def test_defaults_without_a_file() -> None:
+    config = load_cloud_config(None)
+
+    assert config == CloudConfig()
+    assert config.node_ip_families == ("ipv4",)
+    assert config.cluster_id == ""
+
+
+def test_names_are_case_insensitive_and_booleans_spelled_many_ways() -> None:
+    config = parse_cloud_config(
+        "[global]\nkubernetesclustertag = old\ndisablesecuritygroupingress = yes\n"
+    )
+
+    assert config.cluster_id == "old"
+    assert config.uses_legacy_tags
+    assert config.disable_security_group_ingress is True
+
+
+def test_legacy_service_name_covers_both_load_balancer_apis() -> None:
+    config = parse_cloud_config(
+        '[ServiceOverride "lb"]\nService = elasticloadbalancing\nRegion = r1\n'
+        "URL = http://127.0.0.1:1\nSigningRegion = r1\n"
+    )
+
+    assert config.endpoint_for("elb", "r1") is not None
+    assert config.endpoint_for("elbv2", "r1") is not None
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ("[Global]\nZone = a\nZoen = b\n", 3, "unknown key 'Zoen'"),
+        ("[Global]\n\n[Globl]\n", 3, "unknown section"),
+        ("[Global\n", 1, "malformed section header"),
+        ("Zone = a\n", 1, "outside of a section"),
+        ("[Global]\nDisableSecurityGroupIngress = perhaps\n", 2, "not a boolean"),
+        ("[Global]\nNodeIPFamilies = ipv5\n", 2, "ipv5"),
+        ("[Global]\nClusterServiceSharedLoadBalancerHealthProbePort = many\n", 2, "integer"),
+        ("[Global]\nClusterServiceLoadBalancerHealthProbeMode = Sometimes\n", 2, "Shared"),
+        ("[Global]\nNLBSecurityGroupMode = Unmanaged\n", 2, "Managed"),
+        ('[Global]\nVPC = "vpc-1\n', 2, "unterminated"),
+        ("[Global]\n= value\n", 2, "Key = value"),
+        ('\n[ServiceOverride "1"]\nService = ec2\nRegion = r\n', 2, "missing URL"),
+        ('[ServiceOverride "1"]\nService = ec2\nColour = red\n', 3, "unknown key 'Colour'"),
+        (
+            '[ServiceOverride "1"]\nService=ec2\nRegion=r\nURL=http://a\nSigningRegion=r\n'
+            '[ServiceOverride "2"]\nService=EC2\nRegion=r\nURL=http://b\nSigningRegion=r\n',
+            6,
+            "duplicate ServiceOverride",
+        ),
+        ('[ServiceOverride "1"]\nService=ec2\nRegion=r\nURL=ftp://a\nSigningRegion=r\n', 1, "http"),
+    ],
+)
+def test_mistakes_name_file_and_line(text: str, line: int, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as error:
+        parse_cloud_config(text, "/etc/kubernetes/cloud.conf")
+
+    assert error.value.path == "/etc/kubernetes/cloud.conf"
+    assert error.value.line == line
+    assert str(error.value).startswith(f"/etc/kubernetes/cloud.conf:{line}: ")
+
+
+def test_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read cloud config"):
+        load_cloud_config(tmp_path / "missing.conf")
+
+
+def test_file_is_read_from_disk(tmp_path: Path) -> None:
+    path = tmp_path / "cloud.conf"
+    path.write_text("[Global]\nRegion = eu-central-1\nKubernetesClusterID = \\\n  split\n")
+
+    config = load_cloud_config(path)
+
+    assert config.region == "eu-central-1"
+    assert config.cluster_id == "split"
