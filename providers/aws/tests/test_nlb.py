@@ -291,9 +291,7 @@ def test_eip_count_must_match_the_subnets(
     aws.reset_calls()
 
     with pytest.raises(InvalidServiceSpec, match="one entry per subnet"):
-        provider.load_balancer().ensure_load_balancer(
-            CLUSTER, service, [world.node(world.instances()[0])]
-        )
+        provider.load_balancer().ensure_load_balancer(CLUSTER, service, [node])
 
     created = {a for a in aws.calls() if a.startswith("Create")}
     assert created == set()

@@ -247,6 +247,7 @@ def classic_health_check(
     """The ELB health check upstream configures, with annotation overrides."""
     annotations = service.annotations
     port_override = _health_port(annotations)
+    path_override = _health_path(annotations)
     local = service.external_traffic_policy == "Local" and service.health_check_node_port
     if local:
         protocol, port, path = "HTTP", service.health_check_node_port, KUBE_PROXY_HEALTH_PATH
@@ -265,7 +266,7 @@ def classic_health_check(
             )
     if port_override not in (None, ann.TRAFFIC_PORT):
         port = int(port_override)
-    path = (_health_path(annotations) or path or "/") if protocol in ("HTTP", "HTTPS") else ""
+    path = (path_override or path or "/") if protocol in ("HTTP", "HTTPS") else ""
     interval = ann.parse_int(annotations, ann.HC_INTERVAL, low=5, high=300, unit=" seconds")
     timeout = ann.parse_int(annotations, ann.HC_TIMEOUT, low=2, high=60, unit=" seconds")
     check = ElbHealthCheck(
@@ -301,7 +302,8 @@ def nlb_health_check(service: Service, probe: HealthProbeDefaults) -> TargetHeal
                 annotations[ann.HC_PROTOCOL],
                 "expected TCP, HTTP or HTTPS for an NLB",
             )
-    path = (_health_path(annotations) or path) if protocol != "TCP" else ""
+    path_override = _health_path(annotations)
+    path = (path_override or path) if protocol != "TCP" else ""
     port = _health_port(annotations) or port
     if probe.shared and not local:
         protocol, port, path = "HTTP", str(probe.port), probe.path

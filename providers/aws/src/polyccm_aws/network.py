@@ -58,9 +58,15 @@ def choose_subnets(
     tagging: ClusterTagging,
     zone_types: Mapping[str, str],
 ) -> list[str]:
-    """Upstream's subnet discovery: one subnet per regular availability zone, zones sorted."""
+    """Upstream's subnet discovery: among subnets tagged for this cluster or for none, one per
+    regular availability zone (public ones only unless ``internal``), zones sorted."""
     role = ROLE_INTERNAL_ELB_TAG if internal else ROLE_ELB_TAG
     best: dict[str, Subnet] = {}
+    subnets = [
+        s
+        for s in subnets
+        if tagging.has_cluster_tag(s.get("Tags")) or has_no_cluster_tag(s.get("Tags"))
+    ]
 
     def rank(subnet: Subnet) -> tuple[bool, bool, str]:
         tags = tag_map(subnet.get("Tags"))
@@ -142,6 +148,8 @@ class Network:
             for s in answer.get("Subnets", ())
             if self._tagging.has_cluster_tag(s.get("Tags")) or has_no_cluster_tag(s.get("Tags"))
         ]
+        # Upstream falls back to the CCM's own subnet when nothing is tagged; without instance
+        # metadata that is SubnetID from the cloud config.
         if not subnets and self._config.subnet_id:
             subnets = list(
                 self._api.call("ec2", "describe_subnets", SubnetIds=[self._config.subnet_id]).get(

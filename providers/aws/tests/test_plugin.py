@@ -1,0 +1,73 @@
+"""The plugin: registration, the emulator launch, building the provider, and lazy boto3."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from polyccm import plugins
+from polyccm.errors import ConfigError
+from polyccm_aws.plugin import emulator_launch, polyccm_build_provider
+
+
+def test_registers_the_aws_provider_and_emulator() -> None:
+    manager = plugins.plugin_manager()
+
+    assert "aws" in plugins.installed_providers(manager)
+    assert "aws" in plugins.installed_emulators(manager)
+
+
+def test_emulator_launch_serves_moto_on_loopback(tmp_path: Path) -> None:
+    launch = emulator_launch(45678, tmp_path)
+
+    assert list(launch.argv) == [sys.executable, "-m", "polyccm_aws.emulator", "--port", "45678"]
+    assert launch.env == {
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:45678",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+
+
+def test_builds_only_for_aws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    config = tmp_path / "cloud.conf"
+    config.write_text("[Global]\nKubernetesClusterID = prod\n")
+
+    other = polyccm_build_provider(plugins.ProviderSettings("gce", config, "kubernetes"))
+    aws = polyccm_build_provider(plugins.ProviderSettings("aws", config, "kubernetes"))
+
+    assert other is None
+    assert aws is not None and aws.name == "aws"
+    assert aws.instances_v2() is not None
+    assert aws.load_balancer() is not None
+    assert aws.routes() is not None
+
+
+def test_malformed_config_stops_the_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    config = tmp_path / "cloud.conf"
+    config.write_text("[Global]\nRegoin = eu-west-1\n")
+
+    with pytest.raises(ConfigError, match=rf"{config}:2: unknown key 'Regoin'"):
+        polyccm_build_provider(plugins.ProviderSettings("aws", config, "kubernetes"))
+
+
+def test_other_providers_never_import_boto3() -> None:
+    script = (
+        "import sys\n"
+        "from polyccm.cli import main\n"
+        "try:\n"
+        "    main(['--provider', 'gce', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('boto3' in sys.modules, 'polyccm_aws.plugin' in sys.modules)\n"
+    )
+
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+
+    assert result.stdout.strip().splitlines()[-1] == "False True"
