@@ -7,6 +7,7 @@ refused for a while); every object they see still comes from the server.
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
 import time
@@ -21,6 +22,7 @@ from polyccm.kube.informer import (
     Backoff,
     Informer,
     default_slim,
+    intern_keys,
     object_key,
     slim_node,
 )
@@ -150,6 +152,15 @@ def test_slim_node_also_drops_images_and_volumes() -> None:
         "status": {"images": [], "volumesInUse": [], "volumesAttached": [], "addresses": []},
     }
     assert slim_node(node)["status"] == {"addresses": []}
+
+
+def test_slim_node_shares_one_copy_of_each_key_between_objects() -> None:
+    one = slim_node(json.loads('{"metadata": {"name": "a"}, "status": {"nodeInfo": {}}}'))
+    two = slim_node(json.loads('{"metadata": {"name": "b"}, "status": {"nodeInfo": {}}}'))
+    keys_one = [next(iter(one)), next(iter(one["status"]))]
+    keys_two = [next(iter(two)), next(iter(two["status"]))]
+    assert all(a is b for a, b in zip(keys_one, keys_two, strict=True))
+    assert intern_keys([{"k": [{"x": 1}]}]) == [{"k": [{"x": 1}]}]
 
 
 def test_backoff_grows_to_its_cap_and_resets() -> None:
