@@ -152,6 +152,9 @@ class ControllerManager:
             if name not in options.controllers:
                 log.info("controller %s is disabled", name)
                 continue
+            if name == "route" and not options.configure_cloud_routes:
+                log.info("controller route is disabled by --configure-cloud-routes=false")
+                continue
             controller = factory(context)
             if controller is None:
                 log.info(
