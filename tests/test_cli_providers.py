@@ -1,0 +1,40 @@
+"""The installed `polyccm` command with real provider packages: a malformed cloud config is one
+line naming the file and line, exit status 2, before anything connects anywhere."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+
+def polyccm(*args: str) -> subprocess.CompletedProcess[str]:
+    command = shutil.which("polyccm")
+    assert command, "the polyccm entry point is installed in the workspace environment"
+    return subprocess.run([command, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_malformed_aws_cloud_config_names_file_and_line(tmp_path: Path) -> None:
+    config = tmp_path / "cloud.conf"
+    config.write_text("[Global]\nZone = us-east-1a\nRegoin = us-east-1\n")
+    result = polyccm("--provider=aws", f"--cloud-config={config}", "--kubeconfig=/nonexistent")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert f"{config}:3:" in result.stderr
+    assert "Regoin" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cloud_config_that_is_not_ini_is_rejected(tmp_path: Path) -> None:
+    config = tmp_path / "cloud.conf"
+    config.write_text("this is not a config file\n")
+    result = polyccm("--provider", "aws", "--cloud-config", str(config))
+    assert result.returncode == 2
+    assert str(config) in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+
+
+def test_unknown_provider_lists_the_four_installed_ones() -> None:
+    result = polyccm("--provider", "nosuch")
+    assert result.returncode == 2
+    assert "installed providers: aws, digitalocean, gce, packet" in result.stderr
