@@ -389,3 +389,62 @@ def test_subnets_and_security_groups_from_annotations(world: World, provider: Aw
     assert group_named(world, f"k8s-elb-{name}") is None
     lb.ensure_load_balancer_deleted(CLUSTER, service)
     assert group_named(world, "mine") is not None  # the user's group is never deleted
+
+
+def test_ssl_negotiation_policy_and_access_logs(world: World, provider: AwsProvider) -> None:
+    certificate = boto3.client("acm").request_certificate(DomainName="web.example.com")[
+        "CertificateArn"
+    ]
+    service = two_port_service(
+        world,
+        annotations={
+            ann.SSL_CERT: certificate,
+            ann.SSL_PORTS: "443",
+            ann.SSL_NEGOTIATION_POLICY: "ELBSecurityPolicy-TLS-1-2-2017-01",
+            ann.ACCESS_LOG_ENABLED: "true",
+            ann.ACCESS_LOG_BUCKET: "elb-logs",
+            ann.ACCESS_LOG_PREFIX: "web",
+            ann.ACCESS_LOG_EMIT_INTERVAL: "5",
+        },
+    )
+    name = default_load_balancer_name(service)
+
+    provider.load_balancer().ensure_load_balancer(
+        CLUSTER, service, [world.node(world.instances()[0])]
+    )
+
+    elb = describe_elb(world, name)
+    policy = "k8s-SSLNegotiationPolicy-ELBSecurityPolicy-TLS-1-2-2017-01"
+    assert policy in elb["Policies"]["OtherPolicies"]
+    by_port = {d["Listener"]["LoadBalancerPort"]: d for d in elb["ListenerDescriptions"]}
+    assert by_port[443]["PolicyNames"] == [policy]
+    assert by_port[80]["PolicyNames"] == []
+    access_log = world.elb.describe_load_balancer_attributes(LoadBalancerName=name)[
+        "LoadBalancerAttributes"
+    ]["AccessLog"]
+    assert access_log == {
+        "Enabled": True,
+        "S3BucketName": "elb-logs",
+        "S3BucketPrefix": "web",
+        "EmitInterval": 5,
+    }
+
+
+def test_listener_changes_follow_the_service_ports(world: World, provider: AwsProvider) -> None:
+    node = world.node(world.instances()[0])
+    service = two_port_service(world)
+    lb = provider.load_balancer()
+    lb.ensure_load_balancer(CLUSTER, service, [node])
+    changed = world.service(
+        uid=service.uid,
+        ports=[{"name": "http", "protocol": "TCP", "port": 8080, "nodePort": 31000}],
+    )
+
+    lb.ensure_load_balancer(CLUSTER, changed, [node])
+
+    elb = describe_elb(world, default_load_balancer_name(service))
+    assert [
+        (d["Listener"]["LoadBalancerPort"], d["Listener"]["InstancePort"])
+        for d in elb["ListenerDescriptions"]
+    ] == [(8080, 31000)]
+    assert elb["HealthCheck"]["Target"] == "TCP:31000"

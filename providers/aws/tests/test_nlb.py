@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import boto3
 import pytest
 from polyccm.cloud import default_load_balancer_name
 from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
@@ -385,3 +386,36 @@ def test_managed_security_group_mode(world: World, aws: EmulatorControl) -> None
         Filters=[{"Name": "group-name", "Values": [group["GroupName"]]}]
     )["SecurityGroups"]
     assert remaining == []
+
+
+def test_tls_listener_with_certificate_and_policy(
+    world: World, provider: AwsProvider, aws: EmulatorControl
+) -> None:
+    certificate = boto3.client("acm").request_certificate(DomainName="web.example.com")[
+        "CertificateArn"
+    ]
+    service = world.service(
+        annotations={
+            **NLB,
+            ann.SSL_CERT: certificate,
+            ann.SSL_NEGOTIATION_POLICY: "ELBSecurityPolicy-TLS13-1-2-2021-06",
+            ann.BACKEND_PROTOCOL: "ssl",
+        },
+        ports=[{"name": "https", "protocol": "TCP", "port": 443, "nodePort": 30443}],
+    )
+    nodes = [world.node(world.instances()[0])]
+    lb = provider.load_balancer()
+
+    lb.ensure_load_balancer(CLUSTER, service, nodes)
+
+    (nlb,) = load_balancers(world)
+    (listener,) = world.elbv2.describe_listeners(LoadBalancerArn=nlb["LoadBalancerArn"])[
+        "Listeners"
+    ]
+    assert (listener["Port"], listener["Protocol"]) == (443, "TLS")
+    assert listener["Certificates"] == [{"CertificateArn": certificate}]
+    assert listener["SslPolicy"] == "ELBSecurityPolicy-TLS13-1-2-2021-06"
+    assert [g["Protocol"] for g in target_groups(world)] == ["TLS"]
+    aws.reset_calls()
+    lb.ensure_load_balancer(CLUSTER, service, nodes)
+    assert "ModifyListener" not in aws.calls()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from polyccm.cloud import Route
 from polyccm.errors import CloudError
+from polyccm.objects import Node
 from polyccm_aws.config import CloudConfig
 from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
@@ -115,3 +118,42 @@ def test_list_costs_two_calls_at_most(world: World, aws: EmulatorControl) -> Non
 
     assert len(listed) == 30
     assert sum(aws.calls().values()) <= 2
+
+
+class FakeKube:
+    """Just enough of the core's Kubernetes client for the provider's node listing."""
+
+    def __init__(self, nodes: list[Node]) -> None:
+        self.nodes = nodes
+        self.lists = 0
+
+    def list(
+        self, resource: object, namespace: str | None = None, **query: object
+    ) -> dict[str, Any]:
+        self.lists += 1
+        return {"items": [node.raw for node in self.nodes]}
+
+
+def test_restarted_provider_names_route_targets_from_the_node_list(
+    world: World, aws: EmulatorControl
+) -> None:
+    instance = world.instances()[0]
+    node = Node(
+        {
+            "metadata": {"name": "worker-1"},
+            "spec": {"providerID": f"aws:///us-east-1a/{instance['InstanceId']}"},
+        }
+    )
+    before = AwsProvider(CloudConfig(), cluster_name=CLUSTER, cache_ttl=0)
+    before.instances_v2().instance_metadata(node)
+    before.routes().create_route(CLUSTER, "uid", Route("", "worker-1", "100.64.7.0/24"))
+    kube = FakeKube([node])
+
+    restarted = AwsProvider(CloudConfig(), cluster_name=CLUSTER, cache_ttl=0)
+    restarted.initialize(kube)
+    first = restarted.routes().list_routes(CLUSTER)
+    second = restarted.routes().list_routes(CLUSTER)
+
+    assert [r.target_node for r in first] == ["worker-1"]
+    assert second == first
+    assert kube.lists == 1  # listed once, then remembered

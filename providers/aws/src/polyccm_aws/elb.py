@@ -97,11 +97,12 @@ class ClassicElb:
             ports = [("tcp", listener.load_balancer_port) for listener in spec.listeners]
             if group:
                 self._groups.set_rules(group[0], load_balancer_rules(ports, spec.source_ranges))
+        changed = True
         if existing is None:
             self._create(service, spec, name, subnets, group_ids)
         else:
-            self._sync(spec, name, existing, subnets, group_ids)
-        description = self.describe(name)
+            changed = self._sync(spec, name, existing, subnets, group_ids)
+        description = self.describe(name) if changed else existing
         if description is None:
             raise CloudError(f"load balancer {name} vanished while being configured")
         self._sync_attributes(spec, name)
@@ -167,18 +168,23 @@ class ClassicElb:
         existing: Description,
         subnets: list[str],
         group_ids: list[str],
-    ) -> None:
+    ) -> bool:
+        """Bring an existing ELB in line; True when anything changed."""
+        changed = False
         actual_subnets = set(existing.get("Subnets") or ())
         if removed := sorted(actual_subnets - set(subnets)):
+            changed = True
             self._api.call(
                 "elb", "detach_load_balancer_from_subnets", LoadBalancerName=name, Subnets=removed
             )
         if added := sorted(set(subnets) - actual_subnets):
+            changed = True
             self._api.call(
                 "elb", "attach_load_balancer_to_subnets", LoadBalancerName=name, Subnets=added
             )
         actual_groups = set(existing.get("SecurityGroups") or ())
         if actual_groups != set(group_ids):
+            changed = True
             self._api.call(
                 "elb",
                 "apply_security_groups_to_load_balancer",
@@ -187,8 +193,8 @@ class ClassicElb:
             )
             replaced = actual_groups - set(group_ids) - {self._config.elb_security_group}
             self._groups.delete_owned(sorted(replaced))
-        self._sync_listeners(spec, name, existing)
-        self._sync_proxy_protocol(spec, name, existing)
+        changed = self._sync_listeners(spec, name, existing) or changed
+        changed = self._sync_proxy_protocol(spec, name, existing) or changed
         if spec.additional_tags:
             self._api.call(
                 "elb",
@@ -196,28 +202,31 @@ class ClassicElb:
                 LoadBalancerNames=[name],
                 Tags=[{"Key": k, "Value": v} for k, v in sorted(spec.additional_tags.items())],
             )
+        return changed
 
-    def _sync_listeners(self, spec: LoadBalancerSpec, name: str, existing: Description) -> None:
+    def _sync_listeners(self, spec: LoadBalancerSpec, name: str, existing: Description) -> bool:
         actual = [d["Listener"] for d in existing.get("ListenerDescriptions") or ()]
         removals = sorted(
             {a["LoadBalancerPort"] for a in actual if not any(w.matches(a) for w in spec.listeners)}
         )
         additions = [w.to_api() for w in spec.listeners if not any(w.matches(a) for a in actual)]
-        if removals:
+        # One port per call: moto mishandles several ports at once, and port changes are rare.
+        for port in removals:
             self._api.call(
                 "elb",
                 "delete_load_balancer_listeners",
                 LoadBalancerName=name,
-                LoadBalancerPorts=removals,
+                LoadBalancerPorts=[port],
             )
         if additions:
             self._api.call(
                 "elb", "create_load_balancer_listeners", LoadBalancerName=name, Listeners=additions
             )
+        return bool(removals or additions)
 
     def _sync_proxy_protocol(
         self, spec: LoadBalancerSpec, name: str, existing: Description
-    ) -> None:
+    ) -> bool:
         enabled_ports = {
             b["InstancePort"]
             for b in existing.get("BackendServerDescriptions") or ()
@@ -226,17 +235,22 @@ class ClassicElb:
         known_ports = {b["InstancePort"] for b in existing.get("BackendServerDescriptions") or ()}
         wanted_ports = {listener.instance_port for listener in spec.listeners}
         policies = existing.get("Policies") or {}
+        changed = False
         if spec.proxy_protocol and PROXY_PROTOCOL_POLICY not in (
             policies.get("OtherPolicies") or ()
         ):
             self._create_proxy_policy(name)
+            changed = True
         for port in sorted(wanted_ports):
             if (port in enabled_ports) != spec.proxy_protocol:
                 policy = [PROXY_PROTOCOL_POLICY] if spec.proxy_protocol else []
                 self._set_backend_policies(name, port, policy)
+                changed = True
         for port in sorted(known_ports - wanted_ports):
             if port in enabled_ports:
                 self._set_backend_policies(name, port, [])
+                changed = True
+        return changed
 
     def _create_proxy_policy(self, name: str) -> None:
         self._api.call(
