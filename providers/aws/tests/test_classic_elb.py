@@ -448,3 +448,23 @@ def test_listener_changes_follow_the_service_ports(world: World, provider: AwsPr
         for d in elb["ListenerDescriptions"]
     ] == [(8080, 31000)]
     assert elb["HealthCheck"]["Target"] == "TCP:31000"
+
+
+def test_switching_to_annotated_groups_removes_the_managed_group(
+    world: World, provider: AwsProvider
+) -> None:
+    node = world.node(world.instances()[0])
+    service = world.service()
+    name = default_load_balancer_name(service)
+    lb = provider.load_balancer()
+    lb.ensure_load_balancer(CLUSTER, service, [node])
+    mine = world.ec2.create_security_group(
+        GroupName="mine", Description="user group", VpcId=world.vpc_id
+    )["GroupId"]
+    annotated = world.service(uid=service.uid, annotations={ann.SECURITY_GROUPS: mine})
+
+    lb.ensure_load_balancer(CLUSTER, annotated, [node])
+
+    assert describe_elb(world, name)["SecurityGroups"] == [mine]
+    assert group_named(world, f"k8s-elb-{name}") is None
+    assert node_group_sources(world) == {mine}

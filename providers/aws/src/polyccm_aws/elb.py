@@ -23,7 +23,7 @@ from polyccm_aws.instance_store import Instance
 from polyccm_aws.lb_spec import LoadBalancerSpec
 from polyccm_aws.naming import elb_security_group_description, elb_security_group_name
 from polyccm_aws.network import Network, no_subnets_error
-from polyccm_aws.security_groups import SecurityGroups, node_security_group
+from polyccm_aws.security_groups import SecurityGroupInUse, SecurityGroups, node_security_group
 from polyccm_aws.sg_rules import group_rule, load_balancer_rules
 from polyccm_aws.tagging import SERVICE_NAME_TAG, ClusterTagging
 
@@ -192,7 +192,11 @@ class ClassicElb:
                 SecurityGroups=group_ids,
             )
             replaced = actual_groups - set(group_ids) - {self._config.elb_security_group}
-            self._groups.delete_owned(sorted(replaced))
+            try:
+                self._groups.delete_owned(sorted(replaced))
+            except SecurityGroupInUse as error:
+                # Not fatal: deleting the service looks the group up by name again.
+                log.warning("load balancer %s: %s", name, error)
         changed = self._sync_listeners(spec, name, existing) or changed
         changed = self._sync_proxy_protocol(spec, name, existing) or changed
         if spec.additional_tags:
@@ -398,6 +402,12 @@ class ClassicElb:
             return False
         keep = {*annotated, *extra, self._config.elb_security_group}
         groups = [str(g) for g in description.get("SecurityGroups") or () if g not in keep]
+        # The group this ELB once had may linger detached (annotations replaced it).
+        groups += [
+            str(g["GroupId"])
+            for g in self._groups.find_by_name(elb_security_group_name(name))
+            if g["GroupId"] not in groups and g["GroupId"] not in keep
+        ]
         primary = self.primary_group(description, annotated, extra)
         if primary and not self._config.disable_security_group_ingress:
             self.sync_node_rules(primary, {}, deleting=primary in groups)
