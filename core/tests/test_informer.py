@@ -486,3 +486,16 @@ def test_no_handler_runs_after_stop(
     time.sleep(0.5)
     assert seen.calls == []
     assert informer.stopped
+
+
+def test_stop_ends_the_open_watch_at_once(
+    kube_api: KubeApi, clean_nodes: None, group: str, informers: list[Informer]
+) -> None:
+    informer, _seen = _node_informer(kube_api, group, informers, watch_timeout=300)
+    informer.start()
+    assert informer.wait_for_sync(15)
+    time.sleep(0.3)  # the watch is open and idle
+    informer.stop()
+    watcher = informer._threads[0]
+    watcher.join(timeout=3)
+    assert not watcher.is_alive(), "a stopped informer must not keep its watch connection open"

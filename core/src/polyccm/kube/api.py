@@ -9,11 +9,12 @@ through one urllib3 pool with a token-bucket limiter (``--kube-api-qps`` / ``--k
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -57,6 +58,28 @@ EVENTS = Resource("v1", "events", namespaced=True)
 LEASES = Resource("coordination.k8s.io/v1", "leases", namespaced=True)
 SECRETS = Resource("v1", "secrets", namespaced=True)
 CONFIGMAPS = Resource("v1", "configmaps", namespaced=True)
+
+
+class WatchHandle:
+    """An open watch that another thread may end with :meth:`shutdown`."""
+
+    def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
+        self._response = response
+        self.cancelled = False
+
+    def shutdown(self) -> None:
+        """End the watch now: the reading thread's iterator stops without an error."""
+        self.cancelled = True
+        # Already released or closed: nothing is left to interrupt.
+        with contextlib.suppress(RuntimeError, ValueError, OSError):
+            self._response.shutdown()
+
+    def chunks(self) -> Iterator[bytes]:
+        try:
+            yield from self._response.stream(64 * 1024)
+        except (urllib3.exceptions.HTTPError, OSError):
+            if not self.cancelled:
+                raise
 
 
 class ApiError(Exception):
@@ -256,10 +279,14 @@ class KubeApi:
         *,
         resource_version: str,
         timeout_seconds: int = 300,
+        on_open: Callable[[WatchHandle], None] | None = None,
         **query: Any,
     ) -> Iterator[JsonObject]:
         """Stream watch events (``{"type": ..., "object": {...}}``) until the server ends the
-        watch. Bookmarks are requested; a 410 Gone raises :class:`ApiError` with status 410."""
+        watch. Bookmarks are requested; a 410 Gone raises :class:`ApiError` with status 410.
+
+        ``on_open`` receives the open response; calling its ``shutdown()`` from another thread
+        ends the watch at once (the iterator then stops), which is how informers stop."""
         self.limiter.acquire()
         params = {
             "watch": "true",
@@ -275,11 +302,14 @@ class KubeApi:
             timeout=urllib3.Timeout(connect=10.0, read=timeout_seconds + 30),
             preload_content=False,
         )
+        handle = WatchHandle(response)
+        if on_open is not None:
+            on_open(handle)
         try:
             if response.status >= 400:
                 raise _api_error(response.status, response.read())
             buffer = b""
-            for chunk in response.stream(64 * 1024):
+            for chunk in handle.chunks():
                 buffer += chunk
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polyccm import metrics
-from polyccm.kube.api import ApiError, JsonObject, KubeApi, Resource
+from polyccm.kube.api import ApiError, JsonObject, KubeApi, Resource, WatchHandle
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +191,7 @@ class Informer:
         self._stopped = threading.Event()
         self._synced = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._open_watch: WatchHandle | None = None
 
         self._m_lists = metrics.informer_lists_total.labels(informer=self.name)
         self._m_watches = metrics.informer_watches_total.labels(informer=self.name)
@@ -233,11 +234,12 @@ class Informer:
             thread.start()
 
     def stop(self) -> None:
-        """Stop watching. Once this returns no handler is running or will be called again.
-
-        An open watch cannot be interrupted from outside the KubeApi client: the (daemon)
-        watch thread ends when the server next sends something or closes the watch."""
+        """Stop watching. Once this returns no handler is running or will be called again,
+        and the open watch connection has been shut down so its thread ends at once."""
         self._stopped.set()
+        watch = self._open_watch
+        if watch is not None:
+            watch.shutdown()
         with self._dispatch_lock:
             pass  # wait for a handler in progress on another thread
         for thread in self._threads:
@@ -280,6 +282,11 @@ class Informer:
 
     # -- the watch thread -----------------------------------------------------------------
 
+    def _watch_opened(self, handle: WatchHandle) -> None:
+        self._open_watch = handle
+        if self._stopped.is_set():  # stop() ran between the request and this call
+            handle.shutdown()
+
     def _run(self) -> None:
         gone_in_a_row = 0
         while not self._stopped.is_set():
@@ -318,6 +325,7 @@ class Informer:
             self.namespace,
             resource_version=self._resource_version,
             timeout_seconds=timeout,
+            on_open=self._watch_opened,
             **self._selectors,
         )
         for event in stream:
