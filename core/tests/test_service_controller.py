@@ -272,3 +272,20 @@ def test_failed_backend_update_is_reported_and_retried(
             == ("r1", "r2", "r3")
         )
     )
+
+
+def test_a_new_node_joins_the_backends_once_it_has_a_provider_id(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    initialised_nodes(kube_api, fake_cloud, "old")
+    make_service(kube_api, namespace, "grow")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "grow"))
+    fake_cloud.add_instance("fresh")
+    make_node(kube_api, "fresh")  # as a kubelet registers it: tainted, no providerID yet
+
+    def backends() -> tuple[str, ...]:
+        balancer = fake_cloud.balancer_for(f"{namespace}/grow")
+        return balancer.backends if balancer else ()
+
+    wait_for(lambda: backends() == ("fresh", "old"), what="the initialised node added")

@@ -89,11 +89,15 @@ def needs_sync(old: Service, new: Service) -> bool:
 def is_backend(node: Node) -> bool:
     """Whether ``node`` should receive load-balancer traffic.
 
-    Excluded: nodes being deleted, nodes tainted for scale-down by the cluster autoscaler, and
+    Excluded: nodes being deleted, nodes tainted for scale-down by the cluster autoscaler,
     nodes labelled ``node.kubernetes.io/exclude-from-external-load-balancers`` (any value but
-    one that reads as false; an unparsable value excludes). Readiness is not a filter.
+    one that reads as false; an unparsable value excludes), and nodes without a providerID
+    (not yet initialised: the cloud cannot target them; they join once they have one).
+    Readiness is not a filter.
     """
     if node.deletion_timestamp is not None or node.has_taint(AUTOSCALER_TAINT):
+        return False
+    if not node.provider_id:
         return False
     if EXCLUDE_LABEL in node.labels:
         try:
@@ -101,6 +105,11 @@ def is_backend(node: Node) -> bool:
         except argparse.ArgumentTypeError:
             return False
     return True
+
+
+def backend_identity(nodes: Sequence[Node]) -> frozenset[tuple[str, str]]:
+    """What a load balancer's backends were built from: each node's name and providerID."""
+    return frozenset((n.name, n.provider_id) for n in nodes)
 
 
 class ServiceController(Controller):
@@ -119,7 +128,7 @@ class ServiceController(Controller):
         self._lock = threading.Lock()
         # Backend node names each load balancer was last given; node sync updates those
         # that differ from the current set (including ones whose last update failed).
-        self._applied: dict[str, frozenset[str]] = {}
+        self._applied: dict[str, frozenset[tuple[str, str]]] = {}
         self._node_sync = threading.Event()
 
     # -- wiring -------------------------------------------------------------------------
@@ -164,7 +173,8 @@ class ServiceController(Controller):
             self.queue.add(service.key)
 
     def _on_node_update(self, old: JsonObject, new: JsonObject) -> None:
-        if is_backend(Node(old)) != is_backend(Node(new)):
+        before, after = Node(old), Node(new)
+        if is_backend(before) != is_backend(after) or before.provider_id != after.provider_id:
             self._node_sync.set()
 
     # -- one service --------------------------------------------------------------------
@@ -208,7 +218,7 @@ class ServiceController(Controller):
             raise
         metrics.loadbalancer_sync_total.inc()
         with self._lock:
-            self._applied[service.key] = frozenset(n.name for n in nodes)
+            self._applied[service.key] = backend_identity(nodes)
         self._patch_status(service, status.to_api())
         recorder.event(service.raw, "Normal", "EnsuredLoadBalancer", "Ensured load balancer")
 
@@ -306,9 +316,9 @@ class ServiceController(Controller):
     def node_sync(self) -> None:
         """Update every managed load balancer whose backend set is not the current one."""
         nodes = self.backend_nodes()
-        names = frozenset(n.name for n in nodes)
+        current = backend_identity(nodes)
         with self._lock:
-            stale = [key for key, applied in self._applied.items() if applied != names]
+            stale = [key for key, applied in self._applied.items() if applied != current]
         if not stale:
             return
         started = time.monotonic()
@@ -339,7 +349,7 @@ class ServiceController(Controller):
         metrics.update_loadbalancer_host_latency_seconds.observe(time.monotonic() - started)
         metrics.loadbalancer_sync_total.inc()
         with self._lock:
-            self._applied[service.key] = frozenset(n.name for n in nodes)
+            self._applied[service.key] = backend_identity(nodes)
         self.context.recorder.event(
             service.raw, "Normal", "UpdatedLoadBalancer", "Updated load balancer with new hosts"
         )

@@ -1,0 +1,249 @@
+"""The AWS provider end to end: the real kube-apiserver, the controllers, boto3 and the moto
+emulator together, as a user runs them. What a user sees is asserted: node labels and
+providerIDs, the ELB in the cloud, events on the service, nothing left after deletion, and no
+leak when the controller manager is killed and restarted."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from polyccm.app.manager import ControllerManager
+from polyccm.app.options import LeaderElection, ManagerOptions
+from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi, load_configuration
+from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
+from polyccm.testing.kubeobjects import events_for, make_node, make_service, wait_for
+from polyccm_aws.config import CloudConfig
+from polyccm_aws.emulator import EmulatorControl
+from polyccm_aws.provider import AwsProvider
+from polyccm_aws.testing import CLUSTER, World, running_emulator
+
+ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-"
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mapping[str, str]]:
+    with running_emulator(tmp_path_factory.mktemp("aws")) as env:
+        yield env
+
+
+@pytest.fixture
+def aws(emulator: Mapping[str, str], monkeypatch: pytest.MonkeyPatch) -> EmulatorControl:
+    for name in ("AWS_PROFILE", "AWS_REGION", "AWS_SESSION_TOKEN", "AWS_ROLE_ARN"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in emulator.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    control = EmulatorControl(emulator["AWS_ENDPOINT_URL"])
+    control.reset()
+    return control
+
+
+@pytest.fixture
+def manager(
+    control_plane: Any, clean_nodes: None, aws: EmulatorControl
+) -> Iterator[Callable[[], None]]:
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def start() -> None:
+        options = ManagerOptions(
+            provider="aws",
+            kubeconfig=str(control_plane.kubeconfig),
+            cluster_name=CLUSTER,
+            configure_cloud_routes=False,
+            secure_port=0,
+            kube_api_qps=0,
+            leader_election=LeaderElection(enabled=False),
+            node_monitor_period=1.0,
+        )
+        provider = AwsProvider(CloudConfig(), cluster_name=CLUSTER, cache_ttl=0.0, max_attempts=2)
+        api = KubeApi(load_configuration(options.kubeconfig), qps=0)
+        running = ControllerManager(dataclasses.replace(options), provider, api)
+        thread = threading.Thread(target=running.run, args=(stop,), daemon=True)
+        thread.start()
+        threads.append(thread)
+        wait_for(running.ready, 30)
+
+    yield start
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=60)
+
+
+def register(api: KubeApi, instance: Mapping[str, Any]) -> str:
+    name = str(instance["PrivateDnsName"])
+    make_node(api, name)
+    return name
+
+
+def hostname(api: KubeApi, namespace: str, name: str) -> str:
+    ingress = Service(api.get(SERVICES, name, namespace)).load_balancer_status.get("ingress")
+    return str((ingress or [{}])[0].get("hostname") or "")
+
+
+def gone(api: KubeApi, namespace: str, name: str) -> bool:
+    try:
+        api.get(SERVICES, name, namespace)
+    except ApiError as error:
+        return error.not_found
+    return False
+
+
+def balancers() -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = boto3.client("elb").describe_load_balancers()[
+        "LoadBalancerDescriptions"
+    ]
+    return found
+
+
+def test_nodes_and_a_load_balancer_through_the_whole_stack(
+    kube_api: KubeApi, namespace: str, aws: EmulatorControl, manager: Callable[[], None]
+) -> None:
+    world = World()
+    (first,) = world.instances(1, "us-east-1a", "m5.large")
+    (second,) = world.instances(1, "us-east-1b", "c5.large")
+    names = [register(kube_api, first), register(kube_api, second)]
+    manager()
+
+    def initialised() -> list[Node] | None:
+        nodes = [Node(kube_api.get(NODES, n)) for n in names]
+        ok = all(not n.has_taint(UNINITIALIZED_TAINT) and n.addresses for n in nodes)
+        return nodes if ok else None
+
+    nodes = wait_for(initialised, what="both nodes initialised")
+    assert nodes[0].provider_id == f"aws:///us-east-1a/{first['InstanceId']}"
+    assert nodes[1].labels["topology.kubernetes.io/zone"] == "us-east-1b"
+    assert nodes[1].labels["node.kubernetes.io/instance-type"] == "c5.large"
+    assert nodes[0].labels["topology.kubernetes.io/region"] == "us-east-1"
+    assert nodes[0].labels["topology.k8s.aws/zone-id"]
+
+    service = make_service(kube_api, namespace, "web")
+    lb_name = ("a" + service["metadata"]["uid"].replace("-", ""))[:32]
+    assert wait_for(lambda: hostname(kube_api, namespace, "web"), what="ELB hostname")
+    (elb,) = balancers()
+    assert elb["LoadBalancerName"] == lb_name, "the upstream name, so switching adopts it"
+    assert {i["InstanceId"] for i in elb["Instances"]} == {
+        first["InstanceId"],
+        second["InstanceId"],
+    }
+
+    (third,) = world.instances(1, "us-east-1a")
+    register(kube_api, third)
+    wait_for(lambda: len(balancers()[0]["Instances"]) == 3, what="the new node behind the ELB")
+
+    kube_api.delete(SERVICES, "web", namespace)
+    wait_for(lambda: gone(kube_api, namespace, "web"), what="service finalised")
+    assert balancers() == []
+    groups = boto3.client("ec2").describe_security_groups()["SecurityGroups"]
+    assert not [g for g in groups if g["GroupName"] == f"k8s-elb-{lb_name}"]
+
+
+def test_an_invalid_annotation_is_a_warning_event_and_creates_nothing(
+    kube_api: KubeApi, namespace: str, aws: EmulatorControl, manager: Callable[[], None]
+) -> None:
+    World()
+    manager()
+    bad = {f"{ANNOTATION}connection-idle-timeout": "soon"}
+    make_service(kube_api, namespace, "bad", lambda s: s["metadata"]["annotations"].update(bad))
+
+    def warning() -> str | None:
+        return next(
+            (
+                m
+                for t, r, m in events_for(kube_api, namespace, "bad")
+                if t == "Warning" and r == "SyncLoadBalancerFailed"
+            ),
+            None,
+        )
+
+    message = wait_for(warning, what="a Warning event")
+    assert f"{ANNOTATION}connection-idle-timeout" in message
+    assert aws.calls().get("CreateLoadBalancer", 0) == 0
+    assert balancers() == []
+
+
+def test_throttling_surfaces_as_an_event_then_succeeds_on_retry(
+    kube_api: KubeApi, namespace: str, aws: EmulatorControl, manager: Callable[[], None]
+) -> None:
+    world = World()
+    register(kube_api, world.instances(1)[0])
+    manager()
+    aws.inject("CreateLoadBalancer", count=2, code="RequestLimitExceeded")
+    make_service(kube_api, namespace, "busy")
+
+    def throttled() -> bool:
+        return any(
+            r == "SyncLoadBalancerFailed" and ("RequestLimitExceeded" in m or "throttl" in m)
+            for _t, r, m in events_for(kube_api, namespace, "busy")
+        )
+
+    wait_for(throttled, what="the throttling reported on the service")
+    wait_for(lambda: hostname(kube_api, namespace, "busy"), timeout=40, what="retried with backoff")
+    assert len(balancers()) == 1
+
+
+def test_killing_the_manager_never_leaks_the_load_balancer(
+    kube_api: KubeApi,
+    namespace: str,
+    aws: EmulatorControl,
+    control_plane: Any,
+    emulator: Mapping[str, str],
+    clean_nodes: None,
+    tmp_path: Path,
+) -> None:
+    world = World()
+    register(kube_api, world.instances(1)[0])
+    command = [
+        sys.executable,
+        "-m",
+        "polyccm.cli",
+        "--provider=aws",
+        f"--kubeconfig={control_plane.kubeconfig}",
+        f"--cluster-name={CLUSTER}",
+        "--leader-elect=false",
+        "--configure-cloud-routes=false",
+        "--secure-port=0",
+    ]
+    env = {
+        **os.environ,
+        **emulator,
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    log = (tmp_path / "polyccm.log").open("w")
+    first = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        make_service(kube_api, namespace, "survivor")
+        wait_for(lambda: hostname(kube_api, namespace, "survivor"), what="the ELB")
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    kube_api.delete(SERVICES, "survivor", namespace)
+    assert not gone(kube_api, namespace, "survivor"), "the finalizer holds the service"
+    assert len(balancers()) == 1
+
+    second = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(
+            lambda: gone(kube_api, namespace, "survivor"),
+            timeout=45,
+            what="the restarted manager to finish the deletion",
+        )
+        assert balancers() == []
+    finally:
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(timeout=30) == 0
+        log.close()
