@@ -185,3 +185,60 @@ def test_defaults_match_upstream() -> None:
 )
 def test_controller_selection_follows_upstream(spec: str, expected: set[str]) -> None:
     assert resolve_controllers(spec) == frozenset(expected)
+
+
+def run_fake(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "polyccm.testing.fake_main",
+            "--provider=fake",
+            "--configure-cloud-routes=false",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot load kubeconfig"),
+        ("clusters: [\n", "cannot load kubeconfig"),
+        ("apiVersion: v1\nkind: Config\n", "cannot load kubeconfig"),
+    ],
+)
+def test_unusable_kubeconfig_exits_2_with_one_line(
+    tmp_path: Path, content: str | None, message: str
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    if content is not None:
+        kubeconfig.write_text(content)
+    result = run_fake(f"--kubeconfig={kubeconfig}", "--secure-port=0")
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and str(kubeconfig) in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+
+
+def test_a_port_already_in_use_exits_2_naming_it(tmp_path: Path) -> None:
+    import socket
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+    )
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run_fake(
+            f"--kubeconfig={kubeconfig}", "--bind-address=127.0.0.1", f"--secure-port={port}"
+        )
+    assert result.returncode == 2
+    assert f"cannot serve on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr

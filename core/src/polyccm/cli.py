@@ -17,6 +17,7 @@ import pluggy
 from polyccm import plugins
 from polyccm.app.options import ManagerOptions, add_manager_flags, options_from_namespace
 from polyccm.errors import ConfigError
+from polyccm.kube.api import KubeconfigError, load_configuration
 
 USAGE_ERROR = 2
 PROG = "polyccm"
@@ -133,13 +134,14 @@ def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None
         problem = route_controller_problem(options, provider)
         if problem:
             raise UsageError(problem)
-    except (UsageError, ConfigError, plugins.PluginError) as error:
+        configuration = load_configuration(options.kubeconfig, options.master)
+    except (UsageError, ConfigError, plugins.PluginError, KubeconfigError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return USAGE_ERROR
     _configure_logging(options.verbosity)
     from polyccm.app.manager import run_manager
 
-    return run_manager(options, provider)
+    return run_manager(options, provider, configuration)
 
 
 if __name__ == "__main__":

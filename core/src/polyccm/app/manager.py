@@ -15,10 +15,13 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import uuid
 from collections.abc import Callable
 from types import FrameType
+
+from kubernetes.client import Configuration
 
 from polyccm.app.options import ManagerOptions
 from polyccm.cloud import CloudProvider
@@ -29,7 +32,7 @@ from polyccm.controllers.route import RouteController
 from polyccm.controllers.service import ServiceController
 from polyccm.events import EventRecorder
 from polyccm.health import HealthServer
-from polyccm.kube.api import NODES, SERVICES, KubeApi, load_configuration
+from polyccm.kube.api import NODES, SERVICES, KubeApi
 from polyccm.kube.informer import Informer, slim_node
 from polyccm.leaderelection import LeaderElector
 
@@ -193,10 +196,12 @@ class ControllerManager:
             recorder.stop()
 
 
-def run_manager(options: ManagerOptions, provider: CloudProvider) -> int:
+def run_manager(
+    options: ManagerOptions, provider: CloudProvider, configuration: Configuration
+) -> int:
     """Run the controller manager until SIGTERM or SIGINT; returns the exit status."""
     api = KubeApi(
-        load_configuration(options.kubeconfig, options.master),
+        configuration,
         qps=options.kube_api_qps,
         burst=options.kube_api_burst,
         user_agent=f"polyccm/{options.provider} (cloud-controller-manager)",
@@ -213,12 +218,20 @@ def run_manager(options: ManagerOptions, provider: CloudProvider) -> int:
     signal.signal(signal.SIGINT, request_stop)
     health: HealthServer | None = None
     if options.secure_port:
-        health = HealthServer(
-            options.bind_address,
-            options.secure_port,
-            checks={"leader-election": manager.healthy},
-            ready_checks={"informers-synced": manager.ready},
-        )
+        try:
+            health = HealthServer(
+                options.bind_address,
+                options.secure_port,
+                checks={"leader-election": manager.healthy},
+                ready_checks={"informers-synced": manager.ready},
+            )
+        except OSError as error:
+            print(
+                f"polyccm: error: cannot serve on {options.bind_address}:{options.secure_port}: "
+                f"{error.strerror or error}",
+                file=sys.stderr,
+            )
+            return 2
         health.start()
         log.info(
             "serving /healthz, /readyz and /metrics on %s:%d", options.bind_address, health.port

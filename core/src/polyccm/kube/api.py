@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import urllib3
+import yaml
 from kubernetes import config as kube_config
 from kubernetes.client import Configuration
 
@@ -127,16 +128,27 @@ class TokenBucket:
             time.sleep(wait)
 
 
+class KubeconfigError(Exception):
+    """No usable connection settings: a missing or malformed kubeconfig, or none at all."""
+
+
 def load_configuration(kubeconfig: str | None = None, master: str | None = None) -> Configuration:
-    """Connection settings from ``kubeconfig``, else in-cluster, else the default kubeconfig."""
+    """Connection settings from ``kubeconfig``, else in-cluster, else the default kubeconfig.
+
+    Raises :class:`KubeconfigError` with a one-line reason when none can be loaded."""
     configuration = Configuration()
-    if kubeconfig:
-        kube_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    else:
-        try:
-            kube_config.load_incluster_config(client_configuration=configuration)
-        except kube_config.ConfigException:
-            kube_config.load_kube_config(client_configuration=configuration)
+    try:
+        if kubeconfig:
+            kube_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        else:
+            try:
+                kube_config.load_incluster_config(client_configuration=configuration)
+            except kube_config.ConfigException:
+                kube_config.load_kube_config(client_configuration=configuration)
+    except (kube_config.ConfigException, OSError, ValueError, yaml.YAMLError) as error:
+        reason = " ".join(str(error).split()) or type(error).__name__
+        where = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster config or ~/.kube/config"
+        raise KubeconfigError(f"cannot load {where}: {reason}") from None
     if master:
         configuration.host = master
     return configuration
