@@ -172,6 +172,18 @@ class InstancesV2(ABC):
                 results[node.name] = error
         return results
 
+    def instances_shutdown(self, nodes: Sequence[Node]) -> Mapping[str, bool | Exception]:
+        """Shutdown state of many existing instances at once, keyed by node name (default:
+        one by one). The node-lifecycle controller asks this for every not-Ready node whose
+        instance exists, so a bulk override keeps a cluster of booting nodes cheap."""
+        results: dict[str, bool | Exception] = {}
+        for node in nodes:
+            try:
+                results[node.name] = self.instance_shutdown(node)
+            except Exception as error:  # noqa: BLE001
+                results[node.name] = error
+        return results
+
 
 class LoadBalancer(ABC):
     """Load balancers for services of ``type: LoadBalancer``.

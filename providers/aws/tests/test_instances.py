@@ -99,6 +99,29 @@ def test_stopped_instance_exists_and_is_shut_down(world: World, provider: AwsPro
     assert not instances.instance_shutdown(world.node(running))
 
 
+def test_shutdown_state_of_many_instances_costs_one_call(
+    world: World, provider: AwsProvider, aws: EmulatorControl
+) -> None:
+    running, stopped = world.instances(2)
+    world.ec2.stop_instances(InstanceIds=[stopped["InstanceId"]])
+    ghost = dict(running, InstanceId="i-0123456789abcdef0", PrivateDnsName="ip-10-9-9-9.x")
+    aws.reset_calls()
+
+    states = provider.instances_v2().instances_shutdown(
+        [world.node(running), world.node(stopped), world.node(ghost)]
+    )
+
+    assert states[running["PrivateDnsName"]] is False
+    assert states[stopped["PrivateDnsName"]] is True
+    assert isinstance(states[ghost["PrivateDnsName"]], InstanceNotFound)
+    # An unknown id fails the batched call once; the known ids are then asked again together.
+    assert aws.calls().get("DescribeInstances", 0) == 2
+    aws.reset_calls()
+    fresh = AwsProvider(CloudConfig(), cluster_name=CLUSTER, cache_ttl=0.0)
+    fresh.instances_v2().instances_shutdown([world.node(running), world.node(stopped)])
+    assert aws.calls().get("DescribeInstances", 0) == 1
+
+
 def test_invalid_provider_id_is_reported_per_node(world: World, provider: AwsProvider) -> None:
     instance = world.instances()[0]
     good = world.node(instance)

@@ -1,11 +1,12 @@
 """The cloud-node-lifecycle controller: deletes nodes whose instance is gone, taints shut-down ones.
 
 Every ``--node-monitor-period`` it looks at the cached nodes. A Ready node loses the
-``node.cloudprovider.kubernetes.io/shutdown`` taint. For the not-Ready ones it asks the cloud, in
-one bulk ``instances_exist`` call, which instances still exist: a node whose instance no longer
-exists is deleted (events ``DeletingNode`` / ``DeletingNodeFailed``); one whose instance exists
-but is shut down gets the shutdown taint (``NoSchedule``). A stopped instance exists. Ready nodes
-cost no cloud call at all, so a healthy cluster makes none.
+``node.cloudprovider.kubernetes.io/shutdown`` taint. For the not-Ready ones it asks the cloud in
+bulk (one ``instances_exist`` and one ``instances_shutdown`` call) which instances still exist
+and which are shut down: a node whose instance no longer exists is deleted (events
+``DeletingNode`` / ``DeletingNodeFailed``); one whose instance exists but is shut down gets the
+shutdown taint (``NoSchedule``). A stopped instance exists. Ready nodes cost no cloud call at
+all, so a healthy cluster makes none.
 """
 
 from __future__ import annotations
@@ -56,22 +57,25 @@ class CloudNodeLifecycleController(Controller):
         if not not_ready:
             return
         existence = self.instances.instances_exist(not_ready)
+        existing: list[Node] = []
         for node in not_ready:
             exists = existence.get(node.name)
             if isinstance(exists, Exception):
                 log.warning("cloud-node-lifecycle: does %s exist? %s", node.name, exists)
-                continue
-            if exists is False:
+            elif exists is False:
                 self._delete(node)
+            elif exists is True:
+                existing.append(node)
+        if not existing:
+            return
+        shutdown = self.instances.instances_shutdown(existing)
+        for node in existing:
+            state = shutdown.get(node.name)
+            if isinstance(state, InstanceNotFound):
                 continue
-            try:
-                shutdown = self.instances.instance_shutdown(node)
-            except InstanceNotFound:
-                continue
-            except Exception as error:  # noqa: BLE001 - reported and retried
-                log.warning("cloud-node-lifecycle: is %s shut down? %s", node.name, error)
-                continue
-            if shutdown and not node.has_taint(SHUTDOWN_TAINT):
+            if isinstance(state, Exception):
+                log.warning("cloud-node-lifecycle: is %s shut down? %s", node.name, state)
+            elif state and not node.has_taint(SHUTDOWN_TAINT):
                 self._set_taints(node, [*map(dict, node.taints), SHUTDOWN_TAINT_SPEC])
 
     def _delete(self, node: Node) -> None:

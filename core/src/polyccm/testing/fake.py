@@ -239,6 +239,18 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
                 results[node.name] = False
         return results
 
+    def instances_shutdown(self, nodes: Sequence[Node]) -> Mapping[str, bool | Exception]:
+        if not self.bulk:
+            return super().instances_shutdown(nodes)
+        self._enter("instances_shutdown", *(n.name for n in nodes))
+        results: dict[str, bool | Exception] = {}
+        for node in nodes:
+            try:
+                results[node.name] = self._find(node).shutdown
+            except InstanceNotFound as error:
+                results[node.name] = error
+        return results
+
     # -- LoadBalancer -----------------------------------------------------------------------
 
     def get_load_balancer(self, cluster_name: str, service: Service) -> LoadBalancerStatus | None:

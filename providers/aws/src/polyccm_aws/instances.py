@@ -188,6 +188,19 @@ class AwsInstances(InstancesV2):
             results[node.name] = found if isinstance(found, Exception) else found is not None
         return results
 
+    def instances_shutdown(self, nodes: Sequence[Node]) -> Mapping[str, bool | Exception]:
+        found_all = self.find(nodes)
+        results: dict[str, bool | Exception] = {}
+        for node in nodes:
+            found = found_all.get(node.name)
+            if isinstance(found, Exception):
+                results[node.name] = found
+            elif found is None:
+                results[node.name] = InstanceNotFound(node.provider_id or node.name)
+            else:
+                results[node.name] = state_of(found) == "stopped"
+        return results
+
     # -- metadata -----------------------------------------------------------------------------
 
     def metadata_of(self, node: Node, instance: Instance) -> InstanceMetadata:
