@@ -25,7 +25,13 @@ from polyccm.testing.kubeobjects import events_for, make_node, make_service, wai
 from polyccm_aws.config import CloudConfig
 from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
-from polyccm_aws.testing import CLUSTER, World, running_emulator
+from polyccm_aws.testing import (
+    CLUSTER,
+    FOREIGN_VARIABLES,
+    World,
+    isolated_environment,
+    running_emulator,
+)
 
 ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-"
 
@@ -38,13 +44,10 @@ def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mapping[str, 
 
 @pytest.fixture
 def aws(emulator: Mapping[str, str], monkeypatch: pytest.MonkeyPatch) -> EmulatorControl:
-    for name in ("AWS_PROFILE", "AWS_REGION", "AWS_SESSION_TOKEN", "AWS_ROLE_ARN"):
+    for name in FOREIGN_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    for name, value in emulator.items():
+    for name, value in isolated_environment(emulator).items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     control = EmulatorControl(emulator["AWS_ENDPOINT_URL"])
     control.reset()
     return control
@@ -216,13 +219,7 @@ def test_killing_the_manager_never_leaks_the_load_balancer(
         "--configure-cloud-routes=false",
         "--secure-port=0",
     ]
-    env = {
-        **os.environ,
-        **emulator,
-        "AWS_CONFIG_FILE": os.devnull,
-        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }
+    env = {**os.environ, **isolated_environment(emulator)}
     log = (tmp_path / "polyccm.log").open("w")
     first = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:

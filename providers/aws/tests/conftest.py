@@ -8,14 +8,19 @@ test that uses ``aws`` gets a reset emulator and an environment that points boto
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 
 import pytest
 from polyccm_aws.config import CloudConfig
 from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
-from polyccm_aws.testing import CLUSTER, World, running_emulator
+from polyccm_aws.testing import (
+    CLUSTER,
+    FOREIGN_VARIABLES,
+    World,
+    isolated_environment,
+    running_emulator,
+)
 
 
 @pytest.fixture(scope="session")
@@ -28,13 +33,10 @@ def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mapping[str, 
 @pytest.fixture
 def aws(emulator: Mapping[str, str], monkeypatch: pytest.MonkeyPatch) -> EmulatorControl:
     """A freshly reset emulator, and boto3 pointed at it alone."""
-    for name in ("AWS_PROFILE", "AWS_REGION", "AWS_SESSION_TOKEN", "AWS_ROLE_ARN"):
+    for name in FOREIGN_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    for name, value in emulator.items():
+    for name, value in isolated_environment(emulator).items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     control = EmulatorControl(emulator["AWS_ENDPOINT_URL"])
     control.reset()
     return control

@@ -6,6 +6,7 @@ boto3; nothing here talks to anything but the loopback emulator it is pointed at
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import time
@@ -63,6 +64,21 @@ def _wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path) ->
                 process.kill()
                 raise RuntimeError(f"AWS emulator did not start; see {log_path}") from None
             time.sleep(0.2)
+
+
+#: Variables that could point boto3 somewhere other than the emulator.
+FOREIGN_VARIABLES = ("AWS_PROFILE", "AWS_REGION", "AWS_SESSION_TOKEN", "AWS_ROLE_ARN")
+
+
+def isolated_environment(emulator_env: Mapping[str, str]) -> dict[str, str]:
+    """Variables that point boto3 at the emulator alone: its endpoint and fake keys, and no
+    profile, config file or instance metadata. Unset :data:`FOREIGN_VARIABLES` as well."""
+    return {
+        **emulator_env,
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
 
 
 class World:
