@@ -242,9 +242,9 @@ class CloudNodeController(Controller):
     def refresh_addresses(self) -> int:
         """Refresh addresses of every initialised node; returns how many were patched."""
         nodes = [
-            Node(raw)
-            for raw in self.context.nodes.list()
-            if not Node(raw).has_taint(UNINITIALIZED_TAINT) and Node(raw).provider_id
+            node
+            for node in map(Node, self.context.nodes.list())
+            if node.provider_id and not node.has_taint(UNINITIALIZED_TAINT)
         ]
         patched = 0
         for start in range(0, len(nodes), BATCH):
