@@ -92,6 +92,7 @@ def test_help_for_one_provider_does_not_import_other_sdks() -> None:
         (["--controllers=*,-routez"], "unknown controller 'routez'"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
         (["--leader-elect-renew-deadline=20s"], "must be shorter than --leader-elect-lease"),
+        (["--tls-cert-file=/etc/tls.crt"], "must be given together"),
     ],
 )
 def test_bad_flag_values_exit_2_with_one_line(args: list[str], message: str) -> None:

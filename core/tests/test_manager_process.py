@@ -153,3 +153,73 @@ def test_route_controller_can_be_disabled_instead(control_plane: Any) -> None:
         "controller route not started" in output
         or "route" not in output.split("started controllers:")[-1].splitlines()[0]
     )
+
+
+def test_health_is_served_over_https_with_the_upstream_tls_flags(
+    control_plane: Any, tmp_path: Any
+) -> None:
+    import ssl
+
+    from polyccm.devenv.pki import generate
+
+    pki = generate(tmp_path / "pki")
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "polyccm.testing.fake_main",
+            "--provider=fake",
+            f"--kubeconfig={control_plane.kubeconfig}",
+            "--leader-elect=false",
+            "--configure-cloud-routes=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--tls-cert-file={pki.serving_cert}",
+            f"--tls-private-key-file={pki.serving_key}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    context = ssl.create_default_context(cafile=str(pki.ca_cert))
+
+    def healthz() -> int:
+        try:
+            with urllib.request.urlopen(
+                f"https://127.0.0.1:{port}/healthz", timeout=5, context=context
+            ) as response:
+                return int(response.status)
+        except OSError:
+            return 0
+
+    try:
+        wait_for(lambda: healthz() == 200, 30, "/healthz over HTTPS")
+        assert get(f"http://127.0.0.1:{port}/healthz")[0] != 200, "no plain HTTP beside TLS"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    assert process.returncode == 0
+
+
+def test_a_missing_tls_key_is_a_one_line_error(control_plane: Any, tmp_path: Any) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "polyccm.testing.fake_main",
+            "--provider=fake",
+            f"--kubeconfig={control_plane.kubeconfig}",
+            "--configure-cloud-routes=false",
+            f"--tls-cert-file={tmp_path}/nope.crt",
+            f"--tls-private-key-file={tmp_path}/nope.key",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={free_port()}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "cannot load --tls-cert-file" in result.stderr
+    assert "Traceback" not in result.stderr

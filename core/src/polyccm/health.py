@@ -12,9 +12,12 @@ thread, one thread per request, so a slow scrape never blocks a probe.
 from __future__ import annotations
 
 import logging
+import socket
+import ssl
 import threading
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -38,6 +41,35 @@ def _run_checks(checks: Mapping[str, Check]) -> list[tuple[str, bool]]:
     return results
 
 
+class _TlsServer(ThreadingHTTPServer):
+    """HTTPS: each accepted connection is wrapped, and its handshake happens on the handler's
+    thread, so a slow client never holds up the accept loop."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        context: ssl.SSLContext,
+    ) -> None:
+        super().__init__(address, handler)
+        self.context = context
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        connection, address = super().get_request()
+        wrapped = self.context.wrap_socket(
+            connection, server_side=True, do_handshake_on_connect=False
+        )
+        return wrapped, address
+
+
+def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    """A server context for ``--tls-cert-file`` / ``--tls-private-key-file``."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
 class HealthServer:
     """Serves health, readiness and metrics on ``bind_address:port`` (port 0 picks one)."""
 
@@ -48,10 +80,15 @@ class HealthServer:
         *,
         checks: Mapping[str, Check] | None = None,
         ready_checks: Mapping[str, Check] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.checks: dict[str, Check] = {"ping": lambda: True, **(checks or {})}
         self.ready_checks: dict[str, Check] = dict(ready_checks or {})
-        self._server = ThreadingHTTPServer((bind_address, port), self._handler_class())
+        self._server: ThreadingHTTPServer = (
+            _TlsServer((bind_address, port), self._handler_class(), tls)
+            if tls is not None
+            else ThreadingHTTPServer((bind_address, port), self._handler_class())
+        )
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 

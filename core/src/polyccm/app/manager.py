@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import sys
 import threading
 import uuid
@@ -31,7 +32,7 @@ from polyccm.controllers.nodelifecycle import CloudNodeLifecycleController
 from polyccm.controllers.route import RouteController
 from polyccm.controllers.service import ServiceController
 from polyccm.events import EventRecorder
-from polyccm.health import HealthServer
+from polyccm.health import HealthServer, tls_context
 from polyccm.kube.api import NODES, SERVICES, KubeApi
 from polyccm.kube.informer import Informer, slim_node
 from polyccm.leaderelection import LeaderElector
@@ -218,12 +219,25 @@ def run_manager(
     signal.signal(signal.SIGINT, request_stop)
     health: HealthServer | None = None
     if options.secure_port:
+        tls = None
+        if options.tls_cert_file and options.tls_private_key_file:
+            try:
+                tls = tls_context(options.tls_cert_file, options.tls_private_key_file)
+            except (OSError, ssl.SSLError) as error:
+                print(
+                    f"polyccm: error: cannot load --tls-cert-file {options.tls_cert_file} / "
+                    f"--tls-private-key-file {options.tls_private_key_file}: "
+                    f"{error.strerror or error}",
+                    file=sys.stderr,
+                )
+                return 2
         try:
             health = HealthServer(
                 options.bind_address,
                 options.secure_port,
                 checks={"leader-election": manager.healthy},
                 ready_checks={"informers-synced": manager.ready},
+                tls=tls,
             )
         except OSError as error:
             print(
@@ -234,7 +248,10 @@ def run_manager(
             return 2
         health.start()
         log.info(
-            "serving /healthz, /readyz and /metrics on %s:%d", options.bind_address, health.port
+            "serving /healthz, /readyz and /metrics over %s on %s:%d",
+            "HTTPS" if options.tls_cert_file else "HTTP",
+            options.bind_address,
+            health.port,
         )
     log.info("polyccm %s starting (pid %d)", options.provider, os.getpid())
     try:

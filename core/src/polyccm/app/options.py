@@ -65,6 +65,8 @@ class ManagerOptions:
     secure_port: int = 10258
     leader_election: LeaderElection = field(default_factory=LeaderElection)
     verbosity: int = 2
+    tls_cert_file: str | None = None
+    tls_private_key_file: str | None = None
 
 
 def resolve_controllers(spec: str) -> frozenset[str]:
@@ -277,6 +279,15 @@ def add_manager_flags(parser: argparse.ArgumentParser) -> None:
         metavar="PORT",
         help="port for /healthz, /readyz and /metrics; 0 disables (default 10258)",
     )
+    serving.add_argument(
+        "--tls-cert-file",
+        metavar="FILE",
+        help="serve HTTPS with this certificate (with --tls-private-key-file); plain HTTP without",
+    )
+    serving.add_argument(
+        "--tls-private-key-file", metavar="FILE", help="the key of --tls-cert-file"
+    )
+    serving.add_argument("--cert-dir", help=argparse.SUPPRESS)
     _bool_flag(serving, "--profiling", True, "accepted for compatibility")
     serving.add_argument("--authentication-kubeconfig", help=argparse.SUPPRESS)
     serving.add_argument("--authorization-kubeconfig", help=argparse.SUPPRESS)
@@ -300,6 +311,10 @@ def add_manager_flags(parser: argparse.ArgumentParser) -> None:
 
 def options_from_namespace(provider: str, ns: argparse.Namespace) -> ManagerOptions:
     """Build :class:`ManagerOptions` from parsed flags."""
+    if bool(ns.tls_cert_file) != bool(ns.tls_private_key_file):
+        raise argparse.ArgumentTypeError(
+            "--tls-cert-file and --tls-private-key-file must be given together"
+        )
     if ns.leader_elect_renew_deadline >= ns.leader_elect_lease_duration:
         raise argparse.ArgumentTypeError(
             "--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration"
@@ -335,4 +350,6 @@ def options_from_namespace(provider: str, ns: argparse.Namespace) -> ManagerOpti
             resource_namespace=ns.leader_elect_resource_namespace,
         ),
         verbosity=ns.v,
+        tls_cert_file=ns.tls_cert_file,
+        tls_private_key_file=ns.tls_private_key_file,
     )
