@@ -223,3 +223,41 @@ def test_a_missing_tls_key_is_a_one_line_error(control_plane: Any, tmp_path: Any
     assert result.returncode == 2
     assert "cannot load --tls-cert-file" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("leader_elect", ["true", "false"])
+def test_an_unreachable_api_server_is_retried_and_sigterm_still_stops_at_once(
+    tmp_path: Any, leader_elect: str
+) -> None:
+    import time
+
+    dead = tmp_path / "kubeconfig"
+    dead.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: do-not-log-me}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+    )
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "polyccm.testing.fake_main",
+            "--provider=fake",
+            f"--kubeconfig={dead}",
+            "--configure-cloud-routes=false",
+            "--secure-port=0",
+            f"--leader-elect={leader_elect}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    time.sleep(4)
+    assert process.poll() is None, "no crash while the API server is away"
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=10)
+    assert process.returncode == 0
+    assert "Connection refused" in output, "the failure is reported"
+    assert "do-not-log-me" not in output, "the token never reaches the log"
+    assert "Traceback" not in output

@@ -18,6 +18,7 @@ import socket
 import ssl
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from types import FrameType
@@ -173,8 +174,9 @@ class ControllerManager:
         nodes.start()
         services.start()
         try:
-            if not (nodes.wait_for_sync(SYNC_TIMEOUT) and services.wait_for_sync(SYNC_TIMEOUT)):
-                log.error("caches did not sync within %.0fs; giving up this term", SYNC_TIMEOUT)
+            if not _wait_for_caches((nodes, services), lost):
+                if not lost.is_set():
+                    log.error("caches did not sync within %.0fs; giving up this term", SYNC_TIMEOUT)
                 return
             # The caches are long-lived: move them out of the collector's way so that its
             # passes stop re-scanning thousands of cached objects (see DESIGN-NOTES).
@@ -195,6 +197,15 @@ class ControllerManager:
             nodes.stop()
             services.stop()
             recorder.stop()
+
+
+def _wait_for_caches(informers: tuple[Informer, ...], lost: threading.Event) -> bool:
+    """Wait until every informer has synced; give up early when ``lost`` is set."""
+    deadline = time.monotonic() + SYNC_TIMEOUT
+    while time.monotonic() < deadline and not lost.is_set():
+        if all(informer.wait_for_sync(0.25) for informer in informers):
+            return True
+    return False
 
 
 def run_manager(
