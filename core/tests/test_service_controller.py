@@ -62,6 +62,9 @@ def test_load_balancer_is_created_with_finalizer_status_and_events(
             <= reasons_for(kube_api, namespace, "web")
         )
     )
+    assert stays(lambda: fake_cloud.count("ensure_load_balancer") == 1, 1.5), (
+        "one cloud ensure for a new service: our own finalizer write does not trigger another"
+    )
 
 
 def test_finalizer_is_on_before_the_cloud_creates_anything(

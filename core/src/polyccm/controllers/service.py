@@ -81,9 +81,8 @@ def needs_sync(old: Service, new: Service) -> bool:
         return True
     if old.annotations != new.annotations or old.uid != new.uid:
         return True
-    if (old.deletion_timestamp is None) != (new.deletion_timestamp is None):
-        return True
-    return (FINALIZER in old.finalizers) != (FINALIZER in new.finalizers)
+    # Our own finalizer write is not a reason to sync again (it would double every ensure).
+    return (old.deletion_timestamp is None) != (new.deletion_timestamp is None)
 
 
 def is_backend(node: Node) -> bool:
