@@ -292,3 +292,14 @@ def test_a_new_node_joins_the_backends_once_it_has_a_provider_id(
         return balancer.backends if balancer else ()
 
     wait_for(lambda: backends() == ("fresh", "old"), what="the initialised node added")
+
+
+def test_no_backend_nodes_is_a_warning_but_the_load_balancer_is_still_made(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    make_service(kube_api, namespace, "lonely")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "lonely"))
+    assert "UnAvailableLoadBalancer" in reasons_for(kube_api, namespace, "lonely")
+    initialised_nodes(kube_api, fake_cloud, "company")
+    wait_for(lambda: "UpdatedLoadBalancer" in reasons_for(kube_api, namespace, "lonely"))

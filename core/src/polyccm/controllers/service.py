@@ -200,6 +200,8 @@ class ServiceController(Controller):
         self._add_finalizer(service)
         recorder.event(service.raw, "Normal", "EnsuringLoadBalancer", "Ensuring load balancer")
         nodes = self.backend_nodes()
+        if not nodes:
+            self._warn_no_nodes(service)
         try:
             status = self.balancer.ensure_load_balancer(self.cluster_name, service, nodes)
         except ImplementedElsewhere:
@@ -330,7 +332,17 @@ class ServiceController(Controller):
                 self._update_backends(service, nodes)
         metrics.nodesync_latency_seconds.observe(time.monotonic() - started)
 
+    def _warn_no_nodes(self, service: Service) -> None:
+        self.context.recorder.event(
+            service.raw,
+            "Warning",
+            "UnAvailableLoadBalancer",
+            "There are no available nodes for LoadBalancer",
+        )
+
     def _update_backends(self, service: Service, nodes: Sequence[Node]) -> None:
+        if not nodes:
+            self._warn_no_nodes(service)
         started = time.monotonic()
         try:
             self.balancer.update_load_balancer(self.cluster_name, service, nodes)
