@@ -90,7 +90,7 @@ def test_deleting_the_service_deletes_the_load_balancer_then_the_finalizer(
     kube_api.delete(SERVICES, "short-lived", namespace)
     wait_for(lambda: service(kube_api, namespace, "short-lived") is None, what="service gone")
     assert fake_cloud.balancer_for(f"{namespace}/short-lived") is None
-    assert fake_cloud.count("ensure_load_balancer_deleted") >= 1
+    assert fake_cloud.count("ensure_load_balancer_deleted") == 1, "one cloud delete, not two"
     assert {"DeletingLoadBalancer", "DeletedLoadBalancer"} <= reasons_for(
         kube_api, namespace, "short-lived"
     )
@@ -303,3 +303,24 @@ def test_no_backend_nodes_is_a_warning_but_the_load_balancer_is_still_made(
     assert "UnAvailableLoadBalancer" in reasons_for(kube_api, namespace, "lonely")
     initialised_nodes(kube_api, fake_cloud, "company")
     wait_for(lambda: "UpdatedLoadBalancer" in reasons_for(kube_api, namespace, "lonely"))
+
+
+def test_a_concurrent_write_does_not_delay_the_finalizer_removal(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    make_service(kube_api, namespace, "contended")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "contended"))
+    fake_cloud.observe(  # someone writes the service while its load balancer is being deleted
+        "ensure_load_balancer_deleted",
+        lambda _s: kube_api.patch(
+            SERVICES, "contended", {"metadata": {"labels": {"touched": "yes"}}}, namespace
+        ),
+    )
+    kube_api.delete(SERVICES, "contended", namespace)
+    wait_for(
+        lambda: service(kube_api, namespace, "contended") is None,
+        timeout=4,
+        what="deletion finished without a backoff round",
+    )
+    assert fake_cloud.count("ensure_load_balancer_deleted") == 1

@@ -17,7 +17,7 @@ import argparse
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from polyccm import metrics
@@ -36,6 +36,7 @@ EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 AUTOSCALER_TAINT = "ToBeDeletedByClusterAutoscaler"
 MIN_RETRY_DELAY = 5.0
 MAX_RETRY_DELAY = 300.0
+CONFLICT_RETRIES = 5
 NODE_SYNC_PERIOD = 100.0
 """Seconds between node syncs even without node changes, to retry failed updates."""
 
@@ -128,6 +129,9 @@ class ServiceController(Controller):
         # Backend node names each load balancer was last given; node sync updates those
         # that differ from the current set (including ones whose last update failed).
         self._applied: dict[str, frozenset[tuple[str, str]]] = {}
+        # Services whose deletion we finished by removing the finalizer: their DELETED event
+        # needs no second cleanup.
+        self._finalised: set[str] = set()
         self._node_sync = threading.Event()
 
     # -- wiring -------------------------------------------------------------------------
@@ -166,10 +170,19 @@ class ServiceController(Controller):
 
     def _on_delete(self, obj: JsonObject) -> None:
         service = Service(obj)
-        if wants_load_balancer(service) or FINALIZER in service.finalizers:
-            with self._lock:
-                self._deleted[service.key] = obj
-            self.queue.add(service.key)
+        with self._lock:
+            if service.key in self._finalised:
+                self._finalised.discard(service.key)  # we removed the finalizer: all done
+                return
+            has_balancer = (
+                service.key in self._applied
+                or FINALIZER in service.finalizers
+                or (wants_load_balancer(service) and service.load_balancer_status.get("ingress"))
+            )
+            if not has_balancer:
+                return
+            self._deleted[service.key] = obj
+        self.queue.add(service.key)
 
     def _on_node_update(self, old: JsonObject, new: JsonObject) -> None:
         before, after = Node(old), Node(new)
@@ -248,37 +261,55 @@ class ServiceController(Controller):
             return
         if service.deletion_timestamp is None and service.load_balancer_status:
             self._patch_status(service, {})
-        self._remove_finalizer(service)
+        deleting = service.deletion_timestamp is not None
+        if deleting:  # before the write: its DELETED event may arrive before the call returns
+            with self._lock:
+                self._finalised.add(service.key)
+        try:
+            self._remove_finalizer(service)
+        except Exception:
+            with self._lock:
+                self._finalised.discard(service.key)
+            raise
 
     # -- writes -------------------------------------------------------------------------
 
     def _add_finalizer(self, service: Service) -> None:
-        if FINALIZER in service.finalizers:
-            return
-        self._patch_finalizers(service, [*service.finalizers, FINALIZER])
+        if FINALIZER not in service.finalizers:
+            self._patch_finalizers(service, lambda found: [*found, FINALIZER])
 
     def _remove_finalizer(self, service: Service) -> None:
-        if FINALIZER not in service.finalizers:
-            return
-        self._patch_finalizers(service, [f for f in service.finalizers if f != FINALIZER])
+        if FINALIZER in service.finalizers:
+            self._patch_finalizers(service, lambda found: [f for f in found if f != FINALIZER])
 
-    def _patch_finalizers(self, service: Service, finalizers: list[str]) -> None:
-        """Write the finalizer list, guarded by resourceVersion so that concurrent changes to
-        the list are never overwritten (a conflict is retried with the fresh object)."""
-        body = {
-            "metadata": {
-                "finalizers": finalizers or None,
-                "resourceVersion": service.resource_version,
+    def _patch_finalizers(self, service: Service, change: Callable[[list[str]], list[str]]) -> None:
+        """Write ``change(finalizers)``, guarded by resourceVersion so that concurrent changes
+        to the list are never overwritten; a conflict is retried at once with the fresh
+        object."""
+        for attempt in range(CONFLICT_RETRIES):
+            body = {
+                "metadata": {
+                    "finalizers": change(list(service.finalizers)) or None,
+                    "resourceVersion": service.resource_version,
+                }
             }
-        }
-        try:
-            self.context.api.patch(
-                SERVICES, service.name, body, service.namespace, patch_type=MERGE_PATCH
-            )
-        except ApiError as error:
-            if error.not_found:
+            try:
+                self.context.api.patch(
+                    SERVICES, service.name, body, service.namespace, patch_type=MERGE_PATCH
+                )
                 return
-            raise
+            except ApiError as error:
+                if error.not_found:
+                    return
+                if not error.conflict or attempt == CONFLICT_RETRIES - 1:
+                    raise
+                try:
+                    fresh = self.context.api.get(SERVICES, service.name, service.namespace)
+                except ApiError as again:
+                    if again.not_found:
+                        return
+                    raise
+                service = Service(fresh)
 
     def _patch_status(self, service: Service, status: Mapping[str, Any]) -> None:
         if dict(service.load_balancer_status) == dict(status):
