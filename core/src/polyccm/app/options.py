@@ -112,6 +112,19 @@ def _bool_flag(parser: argparse._ArgumentGroup, name: str, default: bool, help_t
     )
 
 
+def _duration_flag(
+    parser: argparse._ArgumentGroup, name: str, default: str, help_text: str
+) -> None:
+    """A positive Go-style duration flag whose default is written once, as users write it."""
+    parser.add_argument(
+        name,
+        type=flagtypes.positive_duration,
+        default=flagtypes.parse_duration(default),
+        metavar="DURATION",
+        help=f"{help_text} (default {default})",
+    )
+
+
 def add_manager_flags(parser: argparse.ArgumentParser) -> None:
     """Add the upstream cloud-controller-manager flags to ``parser``."""
     generic = parser.add_argument_group("generic flags")
@@ -175,26 +188,12 @@ def add_manager_flags(parser: argparse.ArgumentParser) -> None:
     kube.add_argument("--kube-api-content-type", default="application/json", help=argparse.SUPPRESS)
 
     periods = parser.add_argument_group("controller flags")
-    periods.add_argument(
-        "--route-reconciliation-period",
-        type=flagtypes.positive_duration,
-        default=10.0,
-        metavar="DURATION",
-        help="period of route reconciliation (default 10s)",
+    _duration_flag(
+        periods, "--route-reconciliation-period", "10s", "period of route reconciliation"
     )
-    periods.add_argument(
-        "--node-monitor-period",
-        type=flagtypes.positive_duration,
-        default=5.0,
-        metavar="DURATION",
-        help="period of the node lifecycle check (default 5s)",
-    )
-    periods.add_argument(
-        "--node-status-update-frequency",
-        type=flagtypes.positive_duration,
-        default=300.0,
-        metavar="DURATION",
-        help="how often node addresses are refreshed (default 5m)",
+    _duration_flag(periods, "--node-monitor-period", "5s", "period of the node lifecycle check")
+    _duration_flag(
+        periods, "--node-status-update-frequency", "5m", "how often node addresses are refreshed"
     )
     periods.add_argument(
         "--concurrent-service-syncs",
@@ -224,27 +223,9 @@ def add_manager_flags(parser: argparse.ArgumentParser) -> None:
     _bool_flag(
         election, "--leader-elect", True, "run controllers only while holding the leader lease"
     )
-    election.add_argument(
-        "--leader-elect-lease-duration",
-        type=flagtypes.positive_duration,
-        default=15.0,
-        metavar="DURATION",
-        help="lease duration (default 15s)",
-    )
-    election.add_argument(
-        "--leader-elect-renew-deadline",
-        type=flagtypes.positive_duration,
-        default=10.0,
-        metavar="DURATION",
-        help="renew deadline (default 10s)",
-    )
-    election.add_argument(
-        "--leader-elect-retry-period",
-        type=flagtypes.positive_duration,
-        default=2.0,
-        metavar="DURATION",
-        help="retry period (default 2s)",
-    )
+    _duration_flag(election, "--leader-elect-lease-duration", "15s", "lease duration")
+    _duration_flag(election, "--leader-elect-renew-deadline", "10s", "renew deadline")
+    _duration_flag(election, "--leader-elect-retry-period", "2s", "retry period")
     election.add_argument(
         "--leader-elect-resource-lock",
         default="leases",
