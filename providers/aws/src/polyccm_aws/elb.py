@@ -17,15 +17,14 @@ from polyccm.cloud import LoadBalancerIngress, LoadBalancerStatus
 from polyccm.errors import CloudError
 from polyccm.objects import Service
 
-from polyccm_aws.api import AwsApi, AwsApiError, error_code
-from polyccm_aws.config import CloudConfig
 from polyccm_aws.instance_store import Instance
+from polyccm_aws.lb_kind import BalancerKind
 from polyccm_aws.lb_spec import LoadBalancerSpec
 from polyccm_aws.naming import elb_security_group_description, elb_security_group_name
-from polyccm_aws.network import Network, no_subnets_error
-from polyccm_aws.security_groups import SecurityGroupInUse, SecurityGroups, node_security_group
+from polyccm_aws.network import no_subnets_error
+from polyccm_aws.security_groups import SecurityGroupInUse, node_security_group
 from polyccm_aws.sg_rules import group_rule, load_balancer_rules
-from polyccm_aws.tagging import SERVICE_NAME_TAG, ClusterTagging
+from polyccm_aws.tagging import SERVICE_NAME_TAG
 
 log = logging.getLogger(__name__)
 
@@ -50,30 +49,13 @@ def attributes_differ(desired: Mapping[str, Any], actual: Mapping[str, Any]) -> 
     return False
 
 
-class ClassicElb:
+class ClassicElb(BalancerKind):
     """Create, update and delete classic ELBs."""
 
-    def __init__(
-        self,
-        api: AwsApi,
-        config: CloudConfig,
-        tagging: ClusterTagging,
-        groups: SecurityGroups,
-        network: Network,
-    ) -> None:
-        self._api = api
-        self._config = config
-        self._tagging = tagging
-        self._groups = groups
-        self._network = network
-
     def describe(self, name: str) -> Description | None:
-        try:
-            answer = self._api.call("elb", "describe_load_balancers", LoadBalancerNames=[name])
-        except AwsApiError as error:
-            if error_code(error) == "LoadBalancerNotFound":
-                return None
-            raise
+        answer = self._describe("elb", LoadBalancerNames=[name])
+        if answer is None:
+            return None
         found = answer.get("LoadBalancerDescriptions") or []
         return found[0] if found else None
 

@@ -19,9 +19,9 @@ from polyccm.errors import CloudError, RetryAfter
 from polyccm.objects import Service
 
 from polyccm_aws import annotations as ann
-from polyccm_aws.api import AwsApi, AwsApiError, error_code
-from polyccm_aws.config import CloudConfig
+from polyccm_aws.api import AwsApiError, error_code
 from polyccm_aws.instance_store import Instance
+from polyccm_aws.lb_kind import BalancerKind
 from polyccm_aws.lb_spec import LoadBalancerSpec, PortMapping
 from polyccm_aws.naming import (
     NLB_SECURITY_GROUP_DESCRIPTION,
@@ -29,8 +29,8 @@ from polyccm_aws.naming import (
     target_group_name,
     target_group_prefix,
 )
-from polyccm_aws.network import Network, no_subnets_error
-from polyccm_aws.security_groups import SecurityGroups, node_security_group
+from polyccm_aws.network import no_subnets_error
+from polyccm_aws.security_groups import node_security_group
 from polyccm_aws.sg_rules import (
     NLB_MTU_RULE,
     Rule,
@@ -40,7 +40,7 @@ from polyccm_aws.sg_rules import (
     nlb_node_rules,
     ungroup,
 )
-from polyccm_aws.tagging import SERVICE_NAME_TAG, ClusterTagging, tag_list, tag_map
+from polyccm_aws.tagging import SERVICE_NAME_TAG, tag_list, tag_map
 
 log = logging.getLogger(__name__)
 
@@ -62,30 +62,13 @@ def _chunks(items: list[dict[str, Any]], size: int) -> Iterable[list[dict[str, A
         yield items[start : start + size]
 
 
-class NetworkLb:
+class NetworkLb(BalancerKind):
     """Create, update and delete NLBs."""
 
-    def __init__(
-        self,
-        api: AwsApi,
-        config: CloudConfig,
-        tagging: ClusterTagging,
-        groups: SecurityGroups,
-        network: Network,
-    ) -> None:
-        self._api = api
-        self._config = config
-        self._tagging = tagging
-        self._groups = groups
-        self._network = network
-
     def describe(self, name: str) -> Description | None:
-        try:
-            answer = self._api.call("elbv2", "describe_load_balancers", Names=[name])
-        except AwsApiError as error:
-            if error_code(error) == "LoadBalancerNotFound":
-                return None
-            raise
+        answer = self._describe("elbv2", Names=[name])
+        if answer is None:
+            return None
         found = [lb for lb in answer.get("LoadBalancers") or () if lb.get("Type") == "network"]
         return found[0] if found else None
 

@@ -1,0 +1,41 @@
+"""What the classic-ELB and NLB implementations share: the clients and helpers they are built
+from, and the "describe by name, or None" lookup whose not-found error both APIs spell alike."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from polyccm_aws.api import AwsApi, AwsApiError, error_code
+from polyccm_aws.config import CloudConfig
+from polyccm_aws.network import Network
+from polyccm_aws.security_groups import SecurityGroups
+from polyccm_aws.tagging import ClusterTagging
+
+
+class BalancerKind:
+    """Base of :class:`~polyccm_aws.elb.ClassicElb` and :class:`~polyccm_aws.nlb.NetworkLb`."""
+
+    def __init__(
+        self,
+        api: AwsApi,
+        config: CloudConfig,
+        tagging: ClusterTagging,
+        groups: SecurityGroups,
+        network: Network,
+    ) -> None:
+        self._api = api
+        self._config = config
+        self._tagging = tagging
+        self._groups = groups
+        self._network = network
+
+    def _describe(self, service: str, **by_name: Any) -> dict[str, Any] | None:
+        """The ``describe_load_balancers`` answer of ``service`` (elb or elbv2), or ``None``
+        when no load balancer has that name."""
+        try:
+            answer: dict[str, Any] = self._api.call(service, "describe_load_balancers", **by_name)
+        except AwsApiError as error:
+            if error_code(error) == "LoadBalancerNotFound":
+                return None
+            raise
+        return answer
