@@ -27,9 +27,9 @@ from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
 from polyccm_aws.testing import (
     CLUSTER,
-    FOREIGN_VARIABLES,
     World,
     isolated_environment,
+    point_boto3_at,
     running_emulator,
 )
 
@@ -44,13 +44,9 @@ def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mapping[str, 
 
 @pytest.fixture
 def aws(emulator: Mapping[str, str], monkeypatch: pytest.MonkeyPatch) -> EmulatorControl:
-    for name in FOREIGN_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    for name, value in isolated_environment(emulator).items():
-        monkeypatch.setenv(name, value)
-    control = EmulatorControl(emulator["AWS_ENDPOINT_URL"])
-    control.reset()
-    return control
+    return point_boto3_at(
+        emulator, monkeypatch.setenv, lambda name: monkeypatch.delenv(name, raising=False)
+    )
 
 
 @pytest.fixture

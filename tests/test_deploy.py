@@ -30,6 +30,7 @@ from polyccm.cli import parse
 from polyccm.kube.api import EVENTS, LEASES, NODES, SECRETS, SERVICES, ApiError, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT
 from polyccm.plugins import installed_providers, plugin_manager
+from polyccm.testing.fake_main import COMMAND as FAKE_MAIN
 from polyccm.testing.kubeobjects import make_node, make_service, reasons_for, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -808,10 +809,7 @@ def test_service_account_alone_runs_every_controller_and_nothing_more(
         with log_path.open("wb") as log:
             process = subprocess.Popen(
                 [
-                    sys.executable,
-                    "-m",
-                    "polyccm.testing.fake_main",
-                    "--provider=fake",
+                    *FAKE_MAIN,
                     f"--kubeconfig={kubeconfig}",
                     "--cluster-cidr=10.244.0.0/16",
                     "--secure-port=0",

@@ -10,6 +10,7 @@ import pytest
 from polyccm import cli
 from polyccm.app.options import CONTROLLER_ALIASES, resolve_controllers
 from polyccm.plugins import plugin_manager
+from polyccm.testing.fake_main import COMMAND as FAKE_MAIN
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -191,10 +192,7 @@ def test_controller_selection_follows_upstream(spec: str, expected: set[str]) ->
 def run_fake(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "polyccm.testing.fake_main",
-            "--provider=fake",
+            *FAKE_MAIN,
             "--configure-cloud-routes=false",
             *args,
         ],

@@ -6,13 +6,13 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from polyccm.kube.api import LEASES, ApiError, KubeApi
+from polyccm.testing.fake_main import COMMAND as FAKE_MAIN
 from polyccm.testing.kubeobjects import wait_for
 
 
@@ -47,10 +47,7 @@ def launch(control_plane: Any, namespace: str) -> Iterator[Any]:
     def start(*extra: str) -> tuple[subprocess.Popen[str], int]:
         port = free_port()
         args = [
-            sys.executable,
-            "-m",
-            "polyccm.testing.fake_main",
-            "--provider=fake",
+            *FAKE_MAIN,
             f"--kubeconfig={control_plane.kubeconfig}",
             "--bind-address=127.0.0.1",
             f"--secure-port={port}",
@@ -111,10 +108,7 @@ def test_standby_takes_over_when_the_leader_stops(
 def test_route_controller_refuses_to_start_without_cluster_cidr(control_plane: Any) -> None:
     result = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "polyccm.testing.fake_main",
-            "--provider=fake",
+            *FAKE_MAIN,
             f"--kubeconfig={control_plane.kubeconfig}",
         ],
         capture_output=True,
@@ -129,10 +123,7 @@ def test_route_controller_refuses_to_start_without_cluster_cidr(control_plane: A
 def test_route_controller_can_be_disabled_instead(control_plane: Any) -> None:
     process = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "polyccm.testing.fake_main",
-            "--provider=fake",
+            *FAKE_MAIN,
             f"--kubeconfig={control_plane.kubeconfig}",
             "--configure-cloud-routes=false",
             "--leader-elect=false",
@@ -166,10 +157,7 @@ def test_health_is_served_over_https_with_the_upstream_tls_flags(
     port = free_port()
     process = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "polyccm.testing.fake_main",
-            "--provider=fake",
+            *FAKE_MAIN,
             f"--kubeconfig={control_plane.kubeconfig}",
             "--leader-elect=false",
             "--configure-cloud-routes=false",
@@ -205,10 +193,7 @@ def test_health_is_served_over_https_with_the_upstream_tls_flags(
 def test_a_missing_tls_key_is_a_one_line_error(control_plane: Any, tmp_path: Any) -> None:
     result = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "polyccm.testing.fake_main",
-            "--provider=fake",
+            *FAKE_MAIN,
             f"--kubeconfig={control_plane.kubeconfig}",
             "--configure-cloud-routes=false",
             f"--tls-cert-file={tmp_path}/nope.crt",
@@ -240,10 +225,7 @@ def test_an_unreachable_api_server_is_retried_and_sigterm_still_stops_at_once(
     )
     process = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "polyccm.testing.fake_main",
-            "--provider=fake",
+            *FAKE_MAIN,
             f"--kubeconfig={dead}",
             "--configure-cloud-routes=false",
             "--secure-port=0",

@@ -12,6 +12,9 @@ from polyccm.hookspecs import hookimpl
 from polyccm.plugins import ProviderRegistry, ProviderSettings, plugin_manager
 from polyccm.testing.fake import FakeCloud
 
+COMMAND: tuple[str, ...] = (sys.executable, "-m", "polyccm.testing.fake_main", "--provider=fake")
+"""The command line that runs it, for tests that start the whole process."""
+
 
 class FakeCloudPlugin:
     """Registers and builds the ``fake`` provider."""

@@ -12,7 +12,7 @@ import subprocess
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from typing import Any
 import boto3
 from polyccm.objects import Node, Service
 
+from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.plugin import emulator_launch
 
 CLUSTER = "kubernetes"
@@ -79,6 +80,22 @@ def isolated_environment(emulator_env: Mapping[str, str]) -> dict[str, str]:
         "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
         "AWS_EC2_METADATA_DISABLED": "true",
     }
+
+
+def point_boto3_at(
+    emulator_env: Mapping[str, str],
+    setenv: Callable[[str, str], None],
+    unsetenv: Callable[[str], None],
+) -> EmulatorControl:
+    """Point boto3 at the emulator alone (through ``setenv``/``unsetenv``, e.g. a pytest
+    monkeypatch), reset the emulator, and return its control client."""
+    for name in FOREIGN_VARIABLES:
+        unsetenv(name)
+    for name, value in isolated_environment(emulator_env).items():
+        setenv(name, value)
+    control = EmulatorControl(emulator_env["AWS_ENDPOINT_URL"])
+    control.reset()
+    return control
 
 
 class World:
