@@ -184,15 +184,3 @@ class Service(_View):
     @property
     def load_balancer_status(self) -> Mapping[str, Any]:
         return _get(self.raw, "status", "loadBalancer") or _EMPTY
-
-
-def make_node(name: str, **spec_and_meta: Any) -> Node:
-    """Build a :class:`Node` view from keyword parts; a convenience for tests and providers."""
-    raw: dict[str, Any] = {"metadata": {"name": name}}
-    for key in ("uid", "labels", "annotations"):
-        if key in spec_and_meta:
-            raw["metadata"][key] = spec_and_meta.pop(key)
-    if "provider_id" in spec_and_meta:
-        raw["spec"] = {"providerID": spec_and_meta.pop("provider_id")}
-    raw.update(spec_and_meta)
-    return Node(raw)

@@ -261,8 +261,8 @@ class ServiceController(Controller):
             return
         if service.deletion_timestamp is None and service.load_balancer_status:
             self._patch_status(service, {})
-        deleting = service.deletion_timestamp is not None
-        if deleting:  # before the write: its DELETED event may arrive before the call returns
+        # Marked before the write: its DELETED event may arrive before the call returns.
+        if service.deletion_timestamp is not None:
             with self._lock:
                 self._finalised.add(service.key)
         try:
