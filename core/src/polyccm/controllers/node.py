@@ -89,9 +89,10 @@ class CloudNodeController(Controller):
         keys = queue.get_batch(BATCH, timeout=1.0)
         if not keys:
             return not queue.shutting_down
-        if len(keys) < BATCH:
+        if len(keys) < BATCH and any(self._needs_cloud(key) for key in keys):
             # Nodes tend to arrive in bursts (a scale-up, the initial list): wait a moment so
-            # one cloud lookup answers the whole burst.
+            # one cloud lookup answers the whole burst. Updates of initialised nodes need no
+            # cloud call, so they never wait.
             time.sleep(BATCH_WINDOW)
             if len(queue) and not queue.shutting_down:
                 keys += queue.get_batch(BATCH - len(keys), timeout=0)
@@ -113,6 +114,10 @@ class CloudNodeController(Controller):
             for key in keys:
                 queue.done(key)
         return True
+
+    def _needs_cloud(self, key: str) -> bool:
+        raw = self.context.nodes.get(key)
+        return raw is not None and Node(raw).has_taint(UNINITIALIZED_TAINT)
 
     def _sync_initialised(self, node: Node, queue: RateLimitingQueue) -> None:
         """Copy beta labels to missing GA labels; no cloud call."""
