@@ -111,6 +111,10 @@ class LoadBalancerStatus:
     """What ``EnsureLoadBalancer`` reports and the service controller writes to the service."""
 
     ingress: tuple[LoadBalancerIngress, ...] = ()
+    warnings: tuple[str, ...] = ()
+    """Problems the provider worked around rather than refused (an annotation value that means
+    nothing, read the way upstream reads it). Each becomes a Warning event on the service
+    (reason ``LoadBalancerWarning``); none is written to the service's status."""
 
     def to_api(self) -> dict[str, object]:
         """The Kubernetes API form (``status.loadBalancer``)."""

@@ -49,3 +49,12 @@ class ConfigError(Exception):
         super().__init__(f"{where}{message}")
         self.path = path
         self.line = line
+
+
+class LeadershipLost(Exception):
+    """This process may no longer act: its leadership term ended (or never began).
+
+    Raised by :func:`polyccm.cloudcalls.record` before a cloud call is sent, so a worker of a
+    term that has ended stops its cloud work at the next call instead of finishing it. Not a
+    :class:`CloudError`: nothing failed in the cloud, and the item is left to the next leader.
+    """

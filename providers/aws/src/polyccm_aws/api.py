@@ -21,6 +21,7 @@ import botocore.session
 from botocore.config import Config
 from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
 from botocore.exceptions import BotoCoreError, ClientError
+from polyccm import cloudcalls
 from polyccm.errors import CloudError, ConfigError
 
 from polyccm_aws.config import CloudConfig
@@ -78,6 +79,7 @@ def _session(config: CloudConfig, region: str, client_config: Config) -> boto3.S
             kwargs["endpoint_url"] = sts_override.url
         kwargs.setdefault("config", client_config)
         client = base.client(service_name, **kwargs)
+        count_calls(client)
         if source_arn:
             account = source_arn.split(":")[4] if source_arn.count(":") >= 5 else ""
 
@@ -127,7 +129,9 @@ class AwsApi:
             if override is not None:
                 kwargs["endpoint_url"] = override.url
                 kwargs["region_name"] = override.signing_region
-            self._clients[name] = self._session.client(name, **kwargs)
+            client = self._session.client(name, **kwargs)
+            count_calls(client)
+            self._clients[name] = client
         return self._clients[name]
 
     def call(self, service: str, operation: str, **params: Any) -> Response:
@@ -154,6 +158,24 @@ class AwsApi:
             raise AwsApiError(
                 service, _api_name(client, operation), type(error).__name__, str(error), 1
             ) from error
+
+
+def count_calls(client: Any) -> None:
+    """Pass every request ``client`` sends (retries included) through
+    :func:`polyccm.cloudcalls.record`: it is counted by operation (``ec2:DescribeInstances``),
+    and refused before it leaves once this process has lost leadership."""
+    service = client.meta.service_model.endpoint_prefix
+    if service == "elasticloadbalancing":
+        service = "elbv2" if client.meta.service_model.api_version == "2015-12-01" else "elb"
+
+    def before_send(event_name: str, **_: Any) -> None:
+        cloudcalls.record("aws", f"{service}:{event_name.rsplit('.', 1)[-1]}")
+
+    def after_call_error(event_name: str, **_: Any) -> None:
+        cloudcalls.record_error("aws", f"{service}:{event_name.rsplit('.', 1)[-1]}")
+
+    client.meta.events.register("before-send", before_send)
+    client.meta.events.register("after-call-error", after_call_error)
 
 
 def _api_name(client: Any, operation: str) -> str:
