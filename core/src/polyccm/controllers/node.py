@@ -12,6 +12,10 @@ provider's bulk ``instances_metadata`` once for all of them, so a provider that 
 initialises N nodes in about N/100 calls. Initialised nodes cost no cloud call on updates; their
 addresses are refreshed every ``--node-status-update-frequency`` in the same batches, and
 patched only when they change.
+
+Every key of a batch is settled one by one: forgotten on success, re-queued with backoff on any
+error (an API server that restarts mid-batch included). Should the batch fail as a whole, every
+key it had not settled yet is re-queued with backoff, so no node is ever dropped.
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ from typing import Any
 from polyccm import metrics
 from polyccm.cloud import InstanceMetadata, InstancesV2
 from polyccm.controllers import nodeinfo
-from polyccm.controllers.base import Controller, ControllerContext, run_workers
-from polyccm.errors import RetryAfter
+from polyccm.controllers.base import Controller, ControllerContext, run_periodically, run_workers
+from polyccm.errors import LeadershipLost, RetryAfter
 from polyccm.kube.api import MERGE_PATCH, NODES, ApiError, JsonObject
 from polyccm.objects import UNINITIALIZED_TAINT, Node
 from polyccm.workqueue import RateLimitingQueue
@@ -89,37 +93,50 @@ class CloudNodeController(Controller):
         keys = queue.get_batch(BATCH, timeout=1.0)
         if not keys:
             return not queue.shutting_down
-        if len(keys) < BATCH and any(self._needs_cloud(key) for key in keys):
-            # Nodes tend to arrive in bursts (a scale-up, the initial list): wait a moment so
-            # one cloud lookup answers the whole burst. Updates of initialised nodes need no
-            # cloud call, so they never wait.
-            time.sleep(BATCH_WINDOW)
-            if len(queue) and not queue.shutting_down:
-                keys += queue.get_batch(BATCH - len(keys), timeout=0)
+        batch = _Batch(queue)
         try:
-            uninitialised: list[Node] = []
-            for key in keys:
-                raw = self.context.nodes.get(key)
-                if raw is None:
-                    queue.forget(key)  # deleted meanwhile: nothing to do
-                    continue
-                node = Node(raw)
-                if node.has_taint(UNINITIALIZED_TAINT):
-                    uninitialised.append(node)
-                else:
-                    self._sync_initialised(node, queue)
-            if uninitialised:
-                self._initialise_all(uninitialised, queue)
+            if len(keys) < BATCH and any(self._needs_cloud(key) for key in keys):
+                # Nodes tend to arrive in bursts (a scale-up, the initial list): wait a moment
+                # so one cloud lookup answers the whole burst. Updates of initialised nodes need
+                # no cloud call, so they never wait.
+                time.sleep(BATCH_WINDOW)
+                if len(queue) and not queue.shutting_down:
+                    keys += queue.get_batch(BATCH - len(keys), timeout=0)
+            self._sync_batch(keys, batch)
+        except LeadershipLost:
+            raise  # the term is over: nothing is retried, the worker stops
+        except Exception:
+            unsettled = [key for key in keys if key not in batch.settled]
+            log.exception(
+                "cloud-node: a batch of %d nodes failed; %d re-queued", len(keys), len(unsettled)
+            )
+            for key in unsettled:
+                batch.retry(key)
         finally:
             for key in keys:
                 queue.done(key)
         return True
 
+    def _sync_batch(self, keys: Sequence[str], batch: _Batch) -> None:
+        uninitialised: list[Node] = []
+        for key in keys:
+            raw = self.context.nodes.get(key)
+            if raw is None:
+                batch.forget(key)  # deleted meanwhile: nothing to do
+                continue
+            node = Node(raw)
+            if node.has_taint(UNINITIALIZED_TAINT):
+                uninitialised.append(node)
+            else:
+                self._sync_initialised(node, batch)
+        if uninitialised:
+            self._initialise_all(uninitialised, batch)
+
     def _needs_cloud(self, key: str) -> bool:
         raw = self.context.nodes.get(key)
         return raw is not None and Node(raw).has_taint(UNINITIALIZED_TAINT)
 
-    def _sync_initialised(self, node: Node, queue: RateLimitingQueue) -> None:
+    def _sync_initialised(self, node: Node, batch: _Batch) -> None:
         """Copy beta labels to missing GA labels; no cloud call."""
         missing = nodeinfo.missing_ga_labels(node.labels)
         try:
@@ -127,14 +144,14 @@ class CloudNodeController(Controller):
                 self.context.api.patch(
                     NODES, node.name, {"metadata": {"labels": missing}}, patch_type=MERGE_PATCH
                 )
-        except ApiError as error:
-            if not error.not_found:
+        except Exception as error:  # noqa: BLE001 - any failure (a restarting API server too) is retried
+            if not (isinstance(error, ApiError) and error.not_found):
                 log.warning("cloud-node: labels of %s: %s", node.name, error)
-                queue.add_rate_limited(node.name)
+                batch.retry(node.name)
                 return
-        queue.forget(node.name)
+        batch.forget(node.name)
 
-    def _initialise_all(self, nodes: Sequence[Node], queue: RateLimitingQueue) -> None:
+    def _initialise_all(self, nodes: Sequence[Node], batch: _Batch) -> None:
         for node in nodes:
             if node.name not in self._seen_first_sync:
                 self._seen_first_sync.add(node.name)
@@ -145,6 +162,8 @@ class CloudNodeController(Controller):
             results: Mapping[str, InstanceMetadata | Exception] = self.instances.instances_metadata(
                 nodes
             )
+        except LeadershipLost:
+            raise
         except Exception as error:  # noqa: BLE001 - reported and retried
             results = {node.name: error for node in nodes}
         for node in nodes:
@@ -155,13 +174,15 @@ class CloudNodeController(Controller):
                 if isinstance(result, Exception):
                     raise result
                 self._initialise(node, result)
+            except LeadershipLost:
+                raise
             except RetryAfter as error:
-                queue.add_after(node.name, error.delay)
+                batch.retry_after(node.name, error.delay)
             except Exception as error:  # noqa: BLE001 - reported and retried
                 self._report_failure(node, error)
-                queue.add_rate_limited(node.name)
+                batch.retry(node.name)
             else:
-                queue.forget(node.name)
+                batch.forget(node.name)
 
     def _report_failure(self, node: Node, error: Exception) -> None:
         message = f"failed to initialize node from the cloud provider: {error}"
@@ -238,11 +259,7 @@ class CloudNodeController(Controller):
 
     def _refresh_loop(self, stop: threading.Event) -> None:
         period = self.context.options.node_status_update_frequency
-        while not stop.wait(period):
-            try:
-                self.refresh_addresses()
-            except Exception:
-                log.exception("cloud-node: address refresh failed")
+        run_periodically(self.name, "address refresh", self.refresh_addresses, period, stop)
 
     def refresh_addresses(self) -> int:
         """Refresh addresses of every initialised node; returns how many were patched."""
@@ -254,7 +271,13 @@ class CloudNodeController(Controller):
         patched = 0
         for start in range(0, len(nodes), BATCH):
             chunk = nodes[start : start + BATCH]
-            results = self.instances.instances_metadata(chunk)
+            try:
+                results = self.instances.instances_metadata(chunk)
+            except LeadershipLost:
+                raise
+            except Exception as error:  # noqa: BLE001 - the next chunks may still succeed
+                log.warning("cloud-node: address refresh of %d nodes: %s", len(chunk), error)
+                continue
             for node in chunk:
                 result = results.get(node.name)
                 if not isinstance(result, InstanceMetadata) or not result.node_addresses:
@@ -270,4 +293,27 @@ class CloudNodeController(Controller):
                 except ApiError as error:
                     if not error.not_found:
                         log.warning("cloud-node: addresses of %s: %s", node.name, error)
+                except Exception as error:  # noqa: BLE001 - one node never stops the others
+                    log.warning("cloud-node: addresses of %s: %s", node.name, error)
         return patched
+
+
+class _Batch:
+    """The keys of one batch and what became of each: a key is settled once it is forgotten
+    (done) or scheduled again; a batch that fails as a whole re-queues the rest."""
+
+    def __init__(self, queue: RateLimitingQueue) -> None:
+        self.queue = queue
+        self.settled: set[str] = set()
+
+    def forget(self, key: str) -> None:
+        self.queue.forget(key)
+        self.settled.add(key)
+
+    def retry(self, key: str) -> None:
+        self.queue.add_rate_limited(key)
+        self.settled.add(key)
+
+    def retry_after(self, key: str, delay: float) -> None:
+        self.queue.add_after(key, delay)
+        self.settled.add(key)

@@ -7,6 +7,16 @@ and which are shut down: a node whose instance no longer exists is deleted (even
 ``DeletingNode`` / ``DeletingNodeFailed``); one whose instance exists but is shut down gets the
 shutdown taint (``NoSchedule``). A stopped instance exists. Ready nodes cost no cloud call at
 all, so a healthy cluster makes none.
+
+Deletion is guarded twice (cloud-provider-aws #285, #384 are what happens otherwise):
+
+* only a node that has a providerID, or was initialised (no
+  ``node.cloudprovider.kubernetes.io/uninitialized`` taint), is ever deleted. A node that has
+  neither was only looked up by name, and a miss then says nothing about the machine the kubelet
+  runs on (a name not resolvable yet, a cloud whose names differ);
+* the delete carries a ``preconditions.uid``: a node deleted and registered again under the same
+  name while the cloud was answering (instance names and private DNS names are reused) has a new
+  UID, and the API server refuses to delete it (409).
 """
 
 from __future__ import annotations
@@ -17,14 +27,20 @@ from typing import Any
 
 from polyccm.cloud import InstancesV2
 from polyccm.controllers import nodeinfo
-from polyccm.controllers.base import Controller, ControllerContext
-from polyccm.errors import InstanceNotFound
+from polyccm.controllers.base import Controller, ControllerContext, run_periodically
+from polyccm.errors import InstanceNotFound, LeadershipLost
 from polyccm.kube.api import MERGE_PATCH, NODES, ApiError
-from polyccm.objects import SHUTDOWN_TAINT, Node
+from polyccm.objects import SHUTDOWN_TAINT, UNINITIALIZED_TAINT, Node
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_TAINT_SPEC: dict[str, Any] = {"key": SHUTDOWN_TAINT, "effect": "NoSchedule"}
+
+
+def may_delete(node: Node) -> bool:
+    """Whether a missing instance may cost ``node`` its Node object: only when the node has a
+    providerID or was initialised."""
+    return bool(node.provider_id) or not node.has_taint(UNINITIALIZED_TAINT)
 
 
 class CloudNodeLifecycleController(Controller):
@@ -38,14 +54,10 @@ class CloudNodeLifecycleController(Controller):
 
     def run(self, stop: threading.Event) -> None:
         period = self.context.options.node_monitor_period
-        while not stop.wait(period):
-            try:
-                self.monitor_nodes()
-            except Exception:
-                log.exception("cloud-node-lifecycle: monitoring failed")
+        run_periodically(self.name, "monitoring", self.monitor_nodes, period, stop)
 
     def monitor_nodes(self) -> None:
-        """One pass over every cached node."""
+        """One pass over every cached node. An API error on one node never skips the others."""
         not_ready: list[Node] = []
         for raw in self.context.nodes.list():
             node = Node(raw)
@@ -60,10 +72,19 @@ class CloudNodeLifecycleController(Controller):
         existing: list[Node] = []
         for node in not_ready:
             exists = existence.get(node.name)
+            if isinstance(exists, LeadershipLost):
+                raise exists
             if isinstance(exists, Exception):
                 log.warning("cloud-node-lifecycle: does %s exist? %s", node.name, exists)
             elif exists is False:
-                self._delete(node)
+                if may_delete(node):
+                    self._delete(node)
+                else:
+                    log.info(
+                        "cloud-node-lifecycle: %s: no instance found by name, but the node has "
+                        "no providerID and is not initialised: kept",
+                        node.name,
+                    )
             elif exists is True:
                 existing.append(node)
         if not existing:
@@ -71,6 +92,8 @@ class CloudNodeLifecycleController(Controller):
         shutdown = self.instances.instances_shutdown(existing)
         for node in existing:
             state = shutdown.get(node.name)
+            if isinstance(state, LeadershipLost):
+                raise state
             if isinstance(state, InstanceNotFound):
                 continue
             if isinstance(state, Exception):
@@ -87,18 +110,35 @@ class CloudNodeLifecycleController(Controller):
             "DeletingNode",
             f"Deleting node {node.name} because it does not exist in the cloud provider",
         )
+        options = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {"uid": node.uid},
+        }
         try:
-            self.context.api.delete(NODES, node.name)
+            self.context.api.delete(NODES, node.name, body=options)
         except ApiError as error:
             if error.not_found:
                 return
-            log.warning("cloud-node-lifecycle: deleting %s failed: %s", node.name, error)
-            recorder.event(
-                node.raw,
-                "Warning",
-                "DeletingNodeFailed",
-                f"Error deleting node {node.name}: {error}",
-            )
+            if error.conflict:
+                # The UID precondition failed: this name now belongs to a new node.
+                log.info(
+                    "cloud-node-lifecycle: %s was registered again (new UID); not deleted",
+                    node.name,
+                )
+                return
+            self._delete_failed(node, error)
+        except Exception as error:  # noqa: BLE001 - retried on the next pass
+            self._delete_failed(node, error)
+
+    def _delete_failed(self, node: Node, error: Exception) -> None:
+        log.warning("cloud-node-lifecycle: deleting %s failed: %s", node.name, error)
+        self.context.recorder.event(
+            node.raw,
+            "Warning",
+            "DeletingNodeFailed",
+            f"Error deleting node {node.name}: {error}",
+        )
 
     def _set_taints(self, node: Node, taints: list[dict[str, Any]]) -> None:
         body = {
@@ -110,3 +150,5 @@ class CloudNodeLifecycleController(Controller):
         except ApiError as error:
             if not (error.not_found or error.conflict):  # a conflict is retried next period
                 log.warning("cloud-node-lifecycle: taints of %s: %s", node.name, error)
+        except Exception as error:  # noqa: BLE001 - retried on the next pass
+            log.warning("cloud-node-lifecycle: taints of %s: %s", node.name, error)

@@ -6,7 +6,8 @@ once, creates the missing ones (name hint = node UID), and deletes routes that a
 or whose node no longer owns the CIDR, but only inside ``--cluster-cidr``: routes the cluster
 did not make are never touched. Then each node's ``NetworkUnavailable`` condition says whether
 all its routes exist (``False/RouteCreated``) or not (``True/NoRouteCreated``), written only when
-it changes.
+it changes. A failing pass (the cloud or the API server unavailable) is logged and the next one
+runs on time; an error on one node or route never skips the others.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from datetime import UTC, datetime
 
 from polyccm import metrics
 from polyccm.cloud import Route, Routes
-from polyccm.controllers.base import Controller, ControllerContext
+from polyccm.controllers.base import Controller, ControllerContext, guarded
+from polyccm.errors import LeadershipLost
 from polyccm.kube.api import NODES, STRATEGIC_MERGE_PATCH, ApiError, JsonObject
 from polyccm.objects import Node
 
@@ -107,10 +109,8 @@ class RouteController(Controller):
                     continue
                 stop.wait(COALESCE_SECONDS)  # let a burst of node changes settle
                 self._trigger.clear()
-                try:
-                    self.reconcile()
-                except Exception:
-                    log.exception("route: reconciliation failed")
+                if not guarded(self.name, "reconciliation", self.reconcile):
+                    break
                 next_due = time.monotonic() + period
         finally:
             self._pool.shutdown(wait=True)
@@ -132,9 +132,12 @@ class RouteController(Controller):
             (node, cidr, self._pool.submit(self._create, node, cidr)) for node, cidr in to_create
         ]
         deletions = [(route, self._pool.submit(self._delete, route)) for route in to_delete]
+        lost: BaseException | None = None
         for node, cidr, future in futures:
             error = future.exception()
-            if error is not None:
+            if isinstance(error, LeadershipLost):
+                lost = error  # not a failure of this route: the next leader makes it
+            elif error is not None:
                 failed.add(node.name)
                 log.warning("route: creating route for %s %s failed: %s", node.name, cidr, error)
                 self.context.recorder.event(
@@ -145,13 +148,17 @@ class RouteController(Controller):
                 )
         for route, future in deletions:
             error = future.exception()
-            if error is not None:
+            if isinstance(error, LeadershipLost):
+                lost = error
+            elif error is not None:
                 log.warning(
                     "route: deleting route %s %s failed: %s",
                     route.name,
                     route.destination_cidr,
                     error,
                 )
+        if lost is not None:
+            raise lost
         metrics.route_sync_total.inc()
         for node in nodes:
             if node.pod_cidrs:
@@ -197,3 +204,5 @@ class RouteController(Controller):
         except ApiError as error:
             if not error.not_found:
                 log.warning("route: condition of %s: %s", node.name, error)
+        except Exception as error:  # noqa: BLE001 - written again on the next pass
+            log.warning("route: condition of %s: %s", node.name, error)

@@ -5,6 +5,21 @@ parsing a node into a dict is several times faster and lighter than building ``V
 which matters at thousands of nodes. Connection settings (kubeconfig or in-cluster service
 account, TLS, tokens) come from the official ``kubernetes`` package's config loaders; requests go
 through one urllib3 pool with a token-bucket limiter (``--kube-api-qps`` / ``--kube-api-burst``).
+
+Requests are retried as client-go retries them (see :class:`RetryPolicy`), so that an API server
+that restarts or sheds load costs a short wait rather than an error:
+
+* an answer ``429 Too Many Requests``, or any 5xx carrying ``Retry-After``, is retried after the
+  seconds the server asked for (capped), whatever the verb: the server refused the request;
+* a connection that could not be opened (refused, connect timeout) is retried with backoff for
+  every verb, since nothing was sent;
+* a connection that broke after the request went out (reset, closed, a protocol error while the
+  server restarts) is retried only for GET: a write may have reached the server, and sending it
+  again blindly could apply it twice. The caller's own retry (a work queue's backoff, a
+  resourceVersion-guarded write) decides instead.
+
+Read timeouts are never retried (the server is slow, not gone), and watches are never retried
+here: informers reconnect with their own backoff.
 """
 
 from __future__ import annotations
@@ -12,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -59,6 +75,65 @@ EVENTS = Resource("v1", "events", namespaced=True)
 LEASES = Resource("coordination.k8s.io/v1", "leases", namespaced=True)
 SECRETS = Resource("v1", "secrets", namespaced=True)
 CONFIGMAPS = Resource("v1", "configmaps", namespaced=True)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long a request is sent again (client-go's rules, module docstring)."""
+
+    max_retries: int = 10
+    """Retries after the first attempt (client-go's default is 10)."""
+    max_retry_after: float = 10.0
+    """Longest wait honoured from one ``Retry-After``; longer asks wait this long."""
+    default_retry_after: float = 1.0
+    """Wait after a 429 that names no delay."""
+    initial_backoff: float = 0.2
+    """First wait after a connection error; it doubles up to :attr:`max_backoff`."""
+    max_backoff: float = 2.0
+    max_elapsed: float = 15.0
+    """Total seconds spent waiting between attempts of one request, at most."""
+
+
+NO_RETRIES = RetryPolicy(max_retries=0)
+"""For callers that keep their own deadline (a lease renewal) and retry themselves."""
+
+IDEMPOTENT_METHODS = frozenset({"GET"})
+"""Methods sent again after a connection broke mid-request (client-go retries GET only)."""
+
+
+def _nothing_sent(error: urllib3.exceptions.HTTPError) -> bool:
+    """Whether the request failed before a byte of it reached the server."""
+    return isinstance(error, urllib3.exceptions.ConnectTimeoutError)  # NewConnectionError too
+
+
+def _connection_broke(error: urllib3.exceptions.HTTPError) -> bool:
+    """Whether the connection failed in a way a restarting server causes: reset, closed, cut
+    short, or a TLS session ended mid-way (not a certificate that fails to verify)."""
+    if isinstance(error, urllib3.exceptions.ProtocolError):
+        return True
+    if isinstance(error, urllib3.exceptions.SSLError):
+        cause = error.args[0] if error.args else None
+        return isinstance(cause, (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionError))
+    return False
+
+
+def _retry_after(response: urllib3.BaseHTTPResponse, policy: RetryPolicy) -> float | None:
+    """The wait a 429, or a 5xx with ``Retry-After``, asks for; ``None`` when it asks none."""
+    status = response.status
+    if status != 429 and not 500 <= status < 600:
+        return None
+    header = response.headers.get("Retry-After")
+    seconds: float | None = None
+    if header is not None:
+        try:
+            seconds = float(int(header.strip()))  # client-go reads whole seconds only
+        except ValueError:
+            seconds = None
+    if seconds is None:
+        if status != 429:
+            return None
+        seconds = policy.default_retry_after
+    return min(max(0.0, seconds), policy.max_retry_after)
 
 
 class WatchHandle:
@@ -164,10 +239,12 @@ class KubeApi:
         qps: float = 20.0,
         burst: int = 30,
         user_agent: str = "polyccm",
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.configuration = configuration
         self.limiter = TokenBucket(qps, burst)
         self.user_agent = user_agent
+        self.retry = retry if retry is not None else RetryPolicy()
         pool_args: dict[str, Any] = {"maxsize": 8, "retries": False}
         if configuration.host.startswith("https"):
             pool_args["cert_reqs"] = "CERT_REQUIRED" if configuration.verify_ssl else "CERT_NONE"
@@ -224,23 +301,58 @@ class KubeApi:
         content_type: str | None = None,
         timeout: float = 30.0,
     ) -> JsonObject:
-        """One request; returns the decoded JSON answer or raises :class:`ApiError`."""
-        self.limiter.acquire()
+        """One request; returns the decoded JSON answer or raises :class:`ApiError` (or the
+        urllib3 error of the last attempt), retried as the module docstring says."""
         payload = None if body is None else json.dumps(body).encode()
         if payload is not None and content_type is None:
             content_type = "application/json"
-        response = self._pool.request(
-            method,
-            self._url(path, query),
-            body=payload,
-            headers=self._headers(content_type),
-            timeout=urllib3.Timeout(connect=10.0, read=timeout),
-            preload_content=True,
-        )
-        data = response.data
-        if response.status >= 400:
-            raise _api_error(response.status, data)
-        return json.loads(data) if data else {}
+        url = self._url(path, query)
+        policy = self.retry
+        backoff = policy.initial_backoff
+        waited = 0.0
+        attempt = 0
+        while True:
+            self.limiter.acquire()  # every attempt is a request, as in client-go
+            try:
+                response = self._pool.request(
+                    method,
+                    url,
+                    body=payload,
+                    headers=self._headers(content_type),
+                    timeout=urllib3.Timeout(connect=10.0, read=timeout),
+                    preload_content=True,
+                )
+            except urllib3.exceptions.HTTPError as error:
+                retryable = _nothing_sent(error) or (
+                    method in IDEMPOTENT_METHODS and _connection_broke(error)
+                )
+                delay = backoff
+                if not retryable or not self._may_retry(attempt, waited, delay):
+                    raise
+                backoff = min(policy.max_backoff, backoff * 2)
+                log.debug("%s %s: %s; retrying in %.1fs", method, path, error, delay)
+            else:
+                data = response.data
+                if response.status < 400:
+                    return json.loads(data) if data else {}
+                wait = _retry_after(response, policy)
+                if wait is None or not self._may_retry(attempt, waited, wait):
+                    raise _api_error(response.status, data)
+                delay = wait
+                log.debug(
+                    "%s %s: HTTP %d, the server asks to retry in %.0fs",
+                    method,
+                    path,
+                    response.status,
+                    delay,
+                )
+            time.sleep(delay)
+            waited += delay
+            attempt += 1
+
+    def _may_retry(self, attempt: int, waited: float, delay: float) -> bool:
+        policy = self.retry
+        return attempt < policy.max_retries and waited + delay <= policy.max_elapsed
 
     # -- verbs ----------------------------------------------------------------------------
 
@@ -280,9 +392,17 @@ class KubeApi:
         return self.request("PATCH", path, body=body, content_type=patch_type)
 
     def delete(
-        self, resource: Resource, name: str, namespace: str | None = None, **query: Any
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        body: JsonObject | None = None,
+        **query: Any,
     ) -> JsonObject:
-        return self.request("DELETE", resource.path(namespace, name), query=query)
+        """Delete ``name``; ``body`` is a ``DeleteOptions`` (``preconditions``,
+        ``propagationPolicy``...)."""
+        return self.request("DELETE", resource.path(namespace, name), query=query, body=body)
 
     def watch(
         self,
