@@ -21,6 +21,13 @@ from polyccm.kube.api import KubeconfigError, load_configuration
 
 USAGE_ERROR = 2
 PROG = "polyccm"
+# Upstream (k8s.io/cloud-provider) refuses to start without a cluster id for the same reason:
+# the id scopes every cloud resource the controllers make, adopt or delete.
+_NO_CLUSTER_ID = (
+    "no cluster id: the {provider} provider found none, neither in --cloud-config nor in the tags "
+    "of the cloud instance polyccm runs on; set one in either place, or pass "
+    "--allow-untagged-cloud to run without one"
+)
 
 
 class UsageError(Exception):
@@ -134,11 +141,19 @@ def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None
         problem = route_controller_problem(options, provider)
         if problem:
             raise UsageError(problem)
+        if not provider.has_cluster_id() and not options.allow_untagged_cloud:
+            raise UsageError(_NO_CLUSTER_ID.format(provider=options.provider))
         configuration = load_configuration(options.kubeconfig, options.master)
     except (UsageError, ConfigError, plugins.PluginError, KubeconfigError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return USAGE_ERROR
     _configure_logging(options.verbosity)
+    if not provider.has_cluster_id():
+        logging.getLogger(PROG).warning(
+            "no cluster id found; running without one as --allow-untagged-cloud allows "
+            "(--cluster-name %r stands in for it)",
+            options.cluster_name,
+        )
     from polyccm.app.manager import run_manager
 
     return run_manager(options, provider, configuration)

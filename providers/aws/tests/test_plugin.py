@@ -25,6 +25,7 @@ def test_emulator_launch_serves_moto_on_loopback(tmp_path: Path) -> None:
     assert list(launch.argv) == [sys.executable, "-m", "polyccm_aws.emulator", "--port", "45678"]
     assert launch.env == {
         "AWS_ENDPOINT_URL": "http://127.0.0.1:45678",
+        "AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://127.0.0.1:45678/",
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",

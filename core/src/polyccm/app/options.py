@@ -51,6 +51,7 @@ class ManagerOptions:
     kubeconfig: str | None = None
     master: str | None = None
     cluster_name: str = "kubernetes"
+    allow_untagged_cloud: bool = False
     cluster_cidrs: tuple[str, ...] = ()
     configure_cloud_routes: bool = True
     controllers: frozenset[str] = frozenset(CONTROLLER_ALIASES)
@@ -138,6 +139,13 @@ def add_manager_flags(parser: argparse.ArgumentParser) -> None:
         "--cluster-name",
         default="kubernetes",
         help="instance prefix for the cluster (default kubernetes)",
+    )
+    _bool_flag(
+        generic,
+        "--allow-untagged-cloud",
+        False,
+        "start even when the provider finds no cluster id (upstream's legacy mode); "
+        "cloud resources are then tagged with --cluster-name",
     )
     generic.add_argument(
         "--cluster-cidr",
@@ -310,6 +318,7 @@ def options_from_namespace(provider: str, ns: argparse.Namespace) -> ManagerOpti
         kubeconfig=ns.kubeconfig,
         master=ns.master,
         cluster_name=ns.cluster_name,
+        allow_untagged_cloud=ns.allow_untagged_cloud,
         cluster_cidrs=tuple(ns.cluster_cidr),
         configure_cloud_routes=ns.configure_cloud_routes,
         controllers=ns.controllers,

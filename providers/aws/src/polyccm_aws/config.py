@@ -77,7 +77,8 @@ class CloudConfig:
     kubernetes_cluster_tag: str = ""
     """``KubernetesClusterTag``: legacy cluster id (tag ``KubernetesCluster=<id>``)."""
     kubernetes_cluster_id: str = ""
-    """``KubernetesClusterID``: cluster id (tag ``kubernetes.io/cluster/<id>``)."""
+    """``KubernetesClusterID``: cluster id (tag ``kubernetes.io/cluster/<id>``). With neither
+    cluster-id key, the id comes from the tags of the instance polyccm runs on."""
     disable_security_group_ingress: bool = False
     """``DisableSecurityGroupIngress``: never add LB rules to node security groups."""
     elb_security_group: str = ""
@@ -294,6 +295,7 @@ def parse_cloud_config(text: str, path: str = "<cloud-config>") -> CloudConfig:
     """Parse the INI text of an AWS cloud config; raise ConfigError naming ``path`` and line."""
     entries, override_lines = _lex(text, path)
     values: dict[str, Any] = {}
+    lines: dict[str, int] = {}
     families: list[str] | None = None
     overrides: dict[str, dict[str, str]] = {key: {} for key in override_lines}
     for entry in entries:
@@ -314,9 +316,11 @@ def parse_cloud_config(text: str, path: str = "<cloud-config>") -> CloudConfig:
                 values[attribute] = parser(entry.value)
             except ValueError as error:
                 raise ConfigError(f"{entry.name}: {error}", path=path, line=entry.line) from None
+            lines[attribute] = entry.line
             _check_global(attribute, values[attribute], entry.name, (path, entry.line))
         else:
             raise ConfigError(f"unknown key {entry.name!r} in [Global]", path=path, line=entry.line)
+    _check_cluster_ids(values, lines, path)
     if families:
         values["node_ip_families"] = tuple(families)
     values["service_overrides"] = tuple(
@@ -342,6 +346,19 @@ def _check_global(attribute: str, value: Any, name: str, where: tuple[str, int])
         and not 0 <= value <= 65535
     ):
         raise ConfigError(f"{name}: {value} is not a port", path=where[0], line=where[1])
+
+
+def _check_cluster_ids(values: dict[str, Any], lines: dict[str, int], path: str) -> None:
+    """Both cluster-id keys must name the same cluster (upstream refuses to start otherwise)."""
+    legacy = values.get("kubernetes_cluster_tag", "")
+    current = values.get("kubernetes_cluster_id", "")
+    if legacy and current and legacy != current:
+        raise ConfigError(
+            f"KubernetesClusterTag {legacy!r} and KubernetesClusterID {current!r} name different "
+            "clusters; set one of them",
+            path=path,
+            line=max(lines["kubernetes_cluster_tag"], lines["kubernetes_cluster_id"]),
+        )
 
 
 def _build_override(key: str, entries: dict[str, str], where: tuple[str, int]) -> ServiceOverride:

@@ -10,7 +10,12 @@ the ``emulator`` extra) behind a small WSGI layer that
   ``{"action": "DescribeInstances", "count": 2, "code": "RequestLimitExceeded"}``; ``code`` may
   also be ``Throttling``, ``ServiceUnavailable`` (HTTP 503) or ``InternalError`` (HTTP 500);
   ``action`` ``*`` matches every call; ``DELETE`` clears pending faults);
-* resets everything, moto's state included, on ``POST /_polyccm/reset``.
+* resets everything, moto's state included, on ``POST /_polyccm/reset``;
+* answers as the instance metadata service (IMDSv2: ``PUT /latest/api/token``, then
+  ``GET /latest/meta-data/...`` with the token) of the instance tagged
+  ``polyccm.dev/ccm-host=true``, so that "the instance polyccm runs on" is chosen through the
+  cloud's own API (``RunInstances``/``CreateTags``). moto's own metadata would name a fixed fake
+  instance that does not exist. Point boto3 here with ``AWS_EC2_METADATA_SERVICE_ENDPOINT``.
 
 :class:`EmulatorControl` is a tiny client of those endpoints. Only loopback addresses are served.
 """
@@ -24,6 +29,7 @@ import json
 import logging
 import threading
 import urllib.request
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -32,6 +38,9 @@ from urllib.parse import parse_qs
 
 CONTROL = "/_polyccm/"
 HEALTH_PATH = CONTROL + "health"
+METADATA = "/latest/"
+#: The tag that makes an instance the one the emulated instance metadata service describes.
+CCM_HOST_TAG = "polyccm.dev/ccm-host"
 
 # The API version each query-protocol service sends; it tells ELB and ELBv2 apart.
 _SERVICE_BY_VERSION = {
@@ -80,12 +89,80 @@ def _error_body(service: str, code: str, message: str) -> bytes:
     ).encode()
 
 
-class FaultInjector:
-    """WSGI middleware around moto: counts calls, injects faults, serves the control endpoints."""
+#: What the emulated metadata service knows of one instance: path under ``meta-data/`` -> value.
+HostMetadata = Mapping[str, str]
 
-    def __init__(self, app: WsgiApp, reset_backends: Callable[[], None] | None = None) -> None:
+
+class InstanceMetadataService:
+    """IMDSv2 for one instance, found anew on every request by ``find_host``.
+
+    Tokens come from ``PUT /latest/api/token`` (which, as on EC2, needs the TTL header) and are
+    required on every ``GET``; without a host instance every path answers 404, as a machine
+    outside EC2 would leave the caller without an answer.
+    """
+
+    TOKEN_HEADER = "HTTP_X_AWS_EC2_METADATA_TOKEN"
+    TTL_HEADER = "HTTP_X_AWS_EC2_METADATA_TOKEN_TTL_SECONDS"
+
+    def __init__(self, find_host: Callable[[], HostMetadata | None]) -> None:
+        self._find_host = find_host
+        self._tokens: set[str] = set()
+        self._lock = threading.Lock()
+
+    def forget_tokens(self) -> None:
+        with self._lock:
+            self._tokens.clear()
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = str(environ.get("PATH_INFO", ""))[len(METADATA) :]
+        method = str(environ.get("REQUEST_METHOD", "GET"))
+        if path == "api/token":
+            if method != "PUT":
+                return _text(start_response, 405, "use PUT for a token")
+            if not environ.get(self.TTL_HEADER):
+                return _text(start_response, 400, "missing token TTL header")
+            token = uuid.uuid4().hex
+            with self._lock:
+                self._tokens.add(token)
+            return _text(start_response, 200, token)
+        with self._lock:
+            authorised = environ.get(self.TOKEN_HEADER) in self._tokens
+        if not authorised:
+            return _text(start_response, 401, "a session token is required (IMDSv2)")
+        host = self._find_host()
+        if host is None or not path.startswith("meta-data/"):
+            return _text(start_response, 404, "not found")
+        key = path[len("meta-data/") :].strip("/")
+        if not key:
+            return _text(start_response, 200, "\n".join(sorted(host)))
+        value = host.get(key)
+        if value is None:
+            return _text(start_response, 404, "not found")
+        return _text(start_response, 200, value)
+
+
+def _text(start_response: StartResponse, status: int, body: str) -> Iterable[bytes]:
+    data = body.encode()
+    start_response(
+        f"{status} {'OK' if status == 200 else 'Error'}",
+        [("Content-Type", "text/plain"), ("Content-Length", str(len(data)))],
+    )
+    return [data]
+
+
+class FaultInjector:
+    """WSGI middleware around moto: counts calls, injects faults, serves the control endpoints
+    and the instance metadata service."""
+
+    def __init__(
+        self,
+        app: WsgiApp,
+        reset_backends: Callable[[], None] | None = None,
+        metadata: InstanceMetadataService | None = None,
+    ) -> None:
         self._app = app
         self._reset_backends = reset_backends
+        self._metadata = metadata
         self._lock = threading.Lock()
         self._calls: Counter[str] = Counter()
         self._by_service: Counter[str] = Counter()
@@ -95,6 +172,10 @@ class FaultInjector:
         path = str(environ.get("PATH_INFO", ""))
         if path.startswith(CONTROL):
             return self._control(path, environ, start_response)
+        if path.startswith(METADATA):
+            if self._metadata is None:
+                return _text(start_response, 404, "no instance metadata service")
+            return self._metadata(environ, start_response)
         action, service = self._identify(environ)
         fault: Fault | None = None
         with self._lock:
@@ -176,6 +257,8 @@ class FaultInjector:
                 self._by_service.clear()
                 if self._reset_backends is not None:
                     self._reset_backends()
+                if self._metadata is not None:
+                    self._metadata.forget_tokens()
                 return {}
         return None
 
@@ -244,12 +327,42 @@ def _require_loopback(host: str) -> None:
         raise SystemExit(f"refusing to serve on {host}: the emulator only serves loopback")
 
 
+def find_ccm_host() -> HostMetadata | None:
+    """The metadata of the first live instance tagged ``polyccm.dev/ccm-host=true``, searched
+    in every account and region moto has state for; ``None`` when there is none."""
+    from moto.ec2.models import ec2_backends
+
+    for regions in list(ec2_backends.values()):
+        for backend in list(regions.values()):
+            for instance in backend.all_instances():
+                if instance._state.name == "terminated":
+                    continue
+                tags = {t["key"]: t["value"] for t in instance.get_tags()}
+                if tags.get(CCM_HOST_TAG) != "true":
+                    continue
+                zone = str(instance.placement.zone or "")
+                return {
+                    "instance-id": str(instance.id),
+                    "instance-type": str(instance.instance_type),
+                    "placement/availability-zone": zone,
+                    "placement/region": str(instance.region_name),
+                    "local-ipv4": str(instance.private_ip or ""),
+                    "local-hostname": str(instance.private_dns_name or ""),
+                }
+    return None
+
+
 def build_app() -> FaultInjector:
-    """moto's multi-service WSGI app wrapped in the fault injector."""
+    """moto's multi-service WSGI app wrapped in the fault injector, with the emulated instance
+    metadata service."""
     from moto.moto_api._internal.models import moto_api_backend
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-    return FaultInjector(DomainDispatcherApplication(create_backend_app), moto_api_backend.reset)
+    return FaultInjector(
+        DomainDispatcherApplication(create_backend_app),
+        moto_api_backend.reset,
+        InstanceMetadataService(find_ccm_host),
+    )
 
 
 def serve(host: str, port: int, *, verbose: bool = False) -> None:

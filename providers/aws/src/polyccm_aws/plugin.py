@@ -33,16 +33,21 @@ def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
     from polyccm_aws.config import load_cloud_config
     from polyccm_aws.provider import AwsProvider
 
-    return AwsProvider(load_cloud_config(settings.cloud_config), cluster_name=settings.cluster_name)
+    return AwsProvider.discover(
+        load_cloud_config(settings.cloud_config), cluster_name=settings.cluster_name
+    )
 
 
 def emulator_launch(port: int, state_dir: Path) -> EmulatorLaunch:
-    """moto's server with fault injection on ``127.0.0.1:port``, and the variables to reach it."""
+    """moto's server with fault injection on ``127.0.0.1:port``, and the variables to reach it:
+    the AWS APIs and the instance metadata service (which describes the instance tagged
+    ``polyccm.dev/ccm-host=true``) are both served there."""
     del state_dir  # moto keeps its state in memory
     return EmulatorLaunch(
         argv=[sys.executable, "-m", "polyccm_aws.emulator", "--port", str(port)],
         env={
             "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+            "AWS_EC2_METADATA_SERVICE_ENDPOINT": f"http://127.0.0.1:{port}/",
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
             "AWS_DEFAULT_REGION": "us-east-1",

@@ -2,14 +2,26 @@
 
 The table is ``RouteTableID`` from the cloud config, else the one table tagged for the cluster.
 Each route targets the node's instance, whose source/destination check is turned off so it may
-forward pod traffic. Listing costs one DescribeRouteTables plus one (usually cached)
-DescribeInstances; a route whose instance is gone is reported as a blackhole.
+forward pod traffic. A route whose instance is gone is reported as a blackhole.
+
+A route is only ever written over when it is a blackhole, as upstream does: a CIDR already routed
+to the node's instance is success, and one routed anywhere else (a NAT or transit gateway, a
+peering connection, another instance) is an error naming that target, never replaced.
+
+Cost: :meth:`AwsRoutes.list_routes` describes the table once (one DescribeRouteTables plus one,
+usually cached, DescribeInstances) and remembers what it saw, so the creations and deletions of
+the same route-controller pass describe nothing more. A remembered table is trusted for
+:data:`VIEW_TTL` seconds; CreateRoute answering ``RouteAlreadyExists`` (someone else wrote the
+CIDR meanwhile) is the one case that describes the table again.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from polyccm.cloud import Route, Routes
@@ -25,6 +37,39 @@ from polyccm_aws.tagging import ClusterTagging
 
 log = logging.getLogger(__name__)
 
+VIEW_TTL = 30.0
+"""Seconds a described route table is trusted (longer than a pass, shorter than a period)."""
+
+#: Route fields that name a target, in the order a conflict message prefers them.
+_TARGET_FIELDS = (
+    "InstanceId",
+    "NatGatewayId",
+    "TransitGatewayId",
+    "VpcPeeringConnectionId",
+    "GatewayId",
+    "EgressOnlyInternetGatewayId",
+    "LocalGatewayId",
+    "CarrierGatewayId",
+    "NetworkInterfaceId",
+    "CoreNetworkArn",
+)
+
+
+def route_target(entry: Mapping[str, Any]) -> str:
+    """What a route-table entry points at (``nat-0abc``, ``pcx-...``, ``i-...``), or ``""``."""
+    return next((str(entry[f]) for f in _TARGET_FIELDS if entry.get(f)), "")
+
+
+@dataclass
+class _TableView:
+    """One described route table: its id and its routes by destination CIDR."""
+
+    table_id: str
+    routes: dict[str, Mapping[str, Any]]
+    taken_at: float
+    blackholes: set[str] = field(default_factory=set)
+    """CIDRs judged blackholed when listed (their instance gone, even if EC2 says active)."""
+
 
 class AwsRoutes(Routes):
     """The Routes capability backed by one VPC route table."""
@@ -36,14 +81,23 @@ class AwsRoutes(Routes):
         tagging: ClusterTagging,
         store: InstanceStore,
         directory: NodeDirectory,
+        *,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._api = api
         self._config = config
         self._tagging = tagging
         self._store = store
         self._directory = directory
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._describing = threading.Lock()
+        self._view: _TableView | None = None
 
-    def _table(self) -> Mapping[str, Any]:
+    # -- the route table ----------------------------------------------------------------------
+
+    def _describe(self) -> _TableView:
+        """Describe the table now (one DescribeRouteTables) and remember it."""
         if self._config.route_table_id:
             answer = self._api.call(
                 "ec2", "describe_route_tables", RouteTableIds=[self._config.route_table_id]
@@ -70,11 +124,45 @@ class AwsRoutes(Routes):
                 f"({ids}); set RouteTableID in the cloud config"
             )
         table: Mapping[str, Any] = tables[0]
-        return table
+        view = _TableView(
+            table_id=str(table["RouteTableId"]),
+            routes={
+                str(r["DestinationCidrBlock"]): r
+                for r in table.get("Routes", ())
+                if r.get("DestinationCidrBlock")
+            },
+            taken_at=self._clock(),
+        )
+        with self._lock:
+            self._view = view
+        return view
+
+    def _known(self) -> _TableView:
+        """The table as last described, if recent enough; else described now (once, however
+        many creations ask at the same time)."""
+        with self._describing:
+            with self._lock:
+                view = self._view
+            if view is not None and self._clock() - view.taken_at < VIEW_TTL:
+                return view
+            return self._describe()
+
+    def _remember(self, cidr: str, entry: Mapping[str, Any] | None) -> None:
+        """Record our own write to the table, so later calls of the pass see it."""
+        with self._lock:
+            if self._view is None:
+                return
+            self._view.blackholes.discard(cidr)
+            if entry is None:
+                self._view.routes.pop(cidr, None)
+            else:
+                self._view.routes[cidr] = entry
+
+    # -- Routes -------------------------------------------------------------------------------
 
     def list_routes(self, cluster_name: str) -> list[Route]:
-        table = self._table()
-        entries = [r for r in table.get("Routes", ()) if r.get("DestinationCidrBlock")]
+        view = self._describe()
+        entries = list(view.routes.values())
         ids = [str(r["InstanceId"]) for r in entries if r.get("InstanceId")]
         instances = self._store.by_ids(ids) if ids else {}
         routes: list[Route] = []
@@ -93,6 +181,9 @@ class AwsRoutes(Routes):
                         instance.get("PrivateDnsName", "")
                     )
             cidr = str(entry["DestinationCidrBlock"])
+            if blackhole:
+                with self._lock:
+                    view.blackholes.add(cidr)
             routes.append(Route(route_name(cluster_name, cidr), target, cidr, blackhole))
         return routes
 
@@ -109,6 +200,16 @@ class AwsRoutes(Routes):
             raise InstanceNotFound(f"no live EC2 instance for node {node_name!r}")
         return str(found["InstanceId"])
 
+    def _is_blackhole(self, view: _TableView, cidr: str, entry: Mapping[str, Any]) -> bool:
+        """EC2's blackhole state, or an instance route whose instance is gone (as listed)."""
+        if entry.get("State") == "blackhole" or cidr in view.blackholes:
+            return True
+        other = str(entry.get("InstanceId") or "")
+        if not other:
+            return False
+        instance = self._store.by_ids([other]).get(other)
+        return instance is None or state_of(instance) == "terminated"
+
     def create_route(self, cluster_name: str, name_hint: str, route: Route) -> None:
         instance_id = self._instance_for(route.target_node)
         instance = self._store.by_ids([instance_id]).get(instance_id)
@@ -122,39 +223,63 @@ class AwsRoutes(Routes):
                 SourceDestCheck={"Value": False},
             )
             self._store.invalidate([instance_id])
-        table = self._table()
-        table_id = str(table["RouteTableId"])
-        current = next(
-            (
-                r
-                for r in table.get("Routes", ())
-                if r.get("DestinationCidrBlock") == route.destination_cidr
-            ),
-            None,
-        )
-        if current is not None:
-            if current.get("InstanceId") == instance_id and current.get("State") != "blackhole":
+        cidr = route.destination_cidr
+        view = self._known()
+        current = view.routes.get(cidr)
+        if current is None:
+            try:
+                self._write("create_route", view.table_id, cidr, instance_id)
                 return
-            if current.get("State") == "blackhole":
-                log.info("replacing blackholed route %s", route.destination_cidr)
-            self._api.call(
-                "ec2",
-                "replace_route",
-                RouteTableId=table_id,
-                DestinationCidrBlock=route.destination_cidr,
-                InstanceId=instance_id,
-            )
+            except AwsApiError as error:
+                if error_code(error) != "RouteAlreadyExists":
+                    raise
+            view = self._describe()  # written by someone else since we looked
+            current = view.routes.get(cidr)
+            if current is None:
+                raise CloudError(
+                    f"route {cidr} in {view.table_id} appeared and vanished; retrying later"
+                )
+        self._settle(view, cidr, current, instance_id)
+
+    def _settle(
+        self, view: _TableView, cidr: str, current: Mapping[str, Any], instance_id: str
+    ) -> None:
+        """The CIDR is already routed: fine if to our instance, replaced if a blackhole,
+        refused otherwise."""
+        blackhole = self._is_blackhole(view, cidr, current)
+        if current.get("InstanceId") == instance_id and not blackhole:
             return
+        if not blackhole:
+            raise CloudError(
+                f"route table {view.table_id} already routes {cidr} to "
+                f"{route_target(current) or 'another target'}; polyccm replaces only blackholed "
+                "routes, so remove that route or give the node another pod CIDR"
+            )
+        log.info(
+            "replacing blackholed route %s (was %s)", cidr, route_target(current) or "no target"
+        )
+        self._write("replace_route", view.table_id, cidr, instance_id)
+
+    def _write(self, operation: str, table_id: str, cidr: str, instance_id: str) -> None:
         self._api.call(
             "ec2",
-            "create_route",
+            operation,
             RouteTableId=table_id,
-            DestinationCidrBlock=route.destination_cidr,
+            DestinationCidrBlock=cidr,
             InstanceId=instance_id,
+        )
+        self._remember(
+            cidr,
+            {
+                "DestinationCidrBlock": cidr,
+                "InstanceId": instance_id,
+                "State": "active",
+                "Origin": "CreateRoute",
+            },
         )
 
     def delete_route(self, cluster_name: str, route: Route) -> None:
-        table_id = str(self._table()["RouteTableId"])
+        table_id = self._known().table_id
         try:
             self._api.call(
                 "ec2",
@@ -165,3 +290,4 @@ class AwsRoutes(Routes):
         except AwsApiError as error:
             if error_code(error) != "InvalidRoute.NotFound":
                 raise
+        self._remember(route.destination_cidr, None)

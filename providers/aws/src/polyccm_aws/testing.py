@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 from polyccm.objects import Node, Service
 
-from polyccm_aws.emulator import EmulatorControl
+from polyccm_aws.emulator import CCM_HOST_TAG, EmulatorControl
 from polyccm_aws.plugin import emulator_launch
 
 CLUSTER = "kubernetes"
@@ -72,13 +72,15 @@ FOREIGN_VARIABLES = ("AWS_PROFILE", "AWS_REGION", "AWS_SESSION_TOKEN", "AWS_ROLE
 
 
 def isolated_environment(emulator_env: Mapping[str, str]) -> dict[str, str]:
-    """Variables that point boto3 at the emulator alone: its endpoint and fake keys, and no
-    profile, config file or instance metadata. Unset :data:`FOREIGN_VARIABLES` as well."""
+    """Variables that point boto3 at the emulator alone: its API and instance metadata
+    endpoints and fake keys, and no profile or config file. Unset :data:`FOREIGN_VARIABLES` as
+    well."""
+    if "AWS_EC2_METADATA_SERVICE_ENDPOINT" not in emulator_env:
+        raise ValueError("the emulator's environment names no instance metadata endpoint")
     return {
         **emulator_env,
         "AWS_CONFIG_FILE": os.devnull,
         "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-        "AWS_EC2_METADATA_DISABLED": "true",
     }
 
 
@@ -151,9 +153,20 @@ class World:
         return subnet
 
     def instances(
-        self, count: int = 1, zone: str = "us-east-1a", instance_type: str = "m5.large"
+        self,
+        count: int = 1,
+        zone: str = "us-east-1a",
+        instance_type: str = "m5.large",
+        *,
+        tags: Mapping[str, str] | None = None,
+        ccm_host: bool = False,
     ) -> list[dict[str, Any]]:
-        """Running instances in ``zone``'s public subnet, in the node security group."""
+        """Running instances in ``zone``'s public subnet, in the node security group, tagged
+        ``tags`` (default: owned by :data:`CLUSTER`). ``ccm_host`` makes the (first) instance
+        the one polyccm runs on: the emulator's metadata service names it."""
+        wanted = dict({CLUSTER_TAG: "owned"} if tags is None else tags)
+        if ccm_host:
+            wanted[CCM_HOST_TAG] = "true"
         answer = self.ec2.run_instances(
             ImageId="ami-12c6146b",
             MinCount=count,
@@ -162,8 +175,13 @@ class World:
             SubnetId=self.public[zone],
             SecurityGroupIds=[self.node_group],
             TagSpecifications=[
-                {"ResourceType": "instance", "Tags": [{"Key": CLUSTER_TAG, "Value": "owned"}]}
-            ],
+                {
+                    "ResourceType": "instance",
+                    "Tags": [{"Key": k, "Value": v} for k, v in sorted(wanted.items())],
+                }
+            ]
+            if wanted
+            else [],
         )
         instances: list[dict[str, Any]] = answer["Instances"]
         return instances
