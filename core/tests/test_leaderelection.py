@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 from polyccm import metrics
+from polyccm.cloudcalls import Fence
+from polyccm.errors import LeadershipLost
 from polyccm.kube.api import LEASES, KubeApi
 from polyccm.leaderelection import LeaderElector, micro_time
 
@@ -54,6 +56,24 @@ class _Partitionable(KubeApi):
         return super().request(method, path, **kwargs)
 
 
+class _Hanging(KubeApi):
+    """The real API server behind a connection that can hang: once ``hung``, every request
+    waits for its whole timeout and then fails, as a read from a frozen peer does."""
+
+    def __init__(self, api: KubeApi) -> None:
+        super().__init__(api.configuration, qps=0)
+        self.hung = False
+        self.longest_wait = 0.0
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        if self.hung:
+            timeout = float(kwargs.get("timeout", 30.0))
+            self.longest_wait = max(self.longest_wait, timeout)
+            time.sleep(timeout)
+            raise TimeoutError("read timed out")
+        return super().request(method, path, **kwargs)
+
+
 @pytest.fixture
 def candidates(kube_api: KubeApi, namespace: str) -> Iterator[Callable[..., Candidate]]:
     made: list[Candidate] = []
@@ -63,6 +83,7 @@ def candidates(kube_api: KubeApi, namespace: str) -> Iterator[Callable[..., Cand
         *,
         api: KubeApi | None = None,
         leading: Callable[[threading.Event], None] | None = None,
+        fence: Fence | None = None,
     ) -> Candidate:
         holder: list[Candidate] = []
 
@@ -71,6 +92,8 @@ def candidates(kube_api: KubeApi, namespace: str) -> Iterator[Callable[..., Cand
             holder[0].started.set()
             if leading is not None:
                 leading(lost)
+            else:
+                lost.wait()  # controllers run until the term ends
 
         elector = LeaderElector(
             api or kube_api,
@@ -79,6 +102,7 @@ def candidates(kube_api: KubeApi, namespace: str) -> Iterator[Callable[..., Cand
             identity=identity,
             on_started_leading=on_started,
             on_stopped_leading=lambda: holder[0].stopped_leading.set(),  # noqa: PLW0108 - holder is filled after
+            fence=fence,
             **TIMINGS,
         )
         candidate = Candidate(elector)
@@ -278,3 +302,40 @@ def test_a_restarted_leader_with_the_same_identity_resumes_at_once(
     second = candidates("same")
     second.start()
     assert _wait(second.elector.is_leader, 10, "the second run to lead") < 2
+
+
+def test_a_hung_connection_ends_leadership_and_cloud_calls_at_the_renew_deadline(
+    kube_api: KubeApi, namespace: str, candidates: Callable[..., Candidate]
+) -> None:
+    fence = Fence()
+    fence.close()
+    hanging = _Hanging(kube_api)
+    a = candidates("a", api=hanging, fence=fence)
+    a.start()
+    _wait(a.elector.is_leader, 10, "a to lead")
+    assert fence.allowed(), "the leader may call the cloud"
+    hanging.hung = True
+    cut = time.monotonic()
+    _wait(lambda: not fence.allowed(), 10, "the fence to close")
+    closed_after = time.monotonic() - cut
+    with pytest.raises(LeadershipLost):
+        fence.check()
+    _wait(a.stopped_leading.is_set, 10, "a to give up")
+    gave_up_after = time.monotonic() - cut
+    assert a.lost is not None and a.lost.is_set()
+    # Counted from the last renewal that went through, never later, however long requests hang.
+    assert closed_after <= TIMINGS["renew_deadline"] + 0.1
+    assert gave_up_after <= TIMINGS["renew_deadline"] + 0.5
+    assert hanging.longest_wait <= TIMINGS["renew_deadline"] / 2, "requests bounded"
+
+
+def test_a_term_that_ends_on_its_own_gives_the_lease_up(
+    kube_api: KubeApi, namespace: str, candidates: Callable[..., Candidate]
+) -> None:
+    fence = Fence()
+    a = candidates("a", leading=lambda lost: None, fence=fence)  # e.g. caches never synced
+    a.start()
+    _wait(a.stopped_leading.is_set, 10, "a to give the term up")
+    assert not a.elector.is_leader()
+    assert _lease(kube_api, namespace).get("holderIdentity") is None, "lease released"
+    assert not fence.allowed(), "no cloud call once the term is over"

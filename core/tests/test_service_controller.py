@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec, RetryAfter
@@ -324,3 +325,71 @@ def test_a_concurrent_write_does_not_delay_the_finalizer_removal(
         what="deletion finished without a backoff round",
     )
     assert fake_cloud.count("ensure_load_balancer_deleted") == 1
+
+
+def test_provider_warnings_become_warning_events_and_the_load_balancer_is_served(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    warning = 'annotation example/lb-type: value "classic-ish" means nothing; a classic LB is used'
+    fake_cloud.warn(f"{namespace}/warned", warning)
+    make_service(kube_api, namespace, "warned")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "warned"), what="an ingress IP")
+    wait_for(lambda: "LoadBalancerWarning" in reasons_for(kube_api, namespace, "warned"))
+    found = [
+        (kind, message)
+        for kind, reason, message in events_for(kube_api, namespace, "warned")
+        if reason == "LoadBalancerWarning"
+    ]
+    assert found == [("Warning", warning)]
+    assert "SyncLoadBalancerFailed" not in reasons_for(kube_api, namespace, "warned")
+
+
+def test_a_load_balancer_whose_ensure_fails_after_a_restart_still_gets_new_nodes(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    initialised_nodes(kube_api, fake_cloud, "kept")
+    make_service(kube_api, namespace, "adopted")
+    first = start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "adopted"), what="the load balancer")
+    first.stop()
+    # A new process (or an upstream CCM's load balancer being adopted) whose ensure is refused,
+    # e.g. an annotation value it cannot read: the existing load balancer keeps working.
+    fake_cloud.fail_always("ensure_load_balancer", InvalidServiceSpec("bad annotation value"))
+    start_manager(fake_cloud)
+    wait_for(lambda: "SyncLoadBalancerFailed" in reasons_for(kube_api, namespace, "adopted"))
+    initialised_nodes(kube_api, fake_cloud, "joined")
+
+    def backends() -> tuple[str, ...]:
+        balancer = fake_cloud.balancer_for(f"{namespace}/adopted")
+        return balancer.backends if balancer else ()
+
+    wait_for(lambda: backends() == ("joined", "kept"), what="the new node added to the backends")
+
+
+def test_the_node_sync_waits_for_the_worker_that_holds_the_service(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    initialised_nodes(kube_api, fake_cloud, "c1")
+    make_service(kube_api, namespace, "busy")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "busy"), what="the load balancer")
+    ensure_seconds = 2.0
+    started: list[float] = []
+    updates: list[float] = []
+    fake_cloud.slow("ensure_load_balancer", ensure_seconds)
+    fake_cloud.observe("ensure_load_balancer", lambda _s: started.append(time.monotonic()))
+    fake_cloud.observe("update_load_balancer", lambda _s: updates.append(time.monotonic()))
+    kube_api.patch(SERVICES, "busy", {"metadata": {"annotations": {"resync": "1"}}}, namespace)
+    wait_for(lambda: started, what="a slow ensure to begin")
+    initialised_nodes(kube_api, fake_cloud, "c2")  # the node sync now wants the service too
+
+    def backends() -> tuple[str, ...]:
+        balancer = fake_cloud.balancer_for(f"{namespace}/busy")
+        return balancer.backends if balancer else ()
+
+    wait_for(lambda: backends() == ("c1", "c2"), timeout=20, what="the new node added")
+    assert updates, "the new node was added by the node sync"
+    assert all(at >= started[0] + ensure_seconds for at in updates), (
+        "the load balancer was updated while a worker was still ensuring it"
+    )

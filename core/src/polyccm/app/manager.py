@@ -6,6 +6,16 @@ constructor that returns ``None`` when the provider lacks the capability (the co
 logs that and does not start). A term starts fresh informers, runs every controller until the
 lease is lost or the process is asked to stop, and waits for each worker to finish the item in
 hand; the manager then campaigns again, so losing the lease never needs a restart.
+
+Leadership loss is bounded three ways. Cloud calls stop first, by time: the elector's
+:data:`~polyccm.cloudcalls.FENCE` refuses every call from ``renew_deadline`` after the last
+successful renewal, even while the renewing thread hangs on a dead connection. The controllers
+are told to stop as soon as the elector sees the loss, and get ``lease_duration`` to do so; a
+term whose workers are still running after that ends the process (exit status 1) so that a
+restart, not a second set of workers, comes next. The elector talks to the API server through
+its own client, so the controllers' rate limit never delays a renewal. /healthz fails while this
+process leads but its controllers are not running (caches not synced in time, a controller
+thread dead), and a term that ends for any reason gives the lease up.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from types import FrameType
 
 from kubernetes.client import Configuration
 
+from polyccm import cloudcalls
 from polyccm.app.options import ManagerOptions
 from polyccm.cloud import CloudProvider
 from polyccm.controllers.base import Controller, ControllerContext
@@ -41,6 +52,9 @@ from polyccm.leaderelection import LeaderElector
 log = logging.getLogger(__name__)
 
 SYNC_TIMEOUT = 120.0
+"""Seconds a term waits for its caches to sync before it gives up (and the lease)."""
+EXIT_WORKERS_STUCK = 1
+"""Exit status when a term's workers did not stop in time after leadership was lost."""
 
 ControllerFactory = Callable[[ControllerContext], Controller | None]
 
@@ -97,6 +111,11 @@ class ControllerManager:
         self._term_lock = threading.Lock()
         self._synced = threading.Event()
         self.elector: LeaderElector | None = None
+        # The current term, as the health checks see it.
+        self._term_started: float | None = None
+        self._term_lost: threading.Event | None = None
+        self._controller_threads: list[threading.Thread] = []
+        self._stuck: list[str] = []
 
     # -- health -------------------------------------------------------------------------
 
@@ -108,18 +127,37 @@ class ControllerManager:
         return self._synced.is_set()
 
     def healthy(self) -> bool:
-        return self.elector is None or self.elector.healthy()
+        """Liveness: the lease is being renewed and the controllers run when they should."""
+        election_ok = self.elector is None or self.elector.healthy()
+        return election_ok and self.controllers_healthy()
+
+    def controllers_healthy(self) -> bool:
+        """False while this process should run controllers and does not: its caches have not
+        synced within :data:`SYNC_TIMEOUT`, or a controller's thread has died."""
+        started, lost = self._term_started, self._term_lost
+        if started is None or lost is None or lost.is_set():
+            return True  # a standby, or a term that is ending
+        if self._synced.is_set():
+            return all(thread.is_alive() for thread in self._controller_threads)
+        return time.monotonic() - started <= SYNC_TIMEOUT
 
     # -- running ------------------------------------------------------------------------
 
-    def run(self, stop: threading.Event) -> None:
-        """Run until ``stop`` is set."""
+    def run(self, stop: threading.Event) -> int:
+        """Run until ``stop`` is set; returns the process exit status."""
         if not self.options.leader_election.enabled:
+            cloudcalls.FENCE.open_always()
             self.run_term(stop)
-            return
+            return 0
         election = self.options.leader_election
+        cloudcalls.FENCE.close()  # nothing may reach the cloud before this process leads
+        election_api = KubeApi(
+            self.api.configuration,
+            qps=0,
+            user_agent=f"{self.api.user_agent} leader-election",
+        )
         self.elector = LeaderElector(
-            self.api,
+            election_api,
             lock_name=election.resource_name,
             lock_namespace=election.resource_namespace,
             identity=self.identity,
@@ -128,17 +166,38 @@ class ControllerManager:
             retry_period=election.retry_period,
             on_started_leading=self.run_term,
             on_stopped_leading=lambda: log.info("leadership ended"),
+            fence=cloudcalls.FENCE,
         )
-        while not stop.is_set():
-            self.elector.run(stop)
-            # A lost lease: wait for the last term's workers before campaigning again.
-            with self._term_lock:
-                pass
+        try:
+            while not stop.is_set():
+                self.elector.run(stop)
+                # Wait for the last term's workers before campaigning again, but not forever.
+                if not self._term_lock.acquire(timeout=election.lease_duration + 15):
+                    self._stuck = ["the term itself"]
+                else:
+                    self._term_lock.release()
+                if self._stuck:
+                    log.error(
+                        "leadership lost and %s did not stop within %.0fs: exiting so that a "
+                        "restart, not a second set of workers, comes next",
+                        ", ".join(self._stuck),
+                        election.lease_duration,
+                    )
+                    return EXIT_WORKERS_STUCK
+        finally:
+            election_api.close()
+        return 0
 
     def run_term(self, lost: threading.Event) -> None:
         """Run every selected controller until ``lost`` is set; return when all stopped."""
         with self._term_lock:
-            self._run_term(lost)
+            self._term_lost = lost
+            self._term_started = time.monotonic()
+            try:
+                self._run_term(lost)
+            finally:
+                self._term_started = None
+                self._term_lost = None
 
     def _run_term(self, lost: threading.Event) -> None:
         options = self.options
@@ -181,22 +240,36 @@ class ControllerManager:
             # The caches are long-lived: move them out of the collector's way so that its
             # passes stop re-scanning thousands of cached objects (see DESIGN-NOTES).
             gc.freeze()
-            self._synced.set()
             threads = [
                 threading.Thread(target=c.run, args=(lost,), name=c.name, daemon=True)
                 for c in controllers
             ]
+            self._controller_threads = threads
             for thread in threads:
                 thread.start()
+            self._synced.set()
             log.info("started controllers: %s", ", ".join(c.name for c in controllers) or "none")
             lost.wait()
-            for thread in threads:
-                thread.join(timeout=60)
+            self._stuck = _join_all(threads, self._stop_timeout())
         finally:
             self._synced.clear()
+            self._controller_threads = []
             nodes.stop()
             services.stop()
             recorder.stop()
+
+    def _stop_timeout(self) -> float:
+        """How long a term's controllers get to stop once it ends."""
+        election = self.options.leader_election
+        return election.lease_duration if election.enabled else 60.0
+
+
+def _join_all(threads: list[threading.Thread], timeout: float) -> list[str]:
+    """Join ``threads`` within ``timeout`` seconds in all; the names of those still running."""
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    return [thread.name for thread in threads if thread.is_alive()]
 
 
 def _wait_for_caches(informers: tuple[Informer, ...], lost: threading.Event) -> bool:
@@ -246,7 +319,10 @@ def run_manager(
             health = HealthServer(
                 options.bind_address,
                 options.secure_port,
-                checks={"leader-election": manager.healthy},
+                checks={
+                    "leader-election": lambda: manager.elector is None or manager.elector.healthy(),
+                    "controllers": manager.controllers_healthy,
+                },
                 ready_checks={"informers-synced": manager.ready},
                 tls=tls,
             )
@@ -266,9 +342,8 @@ def run_manager(
         )
     log.info("polyccm %s starting (pid %d)", options.provider, os.getpid())
     try:
-        manager.run(stop)
+        return manager.run(stop)
     finally:
         if health is not None:
             health.stop()
         api.close()
-    return 0

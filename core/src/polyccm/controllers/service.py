@@ -9,6 +9,10 @@ the finalizer managed.
 Node changes reach the load balancers through one "node sync": when the set of backend nodes
 changes (not the nodes' readiness, which is not a filter), every managed service's load balancer
 gets ``update_load_balancer``; services whose update failed are retried on the next node sync.
+A service whose last ensure failed still gets its backends updated when it holds the finalizer
+(its load balancer may exist, adopted or half-made), so an annotation problem never freezes the
+backends of a working load balancer. One service is only ever handled by one thread: the worker
+syncing it and the node sync take the same per-service lock.
 """
 
 from __future__ import annotations
@@ -133,6 +137,15 @@ class ServiceController(Controller):
         # needs no second cleanup.
         self._finalised: set[str] = set()
         self._node_sync = threading.Event()
+        self._service_locks: dict[str, threading.Lock] = {}
+
+    def _service_lock(self, key: str) -> threading.Lock:
+        """The lock held by whoever changes the load balancer of service ``key``."""
+        with self._lock:
+            lock = self._service_locks.get(key)
+            if lock is None:
+                lock = self._service_locks[key] = threading.Lock()
+            return lock
 
     # -- wiring -------------------------------------------------------------------------
 
@@ -193,6 +206,10 @@ class ServiceController(Controller):
 
     def sync(self, key: str) -> None:
         """Reconcile the load balancer of service ``key``."""
+        with self._service_lock(key):
+            self._sync(key)
+
+    def _sync(self, key: str) -> None:
         raw = self.context.services.get(key)
         if raw is None:
             with self._lock:
@@ -234,6 +251,8 @@ class ServiceController(Controller):
         with self._lock:
             self._applied[service.key] = backend_identity(nodes)
         self._patch_status(service, status.to_api())
+        for warning in status.warnings:
+            recorder.event(service.raw, "Warning", "LoadBalancerWarning", warning)
         recorder.event(service.raw, "Normal", "EnsuredLoadBalancer", "Ensured load balancer")
 
     def _delete_balancer(self, service: Service, *, remove_finalizer: bool) -> None:
@@ -257,6 +276,8 @@ class ServiceController(Controller):
         recorder.event(service.raw, "Normal", "DeletedLoadBalancer", "Deleted load balancer")
         with self._lock:
             self._applied.pop(service.key, None)
+            if service.deletion_timestamp is not None or not remove_finalizer:
+                self._service_locks.pop(service.key, None)
         if not remove_finalizer:
             return
         if service.deletion_timestamp is None and service.load_balancer_status:
@@ -346,21 +367,32 @@ class ServiceController(Controller):
                 log.exception("service: node sync failed")
 
     def node_sync(self) -> None:
-        """Update every managed load balancer whose backend set is not the current one."""
+        """Update every managed load balancer whose backend set is not the current one: those
+        last given another set, and those whose ensure has not succeeded yet but which hold
+        the finalizer (their load balancer may exist)."""
         nodes = self.backend_nodes()
         current = backend_identity(nodes)
         with self._lock:
-            stale = [key for key, applied in self._applied.items() if applied != current]
+            applied = dict(self._applied)
+        stale = [key for key, given in applied.items() if given != current]
+        for cached in self.context.services.list():
+            unapplied = Service(cached)
+            if unapplied.key not in applied and FINALIZER in unapplied.finalizers:
+                stale.append(unapplied.key)
         if not stale:
             return
         started = time.monotonic()
         for key in stale:
-            raw = self.context.services.get(key)
-            if raw is None:
-                continue
-            service = Service(raw)
-            if wants_load_balancer(service) and service.deletion_timestamp is None:
-                self._update_backends(service, nodes)
+            with self._service_lock(key):
+                with self._lock:
+                    if self._applied.get(key) == current:
+                        continue  # a worker ensured it with these nodes meanwhile
+                raw = self.context.services.get(key)
+                if raw is None:
+                    continue
+                service = Service(raw)
+                if wants_load_balancer(service) and service.deletion_timestamp is None:
+                    self._update_backends(service, nodes)
         metrics.nodesync_latency_seconds.observe(time.monotonic() - started)
 
     def _warn_no_nodes(self, service: Service) -> None:

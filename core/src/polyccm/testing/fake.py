@@ -8,12 +8,15 @@ operation, and afterwards read :attr:`FakeCloud.calls` to see what the controlle
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from polyccm import cloudcalls
 from polyccm.cloud import (
     CloudProvider,
     InstanceMetadata,
@@ -78,17 +81,21 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
 
     name = "fake"
 
-    def __init__(self, *, bulk: bool = True) -> None:
+    def __init__(self, *, bulk: bool = True, call_log: Path | None = None) -> None:
         self.instances: dict[str, FakeInstance] = {}
         self.load_balancers: dict[str, FakeLoadBalancer] = {}
         self.cloud_routes: dict[str, Route] = {}
         self.calls: list[Call] = []
         self.bulk = bulk
         """Whether the bulk instance lookups answer in one call (as a listing cloud would)."""
+        self.call_log = call_log
+        """A file shared by several processes: each call appends ``<unix time> <pid>
+        <operation>``, so a test sees from the cloud's side who called when."""
         self._failures: dict[str, deque[Exception]] = {}
         self._always: dict[str, Exception] = {}
         self._delays: dict[str, float] = {}
         self._observers: dict[str, Callable[[tuple[str, ...]], None]] = {}
+        self._warnings: dict[str, tuple[str, ...]] = {}
         self._lock = threading.RLock()
         self._next_ip = 1
 
@@ -137,6 +144,12 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
         with self._lock:
             self._observers[operation] = callback
 
+    def warn(self, service_key: str, *messages: str) -> None:
+        """Make ensuring ``namespace/name`` succeed with these warnings (as a provider does
+        when it reads a meaningless annotation value the way upstream reads it)."""
+        with self._lock:
+            self._warnings[service_key] = messages
+
     def count(self, operation: str) -> int:
         """How many times ``operation`` was called."""
         with self._lock:
@@ -148,6 +161,12 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
             return Counter(call.operation for call in self.calls)
 
     def _enter(self, operation: str, *subjects: str) -> None:
+        # As every provider does: a call this process may not make is refused before it is
+        # "sent", and is therefore neither recorded nor logged.
+        cloudcalls.record(self.name, operation)
+        if self.call_log is not None:
+            with self.call_log.open("a") as log:
+                log.write(f"{time.time():.6f} {os.getpid()} {operation}\n")
         with self._lock:
             self.calls.append(Call(operation, subjects))
             delay = self._delays.get(operation, 0.0)
@@ -278,7 +297,8 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
                 backends=tuple(sorted(n.name for n in nodes)),
                 ip=ip,
             )
-        return LoadBalancerStatus((LoadBalancerIngress(ip=ip),))
+            warnings = self._warnings.get(service.key, ())
+        return LoadBalancerStatus((LoadBalancerIngress(ip=ip),), warnings=warnings)
 
     def update_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]

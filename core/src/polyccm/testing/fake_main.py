@@ -4,7 +4,9 @@ election, health endpoints) without any cloud."""
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 from polyccm.cli import main
 from polyccm.cloud import CloudProvider
@@ -14,6 +16,8 @@ from polyccm.testing.fake import FakeCloud
 
 COMMAND: tuple[str, ...] = (sys.executable, "-m", "polyccm.testing.fake_main", "--provider=fake")
 """The command line that runs it, for tests that start the whole process."""
+CALL_LOG_VARIABLE = "POLYCCM_FAKE_CALL_LOG"
+"""When set, the fake cloud appends every call it serves to this file (see FakeCloud.call_log)."""
 
 
 class FakeCloudPlugin:
@@ -25,7 +29,10 @@ class FakeCloudPlugin:
 
     @hookimpl
     def polyccm_build_provider(self, settings: ProviderSettings) -> CloudProvider | None:
-        return FakeCloud() if settings.provider == "fake" else None
+        if settings.provider != "fake":
+            return None
+        call_log = os.environ.get(CALL_LOG_VARIABLE)
+        return FakeCloud(call_log=Path(call_log) if call_log else None)
 
 
 if __name__ == "__main__":
