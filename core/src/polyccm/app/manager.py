@@ -45,7 +45,7 @@ from polyccm.controllers.route import RouteController
 from polyccm.controllers.service import ServiceController
 from polyccm.events import EventRecorder
 from polyccm.health import HealthServer, tls_context
-from polyccm.kube.api import NODES, SERVICES, KubeApi
+from polyccm.kube.api import NODES, NO_RETRIES, SERVICES, KubeApi
 from polyccm.kube.informer import Informer, slim_node
 from polyccm.leaderelection import LeaderElector
 
@@ -155,6 +155,7 @@ class ControllerManager:
             self.api.configuration,
             qps=0,
             user_agent=f"{self.api.user_agent} leader-election",
+            retry=NO_RETRIES,  # the elector retries on its own clock, within its deadline
         )
         self.elector = LeaderElector(
             election_api,

@@ -319,7 +319,7 @@ class KubeApi:
                     url,
                     body=payload,
                     headers=self._headers(content_type),
-                    timeout=urllib3.Timeout(connect=10.0, read=timeout),
+                    timeout=urllib3.Timeout(connect=min(10.0, timeout), read=timeout),
                     preload_content=True,
                 )
             except urllib3.exceptions.HTTPError as error:
