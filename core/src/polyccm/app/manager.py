@@ -45,7 +45,7 @@ from polyccm.controllers.route import RouteController
 from polyccm.controllers.service import ServiceController
 from polyccm.events import EventRecorder
 from polyccm.health import HealthServer, tls_context
-from polyccm.kube.api import NODES, NO_RETRIES, SERVICES, KubeApi
+from polyccm.kube.api import NO_RETRIES, NODES, SERVICES, KubeApi
 from polyccm.kube.informer import Informer, slim_node
 from polyccm.leaderelection import LeaderElector
 
