@@ -7,14 +7,18 @@ print one line to stderr and exit with status 2; they never produce a traceback.
 from __future__ import annotations
 
 import argparse
+import base64
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 import pluggy
+from kubernetes.client import Configuration
 
-from polyccm import plugins
+from polyccm import logredact, plugins
 from polyccm.app.options import ManagerOptions, add_manager_flags, options_from_namespace
 from polyccm.errors import ConfigError
 from polyccm.kube.api import KubeconfigError, load_configuration
@@ -111,13 +115,41 @@ def parse(
     return options, namespace
 
 
-def _configure_logging(verbosity: int) -> None:
+def _kube_secrets(configuration: Configuration) -> list[str]:
+    """What the Kubernetes connection authenticates with: token, password, client key."""
+    found = [str(v) for v in (configuration.api_key or {}).values() if v]
+    if configuration.password:
+        found.append(str(configuration.password))
+    if configuration.key_file:
+        try:
+            key = Path(configuration.key_file).read_bytes()
+        except OSError:
+            key = b""
+        if key:
+            # As the PEM file, as a kubeconfig's client-key-data, and line by line.
+            found += [key.decode(errors="replace"), base64.b64encode(key).decode()]
+            found += [line for line in key.decode(errors="replace").splitlines() if "-" not in line]
+    return found
+
+
+def _configure_logging(verbosity: int, configuration: Configuration | None = None) -> None:
+    """Log to stderr; ``--v>=4`` is DEBUG, ``--v>=6`` adds the libraries' wire logs.
+
+    Whatever the level, records pass :mod:`polyccm.logredact` on the way out, so no credential
+    is printed: the secrets in the environment and of the Kubernetes connection are masked by
+    value, anything shaped like a secret (an STS answer, a signed request's headers) by shape."""
     level = logging.DEBUG if verbosity >= 4 else logging.INFO
     logging.basicConfig(
         level=level,
         format="%(asctime)s %(levelname).1s %(name)s] %(message)s",
         stream=sys.stderr,
     )
+    for value in logredact.secrets_in_environment(os.environ):
+        logredact.add_secret(value)
+    if configuration is not None:
+        for value in _kube_secrets(configuration):
+            logredact.add_secret(value)
+    logredact.install(logging.getLogger().handlers)
     if verbosity < 6:
         for noisy in ("urllib3", "botocore", "boto3", "kubernetes"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -147,7 +179,7 @@ def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None
     except (UsageError, ConfigError, plugins.PluginError, KubeconfigError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return USAGE_ERROR
-    _configure_logging(options.verbosity)
+    _configure_logging(options.verbosity, configuration)
     if not provider.has_cluster_id():
         logging.getLogger(PROG).warning(
             "no cluster id found; running without one as --allow-untagged-cloud allows "

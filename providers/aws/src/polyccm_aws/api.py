@@ -21,7 +21,7 @@ import botocore.session
 from botocore.config import Config
 from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
 from botocore.exceptions import BotoCoreError, ClientError
-from polyccm import cloudcalls
+from polyccm import cloudcalls, logredact
 from polyccm.errors import CloudError, ConfigError
 
 from polyccm_aws.config import CloudConfig
@@ -97,11 +97,19 @@ def _session(config: CloudConfig, region: str, client_config: Config) -> boto3.S
         role_arn=config.role_arn,
         extra_args={"RoleSessionName": "polyccm"},
     )
+
+    def fetch_credentials() -> dict[str, Any]:
+        # The session credentials are secrets: masked in the log from the moment they arrive.
+        credentials: dict[str, Any] = fetcher.fetch_credentials()
+        logredact.add_secret(credentials.get("secret_key"))
+        logredact.add_secret(credentials.get("token"))
+        return credentials
+
     core = botocore.session.get_session()
     # botocore offers no public setter for refreshable credentials; this is how boto3 users
     # plug an assume-role fetcher into a session.
     core._credentials = DeferredRefreshableCredentials(
-        method="assume-role", refresh_using=fetcher.fetch_credentials
+        method="assume-role", refresh_using=fetch_credentials
     )
     return boto3.Session(botocore_session=core, region_name=region)
 

@@ -1,0 +1,192 @@
+"""Keeps credentials out of the log, at every verbosity.
+
+``--v=6`` and above let botocore and urllib3 log their wire traffic, which carries credentials:
+an STS AssumeRole answer holds ``SecretAccessKey`` and ``SessionToken``, each signed AWS request
+carries ``X-Amz-Security-Token``, and botocore's signer prints its canonical request with that
+header. Rather than trusting every library to stay quiet, :class:`RedactingFilter` sits on the
+handlers that print (the message, the formatted traceback and the stack are all masked) and
+replaces
+
+* every secret value the process knows (:func:`add_secret`: keys and tokens from the
+  environment, the Kubernetes bearer token and client key, credentials fetched at run time), and
+* every value that has the shape of a secret, known or not: XML elements, quoted or unquoted
+  ``key: value`` / ``key=value`` pairs whose key names a secret (``SecretAccessKey``,
+  ``SessionToken``, ``X-Amz-Security-Token``, ``Authorization``, ``password``,
+  ``client-key-data``...), ``Bearer`` credentials, JSON Web Tokens (Kubernetes service-account
+  tokens) and PEM private keys, plain or base64-encoded.
+
+Shapes matter because a secret can be printed before the process learns its value: botocore
+logs the AssumeRole answer while parsing it, before the credentials reach polyccm.
+Identifiers stay readable (access key ids, role ARNs, request ids), so the log stays useful.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import urllib.parse
+from collections.abc import Iterable, Mapping
+
+MASK = "***"
+#: Values shorter than this are not masked by value: they would mask ordinary words.
+MIN_SECRET_LENGTH = 8
+
+# A key that names a secret: matched inside longer names (``X-Amz-Security-Token``,
+# ``aws_secret_access_key``, ``client-key-data``).
+_SECRET_WORD = (
+    r"secret|token|passw(?:or)?d|credential|private[_-]?key|api[_-]?key|authorization"
+    r"|client[_-]key[_-]data|signature"
+)
+_KEY = rf"[A-Za-z0-9_.-]*(?:{_SECRET_WORD})[A-Za-z0-9_.-]*"
+# Names that contain a secret word but hold none: pagination and idempotency tokens, and EC2's
+# instance-metadata option (``httpTokens``: required or optional).
+_NOT_SECRET = re.compile(
+    r"(?:next|client|continuation|idempotency|http)[_-]?tokens?$", re.IGNORECASE
+)
+
+_XML_ELEMENT = re.compile(rf"<({_KEY})>[^<]*</\1>", re.IGNORECASE)
+_QUOTED_PAIR = re.compile(
+    rf"""(?P<q>["']?)(?P<key>{_KEY})(?P=q)(?P<sep>\s*[:=]\s*)(?P<b>b?)(?P<v>["'])"""
+    r"""(?:\\.|(?!(?P=v)).)*(?P=v)""",
+    re.IGNORECASE,
+)
+_BARE_PAIR = re.compile(
+    rf"""(?P<q>["']?)(?P<key>{_KEY})(?P=q)(?P<sep>\s*[:=]\s*)(?!b?["'])(?P<value>[^\s"',;&)}}\]]+)""",
+    re.IGNORECASE,
+)
+# Case-sensitive and long, so that prose ("basic checks") is left alone.
+_SCHEME_CREDENTIAL = re.compile(r"\b(Bearer|Basic|bearer)\s+[A-Za-z0-9._~+/=-]{16,}")
+_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]+\.eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
+_PEM_PRIVATE_KEY = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
+    re.DOTALL,
+)
+# base64 of "-----BEGIN ": a PEM block as a kubeconfig's *-data fields hold it.
+_BASE64_PEM = re.compile(r"LS0tLS1CRUdJTi[A-Za-z0-9+/=]{16,}")
+
+
+class _Secrets:
+    """The secret values known so far, as one compiled alternation (longest first)."""
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+        self._lock = threading.Lock()
+        self.pattern: re.Pattern[str] | None = None
+
+    def add(self, value: str) -> None:
+        # As it is, and as it would appear in a URL or a form-encoded body.
+        variants = {
+            value,
+            urllib.parse.quote(value),
+            urllib.parse.quote(value, safe=""),
+            urllib.parse.quote_plus(value),
+        }
+        with self._lock:
+            if variants <= self._values:
+                return
+            self._values |= variants
+            ordered = sorted(self._values, key=len, reverse=True)
+            self.pattern = re.compile("|".join(re.escape(v) for v in ordered))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+            self.pattern = None
+
+
+_known = _Secrets()
+
+
+def add_secret(value: str | bytes | None) -> None:
+    """Mask ``value`` wherever it appears in the log from now on (short values are ignored)."""
+    if isinstance(value, bytes):
+        value = value.decode(errors="replace")
+    if not value:
+        return
+    value = value.strip()
+    if value.lower().startswith(("bearer ", "basic ")):
+        value = value.split(None, 1)[1].strip()
+    if len(value) >= MIN_SECRET_LENGTH:
+        _known.add(value)
+
+
+def forget_secrets() -> None:
+    """Forget every value given to :func:`add_secret` (for tests)."""
+    _known.clear()
+
+
+#: Environment variables whose names say they hold a secret.
+_SECRET_VARIABLE = re.compile(
+    r"SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|PRIVATE_?KEY|CREDENTIAL", re.IGNORECASE
+)
+#: ... unless the name says the value is where a secret is, or who it belongs to.
+_REFERENCE_SUFFIXES = ("_FILE", "_PATH", "_DIR", "_URL", "_URI", "_ID", "_ARN", "_NAME")
+
+
+def secrets_in_environment(environ: Mapping[str, str]) -> list[str]:
+    """The values of ``environ`` whose variable names say they are secrets (such as
+    ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``DO_ACCESS_TOKEN``, ``METAL_API_KEY``)."""
+    return [
+        value
+        for name, value in environ.items()
+        if _SECRET_VARIABLE.search(name) and not name.upper().endswith(_REFERENCE_SUFFIXES)
+    ]
+
+
+def _mask_pair(match: re.Match[str]) -> str:
+    if _NOT_SECRET.search(match.group("key")):
+        return match.group(0)
+    quote = match.group("q")
+    head = f"{quote}{match.group('key')}{quote}{match.group('sep')}"
+    if "v" in match.groupdict():
+        return f"{head}{match.group('b')}{match.group('v')}{MASK}{match.group('v')}"
+    return f"{head}{MASK}"
+
+
+def _mask_element(match: re.Match[str]) -> str:
+    name = match.group(1)
+    if _NOT_SECRET.search(name):
+        return match.group(0)
+    return f"<{name}>{MASK}</{name}>"
+
+
+def redact(text: str) -> str:
+    """``text`` with every known secret value and every secret-shaped value masked."""
+    known = _known.pattern
+    if known is not None:
+        text = known.sub(MASK, text)
+    text = _PEM_PRIVATE_KEY.sub(MASK, text)
+    text = _BASE64_PEM.sub(MASK, text)
+    text = _JWT.sub(MASK, text)
+    text = _SCHEME_CREDENTIAL.sub(lambda m: f"{m.group(1)} {MASK}", text)
+    text = _XML_ELEMENT.sub(_mask_element, text)
+    text = _QUOTED_PAIR.sub(_mask_pair, text)
+    return _BARE_PAIR.sub(_mask_pair, text)
+
+
+class RedactingFilter(logging.Filter):
+    """A handler filter that masks secrets in the message, traceback and stack of each record.
+
+    The record is rewritten in place (message formatted once, arguments dropped), so every
+    handler after it prints the masked text whatever its formatter."""
+
+    _exceptions = logging.Formatter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        record.msg, record.args = redact(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self._exceptions.formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        return True
+
+
+def install(handlers: Iterable[logging.Handler]) -> None:
+    """Put a :class:`RedactingFilter` on each of ``handlers`` that has none yet."""
+    for handler in handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())

@@ -1,0 +1,153 @@
+"""polyccm.logredact: what the log would print of each kind of credential, and what stays
+readable. The whole process at ``--v=10`` is tested end to end in tests/test_no_secrets_in_logs.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import logging
+import urllib.parse
+from collections.abc import Iterator
+
+import pytest
+from polyccm import logredact
+from polyccm.logredact import MASK, RedactingFilter, add_secret, redact, secrets_in_environment
+
+SESSION_TOKEN = "FQoGZXIvYXdzEBYaDNWapeRJuoclm7nxH/v5qqTczDEO54OtYLH8Mi0HSx/31QYE9kLTAf+I1T6=="
+STS_SECRET = "IX8s8RGeaPiXJqKYkYTlxitwiIhci6astugTQIuK"
+JWT = (
+    "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEyMyJ9."
+    "eyJpc3MiOiJrdWJlcm5ldGVzL3NlcnZpY2VhY2NvdW50In0."
+    "c2lnbmF0dXJlLWJ5dGVzLWhlcmU"
+)
+PEM_KEY = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIEpAIBAAKCAQEA1x2b3c4d5e6f7g8h9i0jklmnopqrstuvwxyzABCDEFGHIJKL\n"
+    "-----END RSA PRIVATE KEY-----\n"
+)
+
+
+@pytest.fixture(autouse=True)
+def no_known_secrets() -> Iterator[None]:
+    logredact.forget_secrets()
+    yield
+    logredact.forget_secrets()
+
+
+def test_an_sts_answer_as_botocore_logs_it_keeps_ids_and_masks_the_credentials() -> None:
+    body = (
+        "b'<AssumeRoleResponse><AssumeRoleResult><Credentials>"
+        "<AccessKeyId>ASIARZPUZDIKCUTHYSCC</AccessKeyId>"
+        f"<SecretAccessKey>{STS_SECRET}</SecretAccessKey>"
+        f"<SessionToken>{SESSION_TOKEN}</SessionToken>"
+        "<Expiration>2026-12-01T13:23:46Z</Expiration></Credentials>"
+        "<NextToken>page-2</NextToken></AssumeRoleResult></AssumeRoleResponse>'"
+    )
+    masked = redact(body)
+    assert STS_SECRET not in masked and SESSION_TOKEN not in masked
+    assert f"<SecretAccessKey>{MASK}</SecretAccessKey>" in masked
+    assert "<AccessKeyId>ASIARZPUZDIKCUTHYSCC</AccessKeyId>" in masked
+    assert "<NextToken>page-2</NextToken>" in masked, "pagination tokens are not credentials"
+
+
+def test_a_signed_request_keeps_its_shape_and_loses_its_credentials() -> None:
+    request = (
+        "<AWSPreparedRequest method=POST, url=http://127.0.0.1:5000/, headers={"
+        "'X-Amz-Date': b'20261201T122346Z', "
+        f"'X-Amz-Security-Token': b'{SESSION_TOKEN}', "
+        "'Authorization': b'AWS4-HMAC-SHA256 Credential=ASIA0000/20261201/us-east-1/ec2/"
+        "aws4_request, SignedHeaders=host;x-amz-date, Signature=0a1b2c'}>"
+    )
+    masked = redact(request)
+    assert SESSION_TOKEN not in masked and "Signature=0a1b2c" not in masked
+    assert f"'X-Amz-Security-Token': b'{MASK}'" in masked
+    assert "'X-Amz-Date': b'20261201T122346Z'" in masked
+    # botocore's signer prints its canonical request, one header a line.
+    canonical = (
+        f"host:127.0.0.1\nx-amz-date:20261201T122346Z\nx-amz-security-token:{SESSION_TOKEN}\n"
+    )
+    assert redact(canonical) == (
+        f"host:127.0.0.1\nx-amz-date:20261201T122346Z\nx-amz-security-token:{MASK}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        (f'{{"SecretAccessKey": "{STS_SECRET}", "Code": "Success"}}', STS_SECRET),
+        (f"{{'aws_secret_access_key': '{STS_SECRET}'}}", STS_SECRET),
+        ("Authorization: Bearer k8s-admin-token-0123456789", "k8s-admin-token-0123456789"),
+        (f"client-key-data: {base64.b64encode(PEM_KEY.encode()).decode()}", "LS0tLS1CRUdJTi"),
+        (f"loaded {JWT} from the token file", JWT),
+        (f"key file holds {PEM_KEY}", "MIIEpAIBAAKCAQEA"),
+        ("https://sts/?X-Amz-Security-Token=abcdefgh12345678&Action=Get", "abcdefgh1234"),
+        ("password=hunter2hunter2 user=admin", "hunter2hunter2"),
+    ],
+)
+def test_secret_shapes_are_masked_without_knowing_the_value(text: str, secret: str) -> None:
+    masked = redact(text)
+    assert secret not in masked, masked
+    assert MASK in masked
+
+
+def test_known_values_are_masked_anywhere_even_url_encoded() -> None:
+    add_secret(f"Bearer {SESSION_TOKEN}")
+    masked = redact(f"x {SESSION_TOKEN} y; as a query: t={urllib.parse.quote(SESSION_TOKEN)}&a=1")
+    assert "FQoGZXIv" not in masked
+    add_secret("short")  # too short to mask by value: it would mask ordinary words
+    assert redact("a short message") == "a short message"
+
+
+def test_ordinary_messages_are_left_alone() -> None:
+    for message in (
+        "cloud-node: initialised ip-10-0-0-1.ec2.internal (aws:///us-east-1a/i-0123456789abcdef0)",
+        "Making request for OperationModel(name=DescribeInstances) with params: "
+        "{'body': {'Action': 'DescribeInstances', 'Version': '2016-11-15'}, 'auth_type': None}",
+        "service: ns/web: EnsuredLoadBalancer a0123456789abcdef0123456789abcd",
+        "basic checks passed; token bucket refilled",
+    ):
+        assert redact(message) == message
+
+
+def test_environment_secrets_are_found_by_name_not_references_to_them() -> None:
+    found = secrets_in_environment(
+        {
+            "AWS_SECRET_ACCESS_KEY": "s1",
+            "AWS_SESSION_TOKEN": "s2",
+            "DO_ACCESS_TOKEN": "s3",
+            "METAL_API_KEY": "s4",
+            "AWS_ACCESS_KEY_ID": "id",
+            "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/token",
+            "AWS_ROLE_ARN": "arn",
+            "HOME": "/root",
+        }
+    )
+    assert sorted(found) == ["s1", "s2", "s3", "s4"]
+
+
+def test_the_filter_masks_arguments_tracebacks_and_stacks_for_any_formatter() -> None:
+    add_secret(STS_SECRET)
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logredact.install([handler])
+    logredact.install([handler])  # idempotent
+    assert sum(isinstance(f, RedactingFilter) for f in handler.filters) == 1
+    logger = logging.getLogger("polyccm.tests.logredact")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning("credentials %s and %r", STS_SECRET, {"SessionToken": SESSION_TOKEN})
+        try:
+            raise RuntimeError(f"refresh failed with key {STS_SECRET}")
+        except RuntimeError:
+            logger.exception("refresh failed")
+        logger.error("where: %s", "here", stack_info=True)
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = True
+    printed = stream.getvalue()
+    assert STS_SECRET not in printed and SESSION_TOKEN not in printed
+    assert "RuntimeError: refresh failed with key ***" in printed
+    assert "Stack (most recent call last)" in printed
