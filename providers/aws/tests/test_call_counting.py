@@ -1,0 +1,51 @@
+"""``polyccm_cloud_api_calls_total`` counts what the AWS provider really sends: checked against
+the emulator's own count of the requests it received, operation by operation."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from polyccm import cloudcalls, metrics
+from polyccm_aws.emulator import EmulatorControl
+from polyccm_aws.provider import AwsProvider
+from polyccm_aws.testing import CLUSTER, World
+from prometheus_client import generate_latest
+
+
+def counted_by_polyccm() -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for family in metrics.REGISTRY.collect():
+        if family.name != "polyccm_cloud_api_calls":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_total") and sample.labels.get("provider") == "aws":
+                counts[sample.labels["operation"]] += int(sample.value)
+    return counts
+
+
+def test_every_call_the_provider_sends_is_counted_by_operation(
+    aws: EmulatorControl, world: World, provider: AwsProvider
+) -> None:
+    instances = world.instances(3)
+    nodes = [world.node(instance) for instance in instances]
+    service = world.service(
+        "counted", annotations={"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}
+    )
+    aws.reset_calls()
+    before = counted_by_polyccm()
+
+    provider.instances_v2().instances_metadata(nodes)
+    balancer = provider.load_balancer()
+    balancer.ensure_load_balancer(CLUSTER, service, nodes)
+    balancer.ensure_load_balancer_deleted(CLUSTER, service)
+
+    received = Counter({k: v for k, v in aws.calls(by_service=True).items() if v})
+    counted = counted_by_polyccm() - before
+    assert received, "the scenario reached the cloud"
+    assert counted == received
+    assert "elbv2:CreateLoadBalancer" in counted
+    exposed = generate_latest(metrics.REGISTRY).decode()
+    assert 'polyccm_cloud_api_calls_total{operation="ec2:DescribeInstances",provider="aws"}' in (
+        exposed
+    )
+    assert cloudcalls.calls_made("aws", "elbv2:CreateLoadBalancer") >= 1
