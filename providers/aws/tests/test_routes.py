@@ -157,3 +157,146 @@ def test_restarted_provider_names_route_targets_from_the_node_list(
     assert [r.target_node for r in first] == ["worker-1"]
     assert second == first
     assert kube.lists == 1  # listed once, then remembered
+
+
+# -- routes that are not ours, and the cost of a pass ------------------------------------------
+
+
+def nat_gateway(world: World) -> str:
+    allocation = world.ec2.allocate_address(Domain="vpc")["AllocationId"]
+    nat: str = world.ec2.create_nat_gateway(
+        SubnetId=world.public["us-east-1a"], AllocationId=allocation
+    )["NatGateway"]["NatGatewayId"]
+    return nat
+
+
+def peering(world: World) -> str:
+    other = world.ec2.create_vpc(CidrBlock="172.31.0.0/16")["Vpc"]["VpcId"]
+    connection: str = world.ec2.create_vpc_peering_connection(VpcId=world.vpc_id, PeerVpcId=other)[
+        "VpcPeeringConnection"
+    ]["VpcPeeringConnectionId"]
+    return connection
+
+
+def transit_gateway(world: World) -> str:
+    gateway: str = world.ec2.create_transit_gateway()["TransitGateway"]["TransitGatewayId"]
+    return gateway
+
+
+TARGETS = {
+    "nat": (nat_gateway, "NatGatewayId"),
+    "peering": (peering, "VpcPeeringConnectionId"),
+    "transit": (transit_gateway, "TransitGatewayId"),
+}
+
+
+def routed(world: World, cidr: str) -> dict[str, Any]:
+    table = world.ec2.describe_route_tables(RouteTableIds=[world.route_table])["RouteTables"][0]
+    found: dict[str, Any] = next(r for r in table["Routes"] if r["DestinationCidrBlock"] == cidr)
+    return found
+
+
+@pytest.mark.parametrize("kind", sorted(TARGETS))
+def test_a_gateway_or_peering_route_on_the_cidr_is_reported_never_replaced(
+    world: World, provider: AwsProvider, aws: EmulatorControl, kind: str
+) -> None:
+    make, field = TARGETS[kind]
+    target = make(world)
+    world.ec2.create_route(
+        RouteTableId=world.route_table, DestinationCidrBlock="100.64.4.0/24", **{field: target}
+    )
+    node = world.node(world.instances()[0])
+    routes = provider.routes()
+    routes.list_routes(CLUSTER)
+
+    with pytest.raises(CloudError) as failure:
+        routes.create_route(CLUSTER, node.uid, Route("", node.name, "100.64.4.0/24"))
+
+    assert "100.64.4.0/24" in str(failure.value) and target in str(failure.value)
+    assert routed(world, "100.64.4.0/24").get(field) == target
+    assert "ReplaceRoute" not in aws.calls()
+
+
+def test_a_route_someone_else_wrote_after_the_listing_is_reported(
+    world: World, provider: AwsProvider, aws: EmulatorControl
+) -> None:
+    node = world.node(world.instances()[0])
+    routes = provider.routes()
+    routes.list_routes(CLUSTER)
+    connection = peering(world)
+    world.ec2.create_route(
+        RouteTableId=world.route_table,
+        DestinationCidrBlock="100.64.4.0/24",
+        VpcPeeringConnectionId=connection,
+    )
+    aws.reset_calls()
+
+    with pytest.raises(CloudError, match=connection):
+        routes.create_route(CLUSTER, node.uid, Route("", node.name, "100.64.4.0/24"))
+
+    assert aws.calls().get("DescribeRouteTables") == 1  # looked again only after the conflict
+    assert routed(world, "100.64.4.0/24").get("VpcPeeringConnectionId") == connection
+
+
+def test_a_route_to_the_same_instance_is_success_without_a_write(
+    world: World, provider: AwsProvider, aws: EmulatorControl
+) -> None:
+    instance = world.instances()[0]
+    node = world.node(instance)
+    world.ec2.modify_instance_attribute(
+        InstanceId=instance["InstanceId"], SourceDestCheck={"Value": False}
+    )
+    routes = provider.routes()
+    routes.list_routes(CLUSTER)  # nothing yet: a route written after the listing...
+    world.ec2.create_route(
+        RouteTableId=world.route_table,
+        DestinationCidrBlock="100.64.6.0/24",
+        InstanceId=instance["InstanceId"],
+    )
+    aws.reset_calls()
+
+    routes.create_route(CLUSTER, node.uid, Route("", node.name, "100.64.6.0/24"))
+    routes.create_route(CLUSTER, node.uid, Route("", node.name, "100.64.6.0/24"))
+
+    calls = aws.calls()
+    assert routed(world, "100.64.6.0/24")["InstanceId"] == instance["InstanceId"]
+    assert "ReplaceRoute" not in calls and "DeleteRoute" not in calls
+    assert calls.get("DescribeRouteTables") == 1  # ...costs one look after RouteAlreadyExists
+
+
+def test_a_blackholed_route_is_replaced(
+    world: World, provider: AwsProvider, aws: EmulatorControl
+) -> None:
+    gone, successor = world.instances(2)
+    routes = provider.routes()
+    old = world.node(gone)
+    routes.create_route(CLUSTER, old.uid, Route("", old.name, "100.64.8.0/24"))
+    world.ec2.terminate_instances(InstanceIds=[gone["InstanceId"]])
+    node = world.node(successor)
+    (listed,) = routes.list_routes(CLUSTER)
+    assert listed.blackhole
+
+    routes.create_route(CLUSTER, node.uid, Route("", node.name, "100.64.8.0/24"))
+
+    assert routed(world, "100.64.8.0/24")["InstanceId"] == successor["InstanceId"]
+
+
+def test_a_pass_describes_the_route_table_once(
+    world: World, provider: AwsProvider, aws: EmulatorControl
+) -> None:
+    instances = world.instances(12)
+    nodes = [world.node(instance) for instance in instances]
+    routes = provider.routes()
+    for index, node in enumerate(nodes[:2]):
+        routes.create_route(CLUSTER, node.uid, Route("", node.name, f"100.64.{index}.0/24"))
+    aws.reset_calls()
+
+    listed = routes.list_routes(CLUSTER)
+    for index, node in enumerate(nodes[2:], start=2):
+        routes.create_route(CLUSTER, node.uid, Route("", node.name, f"100.64.{index}.0/24"))
+    for route in listed:
+        routes.delete_route(CLUSTER, route)
+
+    assert aws.calls().get("DescribeRouteTables") == 1
+    in_table = table_routes(world)
+    assert [f"100.64.{i}.0/24" in in_table for i in range(12)] == [False] * 2 + [True] * 10

@@ -103,7 +103,9 @@ def point_boto3_at(
 class World:
     """Builds the AWS side of a cluster in the emulator, and the Kubernetes views of it."""
 
-    def __init__(self) -> None:
+    def __init__(self, cluster: str = CLUSTER) -> None:
+        """A VPC whose subnets, node security group and route table are tagged for ``cluster``."""
+        self.cluster_tag = f"kubernetes.io/cluster/{cluster}"
         self.ec2 = boto3.client("ec2")
         self.elb = boto3.client("elb")
         self.elbv2 = boto3.client("elbv2")
@@ -128,13 +130,19 @@ class World:
             Description="cluster nodes",
             VpcId=self.vpc_id,
             TagSpecifications=[
-                {"ResourceType": "security-group", "Tags": [{"Key": CLUSTER_TAG, "Value": "owned"}]}
+                {
+                    "ResourceType": "security-group",
+                    "Tags": [{"Key": self.cluster_tag, "Value": "owned"}],
+                }
             ],
         )["GroupId"]
         self.route_table = self.ec2.create_route_table(
             VpcId=self.vpc_id,
             TagSpecifications=[
-                {"ResourceType": "route-table", "Tags": [{"Key": CLUSTER_TAG, "Value": "owned"}]}
+                {
+                    "ResourceType": "route-table",
+                    "Tags": [{"Key": self.cluster_tag, "Value": "owned"}],
+                }
             ],
         )["RouteTable"]["RouteTableId"]
 
@@ -146,7 +154,10 @@ class World:
             TagSpecifications=[
                 {
                     "ResourceType": "subnet",
-                    "Tags": [{"Key": role, "Value": "1"}, {"Key": CLUSTER_TAG, "Value": "shared"}],
+                    "Tags": [
+                        {"Key": role, "Value": "1"},
+                        {"Key": self.cluster_tag, "Value": "shared"},
+                    ],
                 }
             ],
         )["Subnet"]["SubnetId"]
@@ -162,9 +173,9 @@ class World:
         ccm_host: bool = False,
     ) -> list[dict[str, Any]]:
         """Running instances in ``zone``'s public subnet, in the node security group, tagged
-        ``tags`` (default: owned by :data:`CLUSTER`). ``ccm_host`` makes the (first) instance
+        ``tags`` (default: owned by the world's cluster). ``ccm_host`` makes the (first) instance
         the one polyccm runs on: the emulator's metadata service names it."""
-        wanted = dict({CLUSTER_TAG: "owned"} if tags is None else tags)
+        wanted = dict({self.cluster_tag: "owned"} if tags is None else tags)
         if ccm_host:
             wanted[CCM_HOST_TAG] = "true"
         answer = self.ec2.run_instances(
