@@ -19,8 +19,11 @@ from polyccm.kube.api import NODES, ApiError, KubeApi, RetryPolicy
 FAST = RetryPolicy(initial_backoff=0.05, max_backoff=0.2, max_elapsed=5.0)
 """The default rules with short connection backoffs, so the tests take milliseconds."""
 
-OK = (200, {}, {"kind": "Node", "metadata": {"name": "n1"}})
-DROP = (0, {}, None)
+Answer = tuple[int, dict[str, str], object]
+"""Status (0: no answer at all), headers, JSON body."""
+
+OK: Answer = (200, {}, {"kind": "Node", "metadata": {"name": "n1"}})
+DROP: Answer = (0, {}, None)
 """Read the request, then close the connection without answering (a server going down)."""
 
 
@@ -28,11 +31,11 @@ DROP = (0, {}, None)
 class Script:
     """What the server answers, request by request (the last answer repeats), and what it saw."""
 
-    answers: list[tuple[int, dict[str, str], object]]
+    answers: list[Answer]
     seen: list[tuple[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def next(self, method: str, path: str) -> tuple[int, dict[str, str], object]:
+    def next(self, method: str, path: str) -> Answer:
         with self.lock:
             self.seen.append((method, path))
             return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
@@ -63,7 +66,8 @@ def serve(script: Script, port: int = 0) -> ThreadingHTTPServer:
             self.end_headers()
             self.wfile.write(data)
 
-        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer
+        # http.server dispatches on these names.
+        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer  # noqa: N815
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
@@ -170,7 +174,9 @@ def test_a_refused_connection_is_retried_until_the_server_is_back(
     timer = threading.Timer(0.5, lambda: started.append(serve(script, port)))
     timer.start()
     try:
-        answer = client(port).request(method, "/api/v1/nodes", body={} if method == "POST" else None)
+        answer = client(port).request(
+            method, "/api/v1/nodes", body={} if method == "POST" else None
+        )
         assert answer["metadata"]["name"] == "n1"
         assert script.seen == [(method, "/api/v1/nodes")], "nothing was sent while refused"
     finally:

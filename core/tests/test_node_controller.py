@@ -3,9 +3,15 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import Any
 
+import pytest
+import urllib3
+from polyccm import cloudcalls
 from polyccm.cloud import NodeAddress
+from polyccm.controllers import nodeinfo
 from polyccm.kube.api import NODES, KubeApi
 from polyccm.metrics import REGISTRY
 from polyccm.objects import UNINITIALIZED_TAINT, Node
@@ -260,3 +266,103 @@ def test_initialisation_delays_are_measured(
     wait_for(lambda: initialised(kube_api, "measured"))
     assert observed("cloud_provider_taint_removal_delay_seconds") == before + 1
     assert observed("initial_node_sync_delay_seconds") == before_sync + 1
+
+
+BETA_TYPE = "beta.kubernetes.io/instance-type"
+GA_TYPE = "node.kubernetes.io/instance-type"
+
+
+def arrange_burst(api: KubeApi, cloud: FakeCloud, count: int = 5) -> list[str]:
+    """An initialised node lacking its GA labels, then ``count`` new nodes: the cloud-node
+    worker gets them all in one batch and handles the initialised one first."""
+    make_node(
+        api,
+        "veteran",
+        tainted=False,
+        provider_id="fake://region-1/veteran",
+        labels={BETA_TYPE: "m"},
+    )
+    names = [f"burst-{i}" for i in range(count)]
+    for name in names:
+        cloud.add_instance(name)
+        make_node(api, name)
+    return names
+
+
+def test_a_connection_error_on_one_node_never_stops_the_others(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = arrange_burst(kube_api, fake_cloud)
+    failures = [urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError())]
+    patch = KubeApi.patch
+
+    def restarting_server(self: KubeApi, resource: Any, name: str, *args: Any, **kw: Any) -> Any:
+        # The API server restarts just as the worker writes the veteran's labels.
+        if (
+            name == "veteran"
+            and failures
+            and threading.current_thread().name.startswith("cloud-node-worker")
+        ):
+            raise failures.pop()
+        return patch(self, resource, name, *args, **kw)
+
+    monkeypatch.setattr(KubeApi, "patch", restarting_server)
+    start_manager(fake_cloud)
+    wait_for(
+        lambda: all(initialised(kube_api, n) for n in names), what="every new node initialised"
+    )
+    wait_for(lambda: GA_TYPE in node(kube_api, "veteran").labels, what="the failed write retried")
+    assert not failures
+
+
+def test_a_batch_that_fails_as_a_whole_loses_none_of_its_nodes(
+    kube_api: KubeApi,
+    fake_cloud: FakeCloud,
+    start_manager: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    names = arrange_burst(kube_api, fake_cloud)
+    bugs = [RuntimeError("an unforeseen bug")]
+    missing_ga_labels = nodeinfo.missing_ga_labels
+
+    def buggy(labels: Any) -> Any:
+        if bugs:
+            raise bugs.pop()
+        return missing_ga_labels(labels)
+
+    monkeypatch.setattr(nodeinfo, "missing_ga_labels", buggy)
+    start_manager(fake_cloud)
+    wait_for(lambda: all(initialised(kube_api, n) for n in names), what="every node of the batch")
+    wait_for(lambda: GA_TYPE in node(kube_api, "veteran").labels)
+    assert not bugs
+    failure = next(r for r in caplog.records if "batch of" in r.getMessage())
+    assert failure.exc_info, "the failure is logged with its traceback"
+
+
+def test_lost_leadership_is_no_failure_to_initialise(
+    kube_api: KubeApi,
+    fake_cloud: FakeCloud,
+    start_manager: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    start_manager(fake_cloud)
+    fake_cloud.add_instance("orphaned")
+    cloudcalls.FENCE.close()  # as when the lease is lost: every cloud call is refused
+    try:
+        make_node(kube_api, "orphaned")
+        wait_for(
+            lambda: (
+                any("left to the next leader" in r.getMessage() for r in caplog.records)
+                or any("leadership lost" in r.getMessage() for r in caplog.records)
+            ),
+            what="the worker to meet the closed fence",
+        )
+        assert stays(lambda: node(kube_api, "orphaned").has_taint(UNINITIALIZED_TAINT), 1.0)
+    finally:
+        cloudcalls.FENCE.open_always()
+    assert "FailedToInitialize" not in reasons_for(kube_api, "default", "orphaned")
+    assert not [
+        r for r in caplog.records if r.levelno >= logging.WARNING and "orphaned" in r.getMessage()
+    ]

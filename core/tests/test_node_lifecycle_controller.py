@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from polyccm.kube.api import NODES, ApiError, KubeApi
@@ -80,3 +81,48 @@ def test_many_not_ready_nodes_cost_one_existence_call_per_period(
     assert fake_cloud.count("instance_exists") == 0
     assert fake_cloud.count("instance_shutdown") == 0, "shutdown state is asked in bulk too"
     assert fake_cloud.count("instances_shutdown") <= exist_calls + 1
+
+
+def test_not_ready_uninitialised_node_without_provider_id_is_kept_when_no_instance_has_its_name(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    # A kubelet registered it, the cloud knows no instance by that name (yet): a lookup by
+    # name that misses says nothing about the machine, so the Node is not deleted.
+    make_node(kube_api, "unnamed", ready=False)
+    start_manager(fake_cloud)
+    wait_for(lambda: fake_cloud.count("instances_exist") >= 3, what="several monitor passes")
+    assert node(kube_api, "unnamed") is not None
+    assert "DeletingNode" not in reasons_for(kube_api, "default", "unnamed")
+
+
+def test_a_node_registered_again_under_the_same_name_is_never_deleted(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    gone = fake_cloud.add_instance("reused")
+    first = make_node(kube_api, "reused", tainted=False, provider_id=gone.provider_id, ready=False)
+    fake_cloud.remove_instance("reused")
+    recreated = threading.Event()
+
+    def register_again(subjects: tuple[str, ...]) -> None:
+        # While the cloud is being asked about the old node, a new machine that reuses the
+        # name (AWS reuses private DNS names) registers: the old Node goes, a new one comes.
+        if "reused" not in subjects or recreated.is_set():
+            return
+        new = fake_cloud.add_instance("reused", reported_provider_id="fake://region-1/i-new")
+        kube_api.delete(NODES, "reused")
+        make_node(kube_api, "reused", tainted=False, provider_id=new.provider_id)
+        recreated.set()
+
+    fake_cloud.observe("instances_exist", register_again)
+    start_manager(fake_cloud)
+    wait_for(recreated.is_set, what="the node registered again mid-pass")
+    wait_for(
+        lambda: "DeletingNode" in reasons_for(kube_api, "default", "reused"),
+        what="the controller to act on its stale answer",
+    )
+
+    def the_new_node_is_there() -> bool:
+        current = node(kube_api, "reused")
+        return current is not None and current.uid != first["metadata"]["uid"]
+
+    assert stays(the_new_node_is_there, 2.0), "the new node was deleted in place of the old one"
