@@ -5,11 +5,16 @@ entrypoints, the locked dependency set of each image) and its build-stage comman
 copy of the build context. The manifests go to the real kube-apiserver: every object passes a
 server-side dry run with strict field validation, each Deployment's pod passes pod admission, and
 rbac.yaml is applied for real and a polyccm process running on the ServiceAccount's token alone
-does its job, while requests outside the role are refused.
+does its job: every request it sends is recorded with the API server's answer, none is refused,
+and every permission the roles grant is used, while requests outside the role are refused.
+
+Run as a program (``python tests/test_deploy.py --provider=fake ARGS``) this file is that
+recorded polyccm process (see :func:`recorded_polyccm`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -18,10 +23,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 import tomllib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
@@ -30,7 +39,6 @@ from polyccm.cli import parse
 from polyccm.kube.api import EVENTS, LEASES, NODES, SECRETS, SERVICES, ApiError, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT
 from polyccm.plugins import installed_providers, plugin_manager
-from polyccm.testing.fake_main import COMMAND as FAKE_MAIN
 from polyccm.testing.kubeobjects import make_node, make_service, reasons_for, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -638,30 +646,24 @@ def test_example_aws_cloud_config_is_valid() -> None:
     assert config.region == "us-east-1"
 
 
-#: Every call the controllers, informers, event recorder and leader elector make, by rule.
-EXPECTED_CLUSTER_RULES = {
-    ("", "nodes"): {"get", "list", "watch", "patch", "delete"},
-    ("", "nodes/status"): {"patch"},
-    ("", "services"): {"list", "watch", "patch"},
-    ("", "services/status"): {"patch"},
-    ("", "events"): {"create", "patch"},
-}
-
-
-def test_cluster_role_grants_exactly_the_calls_polyccm_makes() -> None:
-    (role,) = [o for o in load("rbac.yaml") if o["kind"] == "ClusterRole"]
-    granted: dict[tuple[str, str], set[str]] = {}
-    for rule in role["rules"]:
-        assert "resourceNames" not in rule and "nonResourceURLs" not in rule
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                granted.setdefault((group, resource), set()).update(rule["verbs"])
-    assert granted == EXPECTED_CLUSTER_RULES
-    (binding,) = [o for o in load("rbac.yaml") if o["kind"] == "ClusterRoleBinding"]
-    assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": KUBE_SYSTEM}
-    ]
+def test_rbac_bindings_give_both_roles_to_the_service_account() -> None:
+    objects = load("rbac.yaml")
+    (account,) = [o for o in objects if o["kind"] == "ServiceAccount"]
+    assert (account["metadata"]["name"], account["metadata"]["namespace"]) == (
+        SERVICE_ACCOUNT,
+        KUBE_SYSTEM,
+    )
+    for role_kind, binding_kind in (("ClusterRole", "ClusterRoleBinding"), ("Role", "RoleBinding")):
+        (role,) = [o for o in objects if o["kind"] == role_kind]
+        (binding,) = [o for o in objects if o["kind"] == binding_kind]
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": role_kind,
+            "name": role["metadata"]["name"],
+        }
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": KUBE_SYSTEM}
+        ]
 
 
 def test_lease_role_matches_the_default_leader_election_flags() -> None:
@@ -678,6 +680,158 @@ def test_lease_role_matches_the_default_leader_election_flags() -> None:
 
 
 # -- RBAC: the ServiceAccount's permissions are enough, and no more --------------------------
+#
+# What polyccm needs is not written down here: a polyccm process runs on the ServiceAccount's
+# token through a scenario that takes every code path that talks to the API server (node
+# initialisation with a write conflict, lifecycle deletion, routes, a load balancer whose
+# finalizer write conflicts, repeated events, the Lease), and every request it sends is
+# recorded with the API server's answer. The API server's authorizer has then judged each one.
+
+#: The recorded process's environment: the file that gets one JSON line per API request, and
+#: the JSON scenario of its fake cloud (see :func:`recorded_polyccm`).
+RECORD_VARIABLE = "POLYCCM_TEST_API_RECORD"
+SCENARIO_VARIABLE = "POLYCCM_TEST_SCENARIO"
+#: How the recorded process is started: this file run as a program.
+RECORDED_POLYCCM = (sys.executable, str(Path(__file__).resolve()), "--provider=fake")
+
+
+def hold_once(operation: str, subject: str, gates: Path) -> Callable[[tuple[str, ...]], None]:
+    """A fake-cloud observer: the first call of ``operation`` about ``subject`` writes
+    ``<operation>.held`` in ``gates`` and waits (60 s at most) for ``<operation>.release``."""
+    held = threading.Event()
+
+    def observe(subjects: tuple[str, ...]) -> None:
+        if subject not in subjects or held.is_set():
+            return
+        held.set()
+        (gates / f"{operation}.held").touch()
+        deadline = time.monotonic() + 60
+        while not (gates / f"{operation}.release").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    return observe
+
+
+def recorded_polyccm(argv: list[str]) -> int:
+    """``python tests/test_deploy.py --provider=fake ARGS``: the ``polyccm`` command with the
+    fake cloud, as ``polyccm.testing.fake_main`` runs it, plus
+
+    * every HTTP request the process sends, with the status of its answer, appended to the file
+      named by ``$POLYCCM_TEST_API_RECORD``. It is recorded in urllib3, under every client of the
+      process, so no request is missed whichever client sends it;
+    * a fake cloud arranged by the JSON file named by ``$POLYCCM_TEST_SCENARIO``:
+      ``{"instances": [name, ...], "hold": {operation: subject}, "gates": directory}``, where
+      each held operation waits at its first call about its subject (see :func:`hold_once`) so
+      that the test can change the object meanwhile."""
+    import urllib3.connectionpool
+    from polyccm.cli import main
+    from polyccm.cloud import CloudProvider
+    from polyccm.hookspecs import hookimpl
+    from polyccm.plugins import ProviderSettings, plugin_manager
+    from polyccm.testing.fake import FakeCloud
+    from polyccm.testing.fake_main import FakeCloudPlugin
+
+    record = Path(os.environ[RECORD_VARIABLE])
+    scenario = json.loads(Path(os.environ[SCENARIO_VARIABLE]).read_text())
+    lock = threading.Lock()
+    send = urllib3.connectionpool.HTTPConnectionPool.urlopen
+
+    def recording_urlopen(
+        pool: urllib3.connectionpool.HTTPConnectionPool,
+        method: str,
+        url: str,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        response = send(pool, method, url, *args, **kwargs)
+        line = json.dumps({"method": method, "url": url, "status": response.status})
+        with lock, record.open("a") as out:
+            out.write(line + "\n")
+        return response
+
+    urllib3.connectionpool.HTTPConnectionPool.urlopen = recording_urlopen  # type: ignore[method-assign]
+
+    cloud = FakeCloud()
+    for name in scenario["instances"]:
+        cloud.add_instance(name)
+    for operation, subject in scenario["hold"].items():
+        cloud.observe(operation, hold_once(operation, subject, Path(scenario["gates"])))
+
+    class ArrangedCloud(FakeCloudPlugin):
+        @hookimpl
+        def polyccm_build_provider(self, settings: ProviderSettings) -> CloudProvider | None:
+            return cloud if settings.provider == "fake" else None
+
+    return main(argv, plugin_manager([ArrangedCloud()]))
+
+
+def while_held(gates: Path, operation: str, action: Callable[[], Any]) -> None:
+    """Once polyccm's first held ``operation`` call waits, run ``action``, then let it go on."""
+    wait_for((gates / f"{operation}.held").exists, 60, f"polyccm's {operation} call")
+    try:
+        action()
+    finally:
+        (gates / f"{operation}.release").touch()
+
+
+@dataclass(frozen=True)
+class Request:
+    """One recorded request, as the RBAC authorizer sees it."""
+
+    method: str
+    path: str
+    status: int
+    verb: str
+    group: str
+    resource: str
+    """The resource with its subresource, as RBAC rules name it: ``nodes/status``."""
+
+    @property
+    def rule(self) -> tuple[str, str, str]:
+        return (self.group, self.resource, self.verb)
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path} -> {self.status}"
+
+
+def recorded_requests(record: Path) -> list[Request]:
+    requests = []
+    for line in record.read_text().splitlines():
+        entry = json.loads(line)
+        url = urlsplit(entry["url"])
+        parts = url.path.strip("/").split("/")
+        if parts[0] == "api":
+            group, rest = "", parts[2:]
+        elif parts[0] == "apis":
+            group, rest = parts[1], parts[3:]
+        else:
+            group, rest = "", []  # a non-resource URL (discovery, /version)
+        if len(rest) > 2 and rest[0] == "namespaces":
+            rest = rest[2:]
+        resource = "/".join(rest[:1] + rest[2:3])
+        named = len(rest) > 1
+        watching = parse_qs(url.query).get("watch") == ["true"]
+        verb = {
+            "GET": "get" if named else ("watch" if watching else "list"),
+            "POST": "create",
+            "PUT": "update",
+            "PATCH": "patch",
+            "DELETE": "delete" if named else "deletecollection",
+        }[entry["method"]]
+        requests.append(Request(entry["method"], url.path, entry["status"], verb, group, resource))
+    return requests
+
+
+def granted_rules(objects: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """``(group, resource, verb)`` for every grant of the ClusterRole and the Role."""
+    granted = set()
+    for role in (o for o in objects if o["kind"] in ("ClusterRole", "Role")):
+        for rule in role["rules"]:
+            assert "nonResourceURLs" not in rule
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    granted.update((group, resource, verb) for verb in rule["verbs"])
+    return granted
 
 
 def service_account_kubeconfig(kube_api: KubeApi, control_plane: Any, directory: Path) -> Path:
@@ -756,6 +910,11 @@ def delete_events_about(api: KubeApi, namespace: str, names: list[str]) -> None:
                     raise
 
 
+def event_count(api: KubeApi, namespace: str, name: str, reason: str) -> int:
+    listing = api.list(EVENTS, namespace, fieldSelector=f"involvedObject.name={name}")
+    return sum(int(e.get("count") or 1) for e in listing["items"] if e.get("reason") == reason)
+
+
 @pytest.mark.timeout(240)
 def test_service_account_alone_runs_every_controller_and_nothing_more(
     kube_api: KubeApi,
@@ -768,7 +927,26 @@ def test_service_account_alone_runs_every_controller_and_nothing_more(
     kubeconfig = service_account_kubeconfig(kube_api, control_plane, tmp_path)
     account = KubeApi.from_kubeconfig(str(kubeconfig), qps=0.0, user_agent="polyccm-tests")
     suffix = secrets.token_hex(3)
-    new, old, lost = f"new-{suffix}", f"old-{suffix}", f"lost-{suffix}"
+    new, stray, old, lost = (f"{n}-{suffix}" for n in ("new", "stray", "old", "lost"))
+    touched = {"metadata": {"labels": {"polyccm.test/touched": "true"}}}
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    record = tmp_path / "requests.jsonl"
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(
+        json.dumps(
+            {
+                "instances": [new, old],
+                # Held so that the test changes the object meanwhile: polyccm's write that
+                # follows conflicts, and it reads the object again.
+                "hold": {
+                    "instances_metadata": new,
+                    "ensure_load_balancer_deleted": f"{namespace}/web",
+                },
+                "gates": str(gates),
+            }
+        )
+    )
     process: subprocess.Popen[bytes] | None = None
     log_path = tmp_path / "polyccm.log"
     try:
@@ -781,22 +959,21 @@ def test_service_account_alone_runs_every_controller_and_nothing_more(
         assert forbidden(lambda: account.get(LEASES, "kube-scheduler", KUBE_SYSTEM))
         assert forbidden(lambda: account.list(LEASES, KUBE_SYSTEM))
         assert forbidden(lambda: make_service(account, namespace, "not-mine"))
-        assert forbidden(
-            lambda: account.request("GET", f"/api/v1/namespaces/{namespace}/services/x")
-        )
+        assert forbidden(lambda: account.delete(SERVICES, "x", namespace))
         assert forbidden(lambda: account.request("GET", "/api/v1/pods"))
         assert forbidden(
             lambda: account.request("POST", "/api/v1/nodes", body={"metadata": {"name": "x"}})
         )
 
-        # A kubelet's new node (no instance in the fake cloud: it cannot be initialised), an
-        # initialised node with work to do, and a node whose instance is gone.
+        # A kubelet's new node with an instance in the cloud, one without (it cannot be
+        # initialised), an initialised node with work to do, and one whose instance is gone.
         make_node(kube_api, new, tainted=True)
+        make_node(kube_api, stray, tainted=True)
         make_node(
             kube_api,
             old,
             tainted=False,
-            provider_id="fake://region-1/old",
+            provider_id=f"fake://region-1/{old}",
             labels={"beta.kubernetes.io/instance-type": "fake.small"},
             pod_cidrs=("10.244.7.0/24",),
         )
@@ -809,13 +986,14 @@ def test_service_account_alone_runs_every_controller_and_nothing_more(
         with log_path.open("wb") as log:
             process = subprocess.Popen(
                 [
-                    *FAKE_MAIN,
+                    *RECORDED_POLYCCM,
                     f"--kubeconfig={kubeconfig}",
                     "--cluster-cidr=10.244.0.0/16",
                     "--secure-port=0",
                     "--node-monitor-period=1s",
                     "--leader-elect=true",
                 ],
+                env={**os.environ, RECORD_VARIABLE: str(record), SCENARIO_VARIABLE: str(scenario)},
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
@@ -824,14 +1002,29 @@ def test_service_account_alone_runs_every_controller_and_nothing_more(
         leader = wait_for(lambda: holder(kube_api), 30, "a holder of the Lease in kube-system")
         assert leader
 
-        # events create (namespace default for nodes), with only the node informer's list/watch.
+        # nodes patch guarded by resourceVersion, which conflicts with the test's change made
+        # during the cloud lookup; nodes get, to retry; nodes/status patch, the addresses.
+        while_held(gates, "instances_metadata", lambda: kube_api.patch(NODES, new, touched))
+
+        def initialised() -> bool:
+            node = kube_api.get(NODES, new)
+            taints = {t["key"] for t in node["spec"].get("taints") or ()}
+            return bool(
+                UNINITIALIZED_TAINT not in taints
+                and node["spec"].get("providerID") == f"fake://region-1/{new}"
+                and node["status"].get("addresses")
+            )
+
+        wait_for(initialised, 60, "the new node initialised")
+
+        # events create, and patch when the same event repeats (namespace default for nodes).
         wait_for(
-            lambda: "FailedToInitialize" in reasons_for(kube_api, "default", new),
+            lambda: event_count(kube_api, "default", stray, "FailedToInitialize") >= 2,
             60,
-            "FailedToInitialize event about the new node",
+            "a repeated FailedToInitialize event about the node without an instance",
         )
         assert UNINITIALIZED_TAINT in {
-            t["key"] for t in kube_api.get(NODES, new)["spec"].get("taints", [])
+            t["key"] for t in kube_api.get(NODES, stray)["spec"].get("taints", [])
         }
 
         # nodes patch: GA labels copied from beta ones, shutdown taint off a Ready node.
@@ -873,7 +1066,14 @@ def test_service_account_alone_runs_every_controller_and_nothing_more(
             30,
             "EnsuredLoadBalancer event about the service",
         )
+        # The finalizer's removal conflicts with the test's change made during the cloud
+        # deletion: services get, to retry with the fresh object.
         kube_api.delete(SERVICES, "web", namespace)
+        while_held(
+            gates,
+            "ensure_load_balancer_deleted",
+            lambda: kube_api.patch(SERVICES, "web", touched, namespace),
+        )
         wait_for(
             lambda: gone(lambda: kube_api.get(SERVICES, "web", namespace)),
             60,
@@ -894,6 +1094,21 @@ def test_service_account_alone_runs_every_controller_and_nothing_more(
                 process.kill()
                 process.wait(timeout=30)
         account.close()
-        delete_events_about(kube_api, "default", [new, old, lost])
+        delete_events_about(kube_api, "default", [new, stray, old, lost])
     output = log_path.read_text(errors="replace")
+
+    requests = recorded_requests(record)
+    # The scenario took the conflict paths: the two guarded writes were refused once each.
+    conflicts = {(r.method, r.resource) for r in requests if r.status == 409}
+    assert {("PATCH", "nodes"), ("PATCH", "services")} <= conflicts, conflicts
+    # The API server's authorizer allowed every request polyccm made on the role's token...
+    refused = sorted({str(r) for r in requests if r.status in (401, 403)})
+    assert not refused, "refused:\n" + "\n".join(refused)
     assert not re.search(r"\b403\b|forbidden", output, re.IGNORECASE), output[-4000:]
+    # ... and the roles grant nothing that polyccm did not use.
+    unused = granted_rules(applied_rbac) - {r.rule for r in requests}
+    assert not unused, f"rbac.yaml grants what polyccm never asked for: {sorted(unused)}"
+
+
+if __name__ == "__main__":
+    sys.exit(recorded_polyccm(sys.argv[1:]))
