@@ -9,8 +9,10 @@ import io
 import logging
 import urllib.parse
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 from polyccm import logredact
 from polyccm.logredact import MASK, RedactingFilter, add_secret, redact, secrets_in_environment
 
@@ -151,3 +153,39 @@ def test_the_filter_masks_arguments_tracebacks_and_stacks_for_any_formatter() ->
     assert STS_SECRET not in printed and SESSION_TOKEN not in printed
     assert "RuntimeError: refresh failed with key ***" in printed
     assert "Stack (most recent call last)" in printed
+
+
+def test_the_kubernetes_token_and_client_key_are_known_secrets(tmp_path: Path) -> None:
+    from polyccm.cli import _kube_secrets
+    from polyccm.kube.api import load_configuration
+
+    key_data = base64.b64encode(PEM_KEY.encode()).decode()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+                "users": [
+                    {
+                        "name": "u",
+                        "user": {
+                            "token": "opaque-admin-token-42",
+                            "client-certificate-data": key_data,
+                            "client-key-data": key_data,
+                        },
+                    }
+                ],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    for value in _kube_secrets(load_configuration(str(kubeconfig))):
+        add_secret(value)
+    # Bare values, with no key name or shape to give them away: masked because they are known.
+    bare_key_line = PEM_KEY.splitlines()[1]
+    printed = redact(f"{kubeconfig.read_text()} sent opaque-admin-token-42, {bare_key_line}")
+    assert "opaque-admin-token-42" not in printed
+    assert key_data not in printed and "MIIEpAIBAAKCAQEA" not in printed
