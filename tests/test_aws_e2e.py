@@ -24,6 +24,7 @@ from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
 from polyccm.testing.kubeobjects import events_for, make_node, make_service, wait_for
 from polyccm_aws.config import CloudConfig
 from polyccm_aws.emulator import EmulatorControl
+from polyccm_aws.naming import target_group_name
 from polyccm_aws.provider import AwsProvider
 from polyccm_aws.testing import (
     CLUSTER,
@@ -98,6 +99,28 @@ def gone(api: KubeApi, namespace: str, name: str) -> bool:
     except ApiError as error:
         return error.not_found
     return False
+
+
+def polyccm_command(control_plane: Any, *flags: str) -> list[str]:
+    """``polyccm --provider aws`` against the test control plane, no leader election."""
+    return [
+        sys.executable,
+        "-m",
+        "polyccm.cli",
+        "--provider=aws",
+        f"--kubeconfig={control_plane.kubeconfig}",
+        f"--cluster-name={CLUSTER}",
+        "--leader-elect=false",
+        "--configure-cloud-routes=false",
+        "--secure-port=0",
+        *flags,
+    ]
+
+
+def polyccm_env(emulator: Mapping[str, str]) -> dict[str, str]:
+    """The process environment: the emulator's AWS and instance metadata endpoints (the
+    ``aws`` fixture has removed foreign AWS variables from this process's environment)."""
+    return {**os.environ, **isolated_environment(emulator)}
 
 
 def balancers() -> list[dict[str, Any]]:
@@ -203,19 +226,10 @@ def test_killing_the_manager_never_leaks_the_load_balancer(
     tmp_path: Path,
 ) -> None:
     world = World()
-    register(kube_api, world.instances(1)[0])
-    command = [
-        sys.executable,
-        "-m",
-        "polyccm.cli",
-        "--provider=aws",
-        f"--kubeconfig={control_plane.kubeconfig}",
-        f"--cluster-name={CLUSTER}",
-        "--leader-elect=false",
-        "--configure-cloud-routes=false",
-        "--secure-port=0",
-    ]
-    env = {**os.environ, **isolated_environment(emulator)}
+    # polyccm runs on this node's instance: its cluster tag gives the cluster id.
+    register(kube_api, world.instances(1, ccm_host=True)[0])
+    command = polyccm_command(control_plane)
+    env = polyccm_env(emulator)
     log = (tmp_path / "polyccm.log").open("w")
     first = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -240,3 +254,183 @@ def test_killing_the_manager_never_leaks_the_load_balancer(
         second.send_signal(signal.SIGTERM)
         assert second.wait(timeout=30) == 0
         log.close()
+
+
+# -- the cluster id, as cloud-provider-aws finds it --------------------------------------------
+
+
+def upstream_nlb(world: World, service: Mapping[str, Any], cluster_id: str) -> list[str]:
+    """The NLB cloud-provider-aws made for ``service`` in cluster ``cluster_id``: its name,
+    listeners and target groups named and tagged as upstream does. Returns the group names."""
+    meta, spec = service["metadata"], service["spec"]
+    owned = [
+        {"Key": f"kubernetes.io/cluster/{cluster_id}", "Value": "owned"},
+        {"Key": "kubernetes.io/service-name", "Value": f"{meta['namespace']}/{meta['name']}"},
+    ]
+    nlb = world.elbv2.create_load_balancer(
+        Name=("a" + meta["uid"].replace("-", ""))[:32],
+        Type="network",
+        SubnetMappings=[{"SubnetId": s} for s in sorted(world.public.values())],
+        Tags=owned,
+    )["LoadBalancers"][0]
+    names = []
+    for port in spec["ports"]:
+        name = target_group_name(
+            cluster_id=cluster_id,
+            namespace=meta["namespace"],
+            name=meta["name"],
+            service_port=port["port"],
+            node_port=port["nodePort"],
+            target_protocol="TCP",
+            health_check_protocol="TCP",
+            health_check_interval=30,
+        )
+        group = world.elbv2.create_target_group(
+            Name=name,
+            Port=port["nodePort"],
+            Protocol="TCP",
+            VpcId=world.vpc_id,
+            TargetType="instance",
+            HealthCheckProtocol="TCP",
+            HealthCheckPort="traffic-port",
+            HealthCheckIntervalSeconds=30,
+            HealthyThresholdCount=3,
+            UnhealthyThresholdCount=3,
+            Tags=owned,
+        )["TargetGroups"][0]
+        world.elbv2.create_listener(
+            LoadBalancerArn=nlb["LoadBalancerArn"],
+            Port=port["port"],
+            Protocol="TCP",
+            DefaultActions=[{"Type": "forward", "TargetGroupArn": group["TargetGroupArn"]}],
+        )
+        names.append(name)
+    return names
+
+
+def upstream_elb(world: World, service: Mapping[str, Any], cluster_id: str) -> str:
+    """The classic ELB cloud-provider-aws made for ``service``, with its ``k8s-elb-<name>``
+    security group tagged for ``cluster_id``. Returns the group id."""
+    name = ("a" + service["metadata"]["uid"].replace("-", ""))[:32]
+    group: str = world.ec2.create_security_group(
+        GroupName=f"k8s-elb-{name}",
+        Description="Security group for Kubernetes ELB (made by cloud-provider-aws)",
+        VpcId=world.vpc_id,
+        TagSpecifications=[
+            {
+                "ResourceType": "security-group",
+                "Tags": [{"Key": f"kubernetes.io/cluster/{cluster_id}", "Value": "owned"}],
+            }
+        ],
+    )["GroupId"]
+    port = service["spec"]["ports"][0]
+    world.elb.create_load_balancer(
+        LoadBalancerName=name,
+        Listeners=[
+            {
+                "Protocol": "tcp",
+                "LoadBalancerPort": port["port"],
+                "InstanceProtocol": "tcp",
+                "InstancePort": port["nodePort"],
+            }
+        ],
+        Subnets=sorted(world.public.values()),
+        SecurityGroups=[group],
+    )
+    return group
+
+
+def test_switching_from_cloud_provider_aws_adopts_its_resources_by_the_instance_cluster_tag(
+    kube_api: KubeApi,
+    namespace: str,
+    aws: EmulatorControl,
+    control_plane: Any,
+    emulator: Mapping[str, str],
+    clean_nodes: None,
+    tmp_path: Path,
+) -> None:
+    """The cluster was run by cloud-provider-aws with cluster id ``prod``, found on its
+    instance's tags; cloud.conf names no id, and --cluster-name is the default. polyccm must
+    arrive at ``prod`` too, or it would create new target groups and refuse upstream's groups."""
+    world = World(cluster="prod")
+    host = world.instances(1, ccm_host=True)[0]  # tagged kubernetes.io/cluster/prod=owned
+    register(kube_api, host)
+    register(kube_api, world.instances(1, "us-east-1b")[0])
+    fast = make_service(
+        kube_api,
+        namespace,
+        "fast",
+        lambda s: s["metadata"]["annotations"].update({f"{ANNOTATION}type": "nlb"}),
+    )
+    classic = make_service(kube_api, namespace, "classic")
+    groups = sorted(upstream_nlb(world, fast, "prod"))
+    elb_group = upstream_elb(world, classic, "prod")
+    security_groups = len(world.ec2.describe_security_groups()["SecurityGroups"])
+    config = tmp_path / "cloud.conf"
+    config.write_text("[Global]\nRegion = us-east-1\n")
+    aws.reset_calls()
+
+    log = (tmp_path / "polyccm.log").open("w")
+    process = subprocess.Popen(
+        polyccm_command(control_plane, f"--cloud-config={config}"),
+        env=polyccm_env(emulator),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        for name in ("fast", "classic"):
+            wait_for(lambda n=name: hostname(kube_api, namespace, n), what=f"{name} adopted")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+        log.close()
+
+    calls = aws.calls()
+    created = {c: n for c, n in calls.items() if c.startswith("Create") and c != "CreateTags"}
+    assert created == {}, (created, (tmp_path / "polyccm.log").read_text()[-3000:])
+    target_groups = world.elbv2.describe_target_groups()["TargetGroups"]
+    assert sorted(g["TargetGroupName"] for g in target_groups) == groups
+    (elb,) = [b for b in balancers() if b["LoadBalancerName"].startswith("a")]
+    assert elb["SecurityGroups"] == [elb_group]
+    assert len(world.ec2.describe_security_groups()["SecurityGroups"]) == security_groups
+
+
+def test_without_a_cluster_id_polyccm_refuses_to_start_unless_allowed(
+    kube_api: KubeApi,
+    aws: EmulatorControl,
+    control_plane: Any,
+    emulator: Mapping[str, str],
+    clean_nodes: None,
+) -> None:
+    world = World()
+    host = world.instances(1, tags={"Name": "untagged"}, ccm_host=True)[0]
+    name = register(kube_api, host)
+
+    refused = subprocess.run(
+        polyccm_command(control_plane),
+        env=polyccm_env(emulator),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert refused.returncode == 2
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert "no cluster id" in refused.stderr and "--allow-untagged-cloud" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+    allowed = subprocess.Popen(
+        polyccm_command(control_plane, "--allow-untagged-cloud"),
+        env=polyccm_env(emulator),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        node = wait_for(
+            lambda: (n := Node(kube_api.get(NODES, name))).provider_id and n,
+            what="the node initialised by polyccm started with --allow-untagged-cloud",
+        )
+        assert node.provider_id.endswith(host["InstanceId"])
+    finally:
+        allowed.send_signal(signal.SIGTERM)
+        assert allowed.wait(timeout=30) == 0
