@@ -8,6 +8,9 @@ against a real cluster: no TLS checks are skipped and unauthenticated requests a
 
 Processes are started in their own sessions and outlive the caller; :func:`stop` (or
 ``polyccm-dev down``) ends them from any process, using what ``state.json`` recorded.
+:func:`apiserver_stopped` and :func:`restart_apiserver` take the API server down and bring it
+back on the same etcd, port and certificates, as an upgrade or a crash of a real control plane
+would, for tests of what clients do meanwhile.
 """
 
 from __future__ import annotations
@@ -116,6 +119,15 @@ class ControlPlane:
         """A TLS context that trusts the API server's CA."""
         return ssl.create_default_context(cafile=str(self.ca_cert))
 
+    def restart_apiserver(self, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Stop kube-apiserver and start it again as it was (see :func:`restart_apiserver`)."""
+        restart_apiserver(self.state_dir, timeout=timeout)
+
+    def apiserver_stopped(self, timeout: float = DEFAULT_TIMEOUT) -> Any:
+        """A context manager: kube-apiserver is down inside the block, back and ready after
+        it (see :func:`apiserver_stopped`)."""
+        return apiserver_stopped(self.state_dir, timeout=timeout)
+
     def kube_api(self, **kwargs: Any) -> KubeApi:
         """A :class:`polyccm.kube.api.KubeApi` with admin rights (keyword args go to it)."""
         from polyccm.kube.api import KubeApi
@@ -208,6 +220,95 @@ def stop(state_dir: Path | str) -> bool:
             _stop_components(recorded.components)
         state_files.remove_runtime_files(directory)
     return recorded is not None
+
+
+@contextmanager
+def apiserver_stopped(state_dir: Path | str, *, timeout: float = DEFAULT_TIMEOUT) -> Iterator[None]:
+    """Stop the environment's kube-apiserver for the duration of the block (etcd and emulators
+    keep running), then start it again with the same command line (same etcd, port,
+    certificates and tokens) and return once it is ready.
+
+    The API server is started again even when the block raises. One started for a test session
+    (``die_with_caller``) is tied to the thread that calls this, as it was to the one that
+    started the session: call it from the main thread. Raises :class:`ControlPlaneError` when
+    nothing runs in ``state_dir`` or the API server does not come back within ``timeout``.
+    """
+    directory = Path(state_dir).resolve()
+    with _locked(directory):
+        recorded = _load(directory)
+        component = recorded.component(KUBE_APISERVER) if recorded is not None else None
+        if recorded is None or component is None or not component.argv:
+            raise ControlPlaneError(f"no kube-apiserver recorded in {directory}")
+        processes.stop_group(component.pid, component.start_time)
+    try:
+        yield
+    finally:
+        _start_apiserver_again(directory, timeout)
+
+
+def restart_apiserver(state_dir: Path | str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    """Stop kube-apiserver and start it again at once (see :func:`apiserver_stopped`)."""
+    with apiserver_stopped(state_dir, timeout=timeout):
+        pass
+
+
+def _start_apiserver_again(directory: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    with _locked(directory):
+        recorded = _load(directory)
+        old = recorded.component(KUBE_APISERVER) if recorded is not None else None
+        if recorded is None or old is None:
+            raise ControlPlaneError(f"no kube-apiserver recorded in {directory}")
+        keys = pki.Pki.in_directory(directory / state_files.PKI_DIR)
+        log = Path(old.log)
+        for attempt in range(PORT_ATTEMPTS):
+            offset = _log_size(log)
+            try:
+                child = processes.spawn_detached(
+                    old.argv, log_path=log, cwd=directory, die_with_parent=old.die_with_caller
+                )
+            except OSError as error:
+                raise ControlPlaneError(f"cannot run {old.argv[0]}: {error}") from error
+            component = Component(
+                name=old.name,
+                pid=child.pid,
+                start_time=processes.start_time_of(child.pid),
+                url=old.url,
+                log=old.log,
+                argv=list(old.argv),
+                die_with_caller=old.die_with_caller,
+            )
+            # Same place in the list: components stop in the reverse of their start order.
+            index = next(i for i, item in enumerate(recorded.components) if item.name == old.name)
+            recorded.components[index] = component
+            state_files.save(directory, recorded)
+            try:
+                _wait_for_apiserver(component, recorded.admin_token, keys.ca_cert, deadline)
+                return
+            except processes.NotReadyError as error:
+                # The port is the one clients know: another process may hold it for a moment
+                # (a socket of the old server lingering); try it again, never another port.
+                if attempt + 1 < PORT_ATTEMPTS and _port_taken(log, offset):
+                    processes.stop_group(component.pid, component.start_time)
+                    time.sleep(0.5)
+                    old = component
+                    continue
+                raise _failure(component, str(error)) from None
+
+
+def _wait_for_apiserver(component: Component, token: str, ca_cert: Path, deadline: float) -> None:
+    """Return once /readyz is ok and the ``default`` namespace can be read."""
+    headers = {"Authorization": f"Bearer {token}"}
+    context = ssl.create_default_context(cafile=str(ca_cert))
+    for path in ("/readyz", "/api/v1/namespaces/default"):
+        processes.wait_until_answers(
+            component.url + path,
+            accept=lambda status, _body: status == 200,
+            timeout=max(1.0, deadline - time.monotonic()),
+            alive=lambda: _alive(component),
+            headers=headers,
+            context=context,
+        )
 
 
 def resolve_emulators(
@@ -412,6 +513,7 @@ class _Launcher:
             url=url,
             log=str(log),
             argv=list(argv),
+            die_with_caller=self.die_with_caller,
         )
         self.recorded.components.append(component)
         state_files.save(self.directory, self.recorded)
@@ -480,8 +582,6 @@ class _Launcher:
     def apiserver(self, binary: Path, *, etcd_url: str, keys: pki.Pki) -> None:
         """Start kube-apiserver; return once /readyz is ok and the ``default`` namespace exists."""
         token_file = self.directory / state_files.TOKEN_FILE
-        headers = {"Authorization": f"Bearer {self.recorded.admin_token}"}
-        context = ssl.create_default_context(cafile=str(keys.ca_cert))
 
         def make_argv() -> tuple[list[str], str]:
             (port,) = processes.free_ports(1)
@@ -507,15 +607,12 @@ class _Launcher:
             return argv, url
 
         def wait(component: Component) -> None:
-            for path in ("/readyz", "/api/v1/namespaces/default"):
-                processes.wait_until_answers(
-                    component.url + path,
-                    accept=lambda status, _body: status == 200,
-                    timeout=self._remaining(),
-                    alive=lambda: _alive(component),
-                    headers=headers,
-                    context=context,
-                )
+            _wait_for_apiserver(
+                component,
+                self.recorded.admin_token,
+                keys.ca_cert,
+                time.monotonic() + self._remaining(),
+            )
 
         self.say(f"starting kube-apiserver ({binary})")
         self.recorded.api_url = self._retrying(KUBE_APISERVER, make_argv, wait).url
@@ -554,8 +651,10 @@ __all__ = [
     "ControlPlane",
     "ControlPlaneError",
     "UnknownEmulatorError",
+    "apiserver_stopped",
     "attach",
     "resolve_emulators",
+    "restart_apiserver",
     "start",
     "status",
     "stop",

@@ -62,6 +62,9 @@ class Component:
     log: str
     """Its log file."""
     argv: list[str] = field(default_factory=list)
+    """The command it runs, so that it can be started again the same way."""
+    die_with_caller: bool = False
+    """Whether the kernel kills it when the process that started it dies (test sessions)."""
 
 
 @dataclass
