@@ -1,5 +1,6 @@
 """`polyccm-dev up --cloud aws`: the real command, the real control plane and moto's server, with
-the standard variables boto3 reads written to the state dir's env file."""
+the standard variables boto3 reads (the instance metadata endpoint included) written to the state
+dir's env file."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import boto3
 import pytest
+from polyccm_aws.emulator import CCM_HOST_TAG
+from polyccm_aws.provider import own_instance_id
 
 
 def dev(*args: str) -> subprocess.CompletedProcess[str]:
@@ -40,6 +43,7 @@ def test_up_with_aws_starts_moto_and_writes_what_boto3_needs(
     for key in (
         "KUBECONFIG",
         "AWS_ENDPOINT_URL",
+        "AWS_EC2_METADATA_SERVICE_ENDPOINT",
         "AWS_ACCESS_KEY_ID",
         "AWS_SECRET_ACCESS_KEY",
         "AWS_DEFAULT_REGION",
@@ -54,6 +58,16 @@ def test_up_with_aws_starts_moto_and_writes_what_boto3_needs(
     ec2 = boto3.client("ec2")  # nothing but the variables: the endpoint comes from the env file
     vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
     assert vpc in {v["VpcId"] for v in ec2.describe_vpcs()["Vpcs"]}
+    # The instance tagged as polyccm's host is the one the instance metadata service names.
+    (host,) = ec2.run_instances(
+        ImageId="ami-12c6146b",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": CCM_HOST_TAG, "Value": "true"}]}
+        ],
+    )["Instances"]
+    assert own_instance_id() == host["InstanceId"]
 
     status = dev("status", "--state-dir", str(state_dir))
     assert status.returncode == 0

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import pytest
 from polyccm.errors import ConfigError
-from polyccm_aws.config import CloudConfig, parse_cloud_config
+from polyccm_aws.config import CloudConfig
 from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider, own_instance_id
 from polyccm_aws.tagging import OwnInstance, cluster_id_from_tags, resolve_cluster_id
@@ -102,19 +102,6 @@ def test_cluster_id_from_tags_of_any_resource() -> None:
     assert cluster_id_from_tags(None, "vpc-1") is None
     found = cluster_id_from_tags([{"Key": "kubernetes.io/cluster/blue", "Value": ""}], "vpc-1")
     assert found is not None and found.value == "blue" and "vpc-1" in found.source
-
-
-def test_config_keys_naming_two_clusters_are_refused_with_the_line() -> None:
-    text = "[Global]\nKubernetesClusterTag = a\nRegion = us-east-1\nKubernetesClusterID = b\n"
-
-    with pytest.raises(ConfigError, match=r"cloud.conf:4: .*different clusters"):
-        parse_cloud_config(text, "cloud.conf")
-    assert (
-        parse_cloud_config(
-            "[Global]\nKubernetesClusterTag = a\nKubernetesClusterID = a\n"
-        ).cluster_id
-        == "a"
-    )
 
 
 def test_a_provider_without_an_id_says_so_and_tags_with_the_cluster_name(

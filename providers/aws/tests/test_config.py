@@ -113,6 +113,11 @@ def test_legacy_service_name_covers_both_load_balancer_apis() -> None:
             "duplicate ServiceOverride",
         ),
         ('[ServiceOverride "1"]\nService=ec2\nRegion=r\nURL=ftp://a\nSigningRegion=r\n', 1, "http"),
+        (
+            "[Global]\nKubernetesClusterTag = a\nRegion = r\nKubernetesClusterID = b\n",
+            4,
+            "name different clusters",
+        ),
     ],
 )
 def test_mistakes_name_file_and_line(text: str, line: int, message: str) -> None:
@@ -137,3 +142,14 @@ def test_file_is_read_from_disk(tmp_path: Path) -> None:
 
     assert config.region == "eu-central-1"
     assert config.cluster_id == "split"
+
+
+def test_the_shipped_example_leaves_the_cluster_id_to_the_instance_tags() -> None:
+    """A fixed id in the example would be copied into every cluster of an account, which would
+    then share target-group names; unset, the id comes from each cluster's instance tags."""
+    example = Path(__file__).parents[3] / "deploy" / "manifests" / "examples" / "aws-cloud.conf"
+
+    config = load_cloud_config(example)
+
+    assert config.cluster_id == ""
+    assert "KubernetesClusterID" in example.read_text()  # shown, commented, explained

@@ -24,6 +24,8 @@ from polyccm.devenv import controlplane
 from polyccm.kube.api import NAMESPACES, NODES, SERVICES, ApiError, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node
 
+from polyccm_aws.emulator import CCM_HOST_TAG
+
 CLUSTER = "demo"
 REGION = "us-east-1"
 ZONES = ("us-east-1a", "us-east-1b")
@@ -92,6 +94,9 @@ def make_cloud(env: dict[str, str]) -> tuple[Any, Any, list[dict[str, str]]]:
         )
         for instance in reservation["Instances"]:
             instances.append({"id": instance["InstanceId"], "dns": instance["PrivateDnsName"]})
+    # polyccm "runs on" the first instance: the emulator's metadata service names it, and
+    # polyccm reads the cluster id from its kubernetes.io/cluster/<id> tag, as upstream does.
+    ec2.create_tags(Resources=[instances[0]["id"]], Tags=[{"Key": CCM_HOST_TAG, "Value": "true"}])
     return ec2, elb, instances
 
 
@@ -112,7 +117,7 @@ def register_node(api: KubeApi, name: str) -> None:
 @contextmanager
 def running_ccm(state: Path, env: dict[str, str], kubeconfig: Path) -> Iterator[Path]:
     config = state / "cloud.conf"
-    config.write_text(f"[Global]\nRegion = {REGION}\nKubernetesClusterID = {CLUSTER}\n")
+    config.write_text(f"[Global]\nRegion = {REGION}\n")  # the cluster id comes from the tags
     log = state / "polyccm.log"
     command = [
         sys.executable,
@@ -236,7 +241,10 @@ def main() -> int:
             api = plane.kube_api(qps=0)
             env = {k: v for k, v in plane.env.items() if k.startswith("AWS_")}
             ec2, elb, instances = make_cloud(env)
-            say(f"created {len(instances)} EC2 instances in {', '.join(ZONES)}")
+            say(
+                f"created {len(instances)} EC2 instances in {', '.join(ZONES)}, tagged "
+                f"kubernetes.io/cluster/{CLUSTER}; polyccm runs on {instances[0]['id']}"
+            )
             for instance in instances:
                 register_node(api, instance["dns"])
             say(
