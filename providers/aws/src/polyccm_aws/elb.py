@@ -18,7 +18,7 @@ from polyccm.errors import CloudError
 from polyccm.objects import Service
 
 from polyccm_aws.instance_store import Instance
-from polyccm_aws.lb_kind import BalancerKind
+from polyccm_aws.lb_kind import BalancerKind, wanted_backends
 from polyccm_aws.lb_spec import LoadBalancerSpec
 from polyccm_aws.naming import elb_security_group_description, elb_security_group_name
 from polyccm_aws.network import no_subnets_error
@@ -304,14 +304,15 @@ class ClassicElb(BalancerKind):
         self, name: str, description: Description, instances: Mapping[str, Instance]
     ) -> None:
         actual = {str(i["InstanceId"]) for i in description.get("Instances") or ()}
-        if added := sorted(set(instances) - actual):
+        wanted = wanted_backends(instances, actual)
+        if added := sorted(wanted - actual):
             self._api.call(
                 "elb",
                 "register_instances_with_load_balancer",
                 LoadBalancerName=name,
                 Instances=[{"InstanceId": i} for i in added],
             )
-        if removed := sorted(actual - set(instances)):
+        if removed := sorted(actual - wanted):
             self._api.call(
                 "elb",
                 "deregister_instances_from_load_balancer",
@@ -358,12 +359,20 @@ class ClassicElb(BalancerKind):
         groups = [g for g in description.get("SecurityGroups") or () if g not in set(extra)]
         return str(groups[0]) if groups else None
 
-    def update(self, spec: LoadBalancerSpec, name: str, instances: Mapping[str, Instance]) -> None:
+    def update(
+        self,
+        name: str,
+        instances: Mapping[str, Instance],
+        annotated: tuple[str, ...],
+        extra: tuple[str, ...],
+    ) -> None:
+        """Point ELB ``name`` at ``instances`` and let it reach their node groups. Only the ELB
+        and the service's security-group annotations (``annotated``, ``extra``) are needed."""
         description = self.describe(name)
         if description is None:
             raise CloudError(f"load balancer {name} not found")
         self._sync_instances(name, description, instances)
-        group = self.primary_group(description, spec.security_groups, spec.extra_security_groups)
+        group = self.primary_group(description, annotated, extra)
         if group is not None:
             self.sync_node_rules(group, instances)
 

@@ -1,17 +1,20 @@
 """The LoadBalancer capability: validate the service, pick ELB or NLB, and guard the edges.
 
 Every ensure starts with :func:`~polyccm_aws.lb_spec.build_spec`, so invalid annotations are
-refused before any cloud call. A load balancer of the other type under the service's name means
-the type annotation changed after creation, which upstream forbids: refused too, rather than
-leaving the old one behind. Deletion looks for both types, so a changed annotation cannot leak
-a load balancer, and finishes interrupted deletions (security groups still in use are retried
-after a short fixed delay).
+refused before any cloud call; values upstream reads leniently come back as warnings in the
+status. A load balancer of the other type under the service's name means the type annotation
+changed after creation, which upstream forbids: refused too, rather than leaving the old one
+behind. Backend updates need only the load balancer itself, so they go on when the service's
+annotations stop validating. Deletion looks for both types, so a changed annotation cannot leak
+a load balancer, and finishes interrupted creates and deletions (security groups still in use
+are retried after a short fixed delay).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from polyccm.cloud import LoadBalancer, LoadBalancerStatus
@@ -70,13 +73,16 @@ class AwsLoadBalancer(LoadBalancer):
             log.warning("service %s: %s", service.key, warning)
         return spec
 
-    def _backends(self, spec: LoadBalancerSpec, nodes: Sequence[Node]) -> dict[str, Instance]:
-        """Live instances of the nodes selected by ``target-node-labels``, by id."""
+    def _backends(
+        self, target_node_labels: Mapping[str, str], nodes: Sequence[Node]
+    ) -> dict[str, Instance]:
+        """Live (not terminated) instances of the nodes selected by ``target-node-labels``, by
+        id, from one batched lookup; each kind registers only the running ones."""
         ids: list[str] = []
         for node in nodes:
-            if spec.target_node_labels and not all(
+            if target_node_labels and not all(
                 key in node.labels and (not value or node.labels[key] == value)
-                for key, value in spec.target_node_labels.items()
+                for key, value in target_node_labels.items()
             ):
                 continue
             instance_id = self._directory.remember_node(node)
@@ -110,17 +116,21 @@ class AwsLoadBalancer(LoadBalancer):
             existing = self._nlb.describe(name)
             if existing is None and self._elb.describe(name) is not None:
                 raise self._type_changed(name, "a classic ELB", ann.NLB)
-            instances = self._backends(spec, nodes)
-            return self._guard(
+            instances = self._backends(spec.target_node_labels, nodes)
+            status = self._guard(
                 lambda: self._nlb.ensure(
                     service, spec, name, instances, existing, cluster_name=cluster_name
                 )
             )
-        existing_elb = self._elb.describe(name)
-        if existing_elb is None and self._nlb.describe(name) is not None:
-            raise self._type_changed(name, "an NLB", "classic")
-        instances = self._backends(spec, nodes)
-        return self._guard(lambda: self._elb.ensure(service, spec, name, instances, existing_elb))
+        else:
+            existing_elb = self._elb.describe(name)
+            if existing_elb is None and self._nlb.describe(name) is not None:
+                raise self._type_changed(name, "an NLB", "classic")
+            instances = self._backends(spec.target_node_labels, nodes)
+            status = self._guard(
+                lambda: self._elb.ensure(service, spec, name, instances, existing_elb)
+            )
+        return dataclasses.replace(status, warnings=status.warnings + spec.warnings)
 
     @staticmethod
     def _type_changed(name: str, actual: str, wanted: str) -> InvalidServiceSpec:
@@ -135,13 +145,31 @@ class AwsLoadBalancer(LoadBalancer):
     ) -> None:
         if ann.is_external(service.annotations):
             raise ImplementedElsewhere(f"service {service.key} is managed by another controller")
-        spec = self._spec(service)
         name = self.get_load_balancer_name(cluster_name, service)
-        instances = self._backends(spec, nodes)
-        if spec.is_nlb:
-            self._nlb.update(spec, name, instances)
+        try:
+            spec: LoadBalancerSpec | None = self._spec(service)
+        except InvalidServiceSpec as error:
+            # The load balancer exists and its nodes change: keep it serving. What the update
+            # needs is read from the load balancer itself (and leniently from annotations).
+            log.warning(
+                "service %s: %s; updating the backends of its load balancer anyway",
+                service.key,
+                error,
+            )
+            spec = None
+        annotations = service.annotations
+        if spec is not None:
+            labels, is_nlb = spec.target_node_labels, spec.is_nlb
         else:
-            self._elb.update(spec, name, instances)
+            labels = ann.parse_key_values(annotations, ann.TARGET_NODE_LABELS)
+            is_nlb = annotations.get(ann.TYPE) == ann.NLB
+        instances = self._backends(labels, nodes)
+        if is_nlb:
+            self._guard(lambda: self._nlb.update(spec, name, instances))
+        else:
+            annotated = _lenient_groups(service, ann.SECURITY_GROUPS)
+            extra = _lenient_groups(service, ann.EXTRA_SECURITY_GROUPS)
+            self._guard(lambda: self._elb.update(name, instances, annotated, extra))
 
     def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
         if ann.is_external(service.annotations):

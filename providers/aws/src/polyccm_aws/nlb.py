@@ -21,7 +21,7 @@ from polyccm.objects import Service
 from polyccm_aws import annotations as ann
 from polyccm_aws.api import AwsApiError, error_code
 from polyccm_aws.instance_store import Instance
-from polyccm_aws.lb_kind import BalancerKind
+from polyccm_aws.lb_kind import BalancerKind, wanted_backends
 from polyccm_aws.lb_spec import LoadBalancerSpec, PortMapping
 from polyccm_aws.naming import (
     NLB_SECURITY_GROUP_DESCRIPTION,
@@ -113,7 +113,7 @@ class NetworkLb(BalancerKind):
             ports = [("tcp" if p == "tls" else p, port) for p, port in ports]
             if group:
                 self._groups.set_rules(group[0], load_balancer_rules(ports, spec.source_ranges))
-        self.sync_node_rules(name, spec, instances, self._network.subnet_cidrs(subnets))
+        self.sync_node_rules(name, self._desired_node_rules(name, spec, subnets), instances)
         return nlb_status(description)
 
     @staticmethod
@@ -197,8 +197,7 @@ class NetworkLb(BalancerKind):
         mapping: PortMapping,
         instances: Mapping[str, Instance],
     ) -> None:
-        group = self._create_target_group(service, spec, str(description["VpcId"]), mapping)
-        self._sync_targets(str(group["TargetGroupArn"]), mapping.traffic_port, instances, [])
+        group = self._target_group_for(service, spec, description, mapping, instances)
         params: dict[str, Any] = {
             "LoadBalancerArn": description["LoadBalancerArn"],
             "Port": mapping.frontend_port,
@@ -218,20 +217,59 @@ class NetworkLb(BalancerKind):
             tls["SslPolicy"] = mapping.ssl_policy
         return tls
 
-    def _create_target_group(
-        self, service: Service, spec: LoadBalancerSpec, vpc_id: str, mapping: PortMapping
+    def _target_group_for(
+        self,
+        service: Service,
+        spec: LoadBalancerSpec,
+        description: Description,
+        mapping: PortMapping,
+        instances: Mapping[str, Instance],
     ) -> Description:
-        check = mapping.health_check
-        name = target_group_name(
+        """The target group for ``mapping``, created with its targets, or (after an interrupted
+        create left it unattached) the existing one of that name, brought up to date."""
+        group = self._create_target_group(service, spec, str(description["VpcId"]), mapping)
+        if group is not None:
+            self._sync_targets(str(group["TargetGroupArn"]), mapping.traffic_port, instances, [])
+            return group
+        group = self._existing_target_group(service, mapping, str(description["LoadBalancerArn"]))
+        self._sync_targets(str(group["TargetGroupArn"]), mapping.traffic_port, instances)
+        self._sync_health_check(group, mapping)
+        return group
+
+    def _target_group_name(self, service: Service, mapping: PortMapping) -> str:
+        return target_group_name(
             cluster_id=self._tagging.cluster_id,
             namespace=service.namespace,
             name=service.name,
             service_port=mapping.frontend_port,
             node_port=mapping.traffic_port,
             target_protocol=mapping.traffic_protocol,
-            health_check_protocol=check.protocol,
-            health_check_interval=check.interval,
+            health_check_protocol=mapping.health_check.protocol,
+            health_check_interval=mapping.health_check.interval,
         )
+
+    def _existing_target_group(
+        self, service: Service, mapping: PortMapping, load_balancer_arn: str
+    ) -> Description:
+        """The target group named for ``mapping``, when no other load balancer uses it."""
+        name = self._target_group_name(service, mapping)
+        answer = self._api.call("elbv2", "describe_target_groups", Names=[name])
+        group: Description = answer["TargetGroups"][0]
+        others = sorted(set(group.get("LoadBalancerArns") or ()) - {load_balancer_arn})
+        if others and self._attached({"LoadBalancerArns": others}):
+            raise CloudError(
+                f"target group {name} of {service.key} is in use by another load balancer "
+                f"({', '.join(others)}); delete it or that load balancer"
+            )
+        log.info("reusing target group %s for %s", name, service.key)
+        return group
+
+    def _create_target_group(
+        self, service: Service, spec: LoadBalancerSpec, vpc_id: str, mapping: PortMapping
+    ) -> Description | None:
+        """A new target group for ``mapping``; None when one of that name exists already."""
+        check = mapping.health_check
+        name = self._target_group_name(service, mapping)
         params: dict[str, Any] = {
             "Name": name,
             "VpcId": vpc_id,
@@ -250,9 +288,15 @@ class NetworkLb(BalancerKind):
         if check.timeout is not None:
             params["HealthCheckTimeoutSeconds"] = check.timeout
         log.info("creating target group %s for %s", name, service.key)
-        group: Description = self._api.call("elbv2", "create_target_group", **params)[
-            "TargetGroups"
-        ][0]
+        try:
+            answer = self._api.call("elbv2", "create_target_group", **params)
+        except AwsApiError as error:
+            # AWS answers an identical re-create with the existing group; moto (and AWS, when
+            # a setting differs) refuses it instead. Either way the group is there already.
+            if error_code(error) == "DuplicateTargetGroupName":
+                return None
+            raise
+        group: Description = answer["TargetGroups"][0]
         return group
 
     def _sync(
@@ -296,9 +340,17 @@ class NetworkLb(BalancerKind):
                     self._delete_target_group(str(action["TargetGroupArn"]))
 
     def _target_groups(self, load_balancer_arn: str) -> dict[str, Description]:
-        answer = self._api.call(
-            "elbv2", "describe_target_groups", LoadBalancerArn=load_balancer_arn
-        )
+        """The target groups the load balancer's listeners use."""
+        try:
+            answer = self._api.call(
+                "elbv2", "describe_target_groups", LoadBalancerArn=load_balancer_arn
+            )
+        except AwsApiError as error:
+            # A load balancer without listeners (its create was interrupted) has no groups;
+            # moto says so with this error rather than an empty list.
+            if error_code(error) == "TargetGroupNotFound":
+                return {}
+            raise
         return {str(g["TargetGroupArn"]): g for g in answer.get("TargetGroups") or ()}
 
     def _sync_listener(
@@ -335,8 +387,7 @@ class NetworkLb(BalancerKind):
             or (mapping.frontend_protocol == "TLS" and certificates != wanted_certificates)
         )
         if recreate:
-            group = self._create_target_group(service, spec, str(description["VpcId"]), mapping)
-            self._sync_targets(str(group["TargetGroupArn"]), mapping.traffic_port, instances, [])
+            group = self._target_group_for(service, spec, description, mapping, instances)
         else:
             assert group is not None
             self._sync_targets(str(group["TargetGroupArn"]), mapping.traffic_port, instances)
@@ -387,7 +438,8 @@ class NetworkLb(BalancerKind):
                 for d in health.get("TargetHealthDescriptions") or ()
                 if (d.get("TargetHealth") or {}).get("Reason") != "Target.DeregistrationInProgress"
             ]
-        wanted = {(instance_id, port) for instance_id in instances}
+        registered = {instance_id for instance_id, _ in current}
+        wanted = {(instance_id, port) for instance_id in wanted_backends(instances, registered)}
         stale = [{"Id": i, "Port": p} for i, p in sorted(set(current) - wanted)]
         missing = [{"Id": i, "Port": p} for i, p in sorted(wanted - set(current))]
         for chunk in _chunks(stale, TARGETS_PER_CALL):
@@ -432,15 +484,21 @@ class NetworkLb(BalancerKind):
 
     # -- node security groups -----------------------------------------------------------------
 
+    def _desired_node_rules(
+        self, name: str, spec: LoadBalancerSpec, subnets: list[str]
+    ) -> set[Rule] | None:
+        """The node rules ``spec`` asks for (None when node rules are disabled: no lookup)."""
+        if self._config.disable_security_group_ingress:
+            return None
+        return self._node_rules(name, spec, self._network.subnet_cidrs(subnets))
+
     def sync_node_rules(
-        self,
-        name: str,
-        spec: LoadBalancerSpec | None,
-        instances: Mapping[str, Instance],
-        subnet_cidrs: list[str],
+        self, name: str, desired: set[Rule] | None, instances: Mapping[str, Instance]
     ) -> None:
-        """Client and health-check rules for NLB ``name`` on the backends' node groups, and
-        none elsewhere (``spec`` None removes them all)."""
+        """Put ``desired`` (client and health-check rules of NLB ``name``) on the backends' node
+        groups, and none of this NLB's rules elsewhere; an empty set removes them all. With
+        ``desired`` None the NLB keeps the rules it has, extended to new backends' groups
+        (used when the service's annotations cannot be read)."""
         if self._config.disable_security_group_ingress:
             return
         cluster = self._groups.cluster_groups()
@@ -452,15 +510,22 @@ class NetworkLb(BalancerKind):
         groups = dict(cluster)
         for group in self._groups.describe(wanted_groups - set(cluster)):
             groups[str(group["GroupId"])] = group
-        desired: set[Rule] = set()
-        if spec is not None:
-            desired = self._node_rules(name, spec, subnet_cidrs)
+        if desired is None:
+            desired = {
+                rule
+                for group in groups.values()
+                for rule in ungroup(group.get("IpPermissions") or ())
+                if is_nlb_rule_of(rule, name)
+            }
         for group_id, group in sorted(groups.items()):
             actual = ungroup(group.get("IpPermissions") or ())
             ours = {r for r in actual if is_nlb_rule_of(r, name)}
             wanted = desired if group_id in wanted_groups else set()
-            if not self._groups.change(group_id, add=wanted - actual, remove=ours - wanted):
+            self._groups.change(group_id, add=wanted - actual, remove=ours - wanted)
+            if not (ours or wanted):
                 continue
+            # Checked even when the client rules were already right: an interrupted sync may
+            # have added them and not the MTU rule.
             after = (actual - ours) | wanted
             mtu = {r for r in after if r.description == NLB_MTU_RULE}
             wanted_mtu = mtu_rules_for(after)
@@ -484,37 +549,48 @@ class NetworkLb(BalancerKind):
 
     # -- update and delete --------------------------------------------------------------------
 
-    def update(self, spec: LoadBalancerSpec, name: str, instances: Mapping[str, Instance]) -> None:
+    def update(
+        self, spec: LoadBalancerSpec | None, name: str, instances: Mapping[str, Instance]
+    ) -> None:
+        """Point NLB ``name`` at ``instances``: its target groups' targets and the node rules.
+        Everything is read from the NLB itself, so ``spec`` None (annotations that do not
+        validate) still updates the backends; the node rules are then kept as they are."""
         description = self.describe(name)
         if description is None:
             raise CloudError(f"load balancer {name} not found")
         for group in self._target_groups(str(description["LoadBalancerArn"])).values():
             self._sync_targets(str(group["TargetGroupArn"]), int(group["Port"]), instances)
-        subnets = [str(z["SubnetId"]) for z in description.get("AvailabilityZones") or ()]
-        self.sync_node_rules(name, spec, instances, self._network.subnet_cidrs(subnets))
+        desired = None
+        if spec is not None:
+            subnets = [str(z["SubnetId"]) for z in description.get("AvailabilityZones") or ()]
+            desired = self._desired_node_rules(name, spec, subnets)
+        self.sync_node_rules(name, desired, instances)
 
     def delete(
         self, service: Service, name: str, *, cluster_name: str, annotated: tuple[str, ...]
     ) -> bool:
         """Delete the NLB, its target groups, node rules and managed group; False when there
-        was no NLB (leftovers of an interrupted deletion are still removed)."""
+        was no NLB. Whatever an interrupted create or deletion left is found again and removed
+        too: target groups no listener uses (by name and tags), rules labelled with the NLB's
+        name, the managed group (by name)."""
         description = self.describe(name)
-        if description is None:
-            self._delete_leftover_target_groups(service)
-            self._delete_managed_group(service, cluster_name)
-            return False
-        arn = str(description["LoadBalancerArn"])
-        target_groups = list(self._target_groups(arn))
-        owned_groups = [
-            str(g) for g in description.get("SecurityGroups") or () if g not in set(annotated)
-        ]
-        log.info("deleting NLB %s of %s", name, service.key)
-        self._api.call("elbv2", "delete_load_balancer", LoadBalancerArn=arn)
+        target_groups: list[str] = []
+        security_groups: list[str] = []
+        if description is not None:
+            arn = str(description["LoadBalancerArn"])
+            target_groups = list(self._target_groups(arn))
+            security_groups = [
+                str(g) for g in description.get("SecurityGroups") or () if g not in set(annotated)
+            ]
+            log.info("deleting NLB %s of %s", name, service.key)
+            self._api.call("elbv2", "delete_load_balancer", LoadBalancerArn=arn)
+        self.sync_node_rules(name, set(), {})
         for group_arn in target_groups:
             self._delete_target_group(group_arn)
-        self.sync_node_rules(name, None, {}, [])
-        self._groups.delete_owned(owned_groups)
-        return True
+        self._delete_leftover_target_groups(service)
+        security_groups += self._managed_groups(service, cluster_name, set(security_groups))
+        self._groups.delete_owned(security_groups)
+        return description is not None
 
     def _delete_target_group(self, arn: str) -> None:
         try:
@@ -558,8 +634,9 @@ class NetworkLb(BalancerKind):
             raise
         return bool(answer.get("LoadBalancers"))
 
-    def _delete_managed_group(self, service: Service, cluster_name: str) -> None:
+    def _managed_groups(self, service: Service, cluster_name: str, known: set[str]) -> list[str]:
+        """The managed security group of ``service`` (Managed mode), unless already ``known``."""
         if not self._config.nlb_security_groups_managed:
-            return
+            return []
         found = self._groups.find_by_name(nlb_security_group_name(cluster_name, service))
-        self._groups.delete_owned([str(g["GroupId"]) for g in found])
+        return [str(g["GroupId"]) for g in found if str(g["GroupId"]) not in known]
