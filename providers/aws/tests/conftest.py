@@ -3,7 +3,8 @@
 The emulator (moto plus fault injection) is started once per session on a free loopback port,
 with exactly the command line and environment the plugin registers for ``polyccm-dev``. Every
 test that uses ``aws`` gets a reset emulator and an environment that points boto3 at it only
-(no profile, no config file, no instance metadata), so nothing can reach a real cloud.
+(no profile, no config file, and the instance metadata service the emulator serves), so
+nothing can reach a real cloud.
 """
 
 from __future__ import annotations
