@@ -7,6 +7,9 @@ from __future__ import annotations
 import base64
 import io
 import logging
+import os
+import subprocess
+import sys
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -201,3 +204,29 @@ def test_a_long_blob_is_redacted_in_linear_time() -> None:
         redact(f"Response body: b'<Data>{blob}</Data>'") == f"Response body: b'<Data>{blob}</Data>'"
     )
     assert time.perf_counter() - started < 2.0
+
+
+def test_uncaught_exceptions_of_the_polyccm_process_are_masked_too() -> None:
+    token = "env-session-token-0123456789"
+    program = (
+        "import os, threading\n"
+        "from polyccm.cli import _configure_logging\n"
+        "_configure_logging(10)\n"
+        "def crash():\n"
+        "    raise RuntimeError('thread saw ' + os.environ['AWS_SESSION_TOKEN'])\n"
+        "worker = threading.Thread(target=crash, name='worker')\n"
+        "worker.start(); worker.join()\n"
+        "raise RuntimeError('main saw ' + os.environ['AWS_SESSION_TOKEN'])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program],
+        env={**os.environ, "AWS_SESSION_TOKEN": token},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "uncaught exception in thread worker" in result.stderr
+    assert "RuntimeError: thread saw ***" in result.stderr
+    assert "RuntimeError: main saw ***" in result.stderr
+    assert token not in result.stderr + result.stdout

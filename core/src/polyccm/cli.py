@@ -11,8 +11,10 @@ import base64
 import logging
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import NoReturn
 
 import pluggy
@@ -132,6 +134,24 @@ def _kube_secrets(configuration: Configuration) -> list[str]:
     return found
 
 
+def _log_uncaught(
+    kind: type[BaseException], error: BaseException, traceback: TracebackType | None
+) -> None:
+    if issubclass(kind, KeyboardInterrupt):
+        sys.__excepthook__(kind, error, traceback)
+        return
+    logging.getLogger(PROG).critical("uncaught exception", exc_info=(kind, error, traceback))
+
+
+def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit or args.exc_value is None:
+        return  # as the default hook: a thread that exits is no error
+    name = args.thread.name if args.thread is not None else "?"
+    logging.getLogger(PROG).critical(
+        "uncaught exception in thread %s", name, exc_info=args.exc_value
+    )
+
+
 def _configure_logging(verbosity: int, configuration: Configuration | None = None) -> None:
     """Log to stderr; ``--v>=4`` is DEBUG, ``--v>=6`` adds the libraries' wire logs.
 
@@ -150,6 +170,9 @@ def _configure_logging(verbosity: int, configuration: Configuration | None = Non
         for value in _kube_secrets(configuration):
             logredact.add_secret(value)
     logredact.install(logging.getLogger().handlers)
+    # Uncaught exceptions go through the same masked handlers instead of straight to stderr.
+    sys.excepthook = _log_uncaught
+    threading.excepthook = _log_uncaught_in_thread
     if verbosity < 6:
         for noisy in ("urllib3", "botocore", "boto3", "kubernetes"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
