@@ -258,7 +258,6 @@ def test_delete_finishes_a_deletion_interrupted_after_the_elb(
         ({ann.CONNECTION_DRAINING_ENABLED: "maybe"}, {}, "connection-draining-enabled"),
         ({ann.SECURITY_GROUPS: "default"}, {}, "security-groups"),
         ({}, {"loadBalancerIP": "203.0.113.10"}, "loadBalancerIP"),
-        ({ann.TYPE: "alb"}, {}, "aws-load-balancer-type"),
     ],
 )
 def test_invalid_service_creates_nothing(
@@ -278,6 +277,27 @@ def test_invalid_service_creates_nothing(
 
     assert aws.calls() == {}  # refused before any cloud call
     assert all_elbs(world) == []
+
+
+def test_values_upstream_reads_as_defaults_make_an_elb_and_warnings(
+    world: World, provider: AwsProvider
+) -> None:
+    """A service cloud-provider-aws served (its type and backend protocol mean nothing there)
+    gets a classic ELB with TCP listeners, and the status names each annotation and value."""
+    service = world.service(annotations={ann.TYPE: "alb", ann.BACKEND_PROTOCOL: "grpc"})
+    lb = provider.load_balancer()
+
+    status = lb.ensure_load_balancer(CLUSTER, service, [world.node(world.instances()[0])])
+
+    elb = describe_elb(world, default_load_balancer_name(service))
+    assert [
+        (d["Listener"]["Protocol"], d["Listener"]["InstanceProtocol"])
+        for d in elb["ListenerDescriptions"]
+    ] == [("TCP", "TCP")]
+    assert status.ingress[0].hostname == elb["DNSName"]
+    assert len(status.warnings) == 2
+    assert any(f"{ann.TYPE}='alb'" in w for w in status.warnings)
+    assert any(f"{ann.BACKEND_PROTOCOL}='grpc'" in w for w in status.warnings)
 
 
 def test_throttled_create_is_retried(

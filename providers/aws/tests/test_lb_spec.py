@@ -213,15 +213,15 @@ def test_source_ranges_from_spec_or_annotation() -> None:
 @pytest.mark.parametrize(
     ("annotations", "extra", "message"),
     [
-        ({ann.TYPE: "elb"}, {}, ann.TYPE),
         ({ann.HC_INTERVAL: "2"}, {}, "between 5 and 300"),
         ({ann.HC_TIMEOUT: "10", ann.HC_INTERVAL: "10"}, {}, "less than the health-check interval"),
         ({ann.HC_HEALTHY: "1"}, {}, ann.HC_HEALTHY),
         ({ann.HC_UNHEALTHY: "eleven"}, {}, "integer"),
         ({ann.HC_PORT: "http"}, {}, "port number or 'traffic-port'"),
-        ({ann.HC_PATH: "healthz"}, {}, "must start with '/'"),
+        ({ann.HC_PROTOCOL: "HTTP", ann.HC_PATH: "healthz"}, {}, "must start with '/'"),
         ({ann.HC_PROTOCOL: "UDP"}, {}, "TCP, HTTP, HTTPS or SSL"),
-        ({ann.BACKEND_PROTOCOL: "grpc"}, {}, ann.BACKEND_PROTOCOL),
+        ({ann.SSL_CERT: CERT, ann.BACKEND_PROTOCOL: "grpc"}, {}, ann.BACKEND_PROTOCOL),
+        ({ann.SSL_CERT: CERT, ann.BACKEND_PROTOCOL: "HTTPS"}, {}, ann.BACKEND_PROTOCOL),
         ({ann.SSL_CERT: "my-cert"}, {}, "certificate ARN"),
         ({ann.PROXY_PROTOCOL: "true"}, {}, "only supported value is '\\*'"),
         ({ann.CROSS_ZONE: "on"}, {}, "true or false"),
@@ -242,16 +242,6 @@ def test_source_ranges_from_spec_or_annotation() -> None:
             {ann.TYPE: "nlb", ann.TARGET_GROUP_ATTRIBUTES: "proxy_protocol_v2.enabled="},
             {},
             "true or false",
-        ),
-        (
-            {
-                ann.TYPE: "nlb",
-                ann.TARGET_GROUP_ATTRIBUTES: (
-                    "proxy_protocol_v2.enabled=true,proxy_protocol_v2.enabled=false"
-                ),
-            },
-            {},
-            "set twice",
         ),
         ({ann.TYPE: "nlb", ann.EIP_ALLOCATIONS: "1.2.3.4"}, {}, "eipalloc"),
         ({ann.TYPE: "nlb", ann.PRIVATE_IPV4_ADDRESSES: "10.0.0.5"}, {}, "internal NLB"),
@@ -304,3 +294,103 @@ def test_ignored_annotations_are_warnings_not_errors() -> None:
     assert any("healthcheck-intervall" in w and "not known" in w for w in nlb.warnings)
     assert any(ann.EIP_ALLOCATIONS in w for w in classic.warnings)
     assert any("8443" in w for w in classic.warnings)
+
+
+NLB = {ann.TYPE: "nlb"}
+
+
+def listener_protocols(annotations: dict[str, str]) -> set[tuple[str, str]]:
+    return {(w.protocol, w.instance_protocol) for w in build_spec(service(annotations)).listeners}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "annotation", "value"),
+    [
+        ({ann.TYPE: "alb"}, ann.TYPE, "alb"),
+        ({ann.TYPE: "NLB"}, ann.TYPE, "NLB"),  # upstream compares case-sensitively
+        ({ann.BACKEND_PROTOCOL: "grpc"}, ann.BACKEND_PROTOCOL, "grpc"),
+        ({ann.BACKEND_PROTOCOL: "HTTP"}, ann.BACKEND_PROTOCOL, "HTTP"),
+        ({**NLB, ann.BACKEND_PROTOCOL: "http"}, ann.BACKEND_PROTOCOL, "http"),
+        ({ann.INTERNAL: "False"}, ann.INTERNAL, "False"),
+        (
+            {
+                **NLB,
+                ann.TARGET_GROUP_ATTRIBUTES: "proxy_protocol_v2.enabled=true,"
+                "proxy_protocol_v2.enabled=false",
+            },
+            ann.TARGET_GROUP_ATTRIBUTES,
+            "proxy_protocol_v2.enabled=true,proxy_protocol_v2.enabled=false",
+        ),
+        ({ann.HC_PATH: "healthz"}, ann.HC_PATH, "healthz"),
+        ({**NLB, ann.HC_TIMEOUT: "300"}, ann.HC_TIMEOUT, "300"),
+    ],
+)
+def test_values_upstream_reads_as_a_default_are_warned_not_refused(
+    annotations: dict[str, str], annotation: str, value: str
+) -> None:
+    spec = build_spec(service(annotations))
+
+    assert any(f"annotation {annotation}={value!r}" in w for w in spec.warnings), spec.warnings
+
+
+def test_lenient_values_mean_what_they_mean_upstream() -> None:
+    assert build_spec(service({ann.TYPE: "alb"})).kind == "classic"
+    assert build_spec(service({ann.TYPE: "NLB"})).kind == "classic"
+    assert listener_protocols({ann.BACKEND_PROTOCOL: "grpc"}) == {("tcp", "tcp")}
+    assert listener_protocols({ann.BACKEND_PROTOCOL: "HTTP"}) == {("tcp", "tcp")}
+    check = build_spec(service({ann.BACKEND_PROTOCOL: "HTTPS"})).health_check
+    assert check is not None and check.target == "SSL:30080"  # upstream lower-cases it there
+    assert build_spec(service({ann.INTERNAL: "False"})).internal
+    duplicated = build_spec(
+        service(
+            {
+                **NLB,
+                ann.TARGET_GROUP_ATTRIBUTES: (
+                    "proxy_protocol_v2.enabled=true,proxy_protocol_v2.enabled=false"
+                ),
+            }
+        )
+    )
+    assert duplicated.target_group_attributes == {"proxy_protocol_v2.enabled": "false"}
+    tcp_check = build_spec(service({ann.HC_PATH: "healthz"})).health_check
+    assert tcp_check is not None and tcp_check.target == "TCP:30080"
+    assert (
+        build_spec(service({**NLB, ann.HC_TIMEOUT: "300"})).mappings[0].health_check.timeout is None
+    )
+
+
+def test_values_upstream_accepts_silently_are_neither_refused_nor_warned() -> None:
+    blank = build_spec(
+        service(
+            {
+                ann.CONNECTION_IDLE_TIMEOUT: "",
+                ann.CONNECTION_DRAINING_TIMEOUT: "",
+                ann.ACCESS_LOG_EMIT_INTERVAL: "",
+                ann.CROSS_ZONE: "",
+                ann.INTERNAL: "true",
+                ann.BACKEND_PROTOCOL: "tcp",
+            }
+        )
+    )
+    # A certificate no port uses is never sent to AWS, so upstream never checks it.
+    unused_certificate = build_spec(service({ann.SSL_CERT: "my-cert", ann.SSL_PORTS: "8443"}))
+    nlb_groups = build_spec(service({**NLB, ann.SECURITY_GROUPS: "web-sg"}))
+
+    assert blank.elb_attributes.idle_timeout == 60
+    assert blank.elb_attributes.connection_draining_timeout is None
+    assert blank.warnings == ()
+    assert [w.ssl_certificate_id for w in unused_certificate.listeners] == [None, None]
+    assert nlb_groups.security_groups == ("web-sg",)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        ({ann.HC_INTERVAL: ""}, "integer"),  # upstream refuses an empty health-check number
+        ({**NLB, ann.HC_TIMEOUT: "soon"}, "integer"),
+        ({**NLB, ann.SSL_CERT: "my-cert"}, "certificate ARN"),
+    ],
+)
+def test_values_upstream_refuses_stay_refused(annotations: dict[str, str], message: str) -> None:
+    with pytest.raises(InvalidServiceSpec, match=message):
+        build_spec(service(annotations))

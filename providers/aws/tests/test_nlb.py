@@ -419,3 +419,18 @@ def test_tls_listener_with_certificate_and_policy(
     aws.reset_calls()
     lb.ensure_load_balancer(CLUSTER, service, nodes)
     assert "ModifyListener" not in aws.calls()
+
+
+def test_annotations_an_nlb_ignores_are_warned(world: World, provider: AwsProvider) -> None:
+    service = nlb_service(world, {ann.SECURITY_GROUPS: "web-sg", ann.BACKEND_PROTOCOL: "http"})
+
+    status = provider.load_balancer().ensure_load_balancer(
+        CLUSTER, service, [world.node(world.instances()[0])]
+    )
+
+    (nlb,) = load_balancers(world)
+    assert not nlb.get("SecurityGroups")
+    assert [g["Protocol"] for g in target_groups(world)] == ["TCP", "TCP"]
+    assert status.ingress[0].hostname == nlb["DNSName"]
+    assert any(f"{ann.SECURITY_GROUPS}='web-sg'" in w for w in status.warnings)
+    assert any(f"{ann.BACKEND_PROTOCOL}='http'" in w for w in status.warnings)

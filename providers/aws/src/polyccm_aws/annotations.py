@@ -1,10 +1,11 @@
 """The ``service.beta.kubernetes.io/aws-load-balancer-*`` annotations, parsed by pure functions.
 
-Each annotation has the upstream name and meaning. A value upstream would reject, or that cannot
-work, raises :class:`~polyccm.errors.InvalidServiceSpec` naming the annotation and the reason, so
-the user sees a Warning event instead of a silently ignored setting. Annotations that upstream
-accepts but that have no effect for the chosen load-balancer type are kept as warnings (logged),
-so a cluster moving from cloud-provider-aws keeps working unchanged.
+Each annotation has the upstream name and is read the way cloud-provider-aws reads it. Where
+upstream refuses a value (or AWS would), :class:`~polyccm.errors.InvalidServiceSpec` names the
+annotation and the reason, before any cloud call. Where upstream silently falls back to a
+default, so does polyccm, with a warning naming the annotation and value (it becomes a Warning
+event on the service): a load balancer adopted from cloud-provider-aws must keep working, and
+keep getting new nodes, whatever its annotations say.
 """
 
 from __future__ import annotations
@@ -99,8 +100,14 @@ def invalid(annotation: str, value: str, reason: str) -> InvalidServiceSpec:
     return InvalidServiceSpec(f"annotation {annotation}={value!r}: {reason}")
 
 
-def load_balancer_type(annotations: Mapping[str, str]) -> str:
-    """``classic`` or ``nlb``; ``nlb-ip`` and ``external`` belong to another controller."""
+def warning(annotation: str, value: str, meaning: str) -> str:
+    """The warning for a value read leniently, as upstream reads it."""
+    return f"annotation {annotation}={value!r}: {meaning}"
+
+
+def load_balancer_type(annotations: Mapping[str, str], warnings: list[str]) -> str:
+    """``classic`` or ``nlb``; ``nlb-ip`` and ``external`` belong to another controller. Like
+    upstream, only exactly ``nlb`` means an NLB: any other value is a classic ELB (warned)."""
     value = annotations.get(TYPE, "")
     if value in ("nlb-ip", "external"):
         raise ImplementedElsewhere(
@@ -109,9 +116,27 @@ def load_balancer_type(annotations: Mapping[str, str]) -> str:
         )
     if value == NLB:
         return NLB
-    if value == "":
-        return CLASSIC
-    raise invalid(TYPE, value, "expected 'nlb' (or no annotation for a classic ELB)")
+    if value:
+        warnings.append(
+            warning(TYPE, value, "not nlb, nlb-ip or external; a classic ELB, as upstream reads it")
+        )
+    return CLASSIC
+
+
+_FALSE_LOOKING = frozenset(_FALSE) | {"no", "No", "NO", "off", "Off", "OFF"}
+
+
+def is_internal(annotations: Mapping[str, str], warnings: list[str]) -> bool:
+    """Upstream's rule: any value but ``false`` (or none) means internal. A value that reads as
+    false anywhere else ("False", "0", "no") still means internal, so it is warned."""
+    value = annotations.get(INTERNAL, "")
+    if value in _FALSE_LOOKING - {"false"}:
+        warnings.append(
+            warning(
+                INTERNAL, value, "an internal load balancer: only 'false' means internet-facing"
+            )
+        )
+    return value not in ("", "false")
 
 
 def is_external(annotations: Mapping[str, str]) -> bool:
@@ -132,10 +157,18 @@ def parse_bool(annotations: Mapping[str, str], name: str) -> bool | None:
 
 
 def parse_int(
-    annotations: Mapping[str, str], name: str, *, low: int, high: int, unit: str = ""
+    annotations: Mapping[str, str],
+    name: str,
+    *,
+    low: int,
+    high: int,
+    unit: str = "",
+    blank_is_default: bool = False,
 ) -> int | None:
-    """An integer within ``[low, high]``; None when absent."""
-    if name not in annotations:
+    """An integer within ``[low, high]``; None when absent (or empty, with
+    ``blank_is_default``: upstream skips empty attribute values but refuses empty health-check
+    values)."""
+    if name not in annotations or (blank_is_default and annotations[name] == ""):
         return None
     value = annotations[name]
     try:
@@ -191,18 +224,24 @@ def parse_additional_tags(annotations: Mapping[str, str]) -> dict[str, str]:
 
 
 def parse_target_group_attributes(
-    annotations: Mapping[str, str], protocols: tuple[str, ...]
+    annotations: Mapping[str, str], protocols: tuple[str, ...], warnings: list[str]
 ) -> dict[str, str]:
-    """The supported target-group attributes, validated as upstream does."""
+    """The supported target-group attributes, validated as upstream does. A key given twice
+    counts once, with its last value (upstream reads the list into a map)."""
     raw = annotations.get(TARGET_GROUP_ATTRIBUTES, "")
-    attributes: dict[str, str] = {}
+    pairs: dict[str, str] = {}
     for item in raw.strip().split(","):
         key, _, value = item.strip().partition("=")
         key, value = key.strip(), value.strip()
         if not key:
             continue
-        if key in attributes:
-            raise invalid(TARGET_GROUP_ATTRIBUTES, raw, f"{key!r} is set twice")
+        if key in pairs:
+            warnings.append(
+                warning(TARGET_GROUP_ATTRIBUTES, raw, f"{key} is set twice; the last value counts")
+            )
+        pairs[key] = value
+    attributes: dict[str, str] = {}
+    for key, value in pairs.items():
         if key not in TARGET_GROUP_ATTRIBUTE_KEYS:
             raise invalid(
                 TARGET_GROUP_ATTRIBUTES,
@@ -311,7 +350,14 @@ def parse_elb_attributes(annotations: Mapping[str, str]) -> ElbAttributes:
             annotations[ACCESS_LOG_ENABLED],
             f"access logs need {ACCESS_LOG_BUCKET}",
         )
-    interval = parse_int(annotations, ACCESS_LOG_EMIT_INTERVAL, low=5, high=60, unit=" minutes")
+    interval = parse_int(
+        annotations,
+        ACCESS_LOG_EMIT_INTERVAL,
+        low=5,
+        high=60,
+        unit=" minutes",
+        blank_is_default=True,
+    )
     if interval is not None and interval not in (5, 60):
         raise invalid(
             ACCESS_LOG_EMIT_INTERVAL,
@@ -325,10 +371,20 @@ def parse_elb_attributes(annotations: Mapping[str, str]) -> ElbAttributes:
         access_log_prefix=annotations.get(ACCESS_LOG_PREFIX, "") or None,
         connection_draining_enabled=parse_bool(annotations, CONNECTION_DRAINING_ENABLED) or False,
         connection_draining_timeout=parse_int(
-            annotations, CONNECTION_DRAINING_TIMEOUT, low=1, high=3600, unit=" seconds"
+            annotations,
+            CONNECTION_DRAINING_TIMEOUT,
+            low=1,
+            high=3600,
+            unit=" seconds",
+            blank_is_default=True,
         ),
         idle_timeout=parse_int(
-            annotations, CONNECTION_IDLE_TIMEOUT, low=1, high=4000, unit=" seconds"
+            annotations,
+            CONNECTION_IDLE_TIMEOUT,
+            low=1,
+            high=4000,
+            unit=" seconds",
+            blank_is_default=True,
         )
         or 60,
         cross_zone=parse_bool(annotations, CROSS_ZONE) or False,

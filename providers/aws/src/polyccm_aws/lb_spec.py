@@ -3,9 +3,11 @@
 :func:`build_spec` turns a :class:`~polyccm.objects.Service` into a :class:`LoadBalancerSpec`
 (listeners or NLB port mappings, health checks, attributes, tags, security groups) or raises
 before anything is created: :class:`~polyccm.errors.ImplementedElsewhere` for ``nlb-ip`` and
-``external``, :class:`~polyccm.errors.InvalidServiceSpec` for invalid values and the combinations
-upstream forbids (extra security groups on an NLB, target-group attributes on a classic ELB,
-``spec.loadBalancerIP``). The defaults and derivations follow cloud-provider-aws.
+``external``, :class:`~polyccm.errors.InvalidServiceSpec` for the values and combinations
+upstream (or AWS) refuses (extra security groups on an NLB, target-group attributes on a classic
+ELB, ``spec.loadBalancerIP``, a backend protocol without a listener mapping for a port with a
+certificate...). Values upstream reads silently as a default are read the same way and listed in
+:attr:`LoadBalancerSpec.warnings`. The defaults and derivations follow cloud-provider-aws.
 """
 
 from __future__ import annotations
@@ -149,7 +151,8 @@ class LoadBalancerSpec:
     eip_allocations: tuple[str, ...] = ()
     private_ipv4_addresses: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
-    """Accepted annotations that have no effect here; logged."""
+    """Annotations read leniently, as upstream reads them, or without effect here; each names
+    the annotation (and value) and becomes a Warning event on the service."""
 
     @property
     def is_nlb(self) -> bool:
@@ -234,27 +237,42 @@ def _health_port(annotations: Mapping[str, str]) -> str | None:
     return value
 
 
-def _health_path(annotations: Mapping[str, str]) -> str | None:
+def _health_path(annotations: Mapping[str, str], protocol: str, warnings: list[str]) -> str | None:
+    """The annotated path, which only HTTP and HTTPS checks use (upstream ignores it otherwise;
+    so does polyccm, with a warning)."""
     value = annotations.get(ann.HC_PATH)
-    if value is not None and not value.startswith("/"):
+    if value is None:
+        return None
+    if protocol not in ("HTTP", "HTTPS"):
+        if value:
+            warnings.append(
+                ann.warning(ann.HC_PATH, value, f"no effect on a {protocol} health check")
+            )
+        return None
+    if value and not value.startswith("/"):
         raise ann.invalid(ann.HC_PATH, value, "must start with '/'")
     return value or None
 
 
 def classic_health_check(
-    service: Service, first_node_port: int, backend_protocol: str, probe: HealthProbeDefaults
+    service: Service,
+    first_node_port: int,
+    backend_protocol: str,
+    probe: HealthProbeDefaults,
+    warnings: list[str] | None = None,
 ) -> ElbHealthCheck:
     """The ELB health check upstream configures, with annotation overrides."""
     annotations = service.annotations
+    warnings = [] if warnings is None else warnings
     port_override = _health_port(annotations)
-    path_override = _health_path(annotations)
     local = service.external_traffic_policy == "Local" and service.health_check_node_port
     if local:
         protocol, port, path = "HTTP", service.health_check_node_port, KUBE_PROXY_HEALTH_PATH
         if port_override == ann.TRAFFIC_PORT:
             port = first_node_port
     else:
-        protocol = "SSL" if backend_protocol in ("https", "ssl") else "TCP"
+        # Upstream lower-cases the annotation here (and only here).
+        protocol = "SSL" if backend_protocol.lower() in ("https", "ssl") else "TCP"
         port, path = first_node_port, ""
         if probe.shared:
             protocol, port, path = "HTTP", probe.port, probe.path
@@ -266,6 +284,7 @@ def classic_health_check(
             )
     if port_override not in (None, ann.TRAFFIC_PORT):
         port = int(port_override)
+    path_override = _health_path(annotations, protocol, warnings)
     path = (path_override or path or "/") if protocol in ("HTTP", "HTTPS") else ""
     interval = ann.parse_int(annotations, ann.HC_INTERVAL, low=5, high=300, unit=" seconds")
     timeout = ann.parse_int(annotations, ann.HC_TIMEOUT, low=2, high=60, unit=" seconds")
@@ -285,9 +304,12 @@ def classic_health_check(
     return check
 
 
-def nlb_health_check(service: Service, probe: HealthProbeDefaults) -> TargetHealthCheck:
+def nlb_health_check(
+    service: Service, probe: HealthProbeDefaults, warnings: list[str] | None = None
+) -> TargetHealthCheck:
     """The target-group health check upstream configures, with annotation overrides."""
     annotations = service.annotations
+    warnings = [] if warnings is None else warnings
     local = service.external_traffic_policy == "Local" and service.health_check_node_port
     protocol, port, path = "TCP", ann.TRAFFIC_PORT, "/"
     interval, healthy, unhealthy = 30, 3, 3
@@ -302,7 +324,7 @@ def nlb_health_check(service: Service, probe: HealthProbeDefaults) -> TargetHeal
                 annotations[ann.HC_PROTOCOL],
                 "expected TCP, HTTP or HTTPS for an NLB",
             )
-    path_override = _health_path(annotations)
+    path_override = _health_path(annotations, protocol, warnings)
     path = (path_override or path) if protocol != "TCP" else ""
     port = _health_port(annotations) or port
     if probe.shared and not local:
@@ -313,20 +335,49 @@ def nlb_health_check(service: Service, probe: HealthProbeDefaults) -> TargetHeal
         port=port,
         path=path,
         interval=interval if parsed_interval is None else parsed_interval,
-        timeout=ann.parse_int(annotations, ann.HC_TIMEOUT, low=2, high=120, unit=" seconds"),
+        timeout=_nlb_health_timeout(annotations, warnings),
         healthy_threshold=_health_threshold(annotations, ann.HC_HEALTHY, healthy),
         unhealthy_threshold=_health_threshold(annotations, ann.HC_UNHEALTHY, unhealthy),
     )
 
 
+def _nlb_health_timeout(annotations: Mapping[str, str], warnings: list[str]) -> int | None:
+    """Upstream parses ``healthcheck-timeout`` for an NLB (refusing a non-number) but never
+    sends it; polyccm sends it when AWS can take it and otherwise ignores it, with a warning."""
+    if ann.HC_TIMEOUT not in annotations:
+        return None
+    value = annotations[ann.HC_TIMEOUT]
+    try:
+        return ann.parse_int(annotations, ann.HC_TIMEOUT, low=2, high=120, unit=" seconds")
+    except InvalidServiceSpec:
+        if not value.strip().lstrip("+-").isdigit():
+            raise
+    warnings.append(
+        ann.warning(ann.HC_TIMEOUT, value, "outside 2..120 seconds; the NLB keeps its default")
+    )
+    return None
+
+
+# Upstream's listener protocol for each backend protocol, on ports with a certificate.
+_SECURE_LISTENER = {"https": "https", "http": "https", "ssl": "ssl", "tcp": "ssl"}
+
+
 def _classic_listener(
     port: ServicePort, certificate: str, backend: str, ssl_ports: ann.SslPorts
 ) -> ElbListener:
+    """Upstream's listener for ``port``; ``backend`` is the annotation as written (upstream
+    compares it case-sensitively)."""
     protocol = instance_protocol = port.protocol.lower()
     if certificate and ssl_ports.covers(port.port, port.name):
+        _check_certificate(certificate)
         if backend:
-            instance_protocol = backend
-            protocol = {"https": "https", "http": "https", "ssl": "ssl", "tcp": "ssl"}[backend]
+            if backend not in _SECURE_LISTENER:
+                raise ann.invalid(
+                    ann.BACKEND_PROTOCOL,
+                    backend,
+                    f"a port with {ann.SSL_CERT} needs one of {', '.join(_SECURE_LISTENER)}",
+                )
+            instance_protocol, protocol = backend, _SECURE_LISTENER[backend]
         else:
             protocol, instance_protocol = "ssl", "tcp"
         return ElbListener(port.port, protocol, port.node_port, instance_protocol, certificate)
@@ -335,20 +386,34 @@ def _classic_listener(
     return ElbListener(port.port, protocol, port.node_port, instance_protocol)
 
 
-def _backend_protocol(annotations: Mapping[str, str]) -> str:
+def _backend_protocol(annotations: Mapping[str, str], kind: str, warnings: list[str]) -> str:
+    """The annotation as written, with a warning when upstream would read it as nothing
+    (a classic ELB: TCP listeners; an NLB: only ``ssl`` with a certificate has an effect)."""
     value = annotations.get(ann.BACKEND_PROTOCOL, "")
-    if value and value.lower() not in ann.BACKEND_PROTOCOLS:
-        raise ann.invalid(
-            ann.BACKEND_PROTOCOL, value, f"expected one of {', '.join(ann.BACKEND_PROTOCOLS)}"
+    if kind == ann.NLB and value not in ("", "ssl", "tcp"):
+        warnings.append(
+            ann.warning(
+                ann.BACKEND_PROTOCOL,
+                value,
+                f"no effect on an NLB (only 'ssl', with {ann.SSL_CERT}, makes the targets TLS)",
+            )
         )
-    return value.lower()
-
-
-def _certificate(annotations: Mapping[str, str]) -> str:
-    value = annotations.get(ann.SSL_CERT, "").strip()
-    if value and not value.startswith("arn:"):
-        raise ann.invalid(ann.SSL_CERT, value, "expected a certificate ARN (arn:aws:acm:...)")
+    elif kind == ann.CLASSIC and value and value not in ann.BACKEND_PROTOCOLS:
+        warnings.append(
+            ann.warning(
+                ann.BACKEND_PROTOCOL,
+                value,
+                f"not one of {', '.join(ann.BACKEND_PROTOCOLS)} (lower case); listeners without "
+                "a certificate use TCP, as upstream reads it",
+            )
+        )
     return value
+
+
+def _check_certificate(value: str) -> None:
+    """A certificate a listener uses must be an ARN (AWS refuses anything else)."""
+    if not value.startswith("arn:"):
+        raise ann.invalid(ann.SSL_CERT, value, "expected a certificate ARN (arn:aws:acm:...)")
 
 
 def _ssl_port_warnings(
@@ -375,24 +440,30 @@ def build_spec(service: Service, probe: HealthProbeDefaults | None = None) -> Lo
     """Validate ``service`` and derive its load balancer, without any cloud call."""
     probe = probe or HealthProbeDefaults()
     annotations = service.annotations
-    kind = ann.load_balancer_type(annotations)
     warnings: list[str] = []
+    kind = ann.load_balancer_type(annotations, warnings)
     _check_combinations(service, kind, warnings)
     ports = _check_ports(service, kind)
-    internal_value = annotations.get(ann.INTERNAL, "")
     subnets = ann.parse_list(annotations, ann.SUBNETS)
     if subnets is not None and not subnets:
         raise ann.invalid(ann.SUBNETS, annotations[ann.SUBNETS], "lists no subnet")
-    certificate = _certificate(annotations)
-    backend = _backend_protocol(annotations)
+    certificate = annotations.get(ann.SSL_CERT, "").strip()
+    backend = _backend_protocol(annotations, kind, warnings)
     ssl_ports = ann.parse_ssl_ports(annotations)
     warnings.extend(_ssl_port_warnings(ports, ssl_ports, certificate))
     policy = annotations.get(ann.SSL_NEGOTIATION_POLICY) or None
+    # An NLB uses annotated groups only in Managed mode (upstream ignores them otherwise); AWS
+    # refuses a bad id when they are used.
+    security_groups = (
+        ann.parse_list(annotations, ann.SECURITY_GROUPS) or ()
+        if kind == ann.NLB
+        else ann.parse_security_groups(annotations, ann.SECURITY_GROUPS)
+    )
     common = {
         "kind": kind,
-        "internal": internal_value not in ("", "false"),
+        "internal": ann.is_internal(annotations, warnings),
         "subnets": subnets,
-        "security_groups": ann.parse_security_groups(annotations, ann.SECURITY_GROUPS),
+        "security_groups": security_groups,
         "extra_security_groups": ann.parse_security_groups(annotations, ann.EXTRA_SECURITY_GROUPS),
         "source_ranges": ann.parse_source_ranges(service.load_balancer_source_ranges, annotations),
         "additional_tags": ann.parse_additional_tags(annotations),
@@ -409,7 +480,7 @@ def build_spec(service: Service, probe: HealthProbeDefaults | None = None) -> Lo
     return LoadBalancerSpec(
         **common,  # type: ignore[arg-type]
         listeners=listeners,
-        health_check=classic_health_check(service, ports[0].node_port, backend, probe),
+        health_check=classic_health_check(service, ports[0].node_port, backend, probe, warnings),
         elb_attributes=ann.parse_elb_attributes(annotations),
         proxy_protocol=proxy == "*",
         warnings=tuple(warnings),
@@ -428,6 +499,7 @@ class _Tls:
 
 def _nlb_mapping(port: ServicePort, health_check: TargetHealthCheck, tls: _Tls) -> PortMapping:
     if port.protocol != "UDP" and tls.certificate and tls.ports.covers(port.port, port.name):
+        _check_certificate(tls.certificate)
         return PortMapping(
             frontend_port=port.port,
             frontend_protocol="TLS",
@@ -456,7 +528,7 @@ def _nlb_spec(
     warnings: list[str],
 ) -> LoadBalancerSpec:
     annotations = service.annotations
-    health_check = nlb_health_check(service, probe)
+    health_check = nlb_health_check(service, probe, warnings)
     mappings = [_nlb_mapping(port, health_check, tls) for port in ports]
     internal = bool(common["internal"])
     eips = ann.parse_eip_allocations(annotations)
@@ -478,7 +550,7 @@ def _nlb_spec(
         mappings=tuple(mappings),
         nlb_attributes=ann.parse_nlb_attributes(annotations),
         target_group_attributes=ann.parse_target_group_attributes(
-            annotations, tuple(p.protocol for p in ports)
+            annotations, tuple(p.protocol for p in ports), warnings
         ),
         eip_allocations=eips,
         private_ipv4_addresses=addresses,

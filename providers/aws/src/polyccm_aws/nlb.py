@@ -10,6 +10,7 @@ interrupted deletion are found again by name and tags.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -114,7 +115,15 @@ class NetworkLb(BalancerKind):
             if group:
                 self._groups.set_rules(group[0], load_balancer_rules(ports, spec.source_ranges))
         self.sync_node_rules(name, self._desired_node_rules(name, spec, subnets), instances)
-        return nlb_status(description)
+        status = nlb_status(description)
+        if spec.security_groups and not self._config.nlb_security_groups_managed:
+            ignored = ann.warning(
+                ann.SECURITY_GROUPS,
+                ",".join(spec.security_groups),
+                "no effect on an NLB unless the cloud config sets NLBSecurityGroupMode = Managed",
+            )
+            status = dataclasses.replace(status, warnings=(ignored,))
+        return status
 
     @staticmethod
     def _check_static_addresses(spec: LoadBalancerSpec, subnets: list[str]) -> None:
