@@ -3,8 +3,9 @@
 A load balancer called ``a<uid>`` is created, or an existing one of that name adopted, with one
 listener per service port, the service's health check, attributes and policies, its own security
 group ``k8s-elb-<name>`` (unless the service or the cloud config names groups), a rule on each
-backend's node group admitting the load balancer, and the backend instances registered. Only
-what differs from the desired state is changed, so a steady-state sync makes few calls.
+backend's node group admitting the load balancer, and the running backend instances registered.
+Only what differs from the desired state is changed, so a steady-state sync makes few calls, and
+a create cut short is completed by the next one.
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """Network Load Balancers (``aws-load-balancer-type: nlb``), reconciled as cloud-provider-aws does.
 
 An NLB called ``a<uid>`` gets one listener per service port, each forwarding to an instance
-target group named ``k8s-<ns>-<svc>-<hash>`` on the node port; backends are registered as
-targets; node groups get client and health-check rules labelled with the NLB's name. With
-``NLBSecurityGroupMode = Managed`` the NLB also gets its own security group. Deleting removes
-the NLB, its target groups, its rules and its managed group; target groups left behind by an
-interrupted deletion are found again by name and tags.
+target group named ``k8s-<ns>-<svc>-<hash>`` on the node port; running backends are registered
+as targets; node groups get client and health-check rules labelled with the NLB's name. With
+``NLBSecurityGroupMode = Managed`` the NLB also gets its own security group. A create cut short
+is completed by the next ensure (a target group left without a listener is found by name and
+reused). Deleting removes the NLB, its target groups, its rules and its managed group, and also
+whatever an interrupted create or deletion left: target groups by name and tags, rules by the
+NLB's name, the managed group by name.
 """
 
 from __future__ import annotations
