@@ -18,6 +18,9 @@ that restarts or sheds load costs a short wait rather than an error:
   again blindly could apply it twice. The caller's own retry (a work queue's backoff, a
   resourceVersion-guarded write) decides instead.
 
+Connection errors are retried for a few seconds only (``connection_budget``), with one warning
+per request: a longer outage reaches the caller, which logs it and backs off on its own.
+
 Read timeouts are never retried (the server is slow, not gone), and watches are never retried
 here: informers reconnect with their own backoff.
 """
@@ -89,9 +92,13 @@ class RetryPolicy:
     """Wait after a 429 that names no delay."""
     initial_backoff: float = 0.2
     """First wait after a connection error; it doubles up to :attr:`max_backoff`."""
-    max_backoff: float = 2.0
-    max_elapsed: float = 15.0
-    """Total seconds spent waiting between attempts of one request, at most."""
+    max_backoff: float = 1.6
+    connection_budget: float = 3.0
+    """Seconds since the request began after which a connection error is no longer retried.
+    Enough for a blip or a quick restart; a longer outage reaches the caller, whose own backoff
+    (an informer's, a work queue's) takes over and whose log says so."""
+    max_elapsed: float = 30.0
+    """Seconds since the request began after which no ``Retry-After`` is waited for."""
 
 
 NO_RETRIES = RetryPolicy(max_retries=0)
@@ -309,7 +316,7 @@ class KubeApi:
         url = self._url(path, query)
         policy = self.retry
         backoff = policy.initial_backoff
-        waited = 0.0
+        began = time.monotonic()
         attempt = 0
         while True:
             self.limiter.acquire()  # every attempt is a request, as in client-go
@@ -327,16 +334,29 @@ class KubeApi:
                     method in IDEMPOTENT_METHODS and _connection_broke(error)
                 )
                 delay = backoff
-                if not retryable or not self._may_retry(attempt, waited, delay):
+                elapsed = time.monotonic() - began
+                if (
+                    not retryable
+                    or attempt >= policy.max_retries
+                    or elapsed + delay > policy.connection_budget
+                ):
                     raise
                 backoff = min(policy.max_backoff, backoff * 2)
-                log.debug("%s %s: %s; retrying in %.1fs", method, path, error, delay)
+                # Said once per request: a restart is visible in the log without a flood.
+                (log.warning if attempt == 0 else log.debug)(
+                    "%s %s: %s; retrying in %.1fs", method, path, error, delay
+                )
             else:
                 data = response.data
                 if response.status < 400:
                     return json.loads(data) if data else {}
                 wait = _retry_after(response, policy)
-                if wait is None or not self._may_retry(attempt, waited, wait):
+                elapsed = time.monotonic() - began
+                if (
+                    wait is None
+                    or attempt >= policy.max_retries
+                    or elapsed + wait > policy.max_elapsed
+                ):
                     raise _api_error(response.status, data)
                 delay = wait
                 log.debug(
@@ -347,12 +367,7 @@ class KubeApi:
                     delay,
                 )
             time.sleep(delay)
-            waited += delay
             attempt += 1
-
-    def _may_retry(self, attempt: int, waited: float, delay: float) -> bool:
-        policy = self.retry
-        return attempt < policy.max_retries and waited + delay <= policy.max_elapsed
 
     # -- verbs ----------------------------------------------------------------------------
 
