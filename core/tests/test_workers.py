@@ -132,7 +132,7 @@ def test_a_periodic_loop_survives_a_failing_pass(
     assert not thread.is_alive()
 
 
-def test_a_periodic_loop_ends_when_leadership_is_lost(stop: threading.Event) -> None:
+def test_a_periodic_loop_runs_no_pass_after_leadership_is_lost(stop: threading.Event) -> None:
     passes: list[int] = []
 
     def action() -> None:
@@ -143,5 +143,10 @@ def test_a_periodic_loop_ends_when_leadership_is_lost(stop: threading.Event) -> 
         target=run_periodically, args=("test", "pass", action, 0.02, stop), daemon=True
     )
     thread.start()
+    wait_for(lambda: passes, 5)
+    thread.join(0.3)
+    assert passes == [1], "no pass after the loss"
+    assert thread.is_alive(), "the loop waits for the end of the term, not dead before it"
+    stop.set()
     thread.join(5)
-    assert not thread.is_alive() and passes == [1]
+    assert not thread.is_alive()

@@ -75,10 +75,12 @@ def run_periodically(
     name: str, what: str, action: Callable[[], object], period: float, stop: threading.Event
 ) -> None:
     """Run ``action`` every ``period`` seconds (the first time after one period) until ``stop``
-    is set. A failing pass is logged and the next one runs on time; lost leadership ends the
-    loop."""
+    is set. A failing pass is logged and the next one runs on time; after lost leadership no
+    pass runs again, and the loop returns when the term ends (a controller thread that ended
+    early would read as dead)."""
     while not stop.wait(period):
         if not guarded(name, what, action):
+            stop.wait()
             return
 
 

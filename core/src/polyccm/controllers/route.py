@@ -110,6 +110,7 @@ class RouteController(Controller):
                 stop.wait(COALESCE_SECONDS)  # let a burst of node changes settle
                 self._trigger.clear()
                 if not guarded(self.name, "reconciliation", self.reconcile):
+                    stop.wait()  # leadership lost: no more passes; the term is ending
                     break
                 next_due = time.monotonic() + period
         finally:
