@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec, RetryAfter
+from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec, LeadershipLost, RetryAfter
 from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi
 from polyccm.objects import Service
 from polyccm.testing.fake import FakeCloud
@@ -393,3 +393,16 @@ def test_the_node_sync_waits_for_the_worker_that_holds_the_service(
     assert all(at >= started[0] + ensure_seconds for at in updates), (
         "the load balancer was updated while a worker was still ensuring it"
     )
+
+
+def test_lost_leadership_during_an_ensure_is_no_failure_on_the_service(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    fake_cloud.fail("ensure_load_balancer", LeadershipLost("not the leader: cloud call refused"))
+    make_service(kube_api, namespace, "handed-over")
+    start_manager(fake_cloud)
+    wait_for(lambda: fake_cloud.count("ensure_load_balancer") >= 1, what="the first ensure")
+    assert stays(
+        lambda: "SyncLoadBalancerFailed" not in reasons_for(kube_api, namespace, "handed-over"),
+        2.0,
+    ), "an ensure cut short by lost leadership is left to the next leader, not reported"

@@ -27,7 +27,7 @@ from typing import Any
 from polyccm import metrics
 from polyccm.cloud import LoadBalancer
 from polyccm.controllers.base import Controller, ControllerContext, process_one, run_workers
-from polyccm.errors import ImplementedElsewhere, RetryAfter
+from polyccm.errors import ImplementedElsewhere, LeadershipLost, RetryAfter
 from polyccm.flagtypes import parse_bool
 from polyccm.kube.api import MERGE_PATCH, SERVICES, ApiError, JsonObject
 from polyccm.objects import Node, Service
@@ -237,7 +237,7 @@ class ServiceController(Controller):
         except ImplementedElsewhere:
             log.info("service: %s: load balancer implemented by another controller", service.key)
             return
-        except RetryAfter:
+        except (RetryAfter, LeadershipLost):
             raise
         except Exception as error:
             recorder.event(
@@ -262,7 +262,7 @@ class ServiceController(Controller):
             self.balancer.ensure_load_balancer_deleted(self.cluster_name, service)
         except ImplementedElsewhere:
             pass
-        except RetryAfter:
+        except (RetryAfter, LeadershipLost):
             raise
         except Exception as error:
             recorder.event(
@@ -363,6 +363,9 @@ class ServiceController(Controller):
                 return
             try:
                 self.node_sync()
+            except LeadershipLost:
+                log.info("service: node sync stopped: leadership lost")
+                return
             except Exception:
                 log.exception("service: node sync failed")
 
@@ -411,6 +414,8 @@ class ServiceController(Controller):
             self.balancer.update_load_balancer(self.cluster_name, service, nodes)
         except ImplementedElsewhere:
             return
+        except LeadershipLost:
+            raise  # not a failure: the next leader updates it
         except Exception as error:  # noqa: BLE001 - reported and retried
             metrics.nodesync_error_total.inc()
             self.context.recorder.event(
