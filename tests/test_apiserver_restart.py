@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -25,25 +25,12 @@ from polyccm.testing.kubeobjects import make_service, set_ready, wait_for
 from polyccm_aws.config import CloudConfig
 from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
-from polyccm_aws.testing import CLUSTER, World, point_boto3_at, running_emulator
+from polyccm_aws.testing import CLUSTER, World
 
 NODE_COUNT = 200
 SERVICE_COUNT = 30
 DOWN_AFTER = 0.4
 """Share of the burst registered when the API server goes down."""
-
-
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mapping[str, str]]:
-    with running_emulator(tmp_path_factory.mktemp("aws")) as env:
-        yield env
-
-
-@pytest.fixture
-def aws(emulator: Mapping[str, str], monkeypatch: pytest.MonkeyPatch) -> EmulatorControl:
-    return point_boto3_at(
-        emulator, monkeypatch.setenv, lambda name: monkeypatch.delenv(name, raising=False)
-    )
 
 
 @pytest.fixture

@@ -30,24 +30,9 @@ from polyccm_aws.testing import (
     CLUSTER,
     World,
     isolated_environment,
-    point_boto3_at,
-    running_emulator,
 )
 
 ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-"
-
-
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mapping[str, str]]:
-    with running_emulator(tmp_path_factory.mktemp("aws")) as env:
-        yield env
-
-
-@pytest.fixture
-def aws(emulator: Mapping[str, str], monkeypatch: pytest.MonkeyPatch) -> EmulatorControl:
-    return point_boto3_at(
-        emulator, monkeypatch.setenv, lambda name: monkeypatch.delenv(name, raising=False)
-    )
 
 
 @pytest.fixture

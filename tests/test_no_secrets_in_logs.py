@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +31,9 @@ from polyccm_aws.testing import (
     World,
     isolated_environment,
     point_boto3_at,
-    running_emulator,
 )
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/polyccm-controller"
-
-
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mapping[str, str]]:
-    with running_emulator(tmp_path_factory.mktemp("aws")) as env:
-        yield env
 
 
 def issued_sts_credentials(endpoint: str) -> list[dict[str, Any]]:

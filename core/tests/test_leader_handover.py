@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 import yaml
-from polyccm.kube.api import LEASES, ApiError, KubeApi
+from polyccm.kube.api import KubeApi
 from polyccm.testing.fake_main import CALL_LOG_VARIABLE
 from polyccm.testing.fake_main import COMMAND as FAKE_MAIN
+from polyccm.testing.kubeobjects import lease_holder as holder
 from polyccm.testing.kubeobjects import wait_for
 
 LEASE_DURATION = 6.0
@@ -82,14 +83,6 @@ class FreezableProxy:
         for sock in self._sockets:
             with contextlib.suppress(OSError):
                 sock.close()
-
-
-def holder(api: KubeApi, namespace: str) -> str:
-    try:
-        lease = api.get(LEASES, "cloud-controller-manager", namespace)
-    except ApiError:
-        return ""
-    return str(lease.get("spec", {}).get("holderIdentity") or "")
 
 
 def calls_by_process(log: Path) -> dict[int, list[float]]:

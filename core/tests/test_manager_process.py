@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from polyccm.kube.api import LEASES, ApiError, KubeApi
+from polyccm.kube.api import KubeApi
 from polyccm.testing.fake_main import COMMAND as FAKE_MAIN
+from polyccm.testing.kubeobjects import lease_holder as holder
 from polyccm.testing.kubeobjects import wait_for
 
 
@@ -30,14 +31,6 @@ def get(url: str) -> tuple[int, str]:
         return error.code, error.read().decode()
     except OSError:
         return 0, ""
-
-
-def holder(api: KubeApi, namespace: str) -> str:
-    try:
-        lease = api.get(LEASES, "cloud-controller-manager", namespace)
-    except ApiError:
-        return ""
-    return str(lease.get("spec", {}).get("holderIdentity") or "")
 
 
 @pytest.fixture

@@ -37,6 +37,12 @@ def ingress_ip(api: KubeApi, namespace: str, name: str) -> str:
     return str(ingress[0].get("ip") or "")
 
 
+def backends(cloud: FakeCloud, service_key: str) -> tuple[str, ...]:
+    """The node names behind the load balancer of ``namespace/name`` in the fake cloud."""
+    balancer = cloud.balancer_for(service_key)
+    return balancer.backends if balancer else ()
+
+
 def initialised_nodes(api: KubeApi, cloud: FakeCloud, *names: str) -> None:
     for name in names:
         instance = cloud.add_instance(name)
@@ -215,13 +221,12 @@ def test_backends_follow_node_changes_but_not_readiness(
     start_manager(fake_cloud)
     wait_for(lambda: ingress_ip(kube_api, namespace, "follow"))
 
-    def backends() -> tuple[str, ...]:
-        balancer = fake_cloud.balancer_for(f"{namespace}/follow")
-        return balancer.backends if balancer else ()
-
-    assert backends() == ("b1", "b2")
+    assert backends(fake_cloud, f"{namespace}/follow") == ("b1", "b2")
     initialised_nodes(kube_api, fake_cloud, "b3")
-    wait_for(lambda: backends() == ("b1", "b2", "b3"), what="new node added")
+    wait_for(
+        lambda: backends(fake_cloud, f"{namespace}/follow") == ("b1", "b2", "b3"),
+        what="new node added",
+    )
     wait_for(lambda: "UpdatedLoadBalancer" in reasons_for(kube_api, namespace, "follow"))
 
     kube_api.patch(
@@ -233,7 +238,10 @@ def test_backends_follow_node_changes_but_not_readiness(
             }
         },
     )
-    wait_for(lambda: backends() == ("b2", "b3"), what="excluded node removed")
+    wait_for(
+        lambda: backends(fake_cloud, f"{namespace}/follow") == ("b2", "b3"),
+        what="excluded node removed",
+    )
 
     kube_api.patch(
         NODES,
@@ -246,7 +254,10 @@ def test_backends_follow_node_changes_but_not_readiness(
             }
         },
     )
-    wait_for(lambda: backends() == ("b3",), what="autoscaler-tainted node removed")
+    wait_for(
+        lambda: backends(fake_cloud, f"{namespace}/follow") == ("b3",),
+        what="autoscaler-tainted node removed",
+    )
 
     updates = fake_cloud.count("update_load_balancer")
     from polyccm.testing.kubeobjects import set_ready
@@ -256,7 +267,7 @@ def test_backends_follow_node_changes_but_not_readiness(
         "readiness is not a filter: no update"
     )
     kube_api.delete(NODES, "b3")
-    wait_for(lambda: backends() == (), what="deleted node removed")
+    wait_for(lambda: backends(fake_cloud, f"{namespace}/follow") == (), what="deleted node removed")
 
 
 def test_failed_backend_update_is_reported_and_retried(
@@ -288,11 +299,10 @@ def test_a_new_node_joins_the_backends_once_it_has_a_provider_id(
     fake_cloud.add_instance("fresh")
     make_node(kube_api, "fresh")  # as a kubelet registers it: tainted, no providerID yet
 
-    def backends() -> tuple[str, ...]:
-        balancer = fake_cloud.balancer_for(f"{namespace}/grow")
-        return balancer.backends if balancer else ()
-
-    wait_for(lambda: backends() == ("fresh", "old"), what="the initialised node added")
+    wait_for(
+        lambda: backends(fake_cloud, f"{namespace}/grow") == ("fresh", "old"),
+        what="the initialised node added",
+    )
 
 
 def test_no_backend_nodes_is_a_warning_but_the_load_balancer_is_still_made(
@@ -360,11 +370,10 @@ def test_a_load_balancer_whose_ensure_fails_after_a_restart_still_gets_new_nodes
     wait_for(lambda: "SyncLoadBalancerFailed" in reasons_for(kube_api, namespace, "adopted"))
     initialised_nodes(kube_api, fake_cloud, "joined")
 
-    def backends() -> tuple[str, ...]:
-        balancer = fake_cloud.balancer_for(f"{namespace}/adopted")
-        return balancer.backends if balancer else ()
-
-    wait_for(lambda: backends() == ("joined", "kept"), what="the new node added to the backends")
+    wait_for(
+        lambda: backends(fake_cloud, f"{namespace}/adopted") == ("joined", "kept"),
+        what="the new node added to the backends",
+    )
 
 
 def test_the_node_sync_waits_for_the_worker_that_holds_the_service(
@@ -384,11 +393,11 @@ def test_the_node_sync_waits_for_the_worker_that_holds_the_service(
     wait_for(lambda: started, what="a slow ensure to begin")
     initialised_nodes(kube_api, fake_cloud, "c2")  # the node sync now wants the service too
 
-    def backends() -> tuple[str, ...]:
-        balancer = fake_cloud.balancer_for(f"{namespace}/busy")
-        return balancer.backends if balancer else ()
-
-    wait_for(lambda: backends() == ("c1", "c2"), timeout=20, what="the new node added")
+    wait_for(
+        lambda: backends(fake_cloud, f"{namespace}/busy") == ("c1", "c2"),
+        timeout=20,
+        what="the new node added",
+    )
     assert updates, "the new node was added by the node sync"
     assert all(at >= started[0] + ensure_seconds for at in updates), (
         "the load balancer was updated while a worker was still ensuring it"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from polyccm.kube.api import EVENTS, NODES, SERVICES, KubeApi
+from polyccm.kube.api import EVENTS, LEASES, NODES, SERVICES, ApiError, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT
 
 
@@ -118,3 +118,12 @@ def events_for(api: KubeApi, namespace: str, name: str) -> list[tuple[str, str, 
 
 def reasons_for(api: KubeApi, namespace: str, name: str) -> set[str]:
     return {reason for _type, reason, _message in events_for(api, namespace, name)}
+
+
+def lease_holder(api: KubeApi, namespace: str, name: str = "cloud-controller-manager") -> str:
+    """The identity holding Lease ``namespace/name``; empty when released or absent."""
+    try:
+        lease = api.get(LEASES, name, namespace)
+    except ApiError:
+        return ""
+    return str(lease.get("spec", {}).get("holderIdentity") or "")
