@@ -22,7 +22,7 @@ sync: uv
 	$(UV) sync --locked --all-packages
 
 binaries: sync
-	$(UV) run --no-sync python -m polyccm.devenv.binaries
+	$(UV) run --no-sync python -m polyccm_testing.devenv.binaries
 
 lint: sync
 	$(UV) run --no-sync ruff check .

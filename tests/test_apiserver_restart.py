@@ -21,11 +21,11 @@ from polyccm.app.manager import ControllerManager
 from polyccm.app.options import LeaderElection, ManagerOptions
 from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi, load_configuration
 from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
-from polyccm.testing.kubeobjects import make_service, set_ready, wait_for
 from polyccm_aws.config import CloudConfig
 from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
 from polyccm_aws.testing import CLUSTER, World
+from polyccm_testing.kubeobjects import make_service, set_ready, wait_for
 
 NODE_COUNT = 200
 SERVICE_COUNT = 30

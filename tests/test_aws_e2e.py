@@ -21,7 +21,6 @@ from polyccm.app.manager import ControllerManager
 from polyccm.app.options import LeaderElection, ManagerOptions
 from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi, load_configuration
 from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
-from polyccm.testing.kubeobjects import events_for, make_node, make_service, wait_for
 from polyccm_aws.config import CloudConfig
 from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.naming import target_group_name
@@ -31,6 +30,7 @@ from polyccm_aws.testing import (
     World,
     isolated_environment,
 )
+from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
 
 ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-"
 

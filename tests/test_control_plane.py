@@ -17,9 +17,9 @@ import urllib.request
 from typing import Any
 
 import pytest
-from polyccm.devenv.cleanup import delete_all_nodes, delete_namespace
-from polyccm.devenv.controlplane import ControlPlane
 from polyccm.kube.api import CONFIGMAPS, NAMESPACES, NODES, SERVICES, ApiError, KubeApi, Resource
+from polyccm_testing.devenv.cleanup import delete_all_nodes, delete_namespace
+from polyccm_testing.devenv.controlplane import ControlPlane
 
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io/v1", "clusterroles", namespaced=False)
 CLUSTER_ROLE_BINDINGS = Resource(

@@ -39,7 +39,7 @@ from polyccm.cli import parse
 from polyccm.kube.api import EVENTS, LEASES, NODES, SECRETS, SERVICES, ApiError, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT
 from polyccm.plugins import installed_providers, plugin_manager
-from polyccm.testing.kubeobjects import make_node, make_service, reasons_for, wait_for
+from polyccm_testing.kubeobjects import make_node, make_service, reasons_for, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "deploy" / "images"
@@ -280,6 +280,10 @@ def test_dockerfile_copies_existing_paths_and_the_context_holds_every_source() -
         assert f"{relative}/pyproject.toml" in context
         assert f"{relative}/{project['readme']}" in context
         sources = [p for p in tracked_files() if p.startswith(f"{relative}/src/")]
+        if project["name"] == "polyccm-testing":
+            # Its metadata reads the lock; its code (dev control plane, fake cloud) stays out.
+            assert sources and not set(sources) & context, relative
+            continue
         assert sources and set(sources) <= context, relative
     assert {"pyproject.toml", "uv.lock"} <= context
     assert not [p for p in context if "/tests/" in p or p.startswith(("tests/", "deploy/"))]
@@ -342,7 +346,15 @@ def test_each_image_installs_the_core_and_its_provider_only(provider: str) -> No
         own = {_requirement_name(d) for d in projects[provider]["dependencies"]}
         assert not (sdks - own) & names, f"{provider}'s image would carry {other}'s SDK"
     # Neither the emulator extra nor the developer tools.
-    assert not names & {"moto", "pytest", "ruff", "mypy", "import-linter", "flask"}
+    assert not names & {
+        "moto",
+        "pytest",
+        "ruff",
+        "mypy",
+        "import-linter",
+        "flask",
+        "polyccm-testing",
+    }
 
 
 def test_build_stage_commands_install_one_provider_from_a_copy_of_the_context(
@@ -714,7 +726,7 @@ def hold_once(operation: str, subject: str, gates: Path) -> Callable[[tuple[str,
 
 def recorded_polyccm(argv: list[str]) -> int:
     """``python tests/test_deploy.py --provider=fake ARGS``: the ``polyccm`` command with the
-    fake cloud, as ``polyccm.testing.fake_main`` runs it, plus
+    fake cloud, as ``polyccm_testing.fake_main`` runs it, plus
 
     * every HTTP request the process sends, with the status of its answer, appended to the file
       named by ``$POLYCCM_TEST_API_RECORD``. It is recorded in urllib3, under every client of the
@@ -728,8 +740,8 @@ def recorded_polyccm(argv: list[str]) -> int:
     from polyccm.cloud import CloudProvider
     from polyccm.hookspecs import hookimpl
     from polyccm.plugins import ProviderSettings, plugin_manager
-    from polyccm.testing.fake import FakeCloud
-    from polyccm.testing.fake_main import FakeCloudPlugin
+    from polyccm_testing.fake import FakeCloud
+    from polyccm_testing.fake_main import FakeCloudPlugin
 
     record = Path(os.environ[RECORD_VARIABLE])
     scenario = json.loads(Path(os.environ[SCENARIO_VARIABLE]).read_text())

@@ -24,7 +24,6 @@ import pytest
 import yaml
 from polyccm.kube.api import NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
-from polyccm.testing.kubeobjects import make_node, make_service, wait_for
 from polyccm_aws.testing import (
     CLUSTER,
     FOREIGN_VARIABLES,
@@ -32,6 +31,7 @@ from polyccm_aws.testing import (
     isolated_environment,
     point_boto3_at,
 )
+from polyccm_testing.kubeobjects import make_node, make_service, wait_for
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/polyccm-controller"
 

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from polyccm.app.manager import ControllerManager
 from polyccm.app.options import LeaderElection, ManagerOptions
-from polyccm.devenv import controlplane
-from polyccm.devenv.cleanup import delete_all_nodes
 from polyccm.kube.api import NODES, KubeApi, load_configuration
 from polyccm.objects import UNINITIALIZED_TAINT
-from polyccm.testing.fake import FakeCloud
+from polyccm_testing.devenv import controlplane
+from polyccm_testing.devenv.cleanup import delete_all_nodes
+from polyccm_testing.fake import FakeCloud
 
 
 def register_nodes(api: KubeApi, cloud: FakeCloud, count: int) -> None:

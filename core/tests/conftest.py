@@ -1,5 +1,5 @@
 """Fixtures for controller tests: the manager running in-process against the real control plane
-and :class:`polyccm.testing.fake.FakeCloud`."""
+and :class:`polyccm_testing.fake.FakeCloud`."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from polyccm.app.manager import ControllerManager
 from polyccm.app.options import LeaderElection, ManagerOptions
 from polyccm.kube.api import KubeApi, load_configuration
-from polyccm.testing.fake import FakeCloud
-from polyccm.testing.kubeobjects import wait_for
+from polyccm_testing.fake import FakeCloud
+from polyccm_testing.kubeobjects import wait_for
 
 CLUSTER_CIDR = "10.244.0.0/16"
 

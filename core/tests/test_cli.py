@@ -10,7 +10,7 @@ import pytest
 from polyccm import cli
 from polyccm.app.options import CONTROLLER_ALIASES, resolve_controllers
 from polyccm.plugins import plugin_manager
-from polyccm.testing.fake_main import COMMAND as FAKE_MAIN
+from polyccm_testing.fake_main import COMMAND as FAKE_MAIN
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 import yaml
 from polyccm.kube.api import KubeApi
-from polyccm.testing.fake_main import CALL_LOG_VARIABLE
-from polyccm.testing.fake_main import COMMAND as FAKE_MAIN
-from polyccm.testing.kubeobjects import lease_holder as holder
-from polyccm.testing.kubeobjects import wait_for
+from polyccm_testing.fake_main import CALL_LOG_VARIABLE
+from polyccm_testing.fake_main import COMMAND as FAKE_MAIN
+from polyccm_testing.kubeobjects import lease_holder as holder
+from polyccm_testing.kubeobjects import wait_for
 
 LEASE_DURATION = 6.0
 RENEW_DEADLINE = 4.0

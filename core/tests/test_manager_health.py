@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from polyccm.app import manager as manager_module
 from polyccm.controllers.base import Controller, ControllerContext
-from polyccm.testing.fake import FakeCloud
-from polyccm.testing.kubeobjects import stays, wait_for
+from polyccm_testing.fake import FakeCloud
+from polyccm_testing.kubeobjects import stays, wait_for
 
 
 class _Crashing(Controller):

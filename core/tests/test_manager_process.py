@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 from polyccm.kube.api import KubeApi
-from polyccm.testing.fake_main import COMMAND as FAKE_MAIN
-from polyccm.testing.kubeobjects import lease_holder as holder
-from polyccm.testing.kubeobjects import wait_for
+from polyccm_testing.fake_main import COMMAND as FAKE_MAIN
+from polyccm_testing.kubeobjects import lease_holder as holder
+from polyccm_testing.kubeobjects import wait_for
 
 
 def free_port() -> int:
@@ -144,7 +144,7 @@ def test_health_is_served_over_https_with_the_upstream_tls_flags(
 ) -> None:
     import ssl
 
-    from polyccm.devenv.pki import generate
+    from polyccm_testing.devenv.pki import generate
 
     pki = generate(tmp_path / "pki")
     port = free_port()

@@ -15,8 +15,8 @@ from polyccm.controllers import nodeinfo
 from polyccm.kube.api import NODES, KubeApi
 from polyccm.metrics import REGISTRY
 from polyccm.objects import UNINITIALIZED_TAINT, Node
-from polyccm.testing.fake import FakeCloud
-from polyccm.testing.kubeobjects import make_node, reasons_for, set_ready, stays, wait_for
+from polyccm_testing.fake import FakeCloud
+from polyccm_testing.kubeobjects import make_node, reasons_for, set_ready, stays, wait_for
 
 
 def node(api: KubeApi, name: str) -> Node:

@@ -8,8 +8,8 @@ from typing import Any
 
 from polyccm.kube.api import NODES, ApiError, KubeApi
 from polyccm.objects import SHUTDOWN_TAINT, Node
-from polyccm.testing.fake import FakeCloud
-from polyccm.testing.kubeobjects import make_node, reasons_for, set_ready, stays, wait_for
+from polyccm_testing.fake import FakeCloud
+from polyccm_testing.kubeobjects import make_node, reasons_for, set_ready, stays, wait_for
 
 
 def node(api: KubeApi, name: str) -> Node | None:

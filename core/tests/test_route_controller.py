@@ -8,8 +8,8 @@ from typing import Any
 from polyccm.cloud import Route
 from polyccm.kube.api import NODES, KubeApi
 from polyccm.objects import Node
-from polyccm.testing.fake import FakeCloud
-from polyccm.testing.kubeobjects import make_node, reasons_for, stays, wait_for
+from polyccm_testing.fake import FakeCloud
+from polyccm_testing.kubeobjects import make_node, reasons_for, stays, wait_for
 
 
 def network_condition(api: KubeApi, name: str) -> tuple[str, str] | None:

@@ -9,8 +9,8 @@ from typing import Any
 from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec, LeadershipLost, RetryAfter
 from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi
 from polyccm.objects import Service
-from polyccm.testing.fake import FakeCloud
-from polyccm.testing.kubeobjects import (
+from polyccm_testing.fake import FakeCloud
+from polyccm_testing.kubeobjects import (
     events_for,
     make_node,
     make_service,
@@ -260,7 +260,7 @@ def test_backends_follow_node_changes_but_not_readiness(
     )
 
     updates = fake_cloud.count("update_load_balancer")
-    from polyccm.testing.kubeobjects import set_ready
+    from polyccm_testing.kubeobjects import set_ready
 
     set_ready(kube_api, "b3", False)
     assert stays(lambda: fake_cloud.count("update_load_balancer") == updates, 1.5), (

@@ -11,8 +11,8 @@ import pytest
 import urllib3
 from polyccm.controllers.base import process_one, run_periodically, run_workers
 from polyccm.errors import LeadershipLost
-from polyccm.testing.kubeobjects import wait_for
 from polyccm.workqueue import RateLimitingQueue
+from polyccm_testing.kubeobjects import wait_for
 
 
 @pytest.fixture

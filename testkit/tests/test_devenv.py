@@ -2,8 +2,8 @@
 processes, plus a small test emulator registered by an in-test plugin.
 
 The environment is brought up once for the module; the last test takes it down. Each command
-runs as a subprocess through a tiny script that calls ``polyccm.devenv.cli.main`` with a plugin
-manager that also holds the test plugin.
+runs as a subprocess through a tiny script that calls ``polyccm_testing.devenv.cli.main`` with a
+plugin manager that also holds the test plugin.
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from polyccm.devenv import processes
-from polyccm.devenv import state as state_files
 from polyccm.kube.api import NAMESPACES, KubeApi
+from polyccm_testing.devenv import processes
+from polyccm_testing.devenv import state as state_files
 
 pytestmark = pytest.mark.controlplane
 
 PLUGIN_SCRIPT = textwrap.dedent(
     """
     import sys
-    from polyccm.devenv.cli import main
+    from polyccm_testing.devenv.cli import main
     from polyccm.hookspecs import hookimpl
     from polyccm.plugins import EmulatorLaunch, plugin_manager
 
@@ -269,7 +269,7 @@ def _ipv6(hex_address: str) -> str:
 TIED_SCRIPT = textwrap.dedent(
     """
     import json, sys, time
-    from polyccm.devenv import controlplane
+    from polyccm_testing.devenv import controlplane
 
     plane = controlplane.start(sys.argv[1], die_with_caller=True)
     print(json.dumps([[item.pid, item.start_time] for item in plane.components]), flush=True)

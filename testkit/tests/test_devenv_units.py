@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from polyccm.devenv import controlplane, pki, processes
-from polyccm.devenv import state as state_files
-from polyccm.devenv.binaries import ControlPlaneBinaries
+from polyccm_testing.devenv import controlplane, pki, processes
+from polyccm_testing.devenv import state as state_files
+from polyccm_testing.devenv.binaries import ControlPlaneBinaries
 
 POLYCCM_DEV = Path(sys.executable).parent / "polyccm-dev"
 

@@ -1,4 +1,4 @@
-"""``python -m polyccm.testing.fake_main ARGS``: the real ``polyccm`` command with the fake cloud
+"""``python -m polyccm_testing.fake_main ARGS``: the real ``polyccm`` command with the fake cloud
 registered as provider ``fake``. Tests use it to run the whole process (flags, signals, leader
 election, health endpoints) without any cloud."""
 
@@ -12,9 +12,10 @@ from polyccm.cli import main
 from polyccm.cloud import CloudProvider
 from polyccm.hookspecs import hookimpl
 from polyccm.plugins import ProviderRegistry, ProviderSettings, plugin_manager
-from polyccm.testing.fake import FakeCloud
 
-COMMAND: tuple[str, ...] = (sys.executable, "-m", "polyccm.testing.fake_main", "--provider=fake")
+from polyccm_testing.fake import FakeCloud
+
+COMMAND: tuple[str, ...] = (sys.executable, "-m", "polyccm_testing.fake_main", "--provider=fake")
 """The command line that runs it, for tests that start the whole process."""
 CALL_LOG_VARIABLE = "POLYCCM_FAKE_CALL_LOG"
 """When set, the fake cloud appends every call it serves to this file (see FakeCloud.call_log)."""

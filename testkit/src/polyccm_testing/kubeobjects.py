@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
 from polyccm.kube.api import EVENTS, LEASES, NODES, SERVICES, ApiError, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT
 

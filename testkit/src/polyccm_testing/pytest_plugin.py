@@ -2,9 +2,10 @@
 
 Fixtures:
 
-* ``control_plane`` (session): a :class:`polyccm.devenv.controlplane.ControlPlane` started in a
-  temporary state dir and stopped when the session ends. When ``POLYCCM_TEST_STATE_DIR`` names a
-  state dir brought up with ``polyccm-dev up``, that one is used and left running.
+* ``control_plane`` (session): a :class:`polyccm_testing.devenv.controlplane.ControlPlane`
+  started in a temporary state dir and stopped when the session ends. When
+  ``POLYCCM_TEST_STATE_DIR`` names a state dir brought up with ``polyccm-dev up``, that one is
+  used and left running.
 * ``kube_api`` (session): an admin :class:`polyccm.kube.api.KubeApi` for it (no rate limit).
 * ``namespace`` (function): a fresh ``test-<random>`` namespace, deleted with its contents after.
 * ``clean_nodes`` (function): deletes every Node before and after the test.
@@ -25,8 +26,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from polyccm.devenv.controlplane import ControlPlane
     from polyccm.kube.api import KubeApi
+
+    from polyccm_testing.devenv.controlplane import ControlPlane
 
 STATE_DIR_VARIABLE = "POLYCCM_TEST_STATE_DIR"
 MARKER = "controlplane"
@@ -48,7 +50,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """A running control plane for the whole session."""
-    from polyccm.devenv import controlplane
+    from polyccm_testing.devenv import controlplane
 
     reuse = os.environ.get(STATE_DIR_VARIABLE)
     if reuse:
@@ -89,8 +91,9 @@ def kube_api(control_plane: ControlPlane) -> Iterator[KubeApi]:
 @pytest.fixture
 def namespace(kube_api: KubeApi) -> Iterator[str]:
     """The name of a namespace created for this test and deleted (contents too) after it."""
-    from polyccm.devenv.cleanup import delete_namespace
     from polyccm.kube.api import NAMESPACES
+
+    from polyccm_testing.devenv.cleanup import delete_namespace
 
     name = f"test-{secrets.token_hex(4)}"
     kube_api.create(
@@ -105,7 +108,7 @@ def namespace(kube_api: KubeApi) -> Iterator[str]:
 @pytest.fixture
 def clean_nodes(kube_api: KubeApi) -> Iterator[None]:
     """No Node objects before the test, and none left after it."""
-    from polyccm.devenv.cleanup import delete_all_nodes
+    from polyccm_testing.devenv.cleanup import delete_all_nodes
 
     delete_all_nodes(kube_api)
     try:

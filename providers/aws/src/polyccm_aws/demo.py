@@ -20,9 +20,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from polyccm.devenv import controlplane
 from polyccm.kube.api import NAMESPACES, NODES, SERVICES, ApiError, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node
+from polyccm_testing.devenv import controlplane
 
 from polyccm_aws.emulator import CCM_HOST_TAG
 

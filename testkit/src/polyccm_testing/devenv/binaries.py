@@ -14,7 +14,7 @@ the Go module proxy with the machine's Go:
 
 Each binary has its own wrapper so their shared dependencies are never merged to versions
 neither project tested. This module uses the standard library only so it can run before the
-workspace is synced: ``python3 core/src/polyccm/devenv/binaries.py``.
+workspace is synced: ``python3 testkit/src/polyccm_testing/devenv/binaries.py``.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from polyccm.devenv import controlplane
-from polyccm.devenv.state import ENV_FILE, KUBECONFIG_FILE
+from polyccm_testing.devenv import controlplane
+from polyccm_testing.devenv.state import ENV_FILE, KUBECONFIG_FILE
 
 if TYPE_CHECKING:
     import pluggy

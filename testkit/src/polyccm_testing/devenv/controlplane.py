@@ -25,16 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from polyccm.devenv import pki, processes
-from polyccm.devenv import state as state_files
-from polyccm.devenv.state import Component, DevState
+from polyccm_testing.devenv import pki, processes
+from polyccm_testing.devenv import state as state_files
+from polyccm_testing.devenv.state import Component, DevState
 
 if TYPE_CHECKING:
     import pluggy
-
-    from polyccm.devenv.binaries import ControlPlaneBinaries
     from polyccm.kube.api import KubeApi
     from polyccm.plugins import EmulatorLauncher
+
+    from polyccm_testing.devenv.binaries import ControlPlaneBinaries
 
 ETCD = "etcd"
 KUBE_APISERVER = "kube-apiserver"
@@ -414,7 +414,7 @@ def _start_fresh(
     die_with_caller: bool,
 ) -> ControlPlane:
     if binaries is None:
-        from polyccm.devenv.binaries import BinaryError, ensure_binaries
+        from polyccm_testing.devenv.binaries import BinaryError, ensure_binaries
 
         say("locating kube-apiserver and etcd (built from source on first use: minutes)")
         try:
