@@ -8,6 +8,7 @@ from polyccm.cloud import (
     LoadBalancerIngress,
     LoadBalancerStatus,
     NodeAddress,
+    ProviderContext,
     Route,
     Routes,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "LoadBalancerStatus",
     "Node",
     "NodeAddress",
+    "ProviderContext",
     "RetryAfter",
     "Route",
     "Routes",

@@ -9,13 +9,19 @@ from :mod:`polyccm.errors`, whose type decides what the controller does next.
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from polyccm.errors import InstanceNotFound
 from polyccm.objects import Node, Service
+
+if TYPE_CHECKING:
+    from polyccm.events import EventRecorder
+    from polyccm.kube.api import KubeApi
+    from polyccm.kube.informer import Informer
 
 # Node address types, as in core/v1 NodeAddressType.
 HOSTNAME = "Hostname"
@@ -115,6 +121,11 @@ class LoadBalancerStatus:
     """Problems the provider worked around rather than refused (an annotation value that means
     nothing, read the way upstream reads it). Each becomes a Warning event on the service
     (reason ``LoadBalancerWarning``); none is written to the service's status."""
+    service_annotations: Mapping[str, str] = field(default_factory=dict)
+    """Annotations the service controller writes onto the service after a successful ensure,
+    in its own resourceVersion-guarded patch, when they differ from what the service has (for
+    example the cloud's id of the load balancer, so that a rename never orphans it). Writing
+    them is not a change that triggers another ensure. Not part of ``status``."""
 
     def to_api(self) -> dict[str, object]:
         """The Kubernetes API form (``status.loadBalancer``)."""
@@ -234,26 +245,50 @@ class Routes(ABC):
         """Every route that belongs to this cluster."""
 
     @abstractmethod
-    def create_route(self, cluster_name: str, name_hint: str, route: Route) -> None:
-        """Create ``route``; ``name_hint`` is the node UID. Creating an existing route succeeds."""
+    def create_route(
+        self, cluster_name: str, name_hint: str, route: Route, *, target: Node
+    ) -> None:
+        """Create ``route``; ``name_hint`` is the node UID and ``target`` the node the route
+        sends traffic to (its providerID and addresses locate the instance: zone and instance
+        name on GCE). Creating an existing route succeeds."""
 
     @abstractmethod
     def delete_route(self, cluster_name: str, route: Route) -> None:
         """Delete ``route``; deleting a missing route succeeds."""
 
 
+@dataclass(frozen=True)
+class ProviderContext:
+    """What a provider gets at the start of each leadership term (upstream's ``Initialize``
+    with its client builder, shared informers and stop channel)."""
+
+    api: KubeApi
+    """The Kubernetes API client of this process (rate-limited like the controllers')."""
+    nodes: Informer
+    """The term's shared, synced node cache: read nodes here, never list them yourself."""
+    services: Informer
+    """The term's shared, synced service cache."""
+    recorder: EventRecorder
+    """Events on nodes and services, aggregated and rate-limited as client-go does."""
+    stop: threading.Event
+    """Set when the term ends (leadership lost or the process stopping): stop any background
+    work started in :meth:`CloudProvider.initialize`."""
+
+
 class CloudProvider:
     """A cloud: a name and up to three capabilities.
 
     Subclasses override the accessors of the capabilities they offer. :meth:`initialize` is
-    called once, before any controller starts, with the Kubernetes API client the provider may
-    use for its own work (for example to read a secret); most providers need nothing there.
+    called at the start of every leadership term, once the caches have synced and before any
+    controller of that term starts; a standby never gets it.
     """
 
     name: ClassVar[str] = ""
 
-    def initialize(self, kube_client: object | None = None) -> None:
-        """Called once before the controllers start."""
+    def initialize(self, context: ProviderContext) -> None:
+        """Called once per leadership term, before the term's controllers start. Keep what you
+        need from ``context`` (the caches replace any listing of your own); an exception ends
+        the term and gives the lease up."""
 
     def instances_v2(self) -> InstancesV2 | None:
         """The instances capability, or ``None``."""
