@@ -22,6 +22,7 @@ from polyccm.errors import (
     RetryAfter,
 )
 from polyccm.objects import Node, Service
+from polyccm.rbac import PolicyRule
 
 __all__ = [
     "CapabilityNotImplemented",
@@ -38,6 +39,7 @@ __all__ = [
     "LoadBalancerStatus",
     "Node",
     "NodeAddress",
+    "PolicyRule",
     "ProviderContext",
     "RetryAfter",
     "Route",

@@ -1,18 +1,22 @@
 """The ``polyccm`` command: parse upstream-compatible flags, build the provider, run the manager.
 
-User mistakes (an unknown provider or flag, a bad value, an unreadable or malformed cloud config)
-print one line to stderr and exit with status 2; they never produce a traceback.
+User mistakes (an unknown provider, flag or controller, a bad value, an unreadable or malformed
+cloud config) print one line to stderr and exit with status 2; they never produce a traceback.
+``polyccm rbac --provider NAME`` prints the ClusterRole that provider's process needs instead
+(``polyccm --provider=NAME rbac`` too, as an image's entry point writes it).
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import logging
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import NoReturn
@@ -20,8 +24,13 @@ from typing import NoReturn
 import pluggy
 from kubernetes.client import Configuration
 
-from polyccm import logredact, plugins
-from polyccm.app.options import ManagerOptions, add_manager_flags, options_from_namespace
+from polyccm import logredact, plugins, rbac
+from polyccm.app.options import (
+    ManagerOptions,
+    add_manager_flags,
+    options_from_namespace,
+    resolve_controllers,
+)
 from polyccm.errors import ConfigError
 from polyccm.kube.api import KubeconfigError, load_configuration
 
@@ -55,7 +64,10 @@ def _provider_parser() -> _Parser:
 
 
 def _full_parser(
-    manager: pluggy.PluginManager, provider: str | None, available: Sequence[str]
+    manager: pluggy.PluginManager,
+    provider: str | None,
+    available: Sequence[str],
+    controllers: Mapping[str, plugins.ControllerInfo],
 ) -> _Parser:
     parser = _Parser(
         prog=PROG,
@@ -71,11 +83,22 @@ def _full_parser(
         metavar="NAME",
         help=f"the cloud provider to run (installed: {', '.join(available) or 'none'})",
     )
-    add_manager_flags(parser)
+    add_manager_flags(parser, {name: info.enabled_by_default for name, info in controllers.items()})
     if provider:
         group = parser.add_argument_group(f"{provider} provider flags")
         manager.hook.polyccm_add_options(provider=provider, group=group)
     return parser
+
+
+@dataclass(frozen=True)
+class CommandLine:
+    """What the command line asks for."""
+
+    options: ManagerOptions
+    namespace: argparse.Namespace
+    """Every parsed option, the provider's own included (handed to the provider's plugin)."""
+    controllers: Mapping[str, plugins.ControllerInfo]
+    """The chosen provider's own controllers (selected or not: see ``options.controllers``)."""
 
 
 def parse(
@@ -85,18 +108,47 @@ def parse(
 
     ``--help`` prints the help text and exits 0, as usual.
     """
+    parsed = parse_command_line(argv, manager)
+    return parsed.options, parsed.namespace
+
+
+def _chosen_provider(
+    argv: Sequence[str], manager: pluggy.PluginManager
+) -> tuple[str | None, list[str], Mapping[str, plugins.ProviderInfo]]:
+    """The ``--provider`` in ``argv`` (checked to be installed), what else ``argv`` holds, and
+    every installed provider."""
     try:
         installed = plugins.installed_providers(manager)
     except plugins.PluginError as error:
         raise UsageError(str(error)) from None
-    available = sorted(installed)
-    first, _ = _provider_parser().parse_known_args(argv)
+    first, rest = _provider_parser().parse_known_args(argv)
     provider = first.provider
     if provider is not None and provider not in installed:
         raise UsageError(
-            f"unknown provider {provider!r}; installed providers: {', '.join(available) or 'none'}"
+            f"unknown provider {provider!r}; installed providers: "
+            f"{', '.join(sorted(installed)) or 'none'}"
         )
-    parser = _full_parser(manager, provider, available)
+    return provider, rest, installed
+
+
+def _controllers_of(
+    manager: pluggy.PluginManager, provider: plugins.ProviderInfo | None
+) -> Mapping[str, plugins.ControllerInfo]:
+    if provider is None:
+        return {}
+    try:
+        return plugins.provider_controllers(manager, provider)
+    except plugins.PluginError as error:
+        raise UsageError(str(error)) from None
+
+
+def parse_command_line(argv: Sequence[str], manager: pluggy.PluginManager) -> CommandLine:
+    """Parse ``argv``, asking the chosen provider for its controllers; raise
+    :class:`UsageError` for any user mistake."""
+    provider, _, installed = _chosen_provider(argv, manager)
+    available = sorted(installed)
+    controllers = _controllers_of(manager, installed.get(provider) if provider else None)
+    parser = _full_parser(manager, provider, available, controllers)
     namespace = parser.parse_args(argv)
     if provider is None:
         raise UsageError(
@@ -114,7 +166,63 @@ def parse(
             raise UsageError(
                 f"cannot read cloud config {options.cloud_config}: {error.strerror}"
             ) from None
-    return options, namespace
+    return CommandLine(options, namespace, controllers)
+
+
+def _rbac_requested(argv: Sequence[str]) -> list[str] | None:
+    """The arguments of ``rbac`` when ``argv`` asks for it (``rbac --provider X`` or
+    ``--provider X rbac``), else ``None``."""
+    _, rest = _provider_parser().parse_known_args(argv)
+    if rest and rest[0] == "rbac":
+        return rest[1:]
+    return None
+
+
+def print_rbac(argv: Sequence[str], manager: pluggy.PluginManager) -> None:
+    """``polyccm rbac``: print the ClusterRole for ``--provider`` (and ``--controllers``)."""
+    provider, _, installed = _chosen_provider(argv, manager)
+    available = ", ".join(sorted(installed)) or "none"
+    controllers = _controllers_of(manager, installed.get(provider) if provider else None)
+    defaults = {name: info.enabled_by_default for name, info in controllers.items()}
+    parser = _Parser(
+        prog=f"{PROG} rbac",
+        allow_abbrev=False,
+        description="Print the ClusterRole polyccm needs for one provider: the core's rules "
+        "(those of deploy/manifests/rbac.yaml) plus those of the provider's selected "
+        "controllers. Apply it after rbac.yaml, whose ClusterRole it replaces.",
+    )
+    parser.add_argument("command", choices=["rbac"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--provider",
+        "--cloud-provider",
+        dest="provider",
+        metavar="NAME",
+        help=f"the cloud provider (installed: {available})",
+    )
+    parser.add_argument(
+        "--controllers",
+        type=functools.partial(resolve_controllers, provider_controllers=defaults),
+        default=resolve_controllers("*", defaults),
+        metavar="NAMES",
+        help="the controllers the Deployment runs, as its --controllers (default '*')",
+    )
+    selected = parser.parse_args(argv).controllers
+    if provider is None:
+        raise UsageError(f"rbac needs --provider; installed providers: {available}")
+    chosen = [info for name, info in controllers.items() if name in selected and info.rbac_rules]
+    command = f"polyccm rbac --provider={provider}"
+    if selected != resolve_controllers("*", defaults):
+        command += f" --controllers={','.join(sorted(selected))}"
+    header = (
+        f"Generated by `{command}`: the ClusterRole of polyccm\n"
+        "with the core's rules (those of deploy/manifests/rbac.yaml), then those of the\n"
+        "provider's own controllers. Apply it after rbac.yaml, whose ClusterRole it replaces."
+    )
+    extra = [
+        (f"{info.name}: a controller of provider {provider} ({info.plugin}).", info.rbac_rules)
+        for info in chosen
+    ]
+    sys.stdout.write(rbac.render_cluster_role(extra, header=header))
 
 
 def _kube_secrets(configuration: Configuration) -> list[str]:
@@ -183,12 +291,17 @@ def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         manager = manager or plugins.plugin_manager()
-        options, namespace = parse(args, manager)
+        rbac_args = _rbac_requested(args)
+        if rbac_args is not None:
+            print_rbac(args, manager)
+            return 0
+        parsed = parse_command_line(args, manager)
+        options = parsed.options
         settings = plugins.ProviderSettings(
             provider=options.provider,
             cloud_config=options.cloud_config,
             cluster_name=options.cluster_name,
-            options=namespace,
+            options=parsed.namespace,
         )
         provider = plugins.build_provider(manager, settings)
         from polyccm.app.manager import route_controller_problem
@@ -211,7 +324,12 @@ def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None
         )
     from polyccm.app.manager import run_manager
 
-    return run_manager(options, provider, configuration)
+    return run_manager(
+        options,
+        provider,
+        configuration,
+        provider_controllers={name: info.constructor for name, info in parsed.controllers.items()},
+    )
 
 
 if __name__ == "__main__":

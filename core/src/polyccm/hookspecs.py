@@ -16,7 +16,12 @@ import pluggy
 
 if TYPE_CHECKING:
     from polyccm.cloud import CloudProvider
-    from polyccm.plugins import EmulatorRegistry, ProviderRegistry, ProviderSettings
+    from polyccm.plugins import (
+        ControllerRegistry,
+        EmulatorRegistry,
+        ProviderRegistry,
+        ProviderSettings,
+    )
 
 PROJECT = "polyccm"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -30,6 +35,23 @@ def polyccm_register_providers(registry: ProviderRegistry) -> None:
     Called once at start-up for every installed plugin, before the command line is parsed.
     Call ``registry.register(name, description)`` for each provider; two plugins registering
     the same name is an error that stops polyccm. Import nothing heavy here.
+    """
+
+
+@hookspec
+def polyccm_register_controllers(provider: str, registry: ControllerRegistry) -> None:
+    """Register the controllers of your own that ``provider`` runs beside the built-in ones.
+
+    Called once at start-up (and by ``polyccm rbac``), after ``--provider`` is known and before
+    the rest of the command line is parsed, and only on the plugin that registered ``provider``.
+    Call ``registry.register(name, constructor, enabled_by_default=..., rbac_rules=[...])`` for
+    each controller: ``--controllers`` then selects it like a built-in one (``*`` means every
+    controller enabled by default, ``name`` enables, ``-name`` disables). ``constructor`` gets
+    the term's :class:`polyccm.controllers.ControllerContext` at the start of every leadership
+    term and returns a :class:`polyccm.controllers.Controller` (or ``None`` to stay off);
+    ``rbac_rules`` are the :class:`polyccm.rbac.PolicyRule` values it needs beyond the core's.
+    A name a built-in controller has is an error. Importing your controller module here is
+    fine; keep the cloud SDK for :func:`polyccm_build_provider`.
     """
 
 

@@ -3,13 +3,16 @@
 Every distribution with an entry point in the group ``polyccm`` is loaded, except those named in
 ``POLYCCM_DISABLE_PLUGINS`` (comma-separated entry-point names). Loading imports only each
 plugin's small hook module; a provider's cloud SDK is imported when that provider is built.
+A provider's own controllers are asked for only from the plugin that registered the chosen
+provider, so an installed plugin never adds controllers to another provider's process.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,9 +20,12 @@ from typing import TYPE_CHECKING
 import pluggy
 
 from polyccm import hookspecs
+from polyccm.app.options import CONTROLLER_ALIASES
+from polyccm.rbac import PolicyRule
 
 if TYPE_CHECKING:
     from polyccm.cloud import CloudProvider
+    from polyccm.controllers.base import Controller, ControllerContext
 
 ENTRY_POINT_GROUP = "polyccm"
 DISABLE_VARIABLE = "POLYCCM_DISABLE_PLUGINS"
@@ -58,6 +64,79 @@ class ProviderRegistry:
     @property
     def providers(self) -> Mapping[str, ProviderInfo]:
         return dict(self._providers)
+
+
+ControllerConstructor = Callable[["ControllerContext"], "Controller | None"]
+"""Makes a provider controller for one leadership term, or returns ``None`` when it has nothing
+to do with this provider's configuration (it is then logged as not started)."""
+
+_CONTROLLER_NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
+
+
+@dataclass(frozen=True)
+class ControllerInfo:
+    """A controller a provider registered, and who registered it."""
+
+    name: str
+    """Its name in ``--controllers`` (and the name of its thread and work-queue metrics)."""
+    constructor: ControllerConstructor
+    enabled_by_default: bool
+    """Whether ``--controllers=*`` (the default) includes it."""
+    rbac_rules: tuple[PolicyRule, ...]
+    """API permissions it needs beyond the core's (``polyccm rbac`` prints them)."""
+    plugin: str
+
+
+class ControllerRegistry:
+    """Collects the chosen provider's controllers from ``polyccm_register_controllers``."""
+
+    def __init__(self, provider: str, *, reserved: Iterable[str] = ()) -> None:
+        self.provider = provider
+        self._reserved = frozenset(reserved)
+        self._controllers: dict[str, ControllerInfo] = {}
+        self.current_plugin = "?"
+
+    def register(
+        self,
+        name: str,
+        constructor: ControllerConstructor,
+        *,
+        enabled_by_default: bool,
+        rbac_rules: Sequence[PolicyRule] = (),
+    ) -> None:
+        """Register controller ``name``, made by ``constructor(context)`` at the start of each
+        leadership term. A name that is not a lowercase DNS label, that a built-in controller
+        (or its upstream alias) already has, or that is registered twice is a
+        :class:`PluginError`."""
+        where = f"provider {self.provider!r} (plugin {self.current_plugin!r})"
+        if not _CONTROLLER_NAME.fullmatch(name):
+            raise PluginError(
+                f"{where} registers controller {name!r}: a controller name is lowercase "
+                "letters, digits and '-' (it is written in --controllers)"
+            )
+        if name in self._reserved:
+            raise PluginError(
+                f"{where} registers controller {name!r}, the name of a built-in controller; "
+                "choose another name"
+            )
+        if name in self._controllers:
+            raise PluginError(f"{where} registers controller {name!r} twice")
+        if not callable(constructor):
+            raise PluginError(f"{where}: the constructor of controller {name!r} is not callable")
+        rules = tuple(rbac_rules)
+        for rule in rules:
+            if not isinstance(rule, PolicyRule):
+                raise PluginError(
+                    f"{where}: controller {name!r} gives {rule!r} as an RBAC rule; "
+                    "use polyccm.rbac.PolicyRule"
+                )
+        self._controllers[name] = ControllerInfo(
+            name, constructor, bool(enabled_by_default), rules, self.current_plugin
+        )
+
+    @property
+    def controllers(self) -> Mapping[str, ControllerInfo]:
+        return dict(self._controllers)
 
 
 @dataclass(frozen=True)
@@ -150,3 +229,27 @@ def build_provider(manager: pluggy.PluginManager, settings: ProviderSettings) ->
     if provider is None:
         raise PluginError(f"no installed plugin builds provider {settings.provider!r}")
     return provider
+
+
+def provider_controllers(
+    manager: pluggy.PluginManager, provider: ProviderInfo
+) -> Mapping[str, ControllerInfo]:
+    """The controllers of ``provider``, asked of the plugin that registered it and of no other.
+
+    Raises :class:`PluginError` for a name clash (with a built-in controller or twice)."""
+    owner = manager.get_plugin(provider.plugin)
+    registry = ControllerRegistry(provider.name, reserved=_built_in_controller_names())
+    if owner is None:
+        return registry.controllers
+    others = [plugin for plugin in manager.get_plugins() if plugin is not owner]
+    registry.current_plugin = provider.plugin
+    hook = manager.subset_hook_caller("polyccm_register_controllers", remove_plugins=others)
+    hook(provider=provider.name, registry=registry)
+    return registry.controllers
+
+
+def _built_in_controller_names() -> set[str]:
+    names = set(CONTROLLER_ALIASES)
+    for aliases in CONTROLLER_ALIASES.values():
+        names.update(aliases)
+    return names

@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import FrameType
 
 from kubernetes.client import Configuration
@@ -103,10 +103,19 @@ def route_controller_problem(options: ManagerOptions, provider: CloudProvider) -
 class ControllerManager:
     """Runs the selected controllers against one API server for one provider."""
 
-    def __init__(self, options: ManagerOptions, provider: CloudProvider, api: KubeApi) -> None:
+    def __init__(
+        self,
+        options: ManagerOptions,
+        provider: CloudProvider,
+        api: KubeApi,
+        *,
+        provider_controllers: Mapping[str, ControllerFactory] | None = None,
+    ) -> None:
         self.options = options
         self.provider = provider
         self.api = api
+        # The provider's own controllers (polyccm_register_controllers), run like CONTROLLERS.
+        self.provider_controllers = dict(provider_controllers or {})
         self.identity = f"{socket.gethostname()}_{uuid.uuid4()}"
         self._term_lock = threading.Lock()
         self._synced = threading.Event()
@@ -214,7 +223,7 @@ class ControllerManager:
             recorder=recorder,
         )
         controllers: list[Controller] = []
-        for name, factory in CONTROLLERS.items():
+        for name, factory in {**CONTROLLERS, **self.provider_controllers}.items():
             if name not in options.controllers:
                 log.info("controller %s is disabled", name)
                 continue
@@ -229,6 +238,7 @@ class ControllerManager:
                     options.provider,
                 )
                 continue
+            controller.name = name  # its thread's name, which logs and /healthz report
             controllers.append(controller)
         recorder.start()
         nodes.start()
@@ -283,9 +293,14 @@ def _wait_for_caches(informers: tuple[Informer, ...], lost: threading.Event) -> 
 
 
 def run_manager(
-    options: ManagerOptions, provider: CloudProvider, configuration: Configuration
+    options: ManagerOptions,
+    provider: CloudProvider,
+    configuration: Configuration,
+    *,
+    provider_controllers: Mapping[str, ControllerFactory] | None = None,
 ) -> int:
-    """Run the controller manager until SIGTERM or SIGINT; returns the exit status."""
+    """Run the controller manager until SIGTERM or SIGINT; returns the exit status.
+    ``provider_controllers`` are the provider's own, selected by name like the built-in ones."""
     api = KubeApi(
         configuration,
         qps=options.kube_api_qps,
@@ -293,7 +308,7 @@ def run_manager(
         user_agent=f"polyccm/{options.provider} (cloud-controller-manager)",
     )
     provider.initialize(api)
-    manager = ControllerManager(options, provider, api)
+    manager = ControllerManager(options, provider, api, provider_controllers=provider_controllers)
     stop = threading.Event()
 
     def request_stop(signum: int, _frame: FrameType | None) -> None:

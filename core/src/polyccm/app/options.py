@@ -10,6 +10,8 @@ copied command line never fails on them.
 from __future__ import annotations
 
 import argparse
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,15 +72,21 @@ class ManagerOptions:
     tls_private_key_file: str | None = None
 
 
-def resolve_controllers(spec: str) -> frozenset[str]:
+def resolve_controllers(
+    spec: str, provider_controllers: Mapping[str, bool] | None = None
+) -> frozenset[str]:
     """Controllers selected by ``--controllers`` as upstream reads it.
 
-    ``*`` means every controller; ``name`` enables one, ``-name`` disables one; names may be
-    the short ones (``service``) or the upstream long ones (``service-lb-controller``).
+    ``*`` means every controller enabled by default; ``name`` enables one, ``-name`` disables
+    one; names may be the short ones (``service``) or the upstream long ones
+    (``service-lb-controller``). ``provider_controllers`` maps the names of the provider's own
+    controllers to whether they are enabled by default; they are selected the same way.
     """
+    extra = dict(provider_controllers or {})
     lookup = {name: name for name in CONTROLLER_ALIASES}
     for name, aliases in CONTROLLER_ALIASES.items():
         lookup.update({alias: name for alias in aliases})
+    lookup.update({name: name for name in extra})
     enabled: set[str] = set()
     disabled: set[str] = set()
     star = False
@@ -97,7 +105,8 @@ def resolve_controllers(spec: str) -> frozenset[str]:
                 f"unknown controller {item.lstrip('-')!r} (known: {known})"
             )
         (disabled if negate else enabled).add(canonical)
-    base = set(CONTROLLER_ALIASES) if star else set()
+    defaults = {*CONTROLLER_ALIASES, *(name for name, on in extra.items() if on)}
+    base = defaults if star else set()
     return frozenset((base | enabled) - disabled)
 
 
@@ -126,8 +135,15 @@ def _duration_flag(
     )
 
 
-def add_manager_flags(parser: argparse.ArgumentParser) -> None:
-    """Add the upstream cloud-controller-manager flags to ``parser``."""
+def add_manager_flags(
+    parser: argparse.ArgumentParser, provider_controllers: Mapping[str, bool] | None = None
+) -> None:
+    """Add the upstream cloud-controller-manager flags to ``parser``; ``provider_controllers``
+    (name: enabled by default) are the provider's own controllers ``--controllers`` knows."""
+    extra = dict(provider_controllers or {})
+    selectable = ", ".join(
+        [*CONTROLLER_ALIASES, *(n if on else f"{n} (off by default)" for n, on in extra.items())]
+    )
     generic = parser.add_argument_group("generic flags")
     generic.add_argument(
         "--cloud-config",
@@ -157,11 +173,11 @@ def add_manager_flags(parser: argparse.ArgumentParser) -> None:
     _bool_flag(generic, "--configure-cloud-routes", True, "create routes for each node's pod CIDR")
     generic.add_argument(
         "--controllers",
-        type=resolve_controllers,
-        default=frozenset(CONTROLLER_ALIASES),
+        type=functools.partial(resolve_controllers, provider_controllers=extra),
+        default=resolve_controllers("*", extra),
         metavar="NAMES",
-        help="controllers to run: '*' for all, 'name' to enable, '-name' to disable "
-        "(cloud-node, cloud-node-lifecycle, service, route); default '*'",
+        help="controllers to run: '*' for all enabled by default, 'name' to enable, '-name' to "
+        f"disable ({selectable}); default '*'",
     )
     _bool_flag(
         generic,
