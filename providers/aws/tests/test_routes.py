@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 from polyccm.cloud import Route
 from polyccm.errors import CloudError
-from polyccm.objects import Node
 from polyccm_aws.config import CloudConfig
 from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
@@ -31,11 +30,12 @@ def test_creates_a_route_per_node_and_disables_source_dest_check(
         world.node(second, pod_cidr="100.64.2.0/24"),
     ]
     routes = provider.routes()
-    provider.instances_v2().instances_metadata(nodes)  # the node controller saw them first
 
     for node in nodes:
-        routes.create_route(CLUSTER, node.uid, Route("", node.name, node.pod_cidrs[0]))
-    routes.create_route(CLUSTER, nodes[0].uid, Route("", nodes[0].name, "100.64.1.0/24"))
+        routes.create_route(CLUSTER, node.uid, Route("", node.name, node.pod_cidrs[0]), target=node)
+    routes.create_route(
+        CLUSTER, nodes[0].uid, Route("", nodes[0].name, "100.64.1.0/24"), target=nodes[0]
+    )
 
     in_table = table_routes(world)
     assert in_table["100.64.1.0/24"] == first["InstanceId"]
@@ -51,7 +51,7 @@ def test_route_to_a_gone_instance_is_a_blackhole(world: World, provider: AwsProv
     instance = world.instances()[0]
     node = world.node(instance)
     routes = provider.routes()
-    routes.create_route(CLUSTER, node.uid, Route("", node.name, "100.64.9.0/24"))
+    routes.create_route(CLUSTER, node.uid, Route("", node.name, "100.64.9.0/24"), target=node)
     world.ec2.terminate_instances(InstanceIds=[instance["InstanceId"]])
 
     (route,) = routes.list_routes(CLUSTER)
@@ -65,7 +65,7 @@ def test_delete_removes_only_the_route_asked_for(world: World, provider: AwsProv
     routes = provider.routes()
     for instance, cidr in ((first, "100.64.1.0/24"), (second, "100.64.2.0/24")):
         node = world.node(instance)
-        routes.create_route(CLUSTER, node.uid, Route("", node.name, cidr))
+        routes.create_route(CLUSTER, node.uid, Route("", node.name, cidr), target=node)
 
     routes.delete_route(CLUSTER, Route(f"{CLUSTER}-100.64.1.0/24", "", "100.64.1.0/24"))
     routes.delete_route(CLUSTER, Route(f"{CLUSTER}-100.64.1.0/24", "", "100.64.1.0/24"))
@@ -78,9 +78,10 @@ def test_delete_removes_only_the_route_asked_for(world: World, provider: AwsProv
 
 def test_node_found_by_name_when_nothing_else_is_known(world: World, provider: AwsProvider) -> None:
     instance = world.instances()[0]
+    node = world.node(instance, by_name=True)  # no providerID yet
 
     provider.routes().create_route(
-        CLUSTER, "uid", Route("", instance["PrivateDnsName"], "100.64.5.0/24")
+        CLUSTER, "uid", Route("", node.name, "100.64.5.0/24"), target=node
     )
 
     assert table_routes(world)["100.64.5.0/24"] == instance["InstanceId"]
@@ -91,7 +92,9 @@ def test_route_table_from_the_cloud_config(world: World) -> None:
     provider = AwsProvider(CloudConfig(route_table_id=other), cluster_name=CLUSTER, cache_ttl=0)
     node = world.node(world.instances()[0])
 
-    provider.routes().create_route(CLUSTER, node.uid, Route("", node.name, "100.64.3.0/24"))
+    provider.routes().create_route(
+        CLUSTER, node.uid, Route("", node.name, "100.64.3.0/24"), target=node
+    )
 
     assert "100.64.3.0/24" in table_routes(world, other)
     assert "100.64.3.0/24" not in table_routes(world)
@@ -110,7 +113,7 @@ def test_list_costs_two_calls_at_most(world: World, aws: EmulatorControl) -> Non
     for index, instance in enumerate(instances):
         node = world.node(instance)
         provider.routes().create_route(
-            CLUSTER, node.uid, Route("", node.name, f"100.64.{index}.0/24")
+            CLUSTER, node.uid, Route("", node.name, f"100.64.{index}.0/24"), target=node
         )
     aws.reset_calls()
 
@@ -118,45 +121,6 @@ def test_list_costs_two_calls_at_most(world: World, aws: EmulatorControl) -> Non
 
     assert len(listed) == 30
     assert sum(aws.calls().values()) <= 2
-
-
-class FakeKube:
-    """Just enough of the core's Kubernetes client for the provider's node listing."""
-
-    def __init__(self, nodes: list[Node]) -> None:
-        self.nodes = nodes
-        self.lists = 0
-
-    def list(
-        self, resource: object, namespace: str | None = None, **query: object
-    ) -> dict[str, Any]:
-        self.lists += 1
-        return {"items": [node.raw for node in self.nodes]}
-
-
-def test_restarted_provider_names_route_targets_from_the_node_list(
-    world: World, aws: EmulatorControl
-) -> None:
-    instance = world.instances()[0]
-    node = Node(
-        {
-            "metadata": {"name": "worker-1"},
-            "spec": {"providerID": f"aws:///us-east-1a/{instance['InstanceId']}"},
-        }
-    )
-    before = AwsProvider(CloudConfig(), cluster_name=CLUSTER, cache_ttl=0)
-    before.instances_v2().instance_metadata(node)
-    before.routes().create_route(CLUSTER, "uid", Route("", "worker-1", "100.64.7.0/24"))
-    kube = FakeKube([node])
-
-    restarted = AwsProvider(CloudConfig(), cluster_name=CLUSTER, cache_ttl=0)
-    restarted.initialize(kube)
-    first = restarted.routes().list_routes(CLUSTER)
-    second = restarted.routes().list_routes(CLUSTER)
-
-    assert [r.target_node for r in first] == ["worker-1"]
-    assert second == first
-    assert kube.lists == 1  # listed once, then remembered
 
 
 # -- routes that are not ours, and the cost of a pass ------------------------------------------
@@ -210,7 +174,7 @@ def test_a_gateway_or_peering_route_on_the_cidr_is_reported_never_replaced(
     routes.list_routes(CLUSTER)
 
     with pytest.raises(CloudError) as failure:
-        routes.create_route(CLUSTER, node.uid, Route("", node.name, "100.64.4.0/24"))
+        routes.create_route(CLUSTER, node.uid, Route("", node.name, "100.64.4.0/24"), target=node)
 
     assert "100.64.4.0/24" in str(failure.value) and target in str(failure.value)
     assert routed(world, "100.64.4.0/24").get(field) == target
@@ -232,7 +196,7 @@ def test_a_route_someone_else_wrote_after_the_listing_is_reported(
     aws.reset_calls()
 
     with pytest.raises(CloudError, match=connection):
-        routes.create_route(CLUSTER, node.uid, Route("", node.name, "100.64.4.0/24"))
+        routes.create_route(CLUSTER, node.uid, Route("", node.name, "100.64.4.0/24"), target=node)
 
     assert aws.calls().get("DescribeRouteTables") == 1  # looked again only after the conflict
     assert routed(world, "100.64.4.0/24").get("VpcPeeringConnectionId") == connection
@@ -255,8 +219,8 @@ def test_a_route_to_the_same_instance_is_success_without_a_write(
     )
     aws.reset_calls()
 
-    routes.create_route(CLUSTER, node.uid, Route("", node.name, "100.64.6.0/24"))
-    routes.create_route(CLUSTER, node.uid, Route("", node.name, "100.64.6.0/24"))
+    routes.create_route(CLUSTER, node.uid, Route("", node.name, "100.64.6.0/24"), target=node)
+    routes.create_route(CLUSTER, node.uid, Route("", node.name, "100.64.6.0/24"), target=node)
 
     calls = aws.calls()
     assert routed(world, "100.64.6.0/24")["InstanceId"] == instance["InstanceId"]
@@ -270,13 +234,13 @@ def test_a_blackholed_route_is_replaced(
     gone, successor = world.instances(2)
     routes = provider.routes()
     old = world.node(gone)
-    routes.create_route(CLUSTER, old.uid, Route("", old.name, "100.64.8.0/24"))
+    routes.create_route(CLUSTER, old.uid, Route("", old.name, "100.64.8.0/24"), target=old)
     world.ec2.terminate_instances(InstanceIds=[gone["InstanceId"]])
     node = world.node(successor)
     (listed,) = routes.list_routes(CLUSTER)
     assert listed.blackhole
 
-    routes.create_route(CLUSTER, node.uid, Route("", node.name, "100.64.8.0/24"))
+    routes.create_route(CLUSTER, node.uid, Route("", node.name, "100.64.8.0/24"), target=node)
 
     assert routed(world, "100.64.8.0/24")["InstanceId"] == successor["InstanceId"]
 
@@ -288,12 +252,16 @@ def test_a_pass_describes_the_route_table_once(
     nodes = [world.node(instance) for instance in instances]
     routes = provider.routes()
     for index, node in enumerate(nodes[:2]):
-        routes.create_route(CLUSTER, node.uid, Route("", node.name, f"100.64.{index}.0/24"))
+        routes.create_route(
+            CLUSTER, node.uid, Route("", node.name, f"100.64.{index}.0/24"), target=node
+        )
     aws.reset_calls()
 
     listed = routes.list_routes(CLUSTER)
     for index, node in enumerate(nodes[2:], start=2):
-        routes.create_route(CLUSTER, node.uid, Route("", node.name, f"100.64.{index}.0/24"))
+        routes.create_route(
+            CLUSTER, node.uid, Route("", node.name, f"100.64.{index}.0/24"), target=node
+        )
     for route in listed:
         routes.delete_route(CLUSTER, route)
 

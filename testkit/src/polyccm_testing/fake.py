@@ -4,6 +4,8 @@ Like upstream's fake cloud, :class:`FakeCloud` is a test double for the *cloud*,
 Kubernetes: controller tests run it against the real kube-apiserver. Tests arrange instances,
 then tell the cloud to fail, throttle, be slow or answer "implemented elsewhere" for a given
 operation, and afterwards read :attr:`FakeCloud.calls` to see what the controllers asked.
+``initialize`` is recorded (and can be told to fail) like a call, but it is no cloud call: the
+leadership fence does not apply to it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from polyccm.cloud import (
     LoadBalancerIngress,
     LoadBalancerStatus,
     NodeAddress,
+    ProviderContext,
     Route,
     Routes,
 )
@@ -32,6 +35,9 @@ from polyccm.errors import InstanceNotFound
 from polyccm.objects import Node, Service
 
 PROVIDER_ID_PREFIX = "fake://"
+LOAD_BALANCER_ID_ANNOTATION = "fake.polyccm.dev/load-balancer-id"
+"""Written back onto each service by ensure (``LoadBalancerStatus.service_annotations``), as
+DigitalOcean writes its load-balancer id: the load balancer's name in the fake cloud."""
 
 
 @dataclass
@@ -85,6 +91,10 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
         self.instances: dict[str, FakeInstance] = {}
         self.load_balancers: dict[str, FakeLoadBalancer] = {}
         self.cloud_routes: dict[str, Route] = {}
+        self.route_targets: dict[str, Node] = {}
+        """The node each route was created for (``create_route``'s ``target``), by route name."""
+        self.contexts: list[ProviderContext] = []
+        """What each ``initialize`` was given, in order."""
         self.calls: list[Call] = []
         self.bulk = bulk
         """Whether the bulk instance lookups answer in one call (as a listing cloud would)."""
@@ -164,6 +174,11 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
         # As every provider does: a call this process may not make is refused before it is
         # "sent", and is therefore neither recorded nor logged.
         cloudcalls.record(self.name, operation)
+        self._note(operation, *subjects)
+
+    def _note(self, operation: str, *subjects: str) -> None:
+        """Record ``operation``, then apply what the test arranged for it (observer, delay,
+        failure)."""
         if self.call_log is not None:
             with self.call_log.open("a") as log:
                 log.write(f"{time.time():.6f} {os.getpid()} {operation}\n")
@@ -179,6 +194,13 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
             time.sleep(delay)
         if error is not None:
             raise error
+
+    # -- the provider -----------------------------------------------------------------------
+
+    def initialize(self, context: ProviderContext) -> None:
+        self._note("initialize")
+        with self._lock:
+            self.contexts.append(context)
 
     # -- capabilities -----------------------------------------------------------------------
 
@@ -298,7 +320,11 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
                 ip=ip,
             )
             warnings = self._warnings.get(service.key, ())
-        return LoadBalancerStatus((LoadBalancerIngress(ip=ip),), warnings=warnings)
+        return LoadBalancerStatus(
+            (LoadBalancerIngress(ip=ip),),
+            warnings=warnings,
+            service_annotations={LOAD_BALANCER_ID_ANNOTATION: name},
+        )
 
     def update_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
@@ -337,12 +363,17 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
                 for r in self.cloud_routes.values()
             ]
 
-    def create_route(self, cluster_name: str, name_hint: str, route: Route) -> None:
+    def create_route(
+        self, cluster_name: str, name_hint: str, route: Route, *, target: Node
+    ) -> None:
         self._enter("create_route", route.target_node, route.destination_cidr)
+        if target.name != route.target_node:
+            raise ValueError(f"route to {route.target_node!r} given target node {target.name!r}")
         suffix = route.destination_cidr.replace("/", "-").replace(":", "-").replace(".", "-")
         name = f"{cluster_name}-{name_hint}-{suffix}"
         with self._lock:
             self.cloud_routes[name] = Route(name, route.target_node, route.destination_cidr)
+            self.route_targets[name] = target
 
     def delete_route(self, cluster_name: str, route: Route) -> None:
         self._enter("delete_route", route.target_node, route.destination_cidr)

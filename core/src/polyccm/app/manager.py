@@ -3,9 +3,13 @@ runs the selected controllers for one leadership term at a time.
 
 Controllers are wired from one table, :data:`CONTROLLERS`, mapping each stable name to a
 constructor that returns ``None`` when the provider lacks the capability (the controller then
-logs that and does not start). A term starts fresh informers, runs every controller until the
-lease is lost or the process is asked to stop, and waits for each worker to finish the item in
-hand; the manager then campaigns again, so losing the lease never needs a restart.
+logs that and does not start). A term starts fresh informers, waits for them to sync, hands
+them to the provider's ``initialize`` (a provider that fails there ends the term: the lease is
+given up, and the next campaign waits a growing pause), runs every controller until the lease is
+lost or the process is asked to stop, and waits for each worker to finish the item in hand; the
+manager then campaigns again, so losing the lease never needs a restart. Without leader
+election the term is the process's life: a term that ends on its own (caches that never sync,
+a failed ``initialize``) ends the process with status 1.
 
 Leadership loss is bounded three ways. Cloud calls stop first, by time: the elector's
 :data:`~polyccm.cloudcalls.FENCE` refuses every call from ``renew_deadline`` after the last
@@ -37,7 +41,7 @@ from kubernetes.client import Configuration
 
 from polyccm import cloudcalls
 from polyccm.app.options import ManagerOptions
-from polyccm.cloud import CloudProvider
+from polyccm.cloud import CloudProvider, ProviderContext
 from polyccm.controllers.base import Controller, ControllerContext
 from polyccm.controllers.node import CloudNodeController
 from polyccm.controllers.nodelifecycle import CloudNodeLifecycleController
@@ -55,6 +59,11 @@ SYNC_TIMEOUT = 120.0
 """Seconds a term waits for its caches to sync before it gives up (and the lease)."""
 EXIT_WORKERS_STUCK = 1
 """Exit status when a term's workers did not stop in time after leadership was lost."""
+EXIT_TERM_FAILED = 1
+"""Exit status, without leader election, when the term ended without being asked to stop."""
+INITIALIZE_RETRY = (2.0, 60.0)
+"""Pause before campaigning again after the provider's ``initialize`` failed: first, and cap
+(doubling in between), so a provider that cannot start never spins on the Lease."""
 
 ControllerFactory = Callable[[ControllerContext], Controller | None]
 
@@ -125,6 +134,7 @@ class ControllerManager:
         self._term_lost: threading.Event | None = None
         self._controller_threads: list[threading.Thread] = []
         self._stuck: list[str] = []
+        self._initialize_failures = 0
 
     # -- health -------------------------------------------------------------------------
 
@@ -157,7 +167,7 @@ class ControllerManager:
         if not self.options.leader_election.enabled:
             cloudcalls.FENCE.open_always()
             self.run_term(stop)
-            return 0
+            return 0 if stop.is_set() else EXIT_TERM_FAILED
         election = self.options.leader_election
         cloudcalls.FENCE.close()  # nothing may reach the cloud before this process leads
         election_api = KubeApi(
@@ -194,6 +204,9 @@ class ControllerManager:
                         election.lease_duration,
                     )
                     return EXIT_WORKERS_STUCK
+                if self._initialize_failures:
+                    first, cap = INITIALIZE_RETRY
+                    stop.wait(min(cap, first * 2 ** (self._initialize_failures - 1)))
         finally:
             election_api.close()
         return 0
@@ -251,6 +264,8 @@ class ControllerManager:
             # The caches are long-lived: move them out of the collector's way so that its
             # passes stop re-scanning thousands of cached objects (see DESIGN-NOTES).
             gc.freeze()
+            if not self._initialize_provider(context, lost):
+                return
             threads = [
                 threading.Thread(target=c.run, args=(lost,), name=c.name, daemon=True)
                 for c in controllers
@@ -268,6 +283,29 @@ class ControllerManager:
             nodes.stop()
             services.stop()
             recorder.stop()
+
+    def _initialize_provider(self, context: ControllerContext, lost: threading.Event) -> bool:
+        """The provider's per-term ``initialize``, with this term's synced caches; whether it
+        succeeded (if not, the term ends before any controller starts)."""
+        try:
+            self.provider.initialize(
+                ProviderContext(
+                    api=context.api,
+                    nodes=context.nodes,
+                    services=context.services,
+                    recorder=context.recorder,
+                    stop=lost,
+                )
+            )
+        except Exception:
+            self._initialize_failures += 1
+            log.exception(
+                "provider %s failed to initialise; ending this term without starting controllers",
+                self.options.provider,
+            )
+            return False
+        self._initialize_failures = 0
+        return True
 
     def _stop_timeout(self) -> float:
         """How long a term's controllers get to stop once it ends."""
@@ -307,7 +345,6 @@ def run_manager(
         burst=options.kube_api_burst,
         user_agent=f"polyccm/{options.provider} (cloud-controller-manager)",
     )
-    provider.initialize(api)
     manager = ControllerManager(options, provider, api, provider_controllers=provider_controllers)
     stop = threading.Event()
 

@@ -5,7 +5,9 @@ A kubelet started with ``--cloud-provider=external`` registers its node with the
 instance, sets ``spec.providerID`` (only when empty), the instance-type/zone/region labels and
 the provider's extra labels, writes the addresses, removes the taint and emits ``Synced``. It
 never removes the taint without a provider ID, nor when the node's provided IP is not an
-address of its instance.
+address of its instance. While the route controller runs, a node without a ``NetworkUnavailable``
+condition first gets ``True/NoRouteCreated`` (as upstream), which the route controller turns
+to ``False/RouteCreated`` once the node's routes exist.
 
 Cloud calls are batched: a worker takes up to :data:`BATCH` waiting nodes at once and asks the
 provider's bulk ``instances_metadata`` once for all of them, so a provider that lists in bulk
@@ -32,7 +34,7 @@ from polyccm.cloud import InstanceMetadata, InstancesV2
 from polyccm.controllers import nodeinfo
 from polyccm.controllers.base import Controller, ControllerContext, run_periodically, run_workers
 from polyccm.errors import LeadershipLost, RetryAfter
-from polyccm.kube.api import MERGE_PATCH, NODES, ApiError, JsonObject
+from polyccm.kube.api import MERGE_PATCH, NODES, STRATEGIC_MERGE_PATCH, ApiError, JsonObject
 from polyccm.objects import UNINITIALIZED_TAINT, Node
 from polyccm.workqueue import RateLimitingQueue
 
@@ -64,6 +66,13 @@ class CloudNodeController(Controller):
         self.instances = instances
         self.queue = RateLimitingQueue(self.name)
         self._seen_first_sync: set[str] = set()
+        options = context.options
+        # The same conditions under which the manager starts the route controller.
+        self._routes_managed = (
+            "route" in options.controllers
+            and options.configure_cloud_routes
+            and context.provider.routes() is not None
+        )
 
     # -- wiring -------------------------------------------------------------------------
 
@@ -229,7 +238,19 @@ class CloudNodeController(Controller):
 
     def _finish(self, node: Node, provider_id: str, metadata: InstanceMetadata) -> None:
         """Set providerID and labels and remove the taint, in one write guarded by the node's
-        resourceVersion."""
+        resourceVersion; mark the network unavailable first where routes are managed."""
+        if self._routes_managed and not nodeinfo.has_condition(node, nodeinfo.NETWORK_UNAVAILABLE):
+            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            body = {
+                "metadata": {"resourceVersion": node.resource_version},
+                "status": {"conditions": [nodeinfo.no_route_yet(now)]},
+            }
+            # Guarded too: a condition the route controller wrote meanwhile is never replaced.
+            node = Node(
+                self.context.api.patch(
+                    NODES, node.name, body, subresource="status", patch_type=STRATEGIC_MERGE_PATCH
+                )
+            )
         spec: dict[str, Any] = {
             "taints": nodeinfo.without_taint(node.taints, UNINITIALIZED_TAINT) or None
         }

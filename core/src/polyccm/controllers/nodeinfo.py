@@ -1,4 +1,5 @@
-"""Pure functions that turn cloud instance metadata into node labels, addresses and taints.
+"""Pure functions that turn cloud instance metadata into node labels, addresses, taints and
+conditions.
 
 Nothing here talks to an API: the cloud-node controller feeds these functions a node and the
 cloud's answer and writes back what they return, which keeps the rules easy to test and read.
@@ -26,6 +27,8 @@ BETA_TO_GA = {
     LABEL_ZONE_BETA: LABEL_ZONE,
     LABEL_REGION_BETA: LABEL_REGION,
 }
+
+NETWORK_UNAVAILABLE = "NetworkUnavailable"
 
 _RESERVED_SUFFIXES = ("kubernetes.io", "k8s.io")
 
@@ -144,3 +147,22 @@ def addresses_to_api(addresses: Sequence[NodeAddress]) -> list[dict[str, str]]:
 def without_taint(taints: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, Any]]:
     """``taints`` minus every taint with ``key``."""
     return [dict(t) for t in taints if t.get("key") != key]
+
+
+def has_condition(node: Node, condition_type: str) -> bool:
+    """Whether the node's status has a condition of ``condition_type`` (any status)."""
+    conditions = node.raw.get("status", {}).get("conditions") or ()
+    return any(c.get("type") == condition_type for c in conditions)
+
+
+def no_route_yet(now: str) -> dict[str, str]:
+    """``NetworkUnavailable=True/NoRouteCreated``: what upstream gives a node it initialises
+    while routes are managed, until the route controller has created the node's routes."""
+    return {
+        "type": NETWORK_UNAVAILABLE,
+        "status": "True",
+        "reason": "NoRouteCreated",
+        "message": "Node created without a route",
+        "lastTransitionTime": now,
+        "lastHeartbeatTime": now,
+    }

@@ -5,8 +5,10 @@ Every ``--node-monitor-period`` it looks at the cached nodes. A Ready node loses
 bulk (one ``instances_exist`` and one ``instances_shutdown`` call) which instances still exist
 and which are shut down: a node whose instance no longer exists is deleted (events
 ``DeletingNode`` / ``DeletingNodeFailed``); one whose instance exists but is shut down gets the
-shutdown taint (``NoSchedule``). A stopped instance exists. Ready nodes cost no cloud call at
-all, so a healthy cluster makes none.
+shutdown taint (``NoSchedule``). A stopped instance exists. A provider that cannot tell
+whether an instance is shut down (``CapabilityNotImplemented``, for one node or the whole bulk
+call) means "not shut down", as upstream reads ``NotImplemented``: no taint, no warning. Ready
+nodes cost no cloud call at all, so a healthy cluster makes none.
 
 Deletion is guarded twice (cloud-provider-aws #285, #384 are what happens otherwise):
 
@@ -28,7 +30,7 @@ from typing import Any
 from polyccm.cloud import InstancesV2
 from polyccm.controllers import nodeinfo
 from polyccm.controllers.base import Controller, ControllerContext, run_periodically
-from polyccm.errors import InstanceNotFound, LeadershipLost
+from polyccm.errors import CapabilityNotImplemented, InstanceNotFound, LeadershipLost
 from polyccm.kube.api import MERGE_PATCH, NODES, ApiError
 from polyccm.objects import SHUTDOWN_TAINT, UNINITIALIZED_TAINT, Node
 
@@ -89,12 +91,15 @@ class CloudNodeLifecycleController(Controller):
                 existing.append(node)
         if not existing:
             return
-        shutdown = self.instances.instances_shutdown(existing)
+        try:
+            shutdown = self.instances.instances_shutdown(existing)
+        except CapabilityNotImplemented:
+            return  # the provider cannot tell: none is shut down
         for node in existing:
             state = shutdown.get(node.name)
             if isinstance(state, LeadershipLost):
                 raise state
-            if isinstance(state, InstanceNotFound):
+            if isinstance(state, (InstanceNotFound, CapabilityNotImplemented)):
                 continue
             if isinstance(state, Exception):
                 log.warning("cloud-node-lifecycle: is %s shut down? %s", node.name, state)

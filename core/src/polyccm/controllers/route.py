@@ -2,12 +2,15 @@
 
 It reconciles when nodes change (a pod CIDR appears, a node goes away; changes within a second
 are coalesced) and every ``--route-reconciliation-period``. Each pass lists the cloud's routes
-once, creates the missing ones (name hint = node UID), and deletes routes that are blackholed
+once, creates the missing ones (name hint = node UID; the provider also gets the target Node,
+whose providerID and addresses locate its instance), and deletes routes that are blackholed
 or whose node no longer owns the CIDR, but only inside ``--cluster-cidr``: routes the cluster
 did not make are never touched. Then each node's ``NetworkUnavailable`` condition says whether
 all its routes exist (``False/RouteCreated``) or not (``True/NoRouteCreated``), written only when
-it changes. A failing pass (the cloud or the API server unavailable) is logged and the next one
-runs on time; an error on one node or route never skips the others.
+it changes. (The cloud-node controller marks a node it initialises ``True/NoRouteCreated`` while
+this controller runs, so a new node is never taken for routed before its route exists.) A
+failing pass (the cloud or the API server unavailable) is logged and the next one runs on time;
+an error on one node or route never skips the others.
 """
 
 from __future__ import annotations
@@ -167,7 +170,7 @@ class RouteController(Controller):
 
     def _create(self, node: Node, cidr: str) -> None:
         route = Route(name="", target_node=node.name, destination_cidr=cidr)
-        self.routes.create_route(self.cluster_name, node.uid, route)
+        self.routes.create_route(self.cluster_name, node.uid, route, target=node)
         log.info("route: created route for %s %s", node.name, cidr)
 
     def _delete(self, route: Route) -> None:

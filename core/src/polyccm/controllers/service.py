@@ -13,6 +13,13 @@ A service whose last ensure failed still gets its backends updated when it holds
 (its load balancer may exist, adopted or half-made), so an annotation problem never freezes the
 backends of a working load balancer. One service is only ever handled by one thread: the worker
 syncing it and the node sync take the same per-service lock.
+
+After a successful ensure, the annotations the provider returns
+(``LoadBalancerStatus.service_annotations``, such as the cloud's id of the load balancer) are
+written onto the service when they differ from what it has, in a patch guarded by its
+resourceVersion. The controller remembers what it wrote, so the update event of its own write
+(like that of its finalizer) does not start another ensure; a user who changes or removes such
+an annotation does.
 """
 
 from __future__ import annotations
@@ -74,8 +81,10 @@ def needs_cleanup(service: Service) -> bool:
     )
 
 
-def needs_sync(old: Service, new: Service) -> bool:
-    """Whether an update from ``old`` to ``new`` concerns the load balancer."""
+def needs_sync(old: Service, new: Service, *, written: Mapping[str, str] | None = None) -> bool:
+    """Whether an update from ``old`` to ``new`` concerns the load balancer. ``written`` holds
+    the annotations this controller wrote onto the service: a change to one of them that leaves
+    it with the value we wrote is our own write, not a reason to sync."""
     if wants_load_balancer(old) != wants_load_balancer(new):
         return True
     if not wants_load_balancer(new) and not needs_cleanup(new):
@@ -84,10 +93,19 @@ def needs_sync(old: Service, new: Service) -> bool:
     new_spec = new.raw.get("spec", {})
     if any(old_spec.get(f) != new_spec.get(f) for f in _SPEC_FIELDS):
         return True
-    if old.annotations != new.annotations or old.uid != new.uid:
+    if _annotations_changed(old, new, written or {}) or old.uid != new.uid:
         return True
     # Our own finalizer write is not a reason to sync again (it would double every ensure).
     return (old.deletion_timestamp is None) != (new.deletion_timestamp is None)
+
+
+def _annotations_changed(old: Service, new: Service, written: Mapping[str, str]) -> bool:
+    ours = {key for key, value in written.items() if new.annotations.get(key) == value}
+    if not ours:
+        return old.annotations != new.annotations
+    before = {k: v for k, v in old.annotations.items() if k not in ours}
+    after = {k: v for k, v in new.annotations.items() if k not in ours}
+    return before != after
 
 
 def is_backend(node: Node) -> bool:
@@ -136,6 +154,9 @@ class ServiceController(Controller):
         # Services whose deletion we finished by removing the finalizer: their DELETED event
         # needs no second cleanup.
         self._finalised: set[str] = set()
+        # Annotations we wrote onto each service (the provider's service_annotations): their
+        # update events are ours, not the user's.
+        self._written: dict[str, dict[str, str]] = {}
         self._node_sync = threading.Event()
         self._service_locks: dict[str, threading.Lock] = {}
 
@@ -178,12 +199,16 @@ class ServiceController(Controller):
             self.queue.add(service.key)
 
     def _on_update(self, old: JsonObject, new: JsonObject) -> None:
-        if needs_sync(Service(old), Service(new)):
-            self.queue.add(Service(new).key)
+        service = Service(new)
+        with self._lock:
+            written = self._written.get(service.key)
+        if needs_sync(Service(old), service, written=written):
+            self.queue.add(service.key)
 
     def _on_delete(self, obj: JsonObject) -> None:
         service = Service(obj)
         with self._lock:
+            self._written.pop(service.key, None)
             if service.key in self._finalised:
                 self._finalised.discard(service.key)  # we removed the finalizer: all done
                 return
@@ -227,7 +252,7 @@ class ServiceController(Controller):
 
     def _ensure_balancer(self, service: Service) -> None:
         recorder = self.context.recorder
-        self._add_finalizer(service)
+        service = self._add_finalizer(service)
         recorder.event(service.raw, "Normal", "EnsuringLoadBalancer", "Ensuring load balancer")
         nodes = self.backend_nodes()
         if not nodes:
@@ -250,6 +275,7 @@ class ServiceController(Controller):
         metrics.loadbalancer_sync_total.inc()
         with self._lock:
             self._applied[service.key] = backend_identity(nodes)
+        self._write_annotations(service, status.service_annotations)
         self._patch_status(service, status.to_api())
         for warning in status.warnings:
             recorder.event(service.raw, "Warning", "LoadBalancerWarning", warning)
@@ -276,6 +302,7 @@ class ServiceController(Controller):
         recorder.event(service.raw, "Normal", "DeletedLoadBalancer", "Deleted load balancer")
         with self._lock:
             self._applied.pop(service.key, None)
+            self._written.pop(service.key, None)
             if service.deletion_timestamp is not None or not remove_finalizer:
                 self._service_locks.pop(service.key, None)
         if not remove_finalizer:
@@ -295,42 +322,72 @@ class ServiceController(Controller):
 
     # -- writes -------------------------------------------------------------------------
 
-    def _add_finalizer(self, service: Service) -> None:
-        if FINALIZER not in service.finalizers:
-            self._patch_finalizers(service, lambda found: [*found, FINALIZER])
+    def _add_finalizer(self, service: Service) -> Service:
+        """Put the finalizer on; the service as written (for the next guarded write)."""
+        if FINALIZER in service.finalizers:
+            return service
+
+        def add(current: Service) -> JsonObject | None:
+            if FINALIZER in current.finalizers:
+                return None
+            return {"finalizers": [*current.finalizers, FINALIZER]}
+
+        return self._patch_guarded(service, add) or service
 
     def _remove_finalizer(self, service: Service) -> None:
-        if FINALIZER in service.finalizers:
-            self._patch_finalizers(service, lambda found: [f for f in found if f != FINALIZER])
+        def remove(current: Service) -> JsonObject | None:
+            if FINALIZER not in current.finalizers:
+                return None
+            return {"finalizers": [f for f in current.finalizers if f != FINALIZER] or None}
 
-    def _patch_finalizers(self, service: Service, change: Callable[[list[str]], list[str]]) -> None:
-        """Write ``change(finalizers)``, guarded by resourceVersion so that concurrent changes
-        to the list are never overwritten; a conflict is retried at once with the fresh
-        object."""
+        if FINALIZER in service.finalizers:
+            self._patch_guarded(service, remove)
+
+    def _write_annotations(self, service: Service, wanted: Mapping[str, str]) -> None:
+        """Write the provider's ``service_annotations`` where the service's differ."""
+        if not wanted:
+            return
+        with self._lock:  # before the write: its update event may arrive before the call returns
+            self._written.setdefault(service.key, {}).update(wanted)
+
+        def annotate(current: Service) -> JsonObject | None:
+            changed = {k: v for k, v in wanted.items() if current.annotations.get(k) != v}
+            return {"annotations": changed} if changed else None
+
+        self._patch_guarded(service, annotate)
+
+    def _patch_guarded(
+        self, service: Service, change: Callable[[Service], JsonObject | None]
+    ) -> Service | None:
+        """Merge ``change(service)`` into the service's metadata, guarded by resourceVersion so
+        that a concurrent write is never overwritten; a conflict is retried at once with the
+        fresh object (of the same UID: a service deleted and created again is left to its own
+        sync). Returns the service as written, or ``None`` when nothing was written."""
         for attempt in range(CONFLICT_RETRIES):
-            body = {
-                "metadata": {
-                    "finalizers": change(list(service.finalizers)) or None,
-                    "resourceVersion": service.resource_version,
-                }
-            }
+            metadata = change(service)
+            if metadata is None:
+                return None
+            body = {"metadata": {**metadata, "resourceVersion": service.resource_version}}
             try:
-                self.context.api.patch(
+                written = self.context.api.patch(
                     SERVICES, service.name, body, service.namespace, patch_type=MERGE_PATCH
                 )
-                return
+                return Service(written)
             except ApiError as error:
                 if error.not_found:
-                    return
+                    return None
                 if not error.conflict or attempt == CONFLICT_RETRIES - 1:
                     raise
                 try:
-                    fresh = self.context.api.get(SERVICES, service.name, service.namespace)
+                    fresh = Service(self.context.api.get(SERVICES, service.name, service.namespace))
                 except ApiError as again:
                     if again.not_found:
-                        return
+                        return None
                     raise
-                service = Service(fresh)
+                if fresh.uid != service.uid:
+                    return None
+                service = fresh
+        return None
 
     def _patch_status(self, service: Service, status: Mapping[str, Any]) -> None:
         if dict(service.load_balancer_status) == dict(status):

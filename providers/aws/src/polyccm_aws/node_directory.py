@@ -1,41 +1,53 @@
 """Which node runs on which instance: the link between Kubernetes node names and EC2 ids.
 
-Routes name their target by node name, EC2 by instance id. The directory learns the pairing from
-every node any capability sees (each has a providerID or was looked up by name), and, when an id
-is still unknown, lists the nodes once through the Kubernetes client given to ``initialize``
-(at most every 30 s). Upstream uses a node informer for the same purpose.
+Routes name their target by node name, EC2 by instance id. The directory follows the shared node
+cache the core hands to ``initialize`` at the start of each leadership term: every cached node
+with a providerID, then each add, update and delete as the cache sees it, so it never lists nodes
+itself (upstream keeps a node informer for the same purpose). It also learns the pairs the
+capabilities find on their own: a node looked up by name before it has a providerID.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
+from polyccm.kube.api import JsonObject
+from polyccm.kube.informer import Informer
 from polyccm.objects import Node
 
 from polyccm_aws.provider_id import InvalidProviderID, instance_id_from_provider_id
 
-log = logging.getLogger(__name__)
-NodeLister = Callable[[], Iterable[Mapping[str, Any]]]
-RELIST_INTERVAL = 30.0
-
 
 class NodeDirectory:
-    """Node name <-> instance id, learned and occasionally re-listed."""
+    """Node name <-> instance id, kept from the node cache and from lookups. Thread-safe."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._clock = clock
         self._by_name: dict[str, str] = {}
         self._by_instance: dict[str, str] = {}
-        self._lister: NodeLister | None = None
-        self._listed_at: float | None = None
 
-    def set_lister(self, lister: NodeLister | None) -> None:
-        self._lister = lister
+    def follow(self, nodes: Informer) -> None:
+        """Follow a term's node cache instead of the last term's (whose informer has stopped):
+        what the directory knew is dropped and learned again from ``nodes``, which replays its
+        cached nodes at once and then reports each change."""
+        with self._lock:
+            self._by_name.clear()
+            self._by_instance.clear()
+        nodes.add_handler(
+            on_add=self._on_node,
+            on_update=lambda _old, new: self._on_node(new),
+            on_delete=self._on_node_deleted,
+        )
+
+    def _on_node(self, raw: JsonObject) -> None:
+        self.remember_node(Node(raw))
+
+    def _on_node_deleted(self, raw: JsonObject) -> None:
+        name = Node(raw).name
+        with self._lock:
+            instance_id = self._by_name.pop(name, None)
+            if instance_id is not None and self._by_instance.get(instance_id) == name:
+                del self._by_instance[instance_id]
 
     def remember(self, node_name: str, instance_id: str) -> None:
         with self._lock:
@@ -58,33 +70,8 @@ class NodeDirectory:
 
     def instance_of(self, node_name: str) -> str | None:
         with self._lock:
-            found = self._by_name.get(node_name)
-        if found is None and self._relist():
-            with self._lock:
-                found = self._by_name.get(node_name)
-        return found
+            return self._by_name.get(node_name)
 
     def node_of(self, instance_id: str) -> str | None:
         with self._lock:
-            found = self._by_instance.get(instance_id)
-        if found is None and self._relist():
-            with self._lock:
-                found = self._by_instance.get(instance_id)
-        return found
-
-    def _relist(self) -> bool:
-        if self._lister is None:
-            return False
-        now = self._clock()
-        with self._lock:
-            if self._listed_at is not None and now - self._listed_at < RELIST_INTERVAL:
-                return False
-            self._listed_at = now
-        try:
-            nodes = [Node(raw) for raw in self._lister()]
-        except Exception as error:  # noqa: BLE001 - the directory degrades to what it knows
-            log.warning("listing nodes to map instances to node names failed: %s", error)
-            return False
-        for node in nodes:
-            self.remember_node(node)
-        return True
+            return self._by_instance.get(instance_id)

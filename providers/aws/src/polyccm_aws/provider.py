@@ -7,18 +7,22 @@ from the cloud config, else the cluster tag of the instance polyccm runs on, nam
 instance metadata service. Without either the provider has no cluster id
 (:meth:`AwsProvider.has_cluster_id` is false: ``polyccm`` then refuses to start unless
 ``--allow-untagged-cloud`` is given) and tags with ``--cluster-name``.
+
+At the start of each leadership term :meth:`AwsProvider.initialize` logs the cluster id in use
+and points the node directory (node name <-> instance id, for route targets) at the term's
+shared node cache; the provider never lists nodes itself.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import botocore.session
 from botocore.exceptions import BotoCoreError, InvalidIMDSEndpointError
 from botocore.utils import IMDSFetcher, resolve_imds_endpoint_mode
-from polyccm.cloud import CloudProvider, InstancesV2, LoadBalancer, Routes
+from polyccm.cloud import CloudProvider, InstancesV2, LoadBalancer, ProviderContext, Routes
 from polyccm.errors import ConfigError
 
 from polyccm_aws.api import AwsApi, AwsApiError, resolve_region
@@ -161,9 +165,9 @@ class AwsProvider(CloudProvider):
     def has_cluster_id(self) -> bool:
         return self.cluster is not None
 
-    def initialize(self, kube_client: object | None = None) -> None:
-        """Say which cluster id is in use; let the node directory list nodes through the
-        core's Kubernetes client."""
+    def initialize(self, context: ProviderContext) -> None:
+        """Say which cluster id is in use; let the node directory follow this term's node
+        cache."""
         if self.cluster is not None:
             log.info("AWS cluster id %r (from %s)", self.cluster.value, self.cluster.source)
         else:
@@ -171,17 +175,7 @@ class AwsProvider(CloudProvider):
                 "AWS: no cluster id; resources are tagged %s (from --cluster-name)",
                 self.tagging.tag_key,
             )
-        lister = getattr(kube_client, "list", None)
-        if lister is None:
-            return
-        from polyccm.kube.api import NODES
-
-        def list_nodes() -> Iterable[Mapping[str, Any]]:
-            answer = lister(NODES)
-            items: Iterable[Mapping[str, Any]] = answer.get("items", ())
-            return items
-
-        self.directory.set_lister(list_nodes)
+        self.directory.follow(context.nodes)
 
     def instances_v2(self) -> InstancesV2:
         return self._instances

@@ -1,8 +1,10 @@
 """Routes for pod networks: one entry per node pod CIDR in the cluster's VPC route table.
 
 The table is ``RouteTableID`` from the cloud config, else the one table tagged for the cluster.
-Each route targets the node's instance, whose source/destination check is turned off so it may
-forward pod traffic. A route whose instance is gone is reported as a blackhole.
+Each route targets the node's instance (named by the target node's providerID; by its name only
+when it has none yet), whose source/destination check is turned off so it may forward pod
+traffic. A route whose instance is gone is reported as a blackhole; listed routes name their
+node from the node directory, which follows the shared node cache.
 
 A route is only ever written over when it is a blackhole, as upstream does: a CIDR already routed
 to the node's instance is success, and one routed anywhere else (a NAT or transit gateway, a
@@ -26,6 +28,7 @@ from typing import Any
 
 from polyccm.cloud import Route, Routes
 from polyccm.errors import CloudError, InstanceNotFound
+from polyccm.objects import Node
 
 from polyccm_aws.api import AwsApi, AwsApiError, error_code
 from polyccm_aws.config import CloudConfig
@@ -210,8 +213,12 @@ class AwsRoutes(Routes):
         instance = self._store.by_ids([other]).get(other)
         return instance is None or state_of(instance) == "terminated"
 
-    def create_route(self, cluster_name: str, name_hint: str, route: Route) -> None:
-        instance_id = self._instance_for(route.target_node)
+    def create_route(
+        self, cluster_name: str, name_hint: str, route: Route, *, target: Node
+    ) -> None:
+        instance_id = self._directory.remember_node(target) or self._instance_for(
+            route.target_node
+        )
         instance = self._store.by_ids([instance_id]).get(instance_id)
         if instance is None or state_of(instance) == "terminated":
             raise InstanceNotFound(f"instance {instance_id} of node {route.target_node!r} is gone")
