@@ -3,11 +3,14 @@
     polyccm-dev up     [--state-dir DIR] [--cloud NAME ...] [--timeout SECONDS]
     polyccm-dev status [--state-dir DIR]
     polyccm-dev down   [--state-dir DIR]
+    polyccm-dev new-provider NAME [--dest DIR]
 
 ``up`` leaves etcd, kube-apiserver and the emulators running in the background and writes
-``DIR/kubeconfig`` and ``DIR/env`` (``set -a; . DIR/env; set +a`` exports them). User mistakes
-(unknown cloud, bad flags) exit with status 2 and one line; a start that fails exits 1 with the
-last lines of the failing log.
+``DIR/kubeconfig`` and ``DIR/env`` (``set -a; . DIR/env; set +a`` exports them). ``new-provider``
+writes a provider distribution ``polyccm-NAME`` from the template
+(:mod:`polyccm_testing.provider_template`), by default into ``providers/NAME`` of the workspace.
+User mistakes (unknown cloud, bad flags, a taken provider name) exit with status 2 and one line;
+a start that fails exits 1 with the last lines of the failing log.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from polyccm_testing import provider_template
 from polyccm_testing.devenv import controlplane
 from polyccm_testing.devenv.state import ENV_FILE, KUBECONFIG_FILE
 
@@ -67,6 +71,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     add("status", "show what runs; exit 0 when everything is alive, 1 otherwise")
     add("down", "stop everything and remove the runtime files (logs are kept)")
+    new_provider = commands.add_parser(
+        "new-provider",
+        help="write a new provider distribution from the template",
+        description="Write the distribution polyccm-NAME (package polyccm_NAME): entry point, "
+        "plugin, provider skeleton, emulator stub, README and a test module that runs the "
+        "conformance kit. Existing files are never overwritten.",
+    )
+    new_provider.add_argument(
+        "name", metavar="NAME", help="the provider name, a lowercase identifier (mycloud)"
+    )
+    new_provider.add_argument(
+        "--dest",
+        type=Path,
+        metavar="DIR",
+        help="where to write it (default: providers/NAME in the polyccm workspace)",
+    )
     return parser
 
 
@@ -133,6 +153,40 @@ def _down(arguments: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _new_provider(arguments: argparse.Namespace, manager: pluggy.PluginManager | None) -> int:
+    from polyccm.plugins import installed_providers, plugin_manager
+
+    taken = installed_providers(manager or plugin_manager())
+    destination: Path | None = arguments.dest
+    workspace = provider_template.find_workspace(Path.cwd())
+    try:
+        names = provider_template.check_name(arguments.name, taken)
+        if destination is None:
+            if workspace is None:
+                raise provider_template.TemplateError(
+                    "not inside the polyccm workspace: give --dest DIR"
+                )
+            destination = workspace / "providers" / names.name
+        written = provider_template.write_provider(names, destination)
+    except provider_template.TemplateError as error:
+        _error(str(error))
+        return EXIT_USAGE
+    print(f"wrote {names.distribution} ({len(written)} files) in {destination}")
+    print("next:")
+    if workspace is not None and destination.resolve().is_relative_to(workspace.resolve()):
+        print(f"  uv lock && uv sync --all-packages    # install {names.distribution} too")
+        print(f"  uv run --no-sync pytest {destination} -q   # the conformance kit")
+        print(
+            f"  add {names.package} to mypy's files and import-linter's contracts, and its tests "
+            "to testpaths, in the workspace's pyproject.toml"
+        )
+    else:
+        print(f"  pip install -e {destination}   # where polyccm and polyccm-testing are installed")
+        print(f"  pytest {destination / 'tests'} -q   # the conformance kit")
+    print("  then replace the TODOs, starting with the emulator and instances")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None = None) -> int:
     """Run ``polyccm-dev``; ``manager`` replaces the installed plugins (tests inject one)."""
     arguments = _parser().parse_args(argv)
@@ -141,6 +195,8 @@ def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None
             return _up(arguments, manager)
         if arguments.command == "status":
             return _status(arguments)
+        if arguments.command == "new-provider":
+            return _new_provider(arguments, manager)
         return _down(arguments)
     except OSError as error:
         _error(str(error))

@@ -1,0 +1,287 @@
+"""``polyccm-dev new-provider NAME``: the generated distribution passes the project's lint and
+strict type checks, installs into a fresh environment, registers its provider, builds an honest
+skeleton (no capability offered, so the conformance kit skips it by name) and runs the kit green
+against the FakeCloud; bad or taken names, and existing files, are refused with one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from polyccm.hookspecs import hookimpl
+from polyccm.plugins import ProviderRegistry, plugin_manager
+from polyccm_testing.devenv import cli
+from polyccm_testing.provider_template import MAX_NAME_LENGTH
+
+ROOT = Path(__file__).resolve().parents[2]
+NAME = "template_check_cloud"
+"""The longest name allowed, so the check covers the longest lines the template can produce."""
+PACKAGE = f"polyccm_{NAME}"
+TITLE = "TemplateCheckCloud"
+
+GENERATED = {
+    "pyproject.toml",
+    "README.md",
+    f"src/{PACKAGE}/__init__.py",
+    f"src/{PACKAGE}/plugin.py",
+    f"src/{PACKAGE}/config.py",
+    f"src/{PACKAGE}/provider.py",
+    f"src/{PACKAGE}/instances.py",
+    f"src/{PACKAGE}/load_balancer.py",
+    f"src/{PACKAGE}/routes.py",
+    f"src/{PACKAGE}/emulator.py",
+    f"src/{PACKAGE}/py.typed",
+    "tests/test_conformance.py",
+}
+
+# Points the kit at the generated provider itself, as its author will once the emulator exists:
+# every capability accessor returns None, so every test must skip, naming what is missing.
+SKELETON_TESTS = f"""
+import pytest
+from polyccm_testing.conformance import ProviderConformance
+from {PACKAGE}.config import CloudConfig
+from {PACKAGE}.provider import {TITLE}Provider
+
+
+class SkeletonCloud:
+    cluster_name = "kubernetes"
+    provider = {TITLE}Provider(CloudConfig())
+
+    def __getattr__(self, name):
+        raise AssertionError(f"the kit asked the cloud for {{name}} of a provider it skips")
+
+
+class TestSkeleton(ProviderConformance):
+    @pytest.fixture
+    def cloud(self):
+        return SkeletonCloud()
+"""
+
+# Run in the fresh environment: what the plugin builds, and the emulator it registers.
+PROBE = f"""
+import json, subprocess, socket, time, urllib.error, urllib.request
+from pathlib import Path
+from polyccm.errors import ConfigError
+from polyccm.plugins import (
+    ProviderSettings, build_provider, installed_emulators, plugin_manager)
+
+manager = plugin_manager()
+provider = build_provider(manager, ProviderSettings("{NAME}", None, "kubernetes"))
+config = Path("cloud.conf")
+config.write_text("# comment\\nregion = somewhere\\n")
+try:
+    build_provider(manager, ProviderSettings("{NAME}", config, "kubernetes"))
+    config_error = ""
+except ConfigError as error:
+    config_error = str(error)
+
+with socket.socket() as sock:
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+launch = installed_emulators(manager)["{NAME}"](port, Path("."))
+process = subprocess.Popen(list(launch.argv))
+try:
+    def get(path, method="GET"):
+        request = urllib.request.Request(f"http://127.0.0.1:{{port}}{{path}}", method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=5) as answer:
+                return answer.status
+        except urllib.error.HTTPError as error:
+            return error.code
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            health = get(launch.health_path)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    other, reset = get("/v1/instances"), get("/_polyccm/reset", "POST")
+finally:
+    process.terminate()
+    process.wait(10)
+print(json.dumps({{
+    "provider": type(provider).__name__,
+    "capabilities": [provider.instances_v2(), provider.load_balancer(), provider.routes()],
+    "config_error": config_error,
+    "emulator": [health, other, reset],
+}}))
+"""
+
+
+def _uv() -> str:
+    """The uv that runs this session (``uv run`` says which), else the one on PATH or the
+    workspace's own."""
+    for candidate in (os.environ.get("UV"), shutil.which("uv"), str(ROOT / ".tools/bin/uv")):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    pytest.fail("uv is needed to build the fresh environment and was not found", pytrace=False)
+
+
+def _run(*argv: str | Path, cwd: Path | None = None, **extra_env: str) -> str:
+    # The outer session's environment must not leak in: the fresh environment is the point, and
+    # the kit there starts a control plane of its own.
+    leaks = ("VIRTUAL_ENV", "PYTHONPATH", "POLYCCM_TEST_STATE_DIR")
+    env = {k: v for k, v in os.environ.items() if k not in leaks} | extra_env
+    done = subprocess.run(
+        [str(a) for a in argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, (
+        f"{' '.join(map(str, argv))} exited {done.returncode}\n{done.stdout}\n{done.stderr}"
+    )
+    return done.stdout
+
+
+def test_a_generated_provider_lints_installs_registers_and_runs_the_conformance_kit(
+    tmp_path: Path,
+) -> None:
+    uv = _uv()
+    venv = tmp_path / "venv"
+    python, bin_dir = venv / "bin" / "python", venv / "bin"
+    dest = tmp_path / NAME
+    # Offline: everything comes from the uv cache `uv sync` filled, and the local paths.
+    install = (uv, "pip", "install", "--quiet", "--offline", "--no-sources", "--python", python)
+    _run(uv, "venv", "--quiet", "--python", sys.executable, venv)
+    _run(*install, ROOT / "core", ROOT / "testkit")
+
+    # Generated by the installed wheel of polyccm-testing: the template ships with it.
+    _run(bin_dir / "polyccm-dev", "new-provider", NAME, "--dest", dest)
+    written = {str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()}
+    assert written == GENERATED
+    pyproject = (dest / "pyproject.toml").read_text()
+    assert f'{NAME} = "{PACKAGE}.plugin"' in pyproject
+    assert 'test = ["polyccm-testing"]' in pyproject
+
+    config = ROOT / "pyproject.toml"
+    _run(sys.executable, "-m", "ruff", "check", "--no-cache", "--config", config, dest)
+    _run(sys.executable, "-m", "ruff", "format", "--check", "--no-cache", "--config", config, dest)
+    mypy = (sys.executable, "-m", "mypy", "--strict", "--config-file", config)
+    # From the workspace root, so the cache `make lint` left makes this take seconds.
+    _run(*mypy, dest / "src" / PACKAGE, dest / "tests", cwd=ROOT, MYPYPATH=str(dest / "src"))
+
+    _run(*install, dest)
+    help_text = _run(bin_dir / "polyccm", "--provider", NAME, "--help")
+    assert f"installed providers: {NAME}" in help_text
+
+    probe = json.loads(_run(python, "-c", PROBE, cwd=tmp_path).strip().splitlines()[-1])
+    assert probe["provider"] == f"{TITLE}Provider"
+    assert probe["capabilities"] == [None, None, None]
+    assert "cloud.conf:2: unknown setting 'region = somewhere'" in probe["config_error"]
+    assert probe["emulator"] == [200, 501, 200]
+
+    skeleton = tmp_path / "skeleton"
+    skeleton.mkdir()
+    (skeleton / "test_skeleton.py").write_text(textwrap.dedent(SKELETON_TESTS))
+    report = tmp_path / "report.xml"
+    pytest_run = (python, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}")
+    _run(*pytest_run, dest / "tests", skeleton, cwd=tmp_path)
+
+    generated, skeleton_skips = _outcomes(report)
+    assert len(generated) >= 10
+    assert set(generated.values()) == {"passed"}, generated
+    assert set(skeleton_skips) == set(generated)
+    messages = " ".join(skeleton_skips.values())
+    for accessor in ("instances_v2()", "load_balancer()", "routes()"):
+        assert accessor in messages, f"no skip names the missing {accessor}: {messages}"
+    assert all(NAME in message for message in skeleton_skips.values())
+
+
+def _outcomes(report: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """From a JUnit report: the generated module's tests and their outcomes, and the skeleton's
+    skipped tests and their skip messages (a skeleton test that did not skip is left out)."""
+    generated: dict[str, str] = {}
+    skipped: dict[str, str] = {}
+    for case in ET.parse(report).iter("testcase"):
+        name = case.get("name", "")
+        result = next(iter(case), None)
+        if case.get("classname", "").endswith("TestSkeleton"):
+            if result is not None and result.tag == "skipped":
+                skipped[name] = result.get("message", "")
+        else:
+            generated[name] = "passed" if result is None else result.tag
+    return generated, skipped
+
+
+class _Claims:
+    """A plugin that already registers the provider name ``taken``."""
+
+    @hookimpl
+    def polyccm_register_providers(self, registry: ProviderRegistry) -> None:
+        registry.register("taken", "someone else's")
+
+
+def _new_provider(*arguments: str) -> int:
+    return cli.main(["new-provider", *arguments], plugin_manager([_Claims()]))
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["MyCloud", "my-cloud", "1cloud", "_cloud", "my.cloud", "x" * (MAX_NAME_LENGTH + 1), "taken"],
+)
+def test_a_bad_or_taken_name_is_refused_with_one_line(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dest = tmp_path / "dest"
+
+    assert _new_provider(name, "--dest", str(dest)) == cli.EXIT_USAGE
+
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith("polyccm-dev: error: ")
+    assert repr(name) in error
+    assert not dest.exists()
+
+
+def test_existing_files_are_never_overwritten(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dest = tmp_path / "mycloud"
+    (dest / "tests").mkdir(parents=True)
+    mine = dest / "tests" / "test_conformance.py"
+    mine.write_text("# the author's own tests\n")
+
+    assert _new_provider("mycloud", "--dest", str(dest)) == cli.EXIT_USAGE
+
+    assert f"{mine} already exists; nothing was written" in capsys.readouterr().err
+    assert mine.read_text() == "# the author's own tests\n"
+    assert sorted(p.name for p in dest.rglob("*")) == ["test_conformance.py", "tests"]
+
+
+def test_the_default_destination_is_providers_name_in_the_workspace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = tmp_path / "workspace"
+    (workspace / "core").mkdir(parents=True)
+    (workspace / "pyproject.toml").write_text(
+        '[tool.uv.workspace]\nmembers = ["core", "providers/*", "testkit"]\n'
+    )
+    monkeypatch.chdir(workspace / "core")
+
+    assert _new_provider("mycloud") == cli.EXIT_OK
+
+    assert (workspace / "providers" / "mycloud" / "src" / "polyccm_mycloud" / "plugin.py").is_file()
+    assert "uv lock" in capsys.readouterr().out
+
+
+def test_outside_a_workspace_the_destination_must_be_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    assert _new_provider("mycloud") == cli.EXIT_USAGE
+
+    assert "give --dest DIR" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
