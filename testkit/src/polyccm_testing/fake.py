@@ -96,6 +96,10 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
         self.contexts: list[ProviderContext] = []
         """What each ``initialize`` was given, in order."""
         self.calls: list[Call] = []
+        self.writes = 0
+        """Calls that changed the cloud (made, changed or deleted a load balancer or route), as
+        a real cloud's mutating API calls: an ensure that finds everything in place writes
+        nothing."""
         self.bulk = bulk
         """Whether the bulk instance lookups answer in one call (as a listing cloud would)."""
         self.call_log = call_log
@@ -312,13 +316,16 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
             ip = existing.ip if existing else f"192.0.2.{self._next_ip}"
             if existing is None:
                 self._next_ip += 1
-            self.load_balancers[name] = FakeLoadBalancer(
+            wanted = FakeLoadBalancer(
                 name=name,
                 service_key=service.key,
                 ports=tuple(p.port for p in service.ports),
                 backends=tuple(sorted(n.name for n in nodes)),
                 ip=ip,
             )
+            if wanted != existing:
+                self.load_balancers[name] = wanted
+                self.writes += 1
             warnings = self._warnings.get(service.key, ())
         return LoadBalancerStatus(
             (LoadBalancerIngress(ip=ip),),
@@ -333,13 +340,17 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
         name = self.get_load_balancer_name(cluster_name, service)
         with self._lock:
             balancer = self.load_balancers.get(name)
-            if balancer is not None:
-                balancer.backends = tuple(sorted(n.name for n in nodes))
+            backends = tuple(sorted(n.name for n in nodes))
+            if balancer is not None and balancer.backends != backends:
+                balancer.backends = backends
+                self.writes += 1
 
     def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
         self._enter("ensure_load_balancer_deleted", service.key)
         with self._lock:
-            self.load_balancers.pop(self.get_load_balancer_name(cluster_name, service), None)
+            name = self.get_load_balancer_name(cluster_name, service)
+            if self.load_balancers.pop(name, None) is not None:
+                self.writes += 1
 
     def balancer_for(self, service_key: str) -> FakeLoadBalancer | None:
         """The load balancer made for ``namespace/name``, if any."""
@@ -372,10 +383,14 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
         suffix = route.destination_cidr.replace("/", "-").replace(":", "-").replace(".", "-")
         name = f"{cluster_name}-{name_hint}-{suffix}"
         with self._lock:
-            self.cloud_routes[name] = Route(name, route.target_node, route.destination_cidr)
+            wanted = Route(name, route.target_node, route.destination_cidr)
+            if self.cloud_routes.get(name) != wanted:
+                self.cloud_routes[name] = wanted
+                self.writes += 1
             self.route_targets[name] = target
 
     def delete_route(self, cluster_name: str, route: Route) -> None:
         self._enter("delete_route", route.target_node, route.destination_cidr)
         with self._lock:
-            self.cloud_routes.pop(route.name, None)
+            if self.cloud_routes.pop(route.name, None) is not None:
+                self.writes += 1
