@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from polyccm import hookspecs, plugins
+from polyccm.app.options import CONTROLLER_ALIASES
 from polyccm.hookspecs import hookimpl
 
 CORE = Path(__file__).resolve().parents[1]
@@ -111,3 +112,54 @@ def test_distribution_installed_into_a_fresh_environment_is_discovered(tmp_path:
     assert "installed providers: examplecloud" in result.stderr
     # The workspace's own providers are not in that environment: discovery is per environment.
     assert "aws" not in result.stderr
+
+
+def _registry() -> plugins.ControllerRegistry:
+    return plugins.ControllerRegistry("mycloud")
+
+
+def _nothing(_context: object) -> None:
+    return None
+
+
+@pytest.mark.parametrize("name", ["-bgp", "bgp,peers", "BGP", "", "*", "bgp-"])
+def test_a_controller_name_must_be_writable_in_the_controllers_flag(name: str) -> None:
+    with pytest.raises(plugins.PluginError, match="lowercase letters, digits and '-'"):
+        _registry().register(name, _nothing, enabled_by_default=True)
+
+
+def test_a_controller_registered_twice_is_a_loud_error() -> None:
+    registry = _registry()
+    registry.register("bgp-peers", _nothing, enabled_by_default=False)
+    with pytest.raises(plugins.PluginError, match="'bgp-peers' twice"):
+        registry.register("bgp-peers", _nothing, enabled_by_default=False)
+
+
+def test_rbac_rules_must_be_policy_rules() -> None:
+    with pytest.raises(plugins.PluginError, match=r"use polyccm\.rbac\.PolicyRule"):
+        _registry().register(
+            "bgp-peers",
+            _nothing,
+            enabled_by_default=True,
+            rbac_rules=[{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}],  # type: ignore[list-item]
+        )
+
+
+def test_a_provider_controller_may_not_take_a_built_in_name_or_alias() -> None:
+    class _Greedy:
+        @hookimpl
+        def polyccm_register_providers(self, registry: plugins.ProviderRegistry) -> None:
+            registry.register("greedy", "takes every built-in name")
+
+        @hookimpl
+        def polyccm_register_controllers(
+            self, provider: str, registry: plugins.ControllerRegistry
+        ) -> None:
+            for name, aliases in CONTROLLER_ALIASES.items():
+                for taken in (name, *aliases):
+                    with pytest.raises(plugins.PluginError, match="name of a built-in"):
+                        registry.register(taken, _nothing, enabled_by_default=True)
+
+    manager = plugins.plugin_manager(extra_plugins=[_Greedy()])
+    greedy = plugins.installed_providers(manager)["greedy"]
+    assert plugins.provider_controllers(manager, greedy) == {}
