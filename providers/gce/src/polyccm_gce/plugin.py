@@ -1,15 +1,46 @@
-"""Hook implementations that register the ``gce`` provider with polyccm.
+"""Hook implementations that register the ``gce`` provider and its emulator with polyccm.
 
-Imported for every polyccm command, so it imports no cloud SDK.
+Imported for every polyccm command, so it imports no cloud SDK and no web framework.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from polyccm.hookspecs import hookimpl
-from polyccm.plugins import ProviderRegistry
+from polyccm.plugins import EmulatorLaunch, EmulatorRegistry, ProviderRegistry
+
+PROVIDER = "gce"
 
 
 @hookimpl
 def polyccm_register_providers(registry: ProviderRegistry) -> None:
     """Register the provider name ``gce``."""
-    registry.register("gce", "Google Compute Engine (instances, network load balancers, routes)")
+    registry.register(PROVIDER, "Google Compute Engine (instances, network load balancers, routes)")
+
+
+def emulator_launch(port: int, state_dir: Path) -> EmulatorLaunch:
+    """The compute API and metadata emulator on ``127.0.0.1:port``, and the variables that
+    point google-auth and google-cloud-compute at it (see
+    :func:`polyccm_gce.emulator.launch_environment`).
+
+    The launch contract has no place for files, so ``DIR/gce.conf`` (project-id, network-name,
+    api-endpoint) is written here, beside the ``env`` that polyccm-dev writes.
+    """
+    from polyccm_gce.emulator.devconfig import CONFIG_FILE, dev_config, launch_environment
+
+    env = launch_environment(port, state_dir)
+    Path(env["CLOUDSDK_CONFIG"]).mkdir(parents=True, exist_ok=True)
+    (state_dir / CONFIG_FILE).write_text(dev_config(port))
+    return EmulatorLaunch(
+        argv=[sys.executable, "-m", "polyccm_gce.emulator", "--port", str(port)],
+        env=env,
+        health_path="/_polyccm/health",
+    )
+
+
+@hookimpl
+def polyccm_register_emulators(registry: EmulatorRegistry) -> None:
+    """Register the ``gce`` emulator for ``polyccm-dev up --cloud gce``."""
+    registry.register(PROVIDER, emulator_launch)
