@@ -5,6 +5,7 @@ A provider package exposes a module in the entry-point group ``polyccm`` (for ex
 of these hooks. Installing the distribution is all it takes to register it. The plugin module is
 imported for every command, so it must import nothing heavy: the cloud SDK is imported only
 inside :func:`polyccm_build_provider` (and emulator start-up), for the provider that was chosen.
+core/CONTRACT.md gives the order of these calls and of the contract's, and their threading rules.
 """
 
 from __future__ import annotations
