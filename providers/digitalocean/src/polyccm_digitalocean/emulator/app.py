@@ -1,0 +1,251 @@
+"""The emulator's WSGI application: DigitalOcean's API under ``/v2/`` and the control
+endpoints under ``/_polyccm/``.
+
+An API request goes through, in order: routing (unknown paths are 404 ``not_found``), call
+counting per operation, TLS (the API answers only over https, as DigitalOcean does), the
+bearer token (401), the token's rate budget (429), any injected fault for its operation, the
+strict OpenAPI check of the request (400/404/422), and the handler; every answer carries the
+rate-limit headers. With ``validate_responses`` each answer is checked against the document too.
+
+Control endpoints (no token, http or https):
+
+* ``GET /_polyccm/health``;
+* ``GET /_polyccm/calls`` (calls per ``operationId`` since the last reset), ``DELETE`` resets;
+* ``POST /_polyccm/faults`` with a :class:`~polyccm_digitalocean.emulator.faults.Fault` as
+  JSON, ``GET`` lists pending faults, ``DELETE`` clears them;
+* ``GET``/``PUT /_polyccm/settings`` (:class:`~polyccm_digitalocean.emulator.settings.
+  EmulatorSettings`; ``PUT`` takes the fields to change);
+* ``POST /_polyccm/reset``: every resource, call count, fault and rate budget forgotten;
+* ``GET /_polyccm/validation``: the answers that did not match the document (with
+  ``validate_responses``), ``DELETE`` forgets them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from werkzeug.exceptions import HTTPException
+from werkzeug.wrappers import Request, Response
+
+from polyccm_digitalocean.emulator import openapi
+from polyccm_digitalocean.emulator.backend import Backend
+from polyccm_digitalocean.emulator.errors import (
+    ApiError,
+    BadRequest,
+    NotFound,
+    ServerError,
+    Unauthorized,
+    error_for_status,
+)
+from polyccm_digitalocean.emulator.faults import CallLog
+from polyccm_digitalocean.emulator.ratelimit import Budget, RateLimiter, RateLimitExceeded
+from polyccm_digitalocean.emulator.responses import Call, Reply
+from polyccm_digitalocean.emulator.settings import EmulatorSettings
+from polyccm_digitalocean.emulator.timers import Clock
+from polyccm_digitalocean.emulator.urls import Route, url_map
+
+CONTROL = "/_polyccm/"
+HEALTH_PATH = CONTROL + "health"
+JSON_TYPE = "application/json; charset=utf-8"
+
+log = logging.getLogger(__name__)
+
+
+class EmulatorApp:
+    """One emulated account behind DigitalOcean's HTTP API (a WSGI callable)."""
+
+    def __init__(
+        self, settings: EmulatorSettings | None = None, *, clock: Clock | None = None
+    ) -> None:
+        self.backend = Backend(settings, clock)
+        self.calls = CallLog()
+        self.limiter = RateLimiter(
+            self.backend.clock,
+            per_hour=self.backend.settings.rate_limit_per_hour,
+            per_minute=self.backend.settings.rate_limit_per_minute,
+        )
+        self.validators = openapi.validators()
+        self.mismatches: list[dict[str, str]] = []
+        self._urls = url_map()
+        self._lock = threading.RLock()
+
+    @property
+    def settings(self) -> EmulatorSettings:
+        return self.backend.settings
+
+    def configure(self, changes: dict[str, Any]) -> EmulatorSettings:
+        with self._lock:
+            settings = self.backend.settings.updated(changes)
+            self.backend.settings = settings
+            self.limiter.per_hour = settings.rate_limit_per_hour
+            self.limiter.per_minute = settings.rate_limit_per_minute
+            return settings
+
+    def reset(self) -> None:
+        with self._lock:
+            self.backend.reset()
+            self.limiter.reset()
+            self.calls.clear_calls()
+            self.calls.clear_faults()
+            self.mismatches.clear()
+
+    # -- WSGI ---------------------------------------------------------------------------------
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        request = Request(environ)
+        if request.path.startswith(CONTROL):
+            response = self._control(request)
+        else:
+            response = self._api(request)
+        return response(environ, start_response)
+
+    def _api(self, request: Request) -> Response:
+        budget = self.limiter.peek(None)
+        try:
+            route, path_args = self._route(request)
+            fault = self.calls.record(route.operation)
+            if request.scheme != "https":
+                raise BadRequest("The API is served over https only.")
+            token = self._token(request)
+            with self._lock:
+                budget = self.limiter.spend(token)
+            if fault is not None:
+                if fault.latency:
+                    time.sleep(fault.latency)
+                if fault.status is not None:
+                    raise error_for_status(fault.status, fault.message)
+            reply = self._serve(request, route, path_args)
+        except RateLimitExceeded as error:
+            budget = error.budget
+            reply = Reply(error.status, error.body())
+        except ApiError as error:
+            reply = Reply(error.status, error.body())
+        response = _render(reply, budget)
+        if self.settings.validate_responses and request.path.startswith("/v2/"):
+            response = self._checked(request, response)
+        return response
+
+    def _route(self, request: Request) -> tuple[Route, dict[str, str]]:
+        adapter = self._urls.bind_to_environ(request.environ)
+        try:
+            route, args = adapter.match(request.path, method=request.method)
+        except HTTPException:
+            raise NotFound() from None
+        assert isinstance(route, Route)
+        return route, {key: str(value) for key, value in args.items()}
+
+    def _token(self, request: Request) -> str:
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        token = token.strip()
+        expected = self.settings.token
+        if scheme.lower() != "bearer" or not token or (expected and token != expected):
+            raise Unauthorized()
+        return token
+
+    def _serve(self, request: Request, route: Route, path_args: dict[str, str]) -> Reply:
+        self.validators.check_request(request)
+        body: Any = None
+        if request.get_data():
+            try:
+                body = json.loads(request.get_data())
+            except ValueError:
+                raise BadRequest() from None
+        base_url = request.host_url.rstrip("/")
+        call = Call(
+            backend=self.backend,
+            path=path_args,
+            query={key: request.args[key] for key in request.args},
+            body=body if body is not None else {},
+            base_url=base_url,
+            url=base_url + request.path,
+        )
+        with self._lock:
+            self.backend.tick()
+            return route.handler(call)
+
+    def _checked(self, request: Request, response: Response) -> Response:
+        problem = self.validators.response_problem(request, response)
+        if problem is None:
+            return response
+        mismatch = {
+            "request": f"{request.method} {request.path}",
+            "status": str(response.status_code),
+            "problem": problem,
+        }
+        log.error("answer does not match the OpenAPI document: %s", mismatch)
+        with self._lock:
+            self.mismatches.append(mismatch)
+        error = ServerError(
+            f"the emulator's answer ({response.status_code}) does not match DigitalOcean's "
+            f"OpenAPI document: {problem}"
+        )
+        return _render(Reply(error.status, error.body()), self.limiter.peek(None))
+
+    # -- control ------------------------------------------------------------------------------
+
+    def _control(self, request: Request) -> Response:
+        name = request.path[len(CONTROL) :].strip("/")
+        try:
+            answer = self._handle_control(request.method, name, request)
+        except (ValueError, TypeError, KeyError) as error:
+            return _json(400, {"error": str(error)})
+        if answer is None:
+            return _json(404, {"error": f"no {request.method} {request.path}"})
+        return _json(200, answer)
+
+    def _handle_control(self, method: str, name: str, request: Request) -> object | None:
+        payload = request.get_json(silent=True) if request.get_data() else None
+        if name == "health":
+            return {"ok": True}
+        if name == "calls":
+            if method == "GET":
+                return self.calls.calls()
+            if method == "DELETE":
+                self.calls.clear_calls()
+                return {}
+        if name == "faults":
+            if method == "POST":
+                if not isinstance(payload, dict):
+                    raise ValueError("a fault is a JSON object")
+                return self.calls.add_fault(payload)
+            if method == "GET":
+                return self.calls.faults()
+            if method == "DELETE":
+                self.calls.clear_faults()
+                return []
+        if name == "settings":
+            if method == "GET":
+                return self.settings.as_dict()
+            if method == "PUT":
+                if not isinstance(payload, dict):
+                    raise ValueError("settings are a JSON object")
+                return self.configure(payload).as_dict()
+        if name == "reset" and method == "POST":
+            self.reset()
+            return {}
+        if name == "validation":
+            with self._lock:
+                if method == "GET":
+                    return list(self.mismatches)
+                if method == "DELETE":
+                    self.mismatches.clear()
+                    return []
+        return None
+
+
+def _render(reply: Reply, budget: Budget) -> Response:
+    headers = {**budget.headers(), **reply.headers}
+    if reply.body is None:
+        return Response(status=reply.status, headers=headers)
+    return Response(
+        json.dumps(reply.body), status=reply.status, headers=headers, content_type=JSON_TYPE
+    )
+
+
+def _json(status: int, payload: object) -> Response:
+    return Response(json.dumps(payload), status=status, content_type="application/json")
