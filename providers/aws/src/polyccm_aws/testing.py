@@ -12,7 +12,7 @@ import subprocess
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -255,3 +255,136 @@ class World:
             "status": status,
         }
         return Service(raw)
+
+
+# -- the conformance kit's adapter --------------------------------------------------------------
+
+#: Action prefixes of the AWS APIs that only read.
+_READ_ACTIONS = ("Describe", "Get", "List")
+
+
+class AwsCloudUnderTest:
+    """The AWS provider on the emulator, for :mod:`polyccm_testing.conformance` (a
+    ``CloudUnderTest``): a :class:`World` for the cluster, instances made with RunInstances,
+    and every load-balancer resource read back through the EC2, ELB and ELBv2 APIs.
+
+    Point boto3 at a reset emulator first (:func:`point_boto3_at`); ``control`` is its control
+    client, whose call counter gives :meth:`write_calls`."""
+
+    cluster_name = CLUSTER
+
+    def __init__(self, control: EmulatorControl) -> None:
+        from polyccm_aws.config import CloudConfig
+        from polyccm_aws.provider import AwsProvider
+
+        self.control = control
+        self.world = World(CLUSTER)
+        # No instance cache: the kit stops and deletes instances and asks again at once.
+        self.provider = AwsProvider(
+            CloudConfig(), cluster_name=CLUSTER, cache_ttl=0.0, max_attempts=3
+        )
+        self._ids: dict[str, str] = {}
+        """Node name (the private DNS name) -> instance id."""
+
+    def create_instance(self, name: str) -> str:
+        # Spread over both zones, as a cluster's nodes are.
+        zone = sorted(self.world.public)[len(self._ids) % len(self.world.public)]
+        tags = {self.world.cluster_tag: "owned", "Name": name}
+        (instance,) = self.world.instances(zone=zone, tags=tags)
+        node_name = str(instance["PrivateDnsName"])
+        self._ids[node_name] = str(instance["InstanceId"])
+        return node_name
+
+    def delete_instance(self, name: str) -> None:
+        self.world.ec2.terminate_instances(InstanceIds=[self._ids[name]])
+
+    def stop_instance(self, name: str) -> None:
+        self.world.ec2.stop_instances(InstanceIds=[self._ids[name]])
+
+    def load_balancer_resources(self) -> frozenset[str]:
+        """Classic ELBs and their listeners, NLBs, their listeners and target groups, and
+        every security group of the VPC with each of its rules."""
+        found: set[str] = set()
+        for elb in self.world.elb.describe_load_balancers()["LoadBalancerDescriptions"]:
+            name = elb["LoadBalancerName"]
+            found.add(f"elb:{name}")
+            for described in elb.get("ListenerDescriptions", ()):
+                listener = described["Listener"]
+                found.add(
+                    f"elb:{name}:listener:{listener['Protocol']}:{listener['LoadBalancerPort']}"
+                    f"->{listener['InstanceProtocol']}:{listener['InstancePort']}"
+                )
+        for nlb in self.world.elbv2.describe_load_balancers()["LoadBalancers"]:
+            name = nlb["LoadBalancerName"]
+            found.add(f"elbv2:{name}")
+            listeners = self.world.elbv2.describe_listeners(LoadBalancerArn=nlb["LoadBalancerArn"])
+            for listener in listeners["Listeners"]:
+                found.add(f"elbv2:{name}:listener:{listener['Protocol']}:{listener['Port']}")
+        for group in self.world.elbv2.describe_target_groups()["TargetGroups"]:
+            found.add(f"target-group:{group['TargetGroupName']}")
+        groups = self.world.ec2.describe_security_groups(
+            Filters=[{"Name": "vpc-id", "Values": [self.world.vpc_id]}]
+        )["SecurityGroups"]
+        for group in groups:
+            found.add(f"sg:{group['GroupId']}")
+            for direction, rules in (
+                ("in", group.get("IpPermissions", ())),
+                ("out", group.get("IpPermissionsEgress", ())),
+            ):
+                found.update(f"sg:{group['GroupId']}:{direction}:{rule}" for rule in _rules(rules))
+        return frozenset(found)
+
+    def write_calls(self) -> int:
+        return sum(
+            count
+            for action, count in self.control.calls().items()
+            if not action.startswith(_READ_ACTIONS)
+        )
+
+    def delete_load_balancer_out_of_band(self, service: Service) -> None:
+        """Delete the classic ELB or the NLB itself, as from the console; its security groups,
+        target groups and node rules stay."""
+        name = self._name(service)
+        self.world.elb.delete_load_balancer(LoadBalancerName=name)
+        for nlb in self._nlbs(name):
+            self.world.elbv2.delete_load_balancer(LoadBalancerArn=nlb["LoadBalancerArn"])
+
+    def backends(self, service: Service) -> frozenset[str]:
+        """Instance ids registered with the service's ELB, or with its NLB's target groups."""
+        name = self._name(service)
+        ids: set[str] = set()
+        elbs = self.world.elb.describe_load_balancers()["LoadBalancerDescriptions"]
+        for elb in elbs:
+            if elb["LoadBalancerName"] == name:
+                ids.update(i["InstanceId"] for i in elb.get("Instances", ()))
+        for nlb in self._nlbs(name):
+            groups = self.world.elbv2.describe_target_groups(
+                LoadBalancerArn=nlb["LoadBalancerArn"]
+            )["TargetGroups"]
+            for group in groups:
+                health = self.world.elbv2.describe_target_health(
+                    TargetGroupArn=group["TargetGroupArn"]
+                )
+                ids.update(t["Target"]["Id"] for t in health["TargetHealthDescriptions"])
+        return frozenset(ids)
+
+    def _name(self, service: Service) -> str:
+        balancer = self.provider.load_balancer()
+        return balancer.get_load_balancer_name(CLUSTER, service)
+
+    def _nlbs(self, name: str) -> list[dict[str, Any]]:
+        nlbs = self.world.elbv2.describe_load_balancers()["LoadBalancers"]
+        return [n for n in nlbs if n["LoadBalancerName"] == name]
+
+
+def _rules(permissions: Iterable[Mapping[str, Any]]) -> Iterator[str]:
+    """One line per (protocol, ports, source) of a security group's permissions."""
+    for permission in permissions:
+        protocol = permission.get("IpProtocol")
+        ports = f"{protocol}:{permission.get('FromPort')}-{permission.get('ToPort')}"
+        for source in permission.get("IpRanges", ()):
+            yield f"{ports}:{source['CidrIp']}"
+        for source in permission.get("Ipv6Ranges", ()):
+            yield f"{ports}:{source['CidrIpv6']}"
+        for source in permission.get("UserIdGroupPairs", ()):
+            yield f"{ports}:{source['GroupId']}"

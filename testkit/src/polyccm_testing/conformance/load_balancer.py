@@ -69,6 +69,7 @@ class LoadBalancerConformance(ConformanceBase):
     ) -> None:
         nodes = [kit_cluster.add_node("lb-twice-a"), kit_cluster.add_node("lb-twice-b")]
         before = cloud.load_balancer_resources()
+        writes_before = cloud.write_calls()
 
         first = kit_load_balancer.ensure_load_balancer(cloud.cluster_name, kit_service, nodes)
         made = cloud.load_balancer_resources()
@@ -76,6 +77,7 @@ class LoadBalancerConformance(ConformanceBase):
         second = kit_load_balancer.ensure_load_balancer(cloud.cluster_name, kit_service, nodes)
 
         assert made - before, "the first ensure made no resource the adapter can see"
+        assert writes > writes_before, "the adapter counted no write call for the first ensure"
         assert cloud.load_balancer_resources() == made, "the second ensure changed resources"
         assert cloud.write_calls() == writes, "the second ensure wrote to the cloud"
         assert second.ingress == first.ingress
