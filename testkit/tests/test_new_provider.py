@@ -1,7 +1,8 @@
 """``polyccm-dev new-provider NAME``: the generated distribution passes the project's lint and
-strict type checks, installs into a fresh environment, registers its provider, builds an honest
-skeleton (no capability offered, so the conformance kit skips it by name) and runs the kit green
-against the FakeCloud; bad or taken names, and existing files, are refused with one line."""
+strict type checks, installs into a fresh environment (offline, from the uv cache), registers
+its provider, builds an honest skeleton (no capability offered, so the conformance kit skips it
+by name), starts its emulator stub and runs the kit green against the FakeCloud; bad or taken
+names, and existing files, are refused with one line."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import subprocess
 import sys
 import textwrap
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from polyccm.hookspecs import hookimpl
 from polyccm.plugins import ProviderRegistry, plugin_manager
+from polyccm_testing.conformance import ProviderConformance
 from polyccm_testing.devenv import cli
 from polyccm_testing.provider_template import MAX_NAME_LENGTH
 
@@ -64,13 +67,12 @@ class TestSkeleton(ProviderConformance):
         return SkeletonCloud()
 """
 
-# Run in the fresh environment: what the plugin builds, and the emulator it registers.
-PROBE = f"""
-import json, subprocess, socket, time, urllib.error, urllib.request
+# Run in the fresh environment: the provider the plugin builds, with no config and with one.
+BUILD_PROBE = f"""
+import json
 from pathlib import Path
 from polyccm.errors import ConfigError
-from polyccm.plugins import (
-    ProviderSettings, build_provider, installed_emulators, plugin_manager)
+from polyccm.plugins import ProviderSettings, build_provider, plugin_manager
 
 manager = plugin_manager()
 provider = build_provider(manager, ProviderSettings("{NAME}", None, "kubernetes"))
@@ -81,39 +83,50 @@ try:
     config_error = ""
 except ConfigError as error:
     config_error = str(error)
+print(json.dumps({{
+    "provider": type(provider).__name__,
+    "capabilities": [provider.instances_v2(), provider.load_balancer(), provider.routes()],
+    "config_error": config_error,
+}}))
+"""
+
+# Run in the fresh environment: the emulator as the plugin registers it for polyccm-dev, asked
+# for its health, an API it does not serve yet, and a reset.
+EMULATOR_PROBE = f"""
+import json, socket, subprocess, time, urllib.error, urllib.request
+from pathlib import Path
+from polyccm.plugins import installed_emulators, plugin_manager
 
 with socket.socket() as sock:
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-launch = installed_emulators(manager)["{NAME}"](port, Path("."))
-process = subprocess.Popen(list(launch.argv))
+launch = installed_emulators(plugin_manager())["{NAME}"](port, Path("."))
+
+
+def status(path, method="GET"):
+    request = urllib.request.Request(f"http://127.0.0.1:{{port}}{{path}}", method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+process = subprocess.Popen(list(launch.argv), stdout=subprocess.DEVNULL)
 try:
-    def get(path, method="GET"):
-        request = urllib.request.Request(f"http://127.0.0.1:{{port}}{{path}}", method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=5) as answer:
-                return answer.status
-        except urllib.error.HTTPError as error:
-            return error.code
     deadline = time.monotonic() + 20
     while True:
         try:
-            health = get(launch.health_path)
+            health = status(launch.health_path)
             break
         except OSError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
-    other, reset = get("/v1/instances"), get("/_polyccm/reset", "POST")
+    print(json.dumps([health, status("/v1/instances"), status("/_polyccm/reset", "POST")]))
 finally:
     process.terminate()
     process.wait(10)
-print(json.dumps({{
-    "provider": type(provider).__name__,
-    "capabilities": [provider.instances_v2(), provider.load_balancer(), provider.routes()],
-    "config_error": config_error,
-    "emulator": [health, other, reset],
-}}))
 """
 
 
@@ -146,58 +159,113 @@ def _run(*argv: str | Path, cwd: Path | None = None, **extra_env: str) -> str:
     return done.stdout
 
 
-def test_a_generated_provider_lints_installs_registers_and_runs_the_conformance_kit(
-    tmp_path: Path,
-) -> None:
-    uv = _uv()
-    venv = tmp_path / "venv"
-    python, bin_dir = venv / "bin" / "python", venv / "bin"
-    dest = tmp_path / NAME
-    # Offline: everything comes from the uv cache `uv sync` filled, and the local paths.
-    install = (uv, "pip", "install", "--quiet", "--offline", "--no-sources", "--python", python)
+@dataclass(frozen=True)
+class Generated:
+    """A provider generated by ``polyccm-dev`` of a fresh environment, then installed there."""
+
+    dest: Path
+    venv: Path
+    work: Path
+
+    def run(self, command: str, *arguments: str | Path) -> str:
+        """Run a command of the fresh environment, in a scratch directory."""
+        return _run(self.venv / "bin" / command, *arguments, cwd=self.work)
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Generated:
+    root = tmp_path_factory.mktemp("new-provider")
+    uv, venv, dest, work = _uv(), root / "venv", root / NAME, root / "work"
+    work.mkdir()
+    # Offline: everything comes from the uv cache `uv sync` filled, and from the local paths.
+    install = (uv, "pip", "install", "--quiet", "--offline", "--no-sources", "--python", venv)
     _run(uv, "venv", "--quiet", "--python", sys.executable, venv)
     _run(*install, ROOT / "core", ROOT / "testkit")
+    # The installed wheel of polyccm-testing generates it: the template ships with it.
+    _run(venv / "bin" / "polyccm-dev", "new-provider", NAME, "--dest", dest)
+    _run(*install, dest)
+    return Generated(dest, venv, work)
 
-    # Generated by the installed wheel of polyccm-testing: the template ships with it.
-    _run(bin_dir / "polyccm-dev", "new-provider", NAME, "--dest", dest)
-    written = {str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()}
-    assert written == GENERATED
+
+def test_the_generated_distribution_has_the_shape_of_a_provider(generated: Generated) -> None:
+    dest = generated.dest
+    assert {str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()} == GENERATED
     pyproject = (dest / "pyproject.toml").read_text()
-    assert f'{NAME} = "{PACKAGE}.plugin"' in pyproject
+    assert f'[project.entry-points.polyccm]\n{NAME} = "{PACKAGE}.plugin"' in pyproject
+    assert 'emulator = ["polyccm-testing"]' in pyproject
     assert 'test = ["polyccm-testing"]' in pyproject
 
-    config = ROOT / "pyproject.toml"
+
+def test_the_generated_code_passes_ruff_and_strict_mypy(generated: Generated) -> None:
+    dest, config = generated.dest, ROOT / "pyproject.toml"
     _run(sys.executable, "-m", "ruff", "check", "--no-cache", "--config", config, dest)
     _run(sys.executable, "-m", "ruff", "format", "--check", "--no-cache", "--config", config, dest)
     mypy = (sys.executable, "-m", "mypy", "--strict", "--config-file", config)
     # From the workspace root, so the cache `make lint` left makes this take seconds.
     _run(*mypy, dest / "src" / PACKAGE, dest / "tests", cwd=ROOT, MYPYPATH=str(dest / "src"))
 
-    _run(*install, dest)
-    help_text = _run(bin_dir / "polyccm", "--provider", NAME, "--help")
+
+def test_installing_it_registers_the_provider(generated: Generated) -> None:
+    help_text = generated.run("polyccm", "--provider", NAME, "--help")
+
     assert f"installed providers: {NAME}" in help_text
 
-    probe = json.loads(_run(python, "-c", PROBE, cwd=tmp_path).strip().splitlines()[-1])
+
+def test_its_plugin_builds_a_provider_that_offers_no_capability_yet(generated: Generated) -> None:
+    probe = json.loads(generated.run("python", "-c", BUILD_PROBE))
+
     assert probe["provider"] == f"{TITLE}Provider"
     assert probe["capabilities"] == [None, None, None]
     assert "cloud.conf:2: unknown setting 'region = somewhere'" in probe["config_error"]
-    assert probe["emulator"] == [200, 501, 200]
 
-    skeleton = tmp_path / "skeleton"
+
+def test_its_emulator_stub_starts_as_polyccm_dev_would_start_it(generated: Generated) -> None:
+    health, unserved, reset = json.loads(generated.run("python", "-c", EMULATOR_PROBE))
+
+    assert (health, unserved, reset) == (200, 501, 200)
+
+
+@pytest.fixture(scope="module")
+def kit_outcomes(generated: Generated) -> tuple[dict[str, str], dict[str, str]]:
+    """One pytest run in the fresh environment: the generated tests, and the kit pointed at
+    the generated provider itself (:data:`SKELETON_TESTS`)."""
+    skeleton = generated.work / "skeleton"
     skeleton.mkdir()
     (skeleton / "test_skeleton.py").write_text(textwrap.dedent(SKELETON_TESTS))
-    report = tmp_path / "report.xml"
-    pytest_run = (python, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}")
-    _run(*pytest_run, dest / "tests", skeleton, cwd=tmp_path)
+    report = generated.work / "report.xml"
+    generated.run(
+        "python",
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={report}",
+        generated.dest / "tests",
+        skeleton,
+    )
+    return _outcomes(report)
 
-    generated, skeleton_skips = _outcomes(report)
-    assert len(generated) >= 10
+
+def test_its_tests_run_the_conformance_kit_green(
+    kit_outcomes: tuple[dict[str, str], dict[str, str]],
+) -> None:
+    generated, _ = kit_outcomes
+
+    assert set(generated) == {n for n in dir(ProviderConformance) if n.startswith("test_")}
     assert set(generated.values()) == {"passed"}, generated
+
+
+def test_the_kit_skips_the_skeleton_naming_each_missing_capability(
+    kit_outcomes: tuple[dict[str, str], dict[str, str]],
+) -> None:
+    generated, skeleton_skips = kit_outcomes
+
     assert set(skeleton_skips) == set(generated)
+    assert all(NAME in message for message in skeleton_skips.values())
     messages = " ".join(skeleton_skips.values())
     for accessor in ("instances_v2()", "load_balancer()", "routes()"):
         assert accessor in messages, f"no skip names the missing {accessor}: {messages}"
-    assert all(NAME in message for message in skeleton_skips.values())
 
 
 def _outcomes(report: Path) -> tuple[dict[str, str], dict[str, str]]:
