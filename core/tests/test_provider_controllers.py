@@ -118,11 +118,16 @@ class Crasher(Controller):
         raise RuntimeError("a bug outside every guard")
 
 
+def _cannot_make(_context: ControllerContext) -> Controller:
+    raise RuntimeError("the constructor has a bug")
+
+
 class LabelCloudPlugin:
     """The ``labelcloud`` provider: the fake cloud plus controllers of its own."""
 
-    def __init__(self, *, crasher: bool = False, claim: str = "") -> None:
+    def __init__(self, *, crasher: bool = False, unmade: bool = False, claim: str = "") -> None:
         self.crasher = crasher
+        self.unmade = unmade
         self.claim = claim
         self.made: list[Marker] = []
 
@@ -150,6 +155,8 @@ class LabelCloudPlugin:
         )
         if self.crasher:
             registry.register("crasher", lambda _context: Crasher(), enabled_by_default=True)
+        if self.unmade:
+            registry.register("unmade", _cannot_make, enabled_by_default=True)
         if self.claim:
             registry.register(self.claim, NodeLabeller, enabled_by_default=False)
 
@@ -347,6 +354,16 @@ def test_a_dead_provider_controller_thread_fails_healthz(
     running = start(plugin=LabelCloudPlugin(crasher=True))
     wait_for(lambda: not running.manager.healthy(), 10, "/healthz to report the dead controller")
     assert not running.manager.controllers_healthy()
+
+
+def test_a_provider_controller_whose_constructor_raises_fails_healthz_and_the_rest_run(
+    start: Callable[..., Running], kube_api: KubeApi
+) -> None:
+    running = start(plugin=LabelCloudPlugin(unmade=True))
+    wait_for(lambda: not running.manager.healthy(), 10, "/healthz to report the unmade controller")
+    name = f"unmade-{secrets.token_hex(3)}"
+    make_node(kube_api, name, tainted=False, provider_id=f"fake:///{name}")
+    wait_for(lambda: LABEL in _node(kube_api, name).labels, 20, "the other controller's label")
 
 
 def test_provider_controllers_stop_with_the_leadership_term(

@@ -98,6 +98,14 @@ CONTROLLERS: dict[str, ControllerFactory] = {
 }
 
 
+class _Unmade(Controller):
+    """Stands for a controller whose constructor raised: its thread ends at once, which
+    /healthz reports as it does a dead controller thread."""
+
+    def run(self, stop: threading.Event) -> None:
+        return
+
+
 def route_controller_problem(options: ManagerOptions, provider: CloudProvider) -> str | None:
     """Why the route controller cannot start as configured, if it cannot."""
     wanted = "route" in options.controllers and options.configure_cloud_routes
@@ -243,7 +251,13 @@ class ControllerManager:
             if name == "route" and not options.configure_cloud_routes:
                 log.info("controller route is disabled by --configure-cloud-routes=false")
                 continue
-            controller = factory(context)
+            try:
+                controller = factory(context)
+            except Exception:
+                # As a controller thread that died: /healthz fails and a restart follows, rather
+                # than a term given up and campaigned for again at once, over and over.
+                log.exception("controller %s could not be made; /healthz fails", name)
+                controller = _Unmade()
             if controller is None:
                 log.info(
                     "controller %s not started: provider %s lacks its capability",
