@@ -38,11 +38,11 @@ ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-"
 @pytest.fixture
 def manager(
     control_plane: Any, clean_nodes: None, aws: EmulatorControl
-) -> Iterator[Callable[[], None]]:
+) -> Iterator[Callable[..., None]]:
     stop = threading.Event()
     threads: list[threading.Thread] = []
 
-    def start() -> None:
+    def start(**overrides: Any) -> None:
         options = ManagerOptions(
             provider="aws",
             kubeconfig=str(control_plane.kubeconfig),
@@ -55,7 +55,7 @@ def manager(
         )
         provider = AwsProvider(CloudConfig(), cluster_name=CLUSTER, cache_ttl=0.0, max_attempts=2)
         api = KubeApi(load_configuration(options.kubeconfig), qps=0)
-        running = ControllerManager(dataclasses.replace(options), provider, api)
+        running = ControllerManager(dataclasses.replace(options, **overrides), provider, api)
         thread = threading.Thread(target=running.run, args=(stop,), daemon=True)
         thread.start()
         threads.append(thread)
@@ -155,6 +155,46 @@ def test_nodes_and_a_load_balancer_through_the_whole_stack(
     assert balancers() == []
     groups = boto3.client("ec2").describe_security_groups()["SecurityGroups"]
     assert not [g for g in groups if g["GroupName"] == f"k8s-elb-{lb_name}"]
+
+
+def network_condition(api: KubeApi, name: str) -> tuple[str, str] | None:
+    for condition in Node(api.get(NODES, name)).raw["status"].get("conditions") or ():
+        if condition["type"] == "NetworkUnavailable":
+            return str(condition["status"]), str(condition["reason"])
+    return None
+
+
+def test_a_new_nodes_route_through_the_whole_stack(
+    kube_api: KubeApi, aws: EmulatorControl, manager: Callable[..., None]
+) -> None:
+    world = World()
+    (instance,) = world.instances(1, "us-east-1b")
+    name = register(kube_api, instance)  # as a kubelet registers it: tainted, no pod CIDR yet
+    manager(configure_cloud_routes=True, cluster_cidrs=("100.64.0.0/16",))
+
+    wait_for(
+        lambda: not Node(kube_api.get(NODES, name)).has_taint(UNINITIALIZED_TAINT),
+        what="the node initialised",
+    )
+    assert network_condition(kube_api, name) == ("True", "NoRouteCreated")
+
+    kube_api.patch(
+        NODES, name, {"spec": {"podCIDR": "100.64.7.0/24", "podCIDRs": ["100.64.7.0/24"]}}
+    )
+
+    def routed() -> str | None:
+        table = world.ec2.describe_route_tables(RouteTableIds=[world.route_table])
+        for route in table["RouteTables"][0]["Routes"]:
+            if route["DestinationCidrBlock"] == "100.64.7.0/24":
+                return str(route.get("InstanceId"))
+        return None
+
+    assert wait_for(routed, what="the route in the cluster's table") == instance["InstanceId"]
+    assert world.describe(instance["InstanceId"])["SourceDestCheck"] is False
+    wait_for(
+        lambda: network_condition(kube_api, name) == ("False", "RouteCreated"),
+        what="the node's network available",
+    )
 
 
 def test_an_invalid_annotation_is_a_warning_event_and_creates_nothing(

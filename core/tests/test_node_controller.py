@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ import urllib3
 from polyccm import cloudcalls
 from polyccm.cloud import NodeAddress
 from polyccm.controllers import nodeinfo
-from polyccm.kube.api import NODES, KubeApi
+from polyccm.kube.api import NODES, STRATEGIC_MERGE_PATCH, KubeApi
 from polyccm.metrics import REGISTRY
 from polyccm.objects import UNINITIALIZED_TAINT, Node
 from polyccm_testing.fake import FakeCloud
@@ -366,3 +367,51 @@ def test_lost_leadership_is_no_failure_to_initialise(
     assert not [
         r for r in caplog.records if r.levelno >= logging.WARNING and "orphaned" in r.getMessage()
     ]
+
+
+def network_condition(api: KubeApi, name: str) -> tuple[str, str] | None:
+    for condition in node(api, name).raw["status"].get("conditions") or ():
+        if condition["type"] == "NetworkUnavailable":
+            return condition["status"], condition["reason"]
+    return None
+
+
+def test_without_the_route_controller_no_network_condition_is_set(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    fake_cloud.add_instance("unrouted")
+    make_node(kube_api, "unrouted")
+    start_manager(fake_cloud, configure_cloud_routes=False)
+    wait_for(lambda: initialised(kube_api, "unrouted"), what="initialisation")
+    assert network_condition(kube_api, "unrouted") is None
+
+
+def test_a_network_condition_the_node_already_has_is_kept(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    fake_cloud.add_instance("cni-managed")
+    make_node(kube_api, "cni-managed")
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    kube_api.patch(  # as a CNI such as Calico reports its own network
+        NODES,
+        "cni-managed",
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "NetworkUnavailable",
+                        "status": "False",
+                        "reason": "CalicoIsUp",
+                        "message": "Calico is running on this node",
+                        "lastTransitionTime": now,
+                        "lastHeartbeatTime": now,
+                    }
+                ]
+            }
+        },
+        subresource="status",
+        patch_type=STRATEGIC_MERGE_PATCH,
+    )
+    start_manager(fake_cloud)
+    wait_for(lambda: initialised(kube_api, "cni-managed"), what="initialisation")
+    assert stays(lambda: network_condition(kube_api, "cni-managed") == ("False", "CalicoIsUp"), 1.5)

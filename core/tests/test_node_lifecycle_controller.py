@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
+import pytest
+from polyccm.errors import CapabilityNotImplemented
 from polyccm.kube.api import NODES, ApiError, KubeApi
 from polyccm.objects import SHUTDOWN_TAINT, Node
 from polyccm_testing.fake import FakeCloud
@@ -126,3 +129,21 @@ def test_a_node_registered_again_under_the_same_name_is_never_deleted(
         return current is not None and current.uid != first["metadata"]["uid"]
 
     assert stays(the_new_node_is_there, 2.0), "the new node was deleted in place of the old one"
+
+
+@pytest.mark.parametrize("bulk", [True, False], ids=["bulk", "one-by-one"])
+def test_a_provider_that_cannot_tell_shutdown_means_not_shut_down(
+    kube_api: KubeApi, start_manager: Any, caplog: pytest.LogCaptureFixture, bulk: bool
+) -> None:
+    cloud = FakeCloud(bulk=bulk)
+    operation = "instances_shutdown" if bulk else "instance_shutdown"
+    cloud.fail_always(operation, CapabilityNotImplemented("no shutdown state in this cloud"))
+    instance = cloud.add_instance("quiet", shutdown=True)
+    make_node(kube_api, "quiet", tainted=False, provider_id=instance.provider_id, ready=False)
+    caplog.set_level(logging.WARNING, logger="polyccm")
+    start_manager(cloud)
+    wait_for(lambda: cloud.count(operation) >= 3, what="several monitor passes")
+
+    current = node(kube_api, "quiet")
+    assert current is not None and not current.has_taint(SHUTDOWN_TAINT)
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("polyccm")] == []

@@ -7,7 +7,7 @@ from typing import Any
 
 from polyccm.cloud import Route
 from polyccm.kube.api import NODES, KubeApi
-from polyccm.objects import Node
+from polyccm.objects import UNINITIALIZED_TAINT, Node
 from polyccm_testing.fake import FakeCloud
 from polyccm_testing.kubeobjects import make_node, reasons_for, stays, wait_for
 
@@ -118,3 +118,49 @@ def test_steady_state_lists_routes_once_per_period_and_writes_nothing(
     assert stays(lambda: fake_cloud.count("create_route") == creates, 2.5)
     assert Node(kube_api.get(NODES, "steady")).resource_version == version
     assert fake_cloud.count("list_routes") <= 6
+
+
+def test_the_provider_is_given_the_node_each_route_is_for(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    instance = fake_cloud.add_instance("gce-like")
+    make_node(
+        kube_api,
+        "gce-like",
+        tainted=False,
+        provider_id=instance.provider_id,
+        pod_cidrs=("10.244.6.0/24",),
+        addresses=(("InternalIP", "10.0.0.6"),),
+    )
+    start_manager(fake_cloud)
+    wait_for(lambda: fake_cloud.route_targets, what="a route created")
+
+    ((name, target),) = fake_cloud.route_targets.items()
+    assert target.name == "gce-like" and target.uid in name
+    assert target.provider_id == instance.provider_id, "GCE finds zone and instance by it"
+    assert ("InternalIP", "10.0.0.6") in target.addresses
+
+
+def test_a_new_node_is_network_unavailable_until_its_route_exists(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    fake_cloud.add_instance("newcomer")
+    make_node(kube_api, "newcomer")  # tainted, no pod CIDR allocated yet
+    start_manager(fake_cloud)
+
+    def initialised() -> bool:
+        return not Node(kube_api.get(NODES, "newcomer")).has_taint(UNINITIALIZED_TAINT)
+
+    wait_for(initialised, what="the node initialised")
+    # Written before the taint came off, so never an initialised node without it.
+    assert network_condition(kube_api, "newcomer") == ("True", "NoRouteCreated")
+    assert stays(lambda: network_condition(kube_api, "newcomer") == ("True", "NoRouteCreated"), 1.5)
+
+    kube_api.patch(
+        NODES, "newcomer", {"spec": {"podCIDR": "10.244.9.0/24", "podCIDRs": ["10.244.9.0/24"]}}
+    )
+    wait_for(lambda: ("newcomer", "10.244.9.0/24") in routes(fake_cloud), what="its route")
+    wait_for(
+        lambda: network_condition(kube_api, "newcomer") == ("False", "RouteCreated"),
+        what="the route controller to flip the condition",
+    )

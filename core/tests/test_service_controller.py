@@ -6,10 +6,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from polyccm.controllers.service import needs_sync
 from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec, LeadershipLost, RetryAfter
 from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi
 from polyccm.objects import Service
-from polyccm_testing.fake import FakeCloud
+from polyccm_testing.fake import LOAD_BALANCER_ID_ANNOTATION, FakeCloud
 from polyccm_testing.kubeobjects import (
     events_for,
     make_node,
@@ -415,3 +416,88 @@ def test_lost_leadership_during_an_ensure_is_no_failure_on_the_service(
         lambda: "SyncLoadBalancerFailed" not in reasons_for(kube_api, namespace, "handed-over"),
         2.0,
     ), "an ensure cut short by lost leadership is left to the next leader, not reported"
+
+
+# -- annotations the provider asks for (LoadBalancerStatus.service_annotations) ---------------
+
+
+def lb_id(api: KubeApi, namespace: str, name: str) -> str:
+    current = service(api, namespace, name)
+    return current.annotations.get(LOAD_BALANCER_ID_ANNOTATION, "") if current else ""
+
+
+def test_provider_annotations_are_written_once_and_cost_no_second_ensure(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    make_service(kube_api, namespace, "tagged")
+    start_manager(fake_cloud)
+    written = wait_for(lambda: lb_id(kube_api, namespace, "tagged"), what="the provider's id")
+    balancer = fake_cloud.balancer_for(f"{namespace}/tagged")
+    assert balancer is not None and written == balancer.name
+    wait_for(lambda: ingress_ip(kube_api, namespace, "tagged"), what="an ingress IP")
+    assert stays(lambda: fake_cloud.count("ensure_load_balancer") == 1, 1.5), (
+        "our own annotation write must not trigger another ensure"
+    )
+
+    # A change that does need an ensure: the provider answers the same annotation, which the
+    # service already has, so nothing is written.
+    kube_api.patch(SERVICES, "tagged", {"metadata": {"annotations": {"a": "b"}}}, namespace)
+    version = service(kube_api, namespace, "tagged").resource_version  # type: ignore[union-attr]
+    wait_for(lambda: fake_cloud.count("ensure_load_balancer") == 2, what="the second ensure")
+    assert stays(
+        lambda: service(kube_api, namespace, "tagged").resource_version == version,  # type: ignore[union-attr]
+        1.5,
+    ), "annotations the service already has are not written again"
+    assert fake_cloud.count("ensure_load_balancer") == 2
+
+
+def test_a_write_during_the_ensure_neither_loses_the_annotations_nor_is_overwritten(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    def someone_writes(_subjects: tuple[str, ...]) -> None:
+        # The service changes while the cloud works: our write, guarded by the version we
+        # read, conflicts and is retried at once on the fresh service.
+        kube_api.patch(SERVICES, "busy", {"metadata": {"labels": {"team": "x"}}}, namespace)
+
+    fake_cloud.observe("ensure_load_balancer", someone_writes)
+    make_service(kube_api, namespace, "busy")
+    start_manager(fake_cloud)
+    wait_for(lambda: lb_id(kube_api, namespace, "busy"), timeout=4, what="no backoff round")
+    current = service(kube_api, namespace, "busy")
+    assert current is not None and current.raw["metadata"]["labels"] == {"team": "x"}
+    assert "SyncLoadBalancerFailed" not in reasons_for(kube_api, namespace, "busy")
+    assert stays(lambda: fake_cloud.count("ensure_load_balancer") == 1, 1.0)
+
+
+def test_an_annotation_the_user_removes_is_written_back(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    make_service(kube_api, namespace, "restored")
+    start_manager(fake_cloud)
+    first = wait_for(lambda: lb_id(kube_api, namespace, "restored"))
+    kube_api.patch(
+        SERVICES,
+        "restored",
+        {"metadata": {"annotations": {LOAD_BALANCER_ID_ANNOTATION: None}}},
+        namespace,
+    )
+    wait_for(lambda: fake_cloud.count("ensure_load_balancer") == 2, what="a resync")
+    assert wait_for(lambda: lb_id(kube_api, namespace, "restored")) == first
+
+
+def test_only_our_own_annotation_write_is_no_reason_to_sync() -> None:
+    def svc(annotations: dict[str, str]) -> Service:
+        return Service(
+            {
+                "metadata": {"name": "s", "namespace": "n", "uid": "u", "annotations": annotations},
+                "spec": {"type": "LoadBalancer"},
+            }
+        )
+
+    ours = {"cloud/id": "lb-1"}
+    bare, tagged = svc({}), svc({"cloud/id": "lb-1"})
+    assert not needs_sync(bare, tagged, written=ours), "our write"
+    assert needs_sync(bare, tagged), "someone else's write of the same annotation"
+    assert needs_sync(tagged, bare, written=ours), "removed by a user"
+    assert needs_sync(tagged, svc({"cloud/id": "lb-2"}), written=ours), "changed by a user"
+    assert needs_sync(bare, svc({"cloud/id": "lb-1", "x": "y"}), written=ours), "and another"

@@ -202,9 +202,9 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
     # -- the provider -----------------------------------------------------------------------
 
     def initialize(self, context: ProviderContext) -> None:
-        self._note("initialize")
-        with self._lock:
+        with self._lock:  # first, so that an observer of "initialize" sees it
             self.contexts.append(context)
+        self._note("initialize")
 
     # -- capabilities -----------------------------------------------------------------------
 

@@ -216,9 +216,7 @@ class AwsRoutes(Routes):
     def create_route(
         self, cluster_name: str, name_hint: str, route: Route, *, target: Node
     ) -> None:
-        instance_id = self._directory.remember_node(target) or self._instance_for(
-            route.target_node
-        )
+        instance_id = self._directory.remember_node(target) or self._instance_for(route.target_node)
         instance = self._store.by_ids([instance_id]).get(instance_id)
         if instance is None or state_of(instance) == "terminated":
             raise InstanceNotFound(f"instance {instance_id} of node {route.target_node!r} is gone")
