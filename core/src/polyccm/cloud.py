@@ -147,7 +147,10 @@ class InstancesV2(ABC):
 
     @abstractmethod
     def instance_shutdown(self, node: Node) -> bool:
-        """Whether the instance is shut down (stopped, powered off) but still exists."""
+        """Whether the instance is shut down (stopped, powered off) but still exists. Raise
+        :class:`~polyccm.errors.CapabilityNotImplemented` when the cloud cannot tell: the
+        node-lifecycle controller then takes the instance for running (as upstream reads
+        ``NotImplemented``), without a taint or a warning."""
 
     @abstractmethod
     def instance_metadata(self, node: Node) -> InstanceMetadata:
@@ -287,8 +290,11 @@ class CloudProvider:
 
     def initialize(self, context: ProviderContext) -> None:
         """Called once per leadership term, before the term's controllers start. Keep what you
-        need from ``context`` (the caches replace any listing of your own); an exception ends
-        the term and gives the lease up."""
+        need from ``context`` (the caches replace any listing of your own; a handler added to
+        them first replays every cached object); an exception ends the term and gives the
+        lease up, and the manager campaigns again after a pause. The capability accessors may
+        be called before (the manager builds the term's controllers from them), so build the
+        capabilities in the constructor and connect them to the caches here."""
 
     def instances_v2(self) -> InstancesV2 | None:
         """The instances capability, or ``None``."""
