@@ -12,7 +12,13 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from polyccm_gce.emulator.errors import Invalid, NotFound, OperationFailure, ResourceInUse
+from polyccm_gce.emulator.errors import (
+    Invalid,
+    NotFound,
+    OperationFailure,
+    Required,
+    ResourceInUse,
+)
 from polyccm_gce.emulator.models.base import ProjectBase, Resource, check_name, reference
 from polyccm_gce.emulator.models.common import Link, new_id, timestamp
 from polyccm_gce.emulator.models.geography import REGIONS
@@ -351,7 +357,10 @@ class NetworkMixin(ProjectBase):
                 "Invalid value for field 'resource': ''. "
                 "Exactly one of the next hop fields must be specified."
             )
-        priority = int(body.get("priority", 1000))
+        if body.get("priority") is None:
+            # The discovery document marks it required for routes.insert.
+            raise Required("resource.priority")
+        priority = int(body["priority"])
         if not 0 <= priority <= 65535:
             raise Invalid(f"Invalid value for field 'resource.priority': '{priority}'.")
         stored: dict[str, Any] = {
@@ -453,7 +462,10 @@ class NetworkMixin(ProjectBase):
     def change_firewall(self, name: str, body: dict[str, Any], *, replace: bool) -> Operation:
         """``firewalls.update`` (``replace``: every mutable field from ``body``) or ``patch``."""
         firewall = self.find("global", "firewalls", name)
-        if "name" in body and body["name"] != name:
+        if not body.get("name"):
+            # Required for update and patch alike, as the discovery document says.
+            raise Required("resource.name")
+        if body["name"] != name:
             raise Invalid(f"Invalid value for field 'resource.name': '{body['name']}'.")
         fields = self._firewall_fields(
             {"network": firewall.body["network"], **body} if replace else body,

@@ -1,0 +1,303 @@
+"""Test support for GCE: run the emulator, and make VMs through its API as a user would.
+
+* :func:`emulator_thread` serves the emulator in this process (fast: for unit tests);
+  :func:`emulator_process` runs it as ``polyccm-dev up --cloud gce`` does.
+* :class:`ComputeApi` is a plain-HTTP client of the compute API (standard library only) with
+  helpers that create, stop, start and delete instances and wait for their operations.
+* :func:`sdk_client` builds a google-cloud-compute client aimed at the emulator, with its
+  operation polling aimed there too (the SDK's own polling clients ignore a custom endpoint).
+
+Nothing here talks to anything but the loopback emulator it is given.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from polyccm_gce.emulator.control import EmulatorControl
+from polyccm_gce.emulator.settings import EmulatorSettings
+
+PROJECT = EmulatorSettings().project
+ZONE = "us-central1-a"
+REGION = "us-central1"
+#: Any bearer token passes the emulator; the metadata server hands out others.
+TEST_TOKEN = "polyccm-test-token"
+
+#: Settings for tests: operations that take tens of milliseconds, not seconds.
+FAST = EmulatorSettings(
+    pending_seconds=0.01,
+    running_seconds=0.03,
+    route_running_seconds=0.05,
+    route_inserts_per_second=1000.0,
+    route_insert_burst=1000,
+)
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RunningEmulator:
+    """An emulator that answers on ``endpoint`` (``http://127.0.0.1:PORT``)."""
+
+    endpoint: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    """The variables ``polyccm-dev`` exports for it (only for :func:`emulator_process`)."""
+    app: Any = None
+    """The :class:`~polyccm_gce.emulator.server.ComputeEmulator` (only in-process)."""
+
+    @property
+    def control(self) -> EmulatorControl:
+        return EmulatorControl(self.endpoint)
+
+    def api(self, project: str = PROJECT) -> ComputeApi:
+        return ComputeApi(self.endpoint, project)
+
+
+@contextmanager
+def emulator_thread(settings: EmulatorSettings | None = None) -> Iterator[RunningEmulator]:
+    """The emulator served from a thread of this process on a free loopback port."""
+    import copy
+
+    from werkzeug.serving import make_server
+
+    from polyccm_gce.emulator.server import ComputeEmulator
+
+    app = ComputeEmulator(copy.deepcopy(settings or FAST))
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, name="gce-emulator", daemon=True)
+    thread.start()
+    try:
+        yield RunningEmulator(f"http://127.0.0.1:{server.server_port}", app=app)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@contextmanager
+def emulator_process(state_dir: Path) -> Iterator[RunningEmulator]:
+    """The emulator as the plugin launches it for ``polyccm-dev up --cloud gce``."""
+    from polyccm_gce.plugin import emulator_launch
+
+    port = free_port()
+    launch = emulator_launch(port, state_dir)
+    log_path = state_dir / "gce-emulator.log"
+    endpoint = f"http://127.0.0.1:{port}"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(list(launch.argv), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    with urllib.request.urlopen(endpoint + launch.health_path, timeout=2):
+                        break
+                except OSError:
+                    if process.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"GCE emulator did not start; see {log_path}") from None
+                    time.sleep(0.1)
+            yield RunningEmulator(endpoint, env=dict(launch.env))
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+class ComputeApiError(Exception):
+    """An error answer of the API: HTTP ``status`` and Google's error ``body``."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        self.status = status
+        self.body = body
+        error = body.get("error", {}) if isinstance(body, dict) else {}
+        reasons = [item.get("reason") for item in error.get("errors", [])]
+        self.reason = reasons[0] if reasons else None
+        super().__init__(f"{status} {self.reason}: {error.get('message', body)}")
+
+
+class OperationError(Exception):
+    """An operation ended DONE with ``error`` set."""
+
+    def __init__(self, operation: dict[str, Any]) -> None:
+        self.operation = operation
+        self.codes = [item.get("code") for item in operation["error"].get("errors", [])]
+        super().__init__(f"operation {operation['name']} failed: {operation['error']}")
+
+
+class ComputeApi:
+    """A plain-HTTP client of the emulated compute v1 API for one project."""
+
+    def __init__(self, endpoint: str, project: str = PROJECT, token: str = TEST_TOKEN) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.project = project
+        self.token = token
+
+    @property
+    def base(self) -> str:
+        return f"{self.endpoint}/compute/v1/projects/{self.project}/"
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Call ``path`` (below ``projects/<project>/``, or a full URL); the decoded answer, or
+        :class:`ComputeApiError`."""
+        url = path if path.startswith("http") else self.base + path
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        request = urllib.request.Request(
+            url,
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            payload = error.read()
+            try:
+                decoded = json.loads(payload)
+            except ValueError:
+                decoded = {"raw": payload.decode("utf-8", "replace")}
+            raise ComputeApiError(error.code, decoded) from None
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.request("GET", path, params=params or None)
+
+    def list_all(self, path: str, **params: Any) -> list[dict[str, Any]]:
+        """Every item of a list, following nextPageToken."""
+        items: list[dict[str, Any]] = []
+        while True:
+            page = self.get(path, **params)
+            items += page.get("items", [])
+            if not page.get("nextPageToken"):
+                return items
+            params["pageToken"] = page["nextPageToken"]
+
+    def wait(self, operation: dict[str, Any], *, check: bool = True) -> dict[str, Any]:
+        """``operations.wait`` until DONE; :class:`OperationError` if it failed (``check``)."""
+        while operation["status"] != "DONE":
+            operation = self.request("POST", operation["selfLink"] + "/wait")
+        if check and operation.get("error"):
+            raise OperationError(operation)
+        return operation
+
+    def do(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        """A mutation, waited for."""
+        return self.wait(self.request(method, path, body))
+
+    def create_instance(
+        self,
+        name: str,
+        *,
+        zone: str = ZONE,
+        machine_type: str = "e2-medium",
+        external_ip: bool = True,
+        labels: Mapping[str, str] | None = None,
+        tags: list[str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        can_ip_forward: bool = True,
+        network: str | None = None,
+        subnetwork: str | None = None,
+    ) -> dict[str, Any]:
+        """``instances.insert``, waited for; the instance as ``get`` shows it (RUNNING)."""
+        nic: dict[str, Any] = {}
+        if network:
+            nic["network"] = network
+        if subnetwork:
+            nic["subnetwork"] = subnetwork
+        if external_ip:
+            nic["accessConfigs"] = [{"type": "ONE_TO_ONE_NAT", "name": "External NAT"}]
+        body: dict[str, Any] = {
+            "name": name,
+            "machineType": f"zones/{zone}/machineTypes/{machine_type}",
+            "networkInterfaces": [nic],
+            "disks": [
+                {
+                    "boot": True,
+                    "autoDelete": True,
+                    "initializeParams": {
+                        "sourceImage": "projects/debian-cloud/global/images/debian-12"
+                    },
+                }
+            ],
+            "canIpForward": can_ip_forward,
+        }
+        if labels:
+            body["labels"] = dict(labels)
+        if tags:
+            body["tags"] = {"items": list(tags)}
+        if metadata:
+            body["metadata"] = {"items": [{"key": k, "value": v} for k, v in metadata.items()]}
+        self.do("POST", f"zones/{zone}/instances", body)
+        instance: dict[str, Any] = self.get(f"zones/{zone}/instances/{name}")
+        return instance
+
+    def delete_instance(self, name: str, *, zone: str = ZONE) -> None:
+        self.do("DELETE", f"zones/{zone}/instances/{name}")
+
+    def stop_instance(self, name: str, *, zone: str = ZONE) -> None:
+        self.do("POST", f"zones/{zone}/instances/{name}/stop")
+
+    def start_instance(self, name: str, *, zone: str = ZONE) -> None:
+        self.do("POST", f"zones/{zone}/instances/{name}/start")
+
+
+_Client = TypeVar("_Client")
+
+#: The polling client each kind of google-cloud-compute operation uses.
+_OPERATION_CLIENTS = {
+    "zone_operations": "ZoneOperationsClient",
+    "region_operations": "RegionOperationsClient",
+    "global_operations": "GlobalOperationsClient",
+}
+
+
+def sdk_client(client_class: type[_Client], endpoint: str, credentials: Any = None) -> _Client:
+    """A google-cloud-compute client (``compute_v1.InstancesClient``...) for the emulator at
+    ``endpoint``, over REST, whose ExtendedOperation polling reaches the emulator as well.
+
+    The SDK builds its polling clients (zone, region, global operations) lazily with default
+    options, which would send ``operation.result()`` to compute.googleapis.com; they are built
+    here with the same endpoint and credentials instead. ``credentials`` defaults to a fixed
+    bearer token.
+    """
+    from google.api_core.client_options import ClientOptions
+    from google.cloud import compute_v1
+    from google.oauth2.credentials import Credentials
+
+    if credentials is None:
+        credentials = Credentials(token=TEST_TOKEN)  # type: ignore[no-untyped-call]
+    options = ClientOptions(api_endpoint=endpoint)
+    client = client_class(  # type: ignore[call-arg]
+        credentials=credentials, client_options=options, transport="rest"
+    )
+    polling = client._transport._extended_operations_services  # type: ignore[attr-defined]
+    for key, class_name in _OPERATION_CLIENTS.items():
+        polling[key] = getattr(compute_v1, class_name)(
+            credentials=credentials, client_options=options, transport="rest"
+        )
+    return client
