@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from polyccm_digitalocean.emulator.app import EmulatorApp
 from polyccm_digitalocean.emulator.control import EmulatorControl
 from polyccm_digitalocean.plugin import CA_BUNDLE_VARIABLE, emulator_launch
 
@@ -103,31 +104,11 @@ class ApiError(RuntimeError):
         self.answer = answer
 
 
-class DigitalOceanApi:
-    """A minimal client of the DigitalOcean API (the emulator's, or any with the same paths),
-    for setting up tests: plain JSON over https with a bearer token, nothing hidden."""
-
-    def __init__(self, env: Mapping[str, str]) -> None:
-        self.endpoint = env["DO_OVERRIDE_URL"].rstrip("/")
-        self._token = env["DO_ACCESS_TOKEN"]
-        self._context = ssl.create_default_context(cafile=env.get(CA_BUNDLE_VARIABLE))
+class _Requests:
+    """What both API clients offer on top of their ``call``."""
 
     def call(self, method: str, path: str, body: object | None = None) -> Answer:
-        """One request; any status comes back as an :class:`Answer`."""
-        request = urllib.request.Request(
-            self.endpoint + path,
-            data=None if body is None else json.dumps(body).encode(),
-            method=method,
-            headers={"Authorization": f"Bearer {self._token}",
-                     "Content-Type": "application/json"},
-        )  # fmt: skip
-        try:
-            with urllib.request.urlopen(request, timeout=30, context=self._context) as response:
-                raw, status, headers = response.read(), response.status, response.headers
-        except urllib.error.HTTPError as error:
-            raw, status, headers = error.read(), error.code, error.headers
-        parsed = json.loads(raw) if raw else None
-        return Answer(status, {k.lower(): v for k, v in headers.items()}, parsed)
+        raise NotImplementedError
 
     def ok(self, method: str, path: str, body: object | None = None) -> Any:
         """The body of a successful request; :class:`ApiError` otherwise."""
@@ -182,3 +163,80 @@ class DigitalOceanApi:
 
     def delete_droplet(self, droplet_id: int) -> None:
         self.ok("DELETE", f"/v2/droplets/{droplet_id}")
+
+
+class DigitalOceanApi(_Requests):
+    """A minimal client of the DigitalOcean API (the emulator's, or any with the same paths),
+    for setting up tests: plain JSON over https with a bearer token, nothing hidden."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.endpoint = env["DO_OVERRIDE_URL"].rstrip("/")
+        self._token = env["DO_ACCESS_TOKEN"]
+        self._context = ssl.create_default_context(cafile=env.get(CA_BUNDLE_VARIABLE))
+
+    def call(self, method: str, path: str, body: object | None = None) -> Answer:
+        """One request; any status comes back as an :class:`Answer`."""
+        request = urllib.request.Request(
+            self.endpoint + path,
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers={"Authorization": f"Bearer {self._token}",
+                     "Content-Type": "application/json"},
+        )  # fmt: skip
+        try:
+            with urllib.request.urlopen(request, timeout=30, context=self._context) as response:
+                raw, status, headers = response.read(), response.status, response.headers
+        except urllib.error.HTTPError as error:
+            raw, status, headers = error.read(), error.code, error.headers
+        parsed = json.loads(raw) if raw else None
+        return Answer(status, {k.lower(): v for k, v in headers.items()}, parsed)
+
+
+class LocalApi(_Requests):
+    """The same requests answered in-process by an :class:`EmulatorApp` (no socket, no TLS
+    handshake: for fast tests of the emulator itself). ``token`` and ``scheme`` may be changed
+    per call to see how the API answers a missing token or plain http."""
+
+    TOKEN = "dop_v1_local0test0token"
+
+    def __init__(self, app: EmulatorApp) -> None:
+        from werkzeug.test import Client
+
+        self.app = app
+        self.client = Client(app)
+        self.last: Any = None
+        """The last werkzeug test response."""
+        self.sent: Any = None
+        """The last request, as a werkzeug request whose body can still be read."""
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: object | None = None,
+        *,
+        token: str | None = TOKEN,
+        scheme: str = "https",
+    ) -> Answer:
+        from werkzeug.test import EnvironBuilder
+        from werkzeug.wrappers import Request
+
+        def build() -> EnvironBuilder:
+            return EnvironBuilder(
+                path,
+                method=method,
+                base_url=f"{scheme}://127.0.0.1:8443",
+                headers={"Authorization": f"Bearer {token}"} if token is not None else {},
+                data=None if body is None else json.dumps(body),
+                content_type="application/json" if body is not None else None,
+            )
+
+        self.sent = Request(build().get_environ())
+        response = self.client.open(build())
+        raw = response.get_data()
+        self.last = response
+        return Answer(
+            response.status_code,
+            {k.lower(): v for k, v in response.headers.items()},
+            json.loads(raw) if raw else None,
+        )
