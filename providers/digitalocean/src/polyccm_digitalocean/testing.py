@@ -221,12 +221,14 @@ class LocalApi(_Requests):
         from werkzeug.test import EnvironBuilder
         from werkzeug.wrappers import Request
 
+        headers = [("Authorization", f"Bearer {token}")] if token is not None else []
+
         def build() -> EnvironBuilder:
             return EnvironBuilder(
                 path,
                 method=method,
                 base_url=f"{scheme}://127.0.0.1:8443",
-                headers={"Authorization": f"Bearer {token}"} if token is not None else {},
+                headers=headers,
                 data=None if body is None else json.dumps(body),
                 content_type="application/json" if body is not None else None,
             )
