@@ -4,13 +4,13 @@ runs the selected controllers for one leadership term at a time.
 Controllers are wired from one table, :data:`CONTROLLERS`, mapping each stable name to a
 constructor that returns ``None`` when the provider lacks the capability (the controller then
 logs that and does not start); the provider's own controllers (``polyccm_register_controllers``)
-join that table for the process, selected and run the same way. A term starts fresh informers, waits for them to sync, hands
-them to the provider's ``initialize`` (a provider that fails there ends the term: the lease is
-given up, and the next campaign waits a growing pause), runs every controller until the lease is
-lost or the process is asked to stop, and waits for each worker to finish the item in hand; the
-manager then campaigns again, so losing the lease never needs a restart. Without leader
-election the term is the process's life: a term that ends on its own (caches that never sync,
-a failed ``initialize``) ends the process with status 1.
+join that table for the process, selected and run the same way. A term starts fresh informers,
+waits for them to sync, hands them to the provider's ``initialize`` (a provider that fails there
+ends the term: the lease is given up, and the next campaign waits a growing pause), runs every
+controller until the lease is lost or the process is asked to stop, and waits for each worker to
+finish the item in hand; the manager then campaigns again, so losing the lease never needs a
+restart. Without leader election the term is the process's life: a term that ends on its own
+(caches that never sync, a failed ``initialize``) ends the process with status 1.
 
 Leadership loss is bounded three ways. Cloud calls stop first, by time: the elector's
 :data:`~polyccm.cloudcalls.FENCE` refuses every call from ``renew_deadline`` after the last
