@@ -108,7 +108,7 @@ class Discovery:
             converted = _convert(schema)
             properties = schema.get("properties", {})
             if name == "Operation":
-                wanted = ALWAYS_ON_RESOURCES[:2] + ("name", "selfLink") + ALWAYS_ON_OPERATIONS
+                wanted = ("kind", "id", "name", "selfLink", *ALWAYS_ON_OPERATIONS)
             elif "items" in properties and "nextPageToken" in properties:
                 wanted = ALWAYS_ON_LISTS
             elif "selfLink" in properties and "kind" in properties:

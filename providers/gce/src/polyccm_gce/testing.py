@@ -81,7 +81,12 @@ def emulator_thread(settings: EmulatorSettings | None = None) -> Iterator[Runnin
 
     app = ComputeEmulator(copy.deepcopy(settings or FAST))
     server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, name="gce-emulator", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.05},
+        name="gce-emulator",
+        daemon=True,
+    )
     thread.start()
     try:
         yield RunningEmulator(f"http://127.0.0.1:{server.server_port}", app=app)

@@ -140,9 +140,8 @@ class ComputeEmulator:
         self, request: Request, method: ApiMethod, params: dict[str, str], project_id: str
     ) -> tuple[int, Any]:
         settings = self.settings
-        if settings.require_auth and not request.headers.get("Authorization", "").startswith(
-            "Bearer "
-        ):
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if settings.require_auth and (scheme != "Bearer" or not token.strip()):
             raise Unauthenticated()
         fault = self.misbehaviour.take_fault(method.id)
         if fault is not None and fault.latency:

@@ -163,6 +163,7 @@ class ProjectBase:
         #: Set by the HTTP layer for one request: the next operation fails with this error.
         self.operation_fault: OperationFault | None = None
         self._external_used: set[ipaddress.IPv4Address] = set()
+        self._external_cursor = 0
 
     # -- storage ---------------------------------------------------------------------------
 
@@ -334,10 +335,15 @@ class ProjectBase:
 
     def allocate_external(self) -> str:
         """A free external address (ephemeral, or for a new static address)."""
-        for offset in range(1, EXTERNAL_POOL.num_addresses - 1):
+        # From a cursor that moves on, so an address given back is not handed out again at
+        # once: a restarted instance gets a new ephemeral address, as on GCE.
+        size = EXTERNAL_POOL.num_addresses - 2
+        for step in range(size):
+            offset = 1 + (self._external_cursor + step) % size
             address = EXTERNAL_POOL.network_address + offset
             if address not in self._external_used:
                 self._external_used.add(address)
+                self._external_cursor = offset
                 return str(address)
         raise OperationFailure("IP_SPACE_EXHAUSTED", "No external address is left.", 400)
 
