@@ -81,7 +81,14 @@ class InstancesMixin(GeographyMixin, NetworkMixin, ProjectBase):
             {"key": str(item["key"]), "value": str(item.get("value", ""))}
             for item in (body.get("metadata") or {}).get("items", [])
         ]
-        interfaces = [self._interface(zone, index, nic) for index, nic in enumerate(requested)]
+        interfaces: list[dict[str, Any]] = []
+        try:
+            for index, nic in enumerate(requested):
+                interfaces.append(self._interface(zone, index, nic))
+        except Exception:
+            # A later interface was refused: give back what the earlier ones took.
+            self._release_interfaces(interfaces)
+            raise
         stored: dict[str, Any] = {
             "name": name,
             "description": body.get("description", ""),
@@ -182,7 +189,7 @@ class InstancesMixin(GeographyMixin, NetworkMixin, ProjectBase):
         elif subnet is not None:
             network_link = Link(subnet.body["network"])
         else:
-            network_link = Link(self.path("global", "networks", "default"))
+            network_link = Link(self.path("global", "networks", self.settings.network))
         network = self.require_network(network_link)
         if subnet is None and "IPv4Range" not in network.body:
             subnet = next(
@@ -300,9 +307,15 @@ class InstancesMixin(GeographyMixin, NetworkMixin, ProjectBase):
 
     def _release(self, instance: Resource) -> None:
         self._release_nat(instance, keep_static=False)
-        for nic in instance.body["networkInterfaces"]:
+        self._release_interfaces(instance.body["networkInterfaces"])
+
+    def _release_interfaces(self, interfaces: list[dict[str, Any]]) -> None:
+        for nic in interfaces:
             pool = nic.get("subnetwork") or nic["network"]
             self.release_internal(pool, nic["networkIP"])
+            for config in nic.get("accessConfigs", []):
+                if config.get("natIP") and self._static_address(config["natIP"]) is None:
+                    self.release_external(config["natIP"])
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -443,7 +443,9 @@ class NetworkMixin(ProjectBase):
                     "Invalid value for field 'resource': ''. "
                     "A firewall must have an allowed or a denied rule."
                 )
-            fields.setdefault("network", Link(self.path("global", "networks", "default")))
+            fields.setdefault(
+                "network", Link(self.path("global", "networks", self.settings.network))
+            )
             self.require_link(fields["network"])
             fields.setdefault("priority", 1000)
             fields.setdefault("direction", "INGRESS")
