@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from google.cloud import compute_v1
 from google.oauth2.credentials import Credentials
 from polyccm_gce.emulator.server import Exchange
@@ -126,3 +127,38 @@ def test_legacy_http_health_checks_are_reached_with_googleapiclient(
     assert done["status"] == "DONE"
     listed = compute.httpHealthChecks().list(project=project, filter="name eq k8s-.*").execute()
     assert [item["name"] for item in listed["items"]] == ["k8s-demo-node"]
+
+
+def test_the_sdk_raises_its_own_exceptions_for_the_emulators_errors(
+    emulator: RunningEmulator,
+) -> None:
+    # What a provider's error handling meets: a 409 insert is Conflict (upstream counts it as
+    # success), a failed operation raises from result(), a rate limit is Forbidden.
+    from google.api_core import exceptions
+
+    api = emulator.api()
+    api.create_instance("node-a")
+    routes = sdk_client(compute_v1.RoutesClient, emulator.endpoint)
+
+    def route(name: str, instance: str) -> compute_v1.Route:
+        return compute_v1.Route(
+            name=name,
+            network="global/networks/default",
+            dest_range="10.64.0.0/24",
+            next_hop_instance=f"zones/{ZONE}/instances/{instance}",
+            priority=1000,
+            description="k8s-node-route",
+        )
+
+    routes.insert(project=api.project, route_resource=route("r-a", "node-a")).result(timeout=30)
+    with pytest.raises(exceptions.Conflict):
+        routes.insert(project=api.project, route_resource=route("r-a", "node-a"))
+    failing = routes.insert(project=api.project, route_resource=route("r-b", "ghost"))
+    with pytest.raises(exceptions.NotFound):
+        failing.result(timeout=30)
+    emulator.control.inject(
+        "compute.routes.list", status=403, reason="rateLimitExceeded", message="Rate Limit Exceeded"
+    )
+    with pytest.raises(exceptions.Forbidden) as caught:
+        list(routes.list(project=api.project))
+    assert caught.value.errors[0]["reason"] == "rateLimitExceeded"
