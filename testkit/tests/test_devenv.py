@@ -40,7 +40,12 @@ PLUGIN_SCRIPT = textwrap.dedent(
         (root / "health").write_text("ok")
         argv = [sys.executable, "-m", "http.server", "--bind", "127.0.0.1",
                 "--directory", str(root), str(port)]
-        return EmulatorLaunch(argv, {"TESTCLOUD_ENDPOINT": f"http://127.0.0.1:{port}"}, "/health")
+        return EmulatorLaunch(
+            argv,
+            {"TESTCLOUD_ENDPOINT": f"http://127.0.0.1:{port}"},
+            "/health",
+            files={"testcloud.conf": f"endpoint = http://127.0.0.1:{port}"},
+        )
 
 
     def broken(port, state_dir):
@@ -113,6 +118,15 @@ def test_up_writes_an_env_file_with_kubeconfig_and_the_emulator_endpoint(state_d
     assert env["KUBECONFIG"] == str(state_dir / "kubeconfig")
     with urllib.request.urlopen(env["TESTCLOUD_ENDPOINT"] + "/health", timeout=10) as answer:
         assert answer.read() == b"ok"
+
+
+def test_up_writes_the_files_an_emulator_asks_for_readable_by_its_owner_only(
+    state_dir: Path,
+) -> None:
+    config = state_dir / "testcloud.conf"
+    endpoint = state_files.read_env(state_dir / "env")["TESTCLOUD_ENDPOINT"]
+    assert config.read_text() == f"endpoint = {endpoint}"
+    assert config.stat().st_mode & 0o777 == 0o600
 
 
 def test_status_lists_every_component_alive_and_exits_0(dev: Path, state_dir: Path) -> None:
@@ -229,7 +243,7 @@ def test_status_reports_a_dead_component_and_down_stops_everything(
     assert down.returncode == 0, down.stderr
     for item in components:
         assert not processes.is_alive(item.pid, item.start_time), f"{item.name} still runs"
-    for name in ("state.json", "env", "kubeconfig", "tokens.csv", "pki", "etcd"):
+    for name in ("state.json", "env", "kubeconfig", "tokens.csv", "pki", "etcd", "testcloud.conf"):
         assert not (state_dir / name).exists(), f"{name} left behind"
     assert (state_dir / "logs" / "kube-apiserver.log").exists()
     assert run(dev, "status", "--state-dir", str(state_dir)).returncode == 1

@@ -149,6 +149,9 @@ class EmulatorLaunch:
     """Variables written to the state dir's ``env`` file for the provider (endpoint, fake keys)."""
     health_path: str = "/"
     """Path polled over HTTP until the emulator answers (any status below 500)."""
+    files: Mapping[str, str] = field(default_factory=dict)
+    """Files the provider needs beside the variables (for example ``gce.conf``), by name in the
+    state directory: written (mode 0600) once the emulator answers, removed by ``down``."""
 
 
 EmulatorLauncher = Callable[[int, Path], EmulatorLaunch]

@@ -25,18 +25,18 @@ def emulator_launch(port: int, state_dir: Path) -> EmulatorLaunch:
     point google-auth and google-cloud-compute at it (see
     :func:`polyccm_gce.emulator.launch_environment`).
 
-    The launch contract has no place for files, so ``DIR/gce.conf`` (project-id, network-name,
-    api-endpoint) is written here, beside the ``env`` that polyccm-dev writes.
+    polyccm-dev writes ``DIR/gce.conf`` (project-id, network-name, api-endpoint) beside the
+    ``env`` file, and removes it on ``down``.
     """
     from polyccm_gce.emulator.devconfig import CONFIG_FILE, dev_config, launch_environment
 
     env = launch_environment(port, state_dir)
     Path(env["CLOUDSDK_CONFIG"]).mkdir(parents=True, exist_ok=True)
-    (state_dir / CONFIG_FILE).write_text(dev_config(port))
     return EmulatorLaunch(
         argv=[sys.executable, "-m", "polyccm_gce.emulator", "--port", str(port)],
         env=env,
         health_path="/_polyccm/health",
+        files={CONFIG_FILE: dev_config(port)},
     )
 
 

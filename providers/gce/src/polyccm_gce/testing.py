@@ -117,6 +117,8 @@ def emulator_process(state_dir: Path) -> Iterator[RunningEmulator]:
                     if process.poll() is not None or time.monotonic() > deadline:
                         raise RuntimeError(f"GCE emulator did not start; see {log_path}") from None
                     time.sleep(0.1)
+            for name, content in launch.files.items():  # as polyccm-dev writes them
+                (state_dir / name).write_text(content)
             yield RunningEmulator(endpoint, env=dict(launch.env))
         finally:
             process.terminate()

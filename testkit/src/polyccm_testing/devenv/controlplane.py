@@ -218,6 +218,8 @@ def stop(state_dir: Path | str) -> bool:
         recorded = _load(directory)
         if recorded is not None:
             _stop_components(recorded.components)
+            for file_name in recorded.emulator_files:
+                (directory / file_name).unlink(missing_ok=True)
         state_files.remove_runtime_files(directory)
     return recorded is not None
 
@@ -642,6 +644,15 @@ class _Launcher:
             )
         except processes.NotReadyError as error:
             raise _failure(component, str(error)) from None
+        for file_name, content in launch.files.items():
+            target = self.directory / file_name
+            if target.parent != self.directory:
+                raise ControlPlaneError(
+                    f"the {name} emulator asked for a file outside the state dir: {file_name!r}"
+                )
+            target.touch(mode=0o600)
+            target.write_text(content)
+            self.recorded.emulator_files.append(file_name)
         self.recorded.emulator_env[name] = dict(launch.env)
         state_files.save(self.directory, self.recorded)
 

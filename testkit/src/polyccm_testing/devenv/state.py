@@ -76,6 +76,8 @@ class DevState:
     components: list[Component] = field(default_factory=list)
     emulator_env: dict[str, dict[str, str]] = field(default_factory=dict)
     """Per cloud, the variables its emulator asked to export."""
+    emulator_files: list[str] = field(default_factory=list)
+    """Files the emulators asked to have written into the state dir (removed by ``down``)."""
     started_at: float = 0.0
 
     def component(self, name: str) -> Component | None:
@@ -95,6 +97,7 @@ class DevState:
                 for cloud, env in data.get("emulator_env", {}).items()
             },
             started_at=float(data.get("started_at", 0.0)),
+            emulator_files=[str(name) for name in data.get("emulator_files", [])],
         )
 
 
