@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from polyccm.hookspecs import hookimpl
-from polyccm.plugins import EmulatorLaunch, EmulatorRegistry, ProviderRegistry
+from polyccm.plugins import EmulatorLaunch, EmulatorRegistry, ProviderRegistry, ProviderSettings
+
+if TYPE_CHECKING:
+    from polyccm.cloud import CloudProvider
 
 PROVIDER = "digitalocean"
 #: The bearer token the emulator launched by polyccm-dev accepts (and the only one): fake, and
@@ -25,6 +29,16 @@ CA_BUNDLE_VARIABLE = "REQUESTS_CA_BUNDLE"
 def polyccm_register_providers(registry: ProviderRegistry) -> None:
     """Register the provider name ``digitalocean``."""
     registry.register(PROVIDER, "DigitalOcean (droplets and load balancers)")
+
+
+@hookimpl
+def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
+    """Build the DigitalOcean provider from the environment (``None`` for other providers)."""
+    if settings.provider != PROVIDER:
+        return None
+    from polyccm_digitalocean.provider import DigitalOceanProvider
+
+    return DigitalOceanProvider.from_environment()
 
 
 def emulator_launch(
@@ -53,6 +67,8 @@ def emulator_launch(
             "DO_OVERRIDE_URL": f"https://127.0.0.1:{port}",
             "DO_ACCESS_TOKEN": EMULATOR_TOKEN,
             CA_BUNDLE_VARIABLE: str(keys.ca_cert),
+            # The droplet metadata service (plain http, as DigitalOcean's link-local one).
+            "DO_METADATA_URL": f"http://127.0.0.1:{port}/metadata/v1/",
         },
         health_path="/_polyccm/health",
     )

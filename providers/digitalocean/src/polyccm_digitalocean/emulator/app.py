@@ -18,6 +18,9 @@ Control endpoints (no token, http or https):
 * ``POST /_polyccm/reset``: every resource, call count, fault and rate budget forgotten;
 * ``GET /_polyccm/validation``: the answers that did not match the document (with
   ``validate_responses``), ``DELETE`` forgets them.
+
+and, over plain http like DigitalOcean's link-local one, the droplet metadata service's
+``GET /metadata/v1/region`` (the region a provider without ``REGION`` asks for).
 """
 
 from __future__ import annotations
@@ -50,6 +53,10 @@ from polyccm_digitalocean.emulator.timers import Clock
 from polyccm_digitalocean.emulator.urls import Route, url_map
 
 CONTROL = "/_polyccm/"
+#: The droplet metadata service (``http://169.254.169.254/metadata/v1/`` on DigitalOcean),
+#: describing a droplet polyccm would run on: plain text, no token.
+METADATA = "/metadata/v1/"
+METADATA_REGION = "nyc3"
 HEALTH_PATH = CONTROL + "health"
 JSON_TYPE = "application/json; charset=utf-8"
 
@@ -100,6 +107,8 @@ class EmulatorApp:
         request = Request(environ)
         if request.path.startswith(CONTROL):
             response = self._control(request)
+        elif request.path.startswith(METADATA):
+            response = self._metadata(request)
         else:
             response = self._api(request)
         return response(environ, start_response)
@@ -187,6 +196,11 @@ class EmulatorApp:
             f"OpenAPI document: {problem}"
         )
         return _render(Reply(error.status, error.body()), self.limiter.peek(None))
+
+    def _metadata(self, request: Request) -> Response:
+        if request.path[len(METADATA) :].strip("/") == "region":
+            return Response(METADATA_REGION, content_type="text/plain")
+        return Response("not found", status=404, content_type="text/plain")
 
     # -- control ------------------------------------------------------------------------------
 

@@ -1,0 +1,390 @@
+"""Service annotations -> the load-balancer request DigitalOcean should get: pure functions.
+
+:func:`load_balancer_spec` reads a service the way digitalocean-cloud-controller-manager does
+and checks every value and every combination before any cloud call. What upstream refuses
+raises :class:`~polyccm.errors.InvalidServiceSpec` with a message naming the annotation (it
+becomes the service's Warning event); what upstream silently ignores (DO #322, #512: an
+annotation that does nothing) is kept in :attr:`LoadBalancerSpec.warnings`, each naming the
+annotation, and becomes a ``LoadBalancerWarning`` event.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from polyccm.errors import InvalidServiceSpec
+from polyccm.objects import Service
+
+PREFIX = "service.beta.kubernetes.io/do-loadbalancer-"
+#: Where the load balancer's id is kept on the service (written through the contract).
+LOAD_BALANCER_ID = "kubernetes.digitalocean.com/load-balancer-id"
+DISOWN = "service.kubernetes.io/do-loadbalancer-disown"
+
+NAME = PREFIX + "name"
+PROTOCOL = PREFIX + "protocol"
+HTTP_PORTS = PREFIX + "http-ports"
+TLS_PORTS = PREFIX + "tls-ports"
+HTTP2_PORTS = PREFIX + "http2-ports"
+HTTP3_PORT = PREFIX + "http3-port"
+TLS_PASSTHROUGH = PREFIX + "tls-passthrough"
+CERTIFICATE_ID = PREFIX + "certificate-id"
+CERTIFICATE_NAME = PREFIX + "certificate-name"
+HOSTNAME = PREFIX + "hostname"
+REDIRECT_HTTP_TO_HTTPS = PREFIX + "redirect-http-to-https"
+DISABLE_LETS_ENCRYPT_DNS_RECORDS = PREFIX + "disable-lets-encrypt-dns-records"
+SIZE_SLUG = PREFIX + "size-slug"
+SIZE_UNIT = PREFIX + "size-unit"
+STICKY_TYPE = PREFIX + "sticky-sessions-type"
+STICKY_COOKIE_NAME = PREFIX + "sticky-sessions-cookie-name"
+STICKY_COOKIE_TTL = PREFIX + "sticky-sessions-cookie-ttl"
+PROXY_PROTOCOL = PREFIX + "enable-proxy-protocol"
+BACKEND_KEEPALIVE = PREFIX + "enable-backend-keepalive"
+IDLE_TIMEOUT = PREFIX + "http-idle-timeout-seconds"
+HC_PATH = PREFIX + "healthcheck-path"
+HC_PORT = PREFIX + "healthcheck-port"
+HC_PROTOCOL = PREFIX + "healthcheck-protocol"
+HC_INTERVAL = PREFIX + "healthcheck-check-interval-seconds"
+HC_TIMEOUT = PREFIX + "healthcheck-response-timeout-seconds"
+HC_UNHEALTHY = PREFIX + "healthcheck-unhealthy-threshold"
+HC_HEALTHY = PREFIX + "healthcheck-healthy-threshold"
+OVERRIDE_HEALTH_CHECK = PREFIX + "override-health-check"
+ALLOW_RULES = PREFIX + "allow-rules"
+DENY_RULES = PREFIX + "deny-rules"
+TYPE = PREFIX + "type"
+NETWORK = PREFIX + "network"
+NETWORK_STACK = PREFIX + "network-stack"
+
+HEALTH_CHECK_ANNOTATIONS = (HC_PATH, HC_PORT, HC_PROTOCOL, HC_INTERVAL, HC_TIMEOUT,
+                            HC_UNHEALTHY, HC_HEALTHY)  # fmt: skip
+KNOWN = frozenset({
+    NAME, PROTOCOL, HTTP_PORTS, TLS_PORTS, HTTP2_PORTS, HTTP3_PORT, TLS_PASSTHROUGH,
+    CERTIFICATE_ID, CERTIFICATE_NAME, HOSTNAME, REDIRECT_HTTP_TO_HTTPS,
+    DISABLE_LETS_ENCRYPT_DNS_RECORDS, SIZE_SLUG, SIZE_UNIT, STICKY_TYPE, STICKY_COOKIE_NAME,
+    STICKY_COOKIE_TTL, PROXY_PROTOCOL, BACKEND_KEEPALIVE, IDLE_TIMEOUT, OVERRIDE_HEALTH_CHECK,
+    ALLOW_RULES, DENY_RULES, TYPE, NETWORK, NETWORK_STACK, *HEALTH_CHECK_ANNOTATIONS,
+})  # fmt: skip
+
+#: kube-proxy's health endpoint, the default health check (as upstream).
+KUBE_PROXY_HEALTH_PORT = 10256
+KUBE_PROXY_HEALTH_PATH = "/healthz"
+PROTOCOLS = ("tcp", "http", "https", "http2", "http3")
+SIZE_SLUGS = ("lb-small", "lb-medium", "lb-large")
+TYPES = ("REGIONAL", "REGIONAL_NETWORK", "GLOBAL")
+NETWORKS = ("EXTERNAL", "INTERNAL")
+NETWORK_STACKS = ("IPV4", "DUALSTACK")
+_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9.-]{0,254}$")
+_TRUE = ("true", "1", "yes")
+_FALSE = ("false", "0", "no")
+
+
+@dataclass(frozen=True)
+class LoadBalancerSpec:
+    """The checked request body (without region, droplets and VPC) and what to tell the user."""
+
+    name: str
+    body: Mapping[str, Any]
+    certificate_name: str = ""
+    """A certificate to find by name: its id goes into every rule that needs one."""
+    hostname: str = ""
+    """The ingress hostname to report instead of the IP."""
+    disowned: bool = False
+    warnings: tuple[str, ...] = field(default=())
+
+
+def _bool(annotations: Mapping[str, str], key: str, default: bool = False) -> bool:
+    value = annotations.get(key)
+    if value is None or value.strip() == "":
+        return default
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise InvalidServiceSpec(f"annotation {key}: {value!r} is not true or false")
+
+
+def _int(annotations: Mapping[str, str], key: str, low: int, high: int) -> int | None:
+    value = annotations.get(key)
+    if value is None or value.strip() == "":
+        return None
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise InvalidServiceSpec(f"annotation {key}: {value!r} is not a whole number") from None
+    if not low <= number <= high:
+        raise InvalidServiceSpec(f"annotation {key}: {number} is not between {low} and {high}")
+    return number
+
+
+def _choice(annotations: Mapping[str, str], key: str, choices: tuple[str, ...], default: str,
+            *, upper: bool = False) -> str:  # fmt: skip
+    value = annotations.get(key, "").strip()
+    if not value:
+        return default
+    value = value.upper() if upper else value.lower()
+    if value not in choices:
+        raise InvalidServiceSpec(f"annotation {key}: {value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+def _ports(annotations: Mapping[str, str], key: str, service_ports: set[int]) -> set[int]:
+    value = annotations.get(key, "").strip()
+    if not value:
+        return set()
+    ports: set[int] = set()
+    for item in value.split(","):
+        item = item.strip()
+        if not item.isdigit():
+            raise InvalidServiceSpec(f"annotation {key}: {item!r} is not a port number")
+        port = int(item)
+        if port not in service_ports:
+            raise InvalidServiceSpec(f"annotation {key}: port {port} is not a port of the service")
+        ports.add(port)
+    return ports
+
+
+def _rules(annotations: Mapping[str, str], key: str) -> list[str]:
+    value = annotations.get(key, "").strip()
+    rules: list[str] = []
+    for item in (part.strip() for part in value.split(",") if part.strip()):
+        kind, _, address = item.partition(":")
+        try:
+            if kind == "ip":
+                ipaddress.ip_address(address)
+            elif kind == "cidr":
+                ipaddress.ip_network(address, strict=False)
+            else:
+                raise ValueError(kind)
+        except ValueError:
+            raise InvalidServiceSpec(
+                f"annotation {key}: {item!r} is not ip:<address> or cidr:<network>"
+            ) from None
+        rules.append(item)
+    return rules
+
+
+def load_balancer_spec(service: Service, *, default_name: str) -> LoadBalancerSpec:
+    """The load balancer ``service`` asks for; :class:`InvalidServiceSpec` naming the annotation
+    for anything upstream refuses. No cloud call."""
+    annotations = service.annotations
+    warnings: list[str] = []
+    for key in sorted(annotations):
+        if key.startswith(PREFIX) and key not in KNOWN:
+            warnings.append(f"annotation {key} is not a DigitalOcean load-balancer annotation; "
+                            "ignored (misspelled?)")  # fmt: skip
+    disowned = _bool(annotations, DISOWN)
+    name = annotations.get(NAME, "").strip() or default_name
+    if not _NAME.match(name):
+        raise InvalidServiceSpec(
+            f"annotation {NAME}: {name!r} is not a valid name (letters, digits, dots and "
+            "dashes, at most 255)"
+        )
+    lb_type = _choice(annotations, TYPE, TYPES, "REGIONAL", upper=True)
+    network = _choice(annotations, NETWORK, NETWORKS, "EXTERNAL", upper=True)
+    network_stack = _choice(annotations, NETWORK_STACK, NETWORK_STACKS, "IPV4", upper=True)
+    if lb_type == "GLOBAL" and network == "INTERNAL":
+        raise InvalidServiceSpec(f"annotations {TYPE} GLOBAL and {NETWORK} INTERNAL conflict")
+
+    rules, rule_warnings, certificate_name = _forwarding_rules(service, lb_type)
+    warnings.extend(rule_warnings)
+    body: dict[str, Any] = {
+        "name": name,
+        "type": lb_type,
+        "network": network,
+        "network_stack": network_stack,
+        "forwarding_rules": rules,
+        "health_check": _health_check(service, warnings),
+        "sticky_sessions": _sticky_sessions(annotations, warnings),
+        "redirect_http_to_https": _bool(annotations, REDIRECT_HTTP_TO_HTTPS),
+        "enable_proxy_protocol": _bool(annotations, PROXY_PROTOCOL),
+        "enable_backend_keepalive": _bool(annotations, BACKEND_KEEPALIVE),
+        "disable_lets_encrypt_dns_records": _bool(annotations, DISABLE_LETS_ENCRYPT_DNS_RECORDS),
+        "firewall": {"allow": _rules(annotations, ALLOW_RULES),
+                     "deny": _rules(annotations, DENY_RULES)},
+    }  # fmt: skip
+    idle = _int(annotations, IDLE_TIMEOUT, 30, 600)
+    body["http_idle_timeout_seconds"] = 60 if idle is None else idle
+    if body["redirect_http_to_https"] and not any(
+        r["entry_protocol"] in ("https", "http2", "http3") for r in rules
+    ):
+        warnings.append(f"annotation {REDIRECT_HTTP_TO_HTTPS}: no https port to redirect to; "
+                        "ignored")  # fmt: skip
+    if lb_type == "REGIONAL_NETWORK" and idle is not None:
+        warnings.append(f"annotation {IDLE_TIMEOUT}: a REGIONAL_NETWORK load balancer has no "
+                        "http idle timeout; ignored")  # fmt: skip
+    size_slug = annotations.get(SIZE_SLUG, "").strip()
+    size_unit = _int(annotations, SIZE_UNIT, 1, 100)
+    if size_slug and size_unit is not None:
+        raise InvalidServiceSpec(f"annotations {SIZE_SLUG} and {SIZE_UNIT} conflict: set one")
+    if size_slug:
+        if size_slug not in SIZE_SLUGS:
+            raise InvalidServiceSpec(
+                f"annotation {SIZE_SLUG}: {size_slug!r} is not one of {', '.join(SIZE_SLUGS)}"
+            )
+        body["size"] = size_slug
+    if size_unit is not None:
+        body["size_unit"] = size_unit
+    return LoadBalancerSpec(
+        name=name,
+        body=body,
+        certificate_name=certificate_name,
+        hostname=annotations.get(HOSTNAME, "").strip(),
+        disowned=disowned,
+        warnings=tuple(warnings),
+    )
+
+
+def _forwarding_rules(
+    service: Service, lb_type: str
+) -> tuple[list[dict[str, Any]], list[str], str]:
+    """One rule per service port: its protocol from the port lists and ``protocol``."""
+    annotations = service.annotations
+    warnings: list[str] = []
+    ports = [p for p in service.ports if p.node_port]
+    if not ports:
+        raise InvalidServiceSpec("the service has no port with a nodePort to forward to")
+    numbers = {p.port for p in ports}
+    default = _choice(annotations, PROTOCOL, PROTOCOLS, "tcp")
+    http, tls, http2, http3 = _port_lists(annotations, numbers)
+    certificate_id = annotations.get(CERTIFICATE_ID, "").strip()
+    certificate_name = annotations.get(CERTIFICATE_NAME, "").strip()
+    if certificate_id and certificate_name:
+        raise InvalidServiceSpec(f"annotations {CERTIFICATE_ID} and {CERTIFICATE_NAME} conflict")
+    has_certificate = bool(certificate_id or certificate_name)
+    passthrough = _bool(annotations, TLS_PASSTHROUGH)
+    if passthrough and has_certificate:
+        raise InvalidServiceSpec(
+            f"annotations {TLS_PASSTHROUGH} and {CERTIFICATE_ID}/{CERTIFICATE_NAME} conflict"
+        )
+    if (has_certificate or passthrough) and not tls and not http2 and not http3:
+        if 443 in numbers and default in ("tcp", "http"):
+            tls = {443}  # upstream's default tls port
+        elif default not in ("https", "http2", "http3"):
+            key = TLS_PASSTHROUGH if passthrough else (CERTIFICATE_ID if certificate_id
+                                                       else CERTIFICATE_NAME)  # fmt: skip
+            warnings.append(f"annotation {key}: no port uses tls (set {TLS_PORTS}); ignored")
+    rules: list[dict[str, Any]] = []
+    for port in ports:
+        number, node_port = port.port, port.node_port
+        if port.protocol.upper() == "UDP":
+            protocol = "udp"
+        elif number in http:
+            protocol = "http"
+        elif number in tls:
+            protocol = "https"
+        elif number in http2:
+            protocol = "http2"
+        elif number in http3:
+            protocol = "http3"
+        else:
+            protocol = default
+        rule: dict[str, Any] = {"entry_protocol": protocol, "entry_port": number,
+                                "target_protocol": protocol, "target_port": node_port}  # fmt: skip
+        if protocol in ("https", "http2", "http3"):
+            if passthrough and protocol == "https":
+                rule["tls_passthrough"] = True
+            elif not has_certificate:
+                key = {"https": TLS_PORTS, "http2": HTTP2_PORTS, "http3": HTTP3_PORT}[protocol]
+                raise InvalidServiceSpec(
+                    f"port {number} uses {protocol} ({key} or {PROTOCOL}) but neither "
+                    f"{CERTIFICATE_ID} nor {CERTIFICATE_NAME}"
+                    + (f" nor {TLS_PASSTHROUGH}" if protocol == "https" else "")
+                    + " is set"
+                )
+            else:
+                rule["target_protocol"] = "http"
+                rule["certificate_id"] = certificate_id
+        _check_type(lb_type, number, protocol)
+        rules.append(rule)
+    return rules, warnings, certificate_name
+
+
+def _check_type(lb_type: str, port: int, protocol: str) -> None:
+    if lb_type == "REGIONAL_NETWORK" and protocol not in ("tcp", "udp"):
+        raise InvalidServiceSpec(
+            f"annotation {TYPE}: a REGIONAL_NETWORK load balancer forwards tcp and udp "
+            f"only, but port {port} uses {protocol}"
+        )
+    if lb_type == "GLOBAL" and protocol == "udp":
+        raise InvalidServiceSpec(f"annotation {TYPE}: a GLOBAL load balancer has no udp")
+
+
+def _port_lists(
+    annotations: Mapping[str, str], numbers: set[int]
+) -> tuple[set[int], set[int], set[int], set[int]]:
+    """The ports of http-ports, tls-ports, http2-ports and http3-port; a port in two is refused."""
+    if "," in annotations.get(HTTP3_PORT, ""):
+        raise InvalidServiceSpec(f"annotation {HTTP3_PORT}: only one port may use http3")
+    lists = {key: _ports(annotations, key, numbers)
+             for key in (HTTP_PORTS, TLS_PORTS, HTTP2_PORTS, HTTP3_PORT)}  # fmt: skip
+    keys = list(lists)
+    for index, first in enumerate(keys):
+        for second in keys[index + 1 :]:
+            both = lists[first] & lists[second]
+            if both:
+                raise InvalidServiceSpec(
+                    f"annotations {first} and {second} both name port {min(both)}"
+                )
+    return lists[HTTP_PORTS], lists[TLS_PORTS], lists[HTTP2_PORTS], lists[HTTP3_PORT]
+
+
+def _health_check(service: Service, warnings: list[str]) -> dict[str, Any]:
+    """kube-proxy's ``:10256/healthz`` (the service's healthCheckNodePort with
+    externalTrafficPolicy Local), unless ``override-health-check`` asks for the healthcheck-*
+    annotations."""
+    annotations = service.annotations
+    override = _bool(annotations, OVERRIDE_HEALTH_CHECK)
+    given = [key for key in HEALTH_CHECK_ANNOTATIONS if annotations.get(key, "").strip()]
+    if not override:
+        for key in given:
+            warnings.append(f"annotation {key} is ignored without {OVERRIDE_HEALTH_CHECK}=true")
+        port = KUBE_PROXY_HEALTH_PORT
+        if service.external_traffic_policy == "Local" and service.health_check_node_port:
+            port = service.health_check_node_port
+        return {"protocol": "http", "port": port, "path": KUBE_PROXY_HEALTH_PATH}
+    protocol = _choice(annotations, HC_PROTOCOL, ("tcp", "http", "https"), "tcp")
+    node_ports = {p.port: p.node_port for p in service.ports if p.node_port}
+    port_value = _int(annotations, HC_PORT, 1, 65535)
+    if port_value is None:
+        port = next(iter(node_ports.values()))
+    elif port_value in node_ports:
+        port = node_ports[port_value]
+    else:
+        raise InvalidServiceSpec(f"annotation {HC_PORT}: {port_value} is not a port of the service")
+    check: dict[str, Any] = {"protocol": protocol, "port": port}
+    path = annotations.get(HC_PATH, "").strip()
+    if protocol == "tcp":
+        if path:
+            warnings.append(f"annotation {HC_PATH} is ignored for a tcp health check")
+    else:
+        check["path"] = path or "/"
+    for key, field_name, low, high in (
+        (HC_INTERVAL, "check_interval_seconds", 3, 300),
+        (HC_TIMEOUT, "response_timeout_seconds", 3, 300),
+        (HC_UNHEALTHY, "unhealthy_threshold", 2, 10),
+        (HC_HEALTHY, "healthy_threshold", 2, 10),
+    ):
+        value = _int(annotations, key, low, high)
+        if value is not None:
+            check[field_name] = value
+    return check
+
+
+def _sticky_sessions(annotations: Mapping[str, str], warnings: list[str]) -> dict[str, Any]:
+    kind = _choice(annotations, STICKY_TYPE, ("none", "cookies"), "none")
+    cookie_name = annotations.get(STICKY_COOKIE_NAME, "").strip()
+    ttl = _int(annotations, STICKY_COOKIE_TTL, 1, 31_536_000)
+    if kind == "none":
+        for key, value in ((STICKY_COOKIE_NAME, cookie_name), (STICKY_COOKIE_TTL, ttl)):
+            if value:
+                warnings.append(f"annotation {key} is ignored without {STICKY_TYPE}=cookies")
+        return {"type": "none"}
+    if not cookie_name or ttl is None:
+        raise InvalidServiceSpec(
+            f"annotation {STICKY_TYPE}=cookies needs {STICKY_COOKIE_NAME} and {STICKY_COOKIE_TTL}"
+        )
+    return {"type": "cookies", "cookie_name": cookie_name, "cookie_ttl_seconds": ttl}

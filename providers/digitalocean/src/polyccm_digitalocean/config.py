@@ -1,0 +1,98 @@
+"""The provider's settings, read from the environment as upstream's CCM reads them.
+
+DigitalOcean's CCM has no cloud-config file: everything comes from variables, so
+:func:`read_environment` is a pure function of a mapping (``os.environ`` in production, a dict
+in tests) and raises :class:`~polyccm.errors.ConfigError` with one line naming the variable at
+fault. The token is registered with :mod:`polyccm.logredact` the moment it is read, so no log
+line can show it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from polyccm import logredact
+from polyccm.errors import ConfigError
+
+DEFAULT_API_URL = "https://api.digitalocean.com"
+#: The droplet metadata service (link-local, plain http, as DigitalOcean serves it).
+DEFAULT_METADATA_URL = "http://169.254.169.254/metadata/v1/"
+#: Requests per second when ``DO_API_RATE_LIMIT_QPS`` is unset: 4,500 an hour, under the
+#: API's 5,000 per hour (and far under 250 per minute), leaving room for other clients.
+DEFAULT_QPS = 1.25
+#: Requests the limiter lets through at once after a quiet spell (a burst well inside the
+#: per-minute budget).
+DEFAULT_BURST = 40
+
+
+@dataclass(frozen=True)
+class DigitalOceanConfig:
+    """What the provider needs to reach DigitalOcean and know its cluster."""
+
+    token: str
+    """The API token (``DO_ACCESS_TOKEN``, or the file ``DO_ACCESS_TOKEN_FILE`` names)."""
+    api_url: str = DEFAULT_API_URL
+    """``DO_OVERRIDE_URL``: another API endpoint (an emulator); https only."""
+    cluster_id: str = ""
+    """``DO_CLUSTER_ID``: the DOKS cluster id; tags load balancers ``k8s:<id>``."""
+    vpc_id: str = ""
+    """``DO_CLUSTER_VPC_ID``: the VPC new load balancers are placed in."""
+    region: str = ""
+    """``REGION``; empty means "ask the droplet metadata service"."""
+    metadata_url: str = DEFAULT_METADATA_URL
+    """``DO_METADATA_URL`` (polyccm's): the metadata service, overridable for tests."""
+    qps: float = DEFAULT_QPS
+    """``DO_API_RATE_LIMIT_QPS``: the client-side limit on requests per second."""
+    burst: int = DEFAULT_BURST
+    """Requests allowed at once before the limiter starts spacing them."""
+
+    def __repr__(self) -> str:  # the token stays out of any repr that reaches a log
+        return (
+            f"DigitalOceanConfig(api_url={self.api_url!r}, cluster_id={self.cluster_id!r}, "
+            f"vpc_id={self.vpc_id!r}, region={self.region!r}, qps={self.qps})"
+        )
+
+
+def read_environment(environ: Mapping[str, str]) -> DigitalOceanConfig:
+    """The settings in ``environ``; :class:`ConfigError` for a missing token, an unreadable
+    token file, a non-https API URL or a QPS that is not a positive number."""
+    token = environ.get("DO_ACCESS_TOKEN", "").strip()
+    token_file = environ.get("DO_ACCESS_TOKEN_FILE", "").strip()
+    if not token and token_file:
+        try:
+            token = Path(token_file).read_text(encoding="utf-8").strip()
+        except OSError as error:
+            raise ConfigError(
+                f"DO_ACCESS_TOKEN_FILE: cannot read {token_file}: {error.strerror}"
+            ) from None
+    if not token:
+        raise ConfigError("DO_ACCESS_TOKEN (or DO_ACCESS_TOKEN_FILE) is required")
+    logredact.add_secret(token)
+    api_url = environ.get("DO_OVERRIDE_URL", "").strip() or DEFAULT_API_URL
+    if urlsplit(api_url).scheme != "https":
+        raise ConfigError(
+            f"DO_OVERRIDE_URL must be an https URL (the token is never sent in clear): {api_url}"
+        )
+    qps_text = environ.get("DO_API_RATE_LIMIT_QPS", "").strip()
+    qps, burst = DEFAULT_QPS, DEFAULT_BURST
+    if qps_text:
+        try:
+            qps = float(qps_text)
+        except ValueError:
+            qps = 0.0
+        if not qps > 0:
+            raise ConfigError(f"DO_API_RATE_LIMIT_QPS must be a positive number: {qps_text!r}")
+        burst = max(1, min(DEFAULT_BURST, int(qps * 10)))
+    return DigitalOceanConfig(
+        token=token,
+        api_url=api_url.rstrip("/"),
+        cluster_id=environ.get("DO_CLUSTER_ID", "").strip(),
+        vpc_id=environ.get("DO_CLUSTER_VPC_ID", "").strip(),
+        region=environ.get("REGION", "").strip(),
+        metadata_url=environ.get("DO_METADATA_URL", "").strip() or DEFAULT_METADATA_URL,
+        qps=qps,
+        burst=burst,
+    )

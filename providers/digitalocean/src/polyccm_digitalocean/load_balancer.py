@@ -1,0 +1,242 @@
+"""LoadBalancer on DigitalOcean load balancers: one per service, found again by its id.
+
+The load balancer's id is returned with the status as the service annotation
+``kubernetes.digitalocean.com/load-balancer-id`` (written by the service controller through
+``LoadBalancerStatus.service_annotations``), and every lookup tries that id first, then an id
+this process created in its term, and only then a name (the one the service asks for, or the
+default ``a`` + UID). So renaming a load balancer with the ``name`` annotation renames it in
+place: never a second one, never an orphan (DO #224).
+
+Ensure checks the service first (:mod:`polyccm_digitalocean.annotations`: nothing reaches the
+cloud for an invalid spec), then creates, or updates with one PUT only when what DigitalOcean
+reports differs from the request, so a second ensure writes nothing. While the load balancer is
+``new`` (no IP yet) it raises ``RetryAfter(15)``, as upstream waits. A service annotated
+``service.kubernetes.io/do-loadbalancer-disown: "true"`` has its load balancer neither changed
+nor deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from polyccm.cloud import LoadBalancer, LoadBalancerIngress, LoadBalancerStatus
+from polyccm.errors import CloudError, InvalidServiceSpec, RetryAfter
+from polyccm.objects import Node, Service
+
+from polyccm_digitalocean.annotations import (
+    CERTIFICATE_NAME,
+    LOAD_BALANCER_ID,
+    LoadBalancerSpec,
+    load_balancer_spec,
+)
+from polyccm_digitalocean.api import DigitalOceanApi, NotFound
+from polyccm_digitalocean.instances import droplet_id_from_provider_id
+
+log = logging.getLogger(__name__)
+
+#: Seconds before asking again about a load balancer still ``new`` (upstream's wait).
+NEW_RETRY_DELAY = 15.0
+
+Balancer = Mapping[str, Any]
+
+
+def droplet_ids(nodes: Sequence[Node]) -> list[int]:
+    ids = {droplet_id_from_provider_id(node.provider_id) for node in nodes}
+    return sorted(i for i in ids if i is not None)
+
+
+def _rule(rule: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (rule["entry_protocol"], int(rule["entry_port"]), rule["target_protocol"],
+            int(rule["target_port"]), rule.get("certificate_id") or "",
+            bool(rule.get("tls_passthrough")))  # fmt: skip
+
+
+def differences(desired: Mapping[str, Any], current: Balancer) -> list[str]:
+    """The fields of ``desired`` that ``current`` (as DigitalOcean reports it) does not have."""
+    changed: list[str] = []
+    for key, want in desired.items():
+        have = current.get(key)
+        if key == "forwarding_rules":
+            same = sorted(map(_rule, want)) == sorted(map(_rule, have or ()))
+        elif key == "droplet_ids":
+            same = sorted(want) == sorted(have or ())
+        elif key == "region":
+            same = want == (have or {}).get("slug", have)
+        elif key in ("health_check", "sticky_sessions"):
+            same = all((have or {}).get(k) == v for k, v in want.items())
+        elif key == "firewall":
+            have = have or {}
+            same = all(sorted(have.get(k) or ()) == sorted(v) for k, v in want.items())
+        else:
+            same = have == want
+        if not same:
+            changed.append(key)
+    return changed
+
+
+class DigitalOceanLoadBalancer(LoadBalancer):
+    """Services of ``type: LoadBalancer`` on DigitalOcean load balancers."""
+
+    def __init__(self, api: DigitalOceanApi, *, region: str, vpc_id: str = "") -> None:
+        self.api = api
+        self.region = region
+        self.vpc_id = vpc_id
+        self._made: dict[str, str] = {}
+        """Service UID -> id of a load balancer created here (until its id is annotated)."""
+        self._lock = threading.Lock()
+
+    # -- finding -----------------------------------------------------------------------------
+
+    def _find(self, service: Service, spec: LoadBalancerSpec | None = None) -> Balancer | None:
+        """The service's load balancer: by annotated id, by the id made here, then by name."""
+        for lb_id in (service.annotations.get(LOAD_BALANCER_ID, "").strip(),
+                      self._made.get(service.uid, "")):  # fmt: skip
+            if not lb_id:
+                continue
+            try:
+                balancer: Balancer = self.api.call("load_balancers.get", lb_id=lb_id)[
+                    "load_balancer"
+                ]
+                return balancer
+            except NotFound:
+                continue
+        names = {self.get_load_balancer_name("", service)}
+        if spec is not None:
+            names.add(spec.name)
+        for found in self.api.pages("load_balancers.list", "load_balancers"):
+            if found.get("name") in names:
+                return dict(found)
+        return None
+
+    def _spec(self, service: Service) -> LoadBalancerSpec:
+        return load_balancer_spec(service, default_name=self.get_load_balancer_name("", service))
+
+    # -- the contract -----------------------------------------------------------------------
+
+    def get_load_balancer(self, cluster_name: str, service: Service) -> LoadBalancerStatus | None:
+        try:
+            spec = self._spec(service)
+        except InvalidServiceSpec:
+            spec = None
+        balancer = self._find(service, spec)
+        if balancer is None:
+            return None
+        return self._status(balancer, spec.hostname if spec else "", ())
+
+    def ensure_load_balancer(
+        self, cluster_name: str, service: Service, nodes: Sequence[Node]
+    ) -> LoadBalancerStatus:
+        spec = self._spec(service)  # every check before any cloud call
+        balancer = self._find(service, spec)
+        if spec.disowned:
+            if balancer is None:
+                raise CloudError(
+                    f"service {service.key} disowns its load balancer, and none was found"
+                )
+            log.info("service %s: load balancer %s is disowned; left as it is",
+                     service.key, balancer["id"])  # fmt: skip
+            return self._status(balancer, spec.hostname, spec.warnings)
+        body = self._body(spec, nodes)
+        if balancer is None:
+            balancer = self.api.call("load_balancers.create", body=body)["load_balancer"]
+            with self._lock:
+                self._made[service.uid] = str(balancer["id"])
+            log.info("service %s: created load balancer %s (%s)",
+                     service.key, balancer["id"], spec.name)  # fmt: skip
+            if balancer.get("status") == "new":
+                # One look right away: a quick cloud (or an emulator) may be done already.
+                balancer = self.api.call("load_balancers.get", lb_id=balancer["id"])[
+                    "load_balancer"
+                ]
+        else:
+            if "region" in body:
+                body["region"] = (balancer.get("region") or {}).get("slug", body["region"])
+            changed = differences(body, balancer)
+            if changed:
+                log.info("service %s: updating load balancer %s (%s)",
+                         service.key, balancer["id"], ", ".join(changed))  # fmt: skip
+                balancer = self.api.call("load_balancers.update", lb_id=balancer["id"], body=body)[
+                    "load_balancer"
+                ]
+        if balancer.get("status") != "active" or not balancer.get("ip"):
+            raise RetryAfter(
+                f"load balancer {balancer['id']} is not yet active "
+                f"(current status: {balancer.get('status')})",
+                NEW_RETRY_DELAY,
+            )
+        return self._status(balancer, spec.hostname, spec.warnings)
+
+    def update_load_balancer(
+        self, cluster_name: str, service: Service, nodes: Sequence[Node]
+    ) -> None:
+        spec = self._spec(service)
+        balancer = self._find(service, spec)
+        if spec.disowned:
+            return
+        if balancer is None:
+            raise CloudError(f"service {service.key}: no load balancer to update")
+        want, have = set(droplet_ids(nodes)), set(balancer.get("droplet_ids") or ())
+        if want - have:
+            self.api.call("load_balancers.add_droplets", lb_id=balancer["id"],
+                          body={"droplet_ids": sorted(want - have)})  # fmt: skip
+        if have - want:
+            self.api.call("load_balancers.remove_droplets", lb_id=balancer["id"],
+                          body={"droplet_ids": sorted(have - want)})  # fmt: skip
+
+    def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
+        try:
+            spec: LoadBalancerSpec | None = self._spec(service)
+        except InvalidServiceSpec:
+            spec = None
+        if spec is not None and spec.disowned:
+            log.info("service %s: load balancer disowned; not deleted", service.key)
+            return
+        balancer = self._find(service, spec)
+        if balancer is not None:
+            with contextlib.suppress(NotFound):  # gone meanwhile: what was asked
+                self.api.call("load_balancers.delete", lb_id=balancer["id"])
+            log.info("service %s: deleted load balancer %s", service.key, balancer["id"])
+        with self._lock:
+            self._made.pop(service.uid, None)
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _body(self, spec: LoadBalancerSpec, nodes: Sequence[Node]) -> dict[str, Any]:
+        body = dict(spec.body)
+        if spec.certificate_name:
+            certificate_id = self._certificate_id(spec.certificate_name)
+            body["forwarding_rules"] = [
+                {**rule, "certificate_id": certificate_id} if "certificate_id" in rule else rule
+                for rule in body["forwarding_rules"]
+            ]
+        body["region"] = self.region
+        body["droplet_ids"] = droplet_ids(nodes)
+        if self.vpc_id:
+            body["vpc_uuid"] = self.vpc_id
+        return body
+
+    def _certificate_id(self, name: str) -> str:
+        for certificate in self.api.pages("certificates.list", "certificates", name=name):
+            if certificate.get("name") == name:
+                return str(certificate["id"])
+        raise InvalidServiceSpec(f"annotation {CERTIFICATE_NAME}: no certificate named {name!r}")
+
+    @staticmethod
+    def _status(balancer: Balancer, hostname: str, warnings: Sequence[str]) -> LoadBalancerStatus:
+        if hostname:
+            ingress: tuple[LoadBalancerIngress, ...] = (LoadBalancerIngress(hostname=hostname),)
+        else:
+            ingress = tuple(
+                LoadBalancerIngress(ip=str(address))
+                for address in (balancer.get("ip"), balancer.get("ipv6"))
+                if address
+            )
+        return LoadBalancerStatus(
+            ingress=ingress,
+            warnings=tuple(warnings),
+            service_annotations={LOAD_BALANCER_ID: str(balancer["id"])},
+        )
