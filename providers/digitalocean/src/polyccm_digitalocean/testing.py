@@ -242,3 +242,94 @@ class LocalApi(_Requests):
             {k.lower(): v for k, v in response.headers.items()},
             json.loads(raw) if raw else None,
         )
+
+
+# -- the provider on the emulator ------------------------------------------------------------
+
+#: The region test droplets and load balancers live in.
+TEST_REGION = "nyc3"
+
+
+def test_provider(env: Mapping[str, str], **overrides: str) -> Any:
+    """The provider built from ``env`` (the emulator's variables) as ``polyccm`` builds it from
+    the process environment, with ``REGION`` set (``overrides`` win)."""
+    from polyccm_digitalocean.provider import DigitalOceanProvider
+
+    return DigitalOceanProvider.from_environment({"REGION": TEST_REGION, **env, **overrides})
+
+
+#: operationIds of the emulator that only read.
+_READ_OPERATIONS = ("_get", "_list")
+
+
+class DigitalOceanCloudUnderTest:
+    """The DigitalOcean provider on the emulator, for :mod:`polyccm_testing.conformance` (a
+    ``CloudUnderTest``): droplets made with ``POST /v2/droplets`` and powered off with droplet
+    actions, load balancers and their forwarding rules read back through the API.
+
+    ``env`` must point this process at a reset emulator (its CA in ``REQUESTS_CA_BUNDLE``)."""
+
+    cluster_name = "kubernetes"
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.api = DigitalOceanApi(env)
+        self.control = control(env)
+        self.provider = test_provider(env)
+        self._ids: dict[str, int] = {}
+
+    def create_instance(self, name: str) -> str:
+        (droplet,) = self.api.create_droplets(1, prefix=name, region=TEST_REGION)
+        self._ids[droplet["name"]] = int(droplet["id"])
+        return str(droplet["name"])
+
+    def delete_instance(self, name: str) -> None:
+        self.api.delete_droplet(self._ids[name])
+
+    def stop_instance(self, name: str) -> None:
+        droplet_id = self._ids[name]
+        self.api.action(droplet_id, "power_off")
+        self.api.wait_for_status(f"/v2/droplets/{droplet_id}", "droplet", "off")
+
+    def load_balancers(self) -> list[dict[str, Any]]:
+        balancers: list[dict[str, Any]] = self.api.ok("GET", "/v2/load_balancers?per_page=200")[
+            "load_balancers"
+        ]
+        return balancers
+
+    def load_balancer_resources(self) -> frozenset[str]:
+        """Each load balancer and each of its forwarding rules."""
+        found: set[str] = set()
+        for balancer in self.load_balancers():
+            found.add(f"lb:{balancer['name']}")
+            for rule in balancer["forwarding_rules"]:
+                found.add(
+                    f"lb:{balancer['name']}:{rule['entry_protocol']}:{rule['entry_port']}"
+                    f"->{rule['target_protocol']}:{rule['target_port']}"
+                )
+        return frozenset(found)
+
+    def write_calls(self) -> int:
+        return sum(
+            count
+            for operation, count in self.control.calls().items()
+            if not operation.endswith(_READ_OPERATIONS)
+        )
+
+    def _balancer(self, service: Any) -> dict[str, Any] | None:
+        name = self.provider.load_balancer().get_load_balancer_name(self.cluster_name, service)
+        wanted = service.annotations.get("service.beta.kubernetes.io/do-loadbalancer-name", name)
+        for balancer in self.load_balancers():
+            if balancer["name"] == wanted:
+                return balancer
+        return None
+
+    def delete_load_balancer_out_of_band(self, service: Any) -> None:
+        balancer = self._balancer(service)
+        if balancer is not None:
+            self.api.ok("DELETE", f"/v2/load_balancers/{balancer['id']}")
+
+    def backends(self, service: Any) -> frozenset[str]:
+        """Droplet ids behind the service's load balancer."""
+        balancer = self._balancer(service)
+        return frozenset(str(i) for i in (balancer or {}).get("droplet_ids", ()))

@@ -1,0 +1,18 @@
+"""polyccm's conformance kit, run for the DigitalOcean provider on the emulator: instances and
+load balancers (no zones on DigitalOcean, no routes)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+from polyccm_digitalocean.testing import DigitalOceanCloudUnderTest
+from polyccm_testing.conformance import CloudUnderTest, ProviderConformance
+
+
+class TestDigitalOceanConformance(ProviderConformance):
+    zones = False
+
+    @pytest.fixture
+    def cloud(self, do: Mapping[str, str]) -> CloudUnderTest:
+        return DigitalOceanCloudUnderTest(do)
