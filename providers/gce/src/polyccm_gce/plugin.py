@@ -1,15 +1,20 @@
 """Hook implementations that register the ``gce`` provider and its emulator with polyccm.
 
-Imported for every polyccm command, so it imports no cloud SDK and no web framework.
+Imported for every polyccm command, so it imports no cloud SDK and no web framework:
+google-auth is imported inside :func:`polyccm_build_provider`, and only for ``--provider gce``.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from polyccm.hookspecs import hookimpl
-from polyccm.plugins import EmulatorLaunch, EmulatorRegistry, ProviderRegistry
+from polyccm.plugins import EmulatorLaunch, EmulatorRegistry, ProviderRegistry, ProviderSettings
+
+if TYPE_CHECKING:
+    from polyccm.cloud import CloudProvider
 
 PROVIDER = "gce"
 
@@ -18,6 +23,19 @@ PROVIDER = "gce"
 def polyccm_register_providers(registry: ProviderRegistry) -> None:
     """Register the provider name ``gce``."""
     registry.register(PROVIDER, "Google Compute Engine (instances, network load balancers, routes)")
+
+
+@hookimpl
+def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
+    """Build the GCE provider from gce.conf (``None`` for other providers)."""
+    if settings.provider != PROVIDER:
+        return None
+    from polyccm_gce.config import load_cloud_config
+    from polyccm_gce.provider import GceProvider
+
+    return GceProvider.discover(
+        load_cloud_config(settings.cloud_config), cluster_name=settings.cluster_name
+    )
 
 
 def emulator_launch(port: int, state_dir: Path) -> EmulatorLaunch:

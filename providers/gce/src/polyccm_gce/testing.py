@@ -308,3 +308,115 @@ def sdk_client(client_class: type[_Client], endpoint: str, credentials: Any = No
             credentials=credentials, client_options=options, transport="rest"
         )
     return client
+
+
+#: The cluster name the provider tests and the conformance kit use.
+CLUSTER = "polyccm-test"
+#: Method ids (last segment) that read: everything else the emulator counts writes.
+_READS = ("get", "list", "aggregatedList", "wait")
+
+
+def gce_provider(
+    endpoint: str,
+    *,
+    cluster_name: str = CLUSTER,
+    zone: str = ZONE,
+    node_tags: tuple[str, ...] = (),
+    route_inserts_per_second: float = 1000.0,
+) -> Any:
+    """A :class:`~polyccm_gce.provider.GceProvider` on the emulator at ``endpoint``, configured
+    as gce.conf would configure it (project, network ``default``, ``local-zone``), with a fixed
+    bearer token and short retry pauses."""
+    from google.oauth2.credentials import Credentials
+
+    from polyccm_gce.api import GceApi
+    from polyccm_gce.config import CloudConfig
+    from polyccm_gce.provider import GceProvider
+
+    config = CloudConfig(
+        project_id=PROJECT,
+        network_name="default",
+        local_zone=zone,
+        node_tags=node_tags,
+        api_endpoint=f"{endpoint}/compute/v1/",
+    )
+    credentials = Credentials(token=TEST_TOKEN)  # type: ignore[no-untyped-call]
+    api = GceApi(PROJECT, config.endpoint, credentials, backoff=0.02)
+    return GceProvider(
+        config,
+        api=api,
+        local_zone=zone,
+        cluster_name=cluster_name,
+        route_inserts_per_second=route_inserts_per_second,
+        route_insert_burst=int(route_inserts_per_second),
+    )
+
+
+def write_calls(calls: Mapping[str, int]) -> int:
+    """Mutating calls in an emulator call count (``compute.routes.insert``...)."""
+    return sum(n for method, n in calls.items() if method.rsplit(".", 1)[-1] not in _READS)
+
+
+class GceCloudUnderTest:
+    """The GCE provider on the emulator, for :mod:`polyccm_testing.conformance`: instances
+    made with ``instances.insert`` (the node name is the instance name, as on GCE), and every
+    load-balancer resource read back through the API."""
+
+    cluster_name = CLUSTER
+
+    def __init__(self, emulator: RunningEmulator) -> None:
+        self.emulator = emulator
+        self.compute = emulator.api()
+        self.provider = gce_provider(emulator.endpoint)
+
+    def create_instance(self, name: str) -> str:
+        self.compute.create_instance(name, tags=["polyccm-node"])
+        return name
+
+    def delete_instance(self, name: str) -> None:
+        self.compute.delete_instance(name)
+
+    def stop_instance(self, name: str) -> None:
+        self.compute.stop_instance(name)
+
+    def load_balancer_resources(self) -> frozenset[str]:
+        """Forwarding rules, target pools with their health checks, firewalls with their
+        rules, HTTP health checks and addresses."""
+        found: set[str] = set()
+        for rule in self.compute.list_all(f"regions/{REGION}/forwardingRules"):
+            found.add(f"forwardingRule:{rule['name']}:{rule.get('portRange')}")
+        for pool in self.compute.list_all(f"regions/{REGION}/targetPools"):
+            found.add(f"targetPool:{pool['name']}")
+            found.update(
+                f"targetPool:{pool['name']}:check:{c}" for c in pool.get("healthChecks", ())
+            )
+        for firewall in self.compute.list_all("global/firewalls"):
+            found.add(f"firewall:{firewall['name']}:{firewall.get('sourceRanges')}")
+            found.update(
+                f"firewall:{firewall['name']}:{a.get('IPProtocol')}:{a.get('ports')}"
+                for a in firewall.get("allowed", ())
+            )
+        for check in self.compute.list_all("global/httpHealthChecks"):
+            found.add(f"httpHealthCheck:{check['name']}:{check.get('port')}")
+        for address in self.compute.list_all(f"regions/{REGION}/addresses"):
+            found.add(f"address:{address['name']}")
+        return frozenset(found)
+
+    def write_calls(self) -> int:
+        return write_calls(self.emulator.control.calls())
+
+    def delete_load_balancer_out_of_band(self, service: Any) -> None:
+        """Delete the forwarding rule, as from the console; the pool and the rest stay."""
+        name = self.provider.load_balancer().get_load_balancer_name(CLUSTER, service)
+        self.compute.do("DELETE", f"regions/{REGION}/forwardingRules/{name}")
+
+    def backends(self, service: Any) -> frozenset[str]:
+        """Instance names in the service's target pool."""
+        name = self.provider.load_balancer().get_load_balancer_name(CLUSTER, service)
+        try:
+            pool = self.compute.get(f"regions/{REGION}/targetPools/{name}")
+        except ComputeApiError as error:
+            if error.status == 404:
+                return frozenset()
+            raise
+        return frozenset(url.rsplit("/", 1)[-1] for url in pool.get("instances", ()))

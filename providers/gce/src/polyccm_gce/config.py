@@ -1,0 +1,164 @@
+"""The cloud config (``--cloud-config``): upstream's gce.conf, ``[global]`` section.
+
+:func:`parse_cloud_config` is a pure function of the file's text: every mistake is a
+:class:`~polyccm.errors.ConfigError` naming the file and the line. The keys are the ones
+cloud-provider-gcp reads (gcfg syntax: ``key = value``, ``;`` or ``#`` comments, a key given
+twice is a list for ``node-tags`` and an error otherwise, booleans ``true``/``false``/``yes``/
+``no``/``1``/``0``, a bare key meaning true)::
+
+    [global]
+    project-id = my-project
+    network-name = default
+    subnetwork-name = nodes
+    node-tags = my-cluster-node
+    node-instance-prefix = gke-my-cluster
+    regional = false
+    multizone = true
+    local-zone = us-central1-a
+    token-url = nil
+    api-endpoint = http://127.0.0.1:8085/compute/v1/
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from polyccm.errors import ConfigError
+
+#: Upstream's compute base URL; ``api-endpoint`` replaces it.
+DEFAULT_API_ENDPOINT = "https://compute.googleapis.com/compute/v1/"
+
+_STRINGS = {
+    "project-id": "project_id",
+    "network-project-id": "network_project_id",
+    "network-name": "network_name",
+    "subnetwork-name": "subnetwork_name",
+    "node-instance-prefix": "node_instance_prefix",
+    "local-zone": "local_zone",
+    "token-url": "token_url",
+    "token-body": "token_body",
+    "api-endpoint": "api_endpoint",
+}
+_BOOLEANS = {"regional": "regional", "multizone": "multizone"}
+_LISTS = {"node-tags": "node_tags"}
+_TRUE = frozenset({"true", "yes", "on", "1"})
+_FALSE = frozenset({"false", "no", "off", "0"})
+_SECTION = re.compile(r"\[\s*([A-Za-z0-9_-]+)\s*\]")
+_PAIR = re.compile(r"([A-Za-z][A-Za-z0-9_-]*)\s*(?:=\s*(.*))?")
+
+
+@dataclass(frozen=True)
+class CloudConfig:
+    """What gce.conf says; empty strings mean "not given" (found from the metadata server or
+    defaulted by the provider)."""
+
+    project_id: str = ""
+    network_project_id: str = ""
+    network_name: str = ""
+    subnetwork_name: str = ""
+    node_tags: tuple[str, ...] = ()
+    node_instance_prefix: str = ""
+    regional: bool = False
+    multizone: bool = False
+    local_zone: str = ""
+    token_url: str = ""
+    token_body: str = ""
+    api_endpoint: str = ""
+
+    @property
+    def endpoint(self) -> str:
+        """The compute v1 base URL, ending with ``/`` (``api-endpoint`` or Google's)."""
+        base = self.api_endpoint or DEFAULT_API_ENDPOINT
+        return base if base.endswith("/") else base + "/"
+
+
+def _unquote(value: str, path: str, line: int) -> str:
+    value = value.strip()
+    if value.startswith('"'):
+        if len(value) < 2 or not value.endswith('"'):
+            raise ConfigError(f"unterminated quoted value {value!r}", path=path, line=line)
+        return value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    # An unquoted value ends at a comment.
+    return re.split(r"\s[;#]", value, maxsplit=1)[0].strip()
+
+
+def parse_cloud_config(text: str, path: str = "<gce.conf>") -> CloudConfig:
+    """The :class:`CloudConfig` ``text`` describes; :class:`ConfigError` with ``path`` and the
+    line for anything malformed (an unknown section or key, a repeated key, a bad boolean)."""
+    values: dict[str, object] = {}
+    seen: dict[str, int] = {}
+    section: str | None = None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in ";#":
+            continue
+        if line.startswith("["):
+            match = _SECTION.fullmatch(line)
+            if match is None:
+                raise ConfigError(f"malformed section header {line!r}", path=path, line=number)
+            section = match.group(1).lower()
+            if section != "global":
+                raise ConfigError(
+                    f"unknown section [{match.group(1)}] (gce.conf has only [global])",
+                    path=path,
+                    line=number,
+                )
+            continue
+        match = _PAIR.fullmatch(line)
+        if match is None:
+            raise ConfigError(f"expected 'key = value', got {line!r}", path=path, line=number)
+        if section is None:
+            raise ConfigError(
+                f"{match.group(1)!r} outside a section (put it under [global])",
+                path=path,
+                line=number,
+            )
+        key = match.group(1).lower()
+        value = None if match.group(2) is None else _unquote(match.group(2), path, number)
+        if key in _LISTS:
+            if value:
+                current = values.setdefault(_LISTS[key], [])
+                assert isinstance(current, list)
+                current.append(value)
+            continue
+        if key in seen:
+            raise ConfigError(
+                f"{key!r} given twice (first on line {seen[key]})", path=path, line=number
+            )
+        seen[key] = number
+        if key in _STRINGS:
+            values[_STRINGS[key]] = value or ""
+        elif key in _BOOLEANS:
+            if value is None or value.lower() in _TRUE:
+                values[_BOOLEANS[key]] = True
+            elif value.lower() in _FALSE:
+                values[_BOOLEANS[key]] = False
+            else:
+                raise ConfigError(
+                    f"{key} must be true or false, not {value!r}", path=path, line=number
+                )
+        else:
+            known = ", ".join(sorted([*_STRINGS, *_BOOLEANS, *_LISTS]))
+            raise ConfigError(f"unknown key {key!r} (known: {known})", path=path, line=number)
+        if key == "api-endpoint" and value and not re.match(r"https?://", value):
+            raise ConfigError(
+                f"api-endpoint must be an http(s) URL, not {value!r}", path=path, line=number
+            )
+    tags = values.pop("node_tags", [])
+    assert isinstance(tags, list)
+    return CloudConfig(node_tags=tuple(tags), **values)  # type: ignore[arg-type]
+
+
+def load_cloud_config(path: str | Path | None) -> CloudConfig:
+    """The config at ``path`` (an empty one without a path)."""
+    if path is None:
+        return CloudConfig()
+    try:
+        text = Path(path).read_text()
+    except OSError as error:
+        raise ConfigError(
+            f"cannot read the cloud config: {error.strerror}", path=str(path)
+        ) from None
+    return parse_cloud_config(text, str(path))

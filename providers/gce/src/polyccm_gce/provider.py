@@ -1,0 +1,197 @@
+"""The GCE cloud provider: wires the capabilities to one API client of one project.
+
+Built by the plugin when ``--provider gce`` is chosen (importing this module imports
+google-auth). :meth:`GceProvider.discover` finds what gce.conf leaves out as cloud-provider-gcp
+does: credentials are Google's application-default credentials (``GOOGLE_APPLICATION_
+CREDENTIALS``, gcloud's, or the metadata server's service account on a VM); the project is
+``project-id``, else the credentials' project, else the metadata server's; the local zone is
+``local-zone``, else the metadata server's ``instance/zone``. The cluster's zones are the local
+zone, or every zone of its region with ``multizone``; the load balancers live in its region.
+
+The cluster id (the ``<cluster-id>`` of the shared health check ``k8s-<cluster-id>-node``) is
+upstream's: the ``uid`` of the ConfigMap ``kube-system/ingress-uid``, made with a fresh id when
+it does not exist. It is read in :meth:`GceProvider.initialize`, so :meth:`has_cluster_id` is
+always true, as upstream's is.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+import urllib.error
+import urllib.request
+from typing import Any
+
+from polyccm.cloud import CloudProvider, InstancesV2, LoadBalancer, ProviderContext, Routes
+from polyccm.errors import ConfigError
+from polyccm.kube.api import CONFIGMAPS, ApiError
+
+from polyccm_gce.api import SCOPES, GceApi
+from polyccm_gce.config import CloudConfig
+from polyccm_gce.instances import GceInstances, InstanceLookup
+from polyccm_gce.load_balancer import GceLoadBalancer
+from polyccm_gce.naming import NodeDirectory, last, region_of
+from polyccm_gce.routes import GceRoutes
+
+log = logging.getLogger(__name__)
+
+CLUSTER_ID_CONFIGMAP = ("kube-system", "ingress-uid")
+CLUSTER_ID_KEY = "uid"
+PROVIDER_UID_KEY = "provider-uid"
+
+
+def metadata(path: str) -> str | None:
+    """``/computeMetadata/v1/<path>`` from the metadata server (``GCE_METADATA_HOST``, else
+    metadata.google.internal), or None when none answers (not on GCE)."""
+    host = os.environ.get("GCE_METADATA_HOST") or os.environ.get("GCE_METADATA_ROOT")
+    request = urllib.request.Request(
+        f"http://{host or 'metadata.google.internal'}/computeMetadata/v1/{path}",
+        headers={"Metadata-Flavor": "Google"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=3) as answer:
+            return str(answer.read().decode()).strip() or None
+    except (OSError, urllib.error.URLError):
+        return None
+
+
+def application_default_credentials() -> tuple[Any, str | None]:
+    """google-auth's application-default credentials and their project."""
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    try:
+        credentials, project = google.auth.default(scopes=list(SCOPES))
+    except DefaultCredentialsError as error:
+        raise ConfigError(f"no Google credentials: {error}") from None
+    return credentials, project
+
+
+class GceProvider(CloudProvider):
+    """GCE instances, legacy network load balancers and routes of one project."""
+
+    name = "gce"
+
+    def __init__(
+        self,
+        config: CloudConfig,
+        *,
+        api: GceApi,
+        local_zone: str,
+        zones: tuple[str, ...] = (),
+        cluster_name: str = "kubernetes",
+        route_inserts_per_second: float = 10.0,
+        route_insert_burst: int = 20,
+    ) -> None:
+        self.config = config
+        self.api = api
+        self.cluster_name = cluster_name
+        self.local_zone = local_zone
+        self.region = region_of(local_zone)
+        network_project = config.network_project_id or api.project
+        network = config.network_name or "default"
+        self.network_url = f"{api.endpoint}projects/{network_project}/global/networks/{network}"
+        self._cluster_id: str | None = None
+        self._cluster_id_lock = threading.Lock()
+        self.lookup = InstanceLookup(api, zones or (local_zone,))
+        self.directory = NodeDirectory()
+        self._instances = GceInstances(self.lookup)
+        self._routes = GceRoutes(
+            api,
+            self.lookup,
+            self.directory,
+            network_url=self.network_url,
+            inserts_per_second=route_inserts_per_second,
+            insert_burst=route_insert_burst,
+        )
+        self._load_balancer = GceLoadBalancer(
+            api,
+            self.lookup,
+            region=self.region,
+            network_url=self.network_url,
+            node_tags=config.node_tags,
+            cluster_id=self.cluster_id,
+        )
+
+    @classmethod
+    def discover(cls, config: CloudConfig, *, cluster_name: str = "kubernetes") -> GceProvider:
+        """The provider with credentials, project and zones found as upstream finds them."""
+        if config.token_url and config.token_url != "nil":
+            log.warning(
+                "gce.conf token-url is not supported; using application-default credentials"
+            )
+        credentials, adc_project = application_default_credentials()
+        project = config.project_id or adc_project or metadata("project/project-id")
+        if not project:
+            raise ConfigError("no GCE project: set project-id in [global] of gce.conf")
+        zone = config.local_zone or last(metadata("instance/zone") or "")
+        if not zone:
+            raise ConfigError(
+                "no GCE zone: set local-zone in [global] of gce.conf (not on a GCE VM whose "
+                "metadata server names one)"
+            )
+        api = GceApi(project, config.endpoint, credentials)
+        zones: tuple[str, ...] = (zone,)
+        if config.multizone:
+            listed = api.list_all(
+                "compute.zones.list", "zones", filter=f'name eq "{region_of(zone)}-.*"'
+            )
+            zones = tuple(sorted(item["name"] for item in listed)) or zones
+        return cls(config, api=api, local_zone=zone, zones=zones, cluster_name=cluster_name)
+
+    def has_cluster_id(self) -> bool:
+        return True
+
+    def cluster_id(self) -> str:
+        """The cluster id read in :meth:`initialize` (the cluster name before that)."""
+        return self._cluster_id or self.cluster_name
+
+    def initialize(self, context: ProviderContext) -> None:
+        """Read (or make) the cluster id; let the node directory follow the node cache."""
+        with self._cluster_id_lock:
+            self._cluster_id = self._read_cluster_id(context)
+        log.info(
+            "GCE project %s, zone %s, cluster id %s",
+            self.api.project,
+            self.local_zone,
+            self._cluster_id,
+        )
+        self.directory.follow(context.nodes)
+
+    def _read_cluster_id(self, context: ProviderContext) -> str:
+        namespace, name = CLUSTER_ID_CONFIGMAP
+        try:
+            found = context.api.get(CONFIGMAPS, name, namespace)
+        except ApiError as error:
+            if error.status != 404:
+                raise
+        else:
+            value = str(found.get("data", {}).get(CLUSTER_ID_KEY, ""))
+            if value:
+                return value
+        new = secrets.token_hex(8)
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": {CLUSTER_ID_KEY: new, PROVIDER_UID_KEY: new},
+        }
+        try:
+            context.api.create(CONFIGMAPS, body, namespace)
+        except ApiError as error:
+            if error.status != 409:
+                raise
+            found = context.api.get(CONFIGMAPS, name, namespace)
+            return str(found.get("data", {}).get(CLUSTER_ID_KEY, "")) or new
+        return new
+
+    def instances_v2(self) -> InstancesV2:
+        return self._instances
+
+    def load_balancer(self) -> LoadBalancer:
+        return self._load_balancer
+
+    def routes(self) -> Routes:
+        return self._routes

@@ -1,0 +1,155 @@
+"""Routes for GCE: one route per node pod CIDR, as cloud-provider-gcp makes them.
+
+A route is named ``<cluster[:26]>-<node UID>``, described ``k8s-node-route``, sends its
+``destRange`` to ``nextHopInstance: zones/<zone>/instances/<name>`` with priority 1000, on the
+configured network. The instance comes from the target Node the route controller passes (its
+providerID), so creating a route costs no lookup; a node without a providerID is looked up by
+name (one filtered aggregatedList).
+
+Cost, which is what GCE quotas punish (kubernetes #21563, #60646): :meth:`GceRoutes.list_routes`
+is one ``routes.list`` filtered on the name prefix, the network and the description (one page
+per 500 routes), so a steady-state pass writes nothing and reads one list. A create is one
+``routes.insert`` plus the polls of its operation; an insert that finds the route there
+(409, or an operation ending ``RESOURCE_ALREADY_EXISTS``) is success. The route controller calls
+:meth:`create_route` from up to 10 threads, so operations are awaited concurrently; inserts also
+pass a per-project token bucket (``inserts_per_second``, ``insert_burst``) so that a scale-up
+stays inside the project's write rate instead of meeting 403 ``rateLimitExceeded`` (which is
+retried with backoff if it comes anyway). A route whose instance is gone (GCE's warning
+``NEXT_HOP_INSTANCE_NOT_FOUND``) is listed as a blackhole for the controller to delete.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+from polyccm.cloud import Route, Routes
+from polyccm.objects import Node
+
+from polyccm_gce.api import GceApi, GceApiError
+from polyccm_gce.instances import InstanceLookup
+from polyccm_gce.naming import (
+    InvalidProviderID,
+    NodeDirectory,
+    instance_ref,
+    last,
+    parse_provider_id,
+)
+
+DESCRIPTION = "k8s-node-route"
+PRIORITY = 1000
+GONE_WARNINGS = frozenset({"NEXT_HOP_INSTANCE_NOT_FOUND"})
+
+
+def route_prefix(cluster_name: str) -> str:
+    """``<cluster[:26]>-``: what every route of the cluster's name starts with."""
+    return f"{cluster_name[:26]}-"
+
+
+def route_name(cluster_name: str, name_hint: str) -> str:
+    """``<cluster[:26]>-<node UID>`` (at most 63 characters, as GCE requires)."""
+    return f"{route_prefix(cluster_name)}{name_hint}"
+
+
+class TokenBucket:
+    """At most ``rate`` acquisitions per second after ``burst``; :meth:`acquire` waits."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._tokens = float(burst)
+        self._stamp = time.monotonic()
+        self._lock = threading.Lock()
+
+    def acquire(self) -> None:
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
+                self._stamp = now
+                if self._tokens >= 1:
+                    self._tokens -= 1
+                    return
+                wait = (1 - self._tokens) / self.rate
+            time.sleep(wait)
+
+
+class GceRoutes(Routes):
+    """The Routes capability on one project's network."""
+
+    def __init__(
+        self,
+        api: GceApi,
+        lookup: InstanceLookup,
+        directory: NodeDirectory,
+        *,
+        network_url: str,
+        inserts_per_second: float = 10.0,
+        insert_burst: int = 20,
+    ) -> None:
+        self.api = api
+        self.lookup = lookup
+        self.directory = directory
+        self.network_url = network_url
+        self.inserts = TokenBucket(inserts_per_second, insert_burst)
+
+    def _filter(self, cluster_name: str) -> str:
+        network = re.escape("/".join(self.network_url.split("/")[-4:]))
+        return (
+            f'(name eq "{re.escape(route_prefix(cluster_name))}.*") '
+            f'(network eq ".*/{network}") '
+            f'(description eq "{DESCRIPTION}")'
+        )
+
+    def list_routes(self, cluster_name: str) -> list[Route]:
+        found = []
+        listed = self.api.list_all(
+            "compute.routes.list", "global/routes", filter=self._filter(cluster_name)
+        )
+        for item in listed:
+            hop = instance_ref(item.get("nextHopInstance", ""))
+            if hop is None:
+                continue
+            warnings = {w.get("code") for w in item.get("warnings", ())}
+            found.append(
+                Route(
+                    name=item["name"],
+                    target_node=self.directory.node_of(hop.zone, hop.name),
+                    destination_cidr=item["destRange"],
+                    blackhole=bool(warnings & GONE_WARNINGS),
+                )
+            )
+        return found
+
+    def _target_path(self, target: Node) -> str:
+        try:
+            return parse_provider_id(target.provider_id).path
+        except InvalidProviderID:
+            instance = self.lookup.one(target)
+            return f"zones/{last(instance['zone'])}/instances/{instance['name']}"
+
+    def create_route(
+        self, cluster_name: str, name_hint: str, route: Route, *, target: Node
+    ) -> None:
+        body = {
+            "name": route_name(cluster_name, name_hint),
+            "network": self.network_url,
+            "nextHopInstance": self._target_path(target),
+            "destRange": route.destination_cidr,
+            "priority": PRIORITY,
+            "description": DESCRIPTION,
+        }
+        self.inserts.acquire()
+        try:
+            self.api.mutate("compute.routes.insert", "POST", "global/routes", body)
+        except GceApiError as error:
+            if not error.already_exists:
+                raise
+
+    def delete_route(self, cluster_name: str, route: Route) -> None:
+        try:
+            self.api.mutate("compute.routes.delete", "DELETE", f"global/routes/{route.name}")
+        except GceApiError as error:
+            if not error.not_found:
+                raise
