@@ -1,0 +1,279 @@
+"""The emulator's WSGI application: the Metal API under ``/metal/v1/``, the device metadata
+service at ``/metadata``, and the control endpoints under ``/_polyccm/``.
+
+An API request goes through, in order: routing (unknown paths are 404), call counting per
+operation, the ``X-Auth-Token`` header (401), any injected fault for its operation (a 429
+carries ``X-RateLimit-*`` and ``Retry-After`` headers), the strict OpenAPI check of the request
+(404/422), and the handler. With ``validate_responses`` each answer is checked against the
+document too, and one that does not match becomes a 500 naming the mismatch.
+
+The metadata service answers ``GET /metadata`` without a token, as Metal's did from inside a
+device (``metadata.platformequinix.com``, formerly ``metadata.packet.net``): the device is the
+one named by the ``X-Polyccm-Device`` header (id or hostname), else the ``metadata_device``
+setting, else the project's oldest device. Its body is the document's ``Metadata`` plus the
+``bgp_neighbors`` the Packet CCM read.
+
+Control endpoints (no token): ``GET /_polyccm/health``; ``GET``/``DELETE /_polyccm/calls``;
+``POST``/``GET``/``DELETE /_polyccm/faults``; ``GET``/``PUT /_polyccm/settings``;
+``POST /_polyccm/reset``; ``GET``/``DELETE /_polyccm/validation``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from werkzeug.exceptions import HTTPException
+from werkzeug.wrappers import Request, Response
+
+from polyccm_packet.emulator import openapi, render, routes
+from polyccm_packet.emulator.backend import Backend, Device
+from polyccm_packet.emulator.errors import (
+    ApiError,
+    BadRequest,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+    Unauthorized,
+    error_for_status,
+)
+from polyccm_packet.emulator.faults import CallLog
+from polyccm_packet.emulator.settings import EmulatorSettings
+from polyccm_packet.emulator.timers import Clock
+
+CONTROL = "/_polyccm/"
+METADATA_PATH = "/metadata"
+METADATA_OPERATION = "metadata"
+DEVICE_HEADER = "X-Polyccm-Device"
+#: The project a bare ``EmulatorApp()`` serves (``polyccm-dev`` passes a fresh one).
+DEFAULT_PROJECT_ID = "8f6bd0b4-6e6a-4a7b-9a38-4b1f5ac3f7a1"
+JSON_TYPE = "application/json; charset=utf-8"
+
+log = logging.getLogger(__name__)
+
+
+class EmulatorApp:
+    """One emulated Metal project behind the Metal API (a WSGI callable)."""
+
+    def __init__(
+        self,
+        settings: EmulatorSettings | None = None,
+        *,
+        clock: Clock | None = None,
+        project_id: str = DEFAULT_PROJECT_ID,
+    ) -> None:
+        self.backend = Backend(settings or EmulatorSettings(), clock or Clock(),
+                               project_id=project_id)  # fmt: skip
+        self.calls = CallLog()
+        self.validators = openapi.validators()
+        self.mismatches: list[dict[str, str]] = []
+        self._urls = routes.url_map()
+        self._lock = threading.RLock()
+
+    @property
+    def settings(self) -> EmulatorSettings:
+        return self.backend.settings
+
+    def configure(self, changes: dict[str, Any]) -> EmulatorSettings:
+        with self._lock:
+            self.backend.settings = self.backend.settings.updated(changes)
+            return self.backend.settings
+
+    def reset(self) -> None:
+        with self._lock:
+            self.backend.reset()
+            self.calls.clear_calls()
+            self.calls.clear_faults()
+            self.mismatches.clear()
+
+    # -- WSGI ---------------------------------------------------------------------------------
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        request = Request(environ)
+        if request.path.startswith(CONTROL):
+            response = self._control(request)
+        elif request.path.rstrip("/") == METADATA_PATH:
+            response = self._metadata(request)
+        else:
+            response = self._api(request)
+        return response(environ, start_response)
+
+    def _api(self, request: Request) -> Response:
+        checked = False
+        try:
+            route, path_args = self._route(request)
+            checked = True  # other paths are in no document
+            fault = self.calls.record(route.operation)
+            self._authenticate(request)
+            # An injected failure is what the test asked for, whether or not the document lists
+            # its status for this operation (it lists no 429 or 5xx at all).
+            checked = fault is None or fault.status is None
+            self._suffer(fault)
+            reply = self._serve(request, route, path_args)
+        except ApiError as error:
+            reply = self._error_reply(error)
+        response = _render(reply)
+        if self.settings.validate_responses and checked:
+            response = self._checked(request, response)
+        return response
+
+    def _error_reply(self, error: ApiError) -> routes.Reply:
+        headers: dict[str, str] = {}
+        if isinstance(error, TooManyRequests):
+            reset = int(self.backend.clock.now()) + 1
+            headers = {"X-RateLimit-Limit": str(self.settings.rate_limit),
+                       "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset),
+                       "Retry-After": "1"}  # fmt: skip
+        return routes.Reply(error.status, error.body(), headers)
+
+    def _suffer(self, fault: Any) -> None:
+        if fault is None:
+            return
+        if fault.latency:
+            time.sleep(fault.latency)
+        if fault.status is not None:
+            raise error_for_status(fault.status, fault.message)
+
+    def _route(self, request: Request) -> tuple[routes.Route, dict[str, str]]:
+        adapter = self._urls.bind_to_environ(request.environ)
+        try:
+            route, args = adapter.match(request.path, method=request.method)
+        except HTTPException:
+            raise NotFound() from None
+        assert isinstance(route, routes.Route)
+        return route, {key: str(value) for key, value in args.items()}
+
+    def _authenticate(self, request: Request) -> None:
+        token = request.headers.get("X-Auth-Token", "").strip()
+        expected = self.settings.token
+        if not token or (expected and token != expected):
+            raise Unauthorized()
+
+    def _serve(self, request: Request, route: routes.Route, path_args: dict[str, str]) -> Any:
+        self.validators.check_request(request)
+        body: Any = None
+        if request.get_data():
+            try:
+                body = json.loads(request.get_data())
+            except ValueError:
+                raise BadRequest() from None
+        call = routes.Call(
+            backend=self.backend,
+            path=path_args,
+            query={key: request.args.getlist(key) for key in request.args},
+            body=body if body is not None else {},
+        )
+        with self._lock:
+            return route.handler(call)
+
+    def _checked(self, request: Request, response: Response) -> Response:
+        problem = self.validators.response_problem(request, response)
+        if problem is None:
+            return response
+        mismatch = {
+            "request": f"{request.method} {request.path}",
+            "status": str(response.status_code),
+            "problem": problem,
+        }
+        log.error("answer does not match the OpenAPI document: %s", mismatch)
+        with self._lock:
+            self.mismatches.append(mismatch)
+        error = ServerError(
+            f"the emulator's answer ({response.status_code}) does not match the Metal API's "
+            f"OpenAPI document: {problem}"
+        )
+        return _render(routes.Reply(error.status, error.body()))
+
+    # -- metadata service ---------------------------------------------------------------------
+
+    def _metadata(self, request: Request) -> Response:
+        fault = self.calls.record(METADATA_OPERATION)
+        try:
+            if request.method != "GET":
+                raise NotFound()
+            self._suffer(fault)
+            with self._lock:
+                device = self._local_device(request.headers.get(DEVICE_HEADER))
+                body = render.metadata(device, self.backend.clock.now())
+                call = routes.Call(backend=self.backend, path={}, query={}, body={})
+                body["bgp_neighbors"] = routes.bgp_neighbors(call, device)
+            reply = routes.Reply(200, body)
+        except ApiError as error:
+            reply = self._error_reply(error)
+        return _render(reply)
+
+    def _local_device(self, named: str | None) -> Device:
+        """The device the caller is on (see the module's docstring)."""
+        key = named or self.settings.metadata_device
+        if key:
+            return self.backend.device_by_name_or_id(key)
+        devices = sorted(self.backend.project.devices.values(), key=lambda d: d.created)
+        if not devices:
+            raise NotFound()
+        return devices[0]
+
+    # -- control ------------------------------------------------------------------------------
+
+    def _control(self, request: Request) -> Response:
+        name = request.path[len(CONTROL) :].strip("/")
+        try:
+            answer = self._handle_control(request.method, name, request)
+        except (ValueError, TypeError, KeyError) as error:
+            return _json(400, {"error": str(error)})
+        if answer is None:
+            return _json(404, {"error": f"no {request.method} {request.path}"})
+        return _json(200, answer)
+
+    def _handle_control(self, method: str, name: str, request: Request) -> object | None:
+        payload = request.get_json(silent=True) if request.get_data() else None
+        if name == "health":
+            return {"ok": True, "project": self.backend.project_id}
+        if name == "calls":
+            if method == "GET":
+                return self.calls.calls()
+            if method == "DELETE":
+                self.calls.clear_calls()
+                return {}
+        if name == "faults":
+            if method == "POST":
+                if not isinstance(payload, dict):
+                    raise ValueError("a fault is a JSON object")
+                return self.calls.add_fault(payload)
+            if method == "GET":
+                return self.calls.faults()
+            if method == "DELETE":
+                self.calls.clear_faults()
+                return []
+        if name == "settings":
+            if method == "GET":
+                return self.settings.as_dict()
+            if method == "PUT":
+                if not isinstance(payload, dict):
+                    raise ValueError("settings are a JSON object")
+                return self.configure(payload).as_dict()
+        if name == "reset" and method == "POST":
+            self.reset()
+            return {}
+        if name == "validation":
+            with self._lock:
+                if method == "GET":
+                    return list(self.mismatches)
+                if method == "DELETE":
+                    self.mismatches.clear()
+                    return []
+        return None
+
+
+def _render(reply: routes.Reply) -> Response:
+    if reply.body is None:
+        return Response(status=reply.status, headers=reply.headers)
+    return Response(json.dumps(reply.body), status=reply.status, headers=reply.headers,
+                    content_type=JSON_TYPE)  # fmt: skip
+
+
+def _json(status: int, payload: object) -> Response:
+    return Response(json.dumps(payload), status=status, content_type="application/json")

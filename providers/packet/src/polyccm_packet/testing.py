@@ -1,0 +1,217 @@
+"""Test support for Equinix Metal: run the emulator, and make devices through its API.
+
+Used by this package's tests and usable by demos and cross-package tests (install the
+``emulator`` extra). Everything goes through the emulator's API as a user's would: devices are
+created with ``POST /projects/{id}/devices`` and powered off with device actions, never planted
+in its state. Nothing here talks to anything but the loopback emulator it is pointed at.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from polyccm_packet.emulator.app import EmulatorApp
+from polyccm_packet.emulator.control import EmulatorControl
+from polyccm_packet.plugin import API_URL_VARIABLE, emulator_launch
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def running_emulator(state_dir: Path, *, args: Sequence[str] = ()) -> Iterator[Mapping[str, str]]:
+    """Run the emulator as the plugin registers it (the fake key, a fresh project), checking
+    every answer against the OpenAPI document; yield the environment that reaches it
+    (``METAL_API_URL``, ``METAL_API_KEY``, ``METAL_PROJECT_ID``, ``METAL_METRO``, ...)."""
+    port = free_port()
+    launch = emulator_launch(port, state_dir, extra_args=("--validate-responses", *args))
+    log_path = state_dir / "packet-emulator.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(list(launch.argv), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_healthy(f"http://127.0.0.1:{port}{launch.health_path}", process, log_path)
+            yield dict(launch.env)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError(f"Metal emulator did not start; see {log_path}") from None
+            time.sleep(0.1)
+
+
+def control(env: Mapping[str, str]) -> EmulatorControl:
+    """The control client of the emulator ``env`` reaches."""
+    return EmulatorControl(env[API_URL_VARIABLE])
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: Mapping[str, str]
+    body: Any
+
+
+class ApiError(RuntimeError):
+    def __init__(self, method: str, path: str, answer: Answer) -> None:
+        super().__init__(f"{method} {path}: HTTP {answer.status} {answer.body}")
+        self.answer = answer
+
+
+class _Requests:
+    """What both API clients offer on top of their ``call``; paths are relative to the API's
+    base URL (``/devices/{id}``, not ``/metal/v1/devices/{id}``)."""
+
+    project_id: str
+
+    def call(self, method: str, path: str, body: object | None = None) -> Answer:
+        raise NotImplementedError
+
+    def ok(self, method: str, path: str, body: object | None = None) -> Any:
+        """The body of a successful request; :class:`ApiError` otherwise."""
+        answer = self.call(method, path, body)
+        if answer.status >= 400:
+            raise ApiError(method, path, answer)
+        return answer.body
+
+    def create_devices(
+        self,
+        count: int,
+        *,
+        prefix: str = "node",
+        metro: str = "da",
+        plan: str = "c3.small.x86",
+        operating_system: str = "ubuntu_24_04",
+        tags: Sequence[str] = (),
+        **extra: Any,
+    ) -> list[dict[str, Any]]:
+        """``count`` devices named ``prefix-0``, ``prefix-1``, ..., as created (``queued``)."""
+        created = []
+        for index in range(count):
+            body = {"hostname": f"{prefix}-{index}", "metro": metro, "plan": plan,
+                    "operating_system": operating_system, "tags": list(tags), **extra}  # fmt: skip
+            created.append(self.ok("POST", f"/projects/{self.project_id}/devices", body))
+        return created
+
+    def device(self, device_id: str) -> dict[str, Any]:
+        found: dict[str, Any] = self.ok("GET", f"/devices/{device_id}")
+        return found
+
+    def action(self, device_id: str, kind: str) -> None:
+        """Start a device action (``power_off``, ``power_on``, ``reboot``)."""
+        self.ok("POST", f"/devices/{device_id}/actions", {"type": kind})
+
+    def request_ip(self, *, metro: str = "da", tags: Sequence[str] = (), quantity: int = 1) -> Any:
+        """Reserve ``quantity`` public IPv4 addresses (an Elastic IP block) in ``metro``."""
+        body = {"type": "public_ipv4", "quantity": quantity, "metro": metro, "tags": list(tags)}
+        return self.ok("POST", f"/projects/{self.project_id}/ips", body)
+
+    def enable_bgp(self, asn: int = 65000, md5: str | None = None) -> None:
+        body: dict[str, Any] = {"asn": asn, "deployment_type": "local"}
+        if md5 is not None:
+            body["md5"] = md5
+        self.ok("POST", f"/projects/{self.project_id}/bgp-configs", body)
+
+
+class MetalApi(_Requests):
+    """A minimal client of the Metal API (the emulator's, or any with the same paths), for
+    setting up tests: plain JSON with an ``X-Auth-Token``, nothing hidden."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.endpoint = env[API_URL_VARIABLE].rstrip("/")
+        self.project_id = env["METAL_PROJECT_ID"]
+        self._token = env["METAL_API_KEY"]
+
+    def call(self, method: str, path: str, body: object | None = None) -> Answer:
+        """One request; any status comes back as an :class:`Answer`."""
+        headers = {"X-Auth-Token": self._token, "Content-Type": "application/json"}
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.endpoint + path, data, headers, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                raw, status, answer_headers = response.read(), response.status, response.headers
+        except urllib.error.HTTPError as error:
+            raw, status, answer_headers = error.read(), error.code, error.headers
+        parsed = json.loads(raw) if raw else None
+        return Answer(status, {k.lower(): v for k, v in answer_headers.items()}, parsed)
+
+
+class LocalApi(_Requests):
+    """The same requests answered in-process by an :class:`EmulatorApp` (no socket: for fast
+    tests of the emulator itself). ``token`` may be changed per call."""
+
+    TOKEN = "local-test-token"
+
+    def __init__(self, app: EmulatorApp) -> None:
+        from werkzeug.test import Client
+
+        self.app = app
+        self.client = Client(app)
+        self.project_id = app.backend.project_id
+        self.last: Any = None
+        """The last werkzeug test response."""
+        self.sent: Any = None
+        """The last request, as a werkzeug request whose body can still be read."""
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: object | None = None,
+        *,
+        token: str | None = TOKEN,
+        headers: Mapping[str, str] | None = None,
+        base: str = "/metal/v1",
+    ) -> Answer:
+        from werkzeug.test import EnvironBuilder
+        from werkzeug.wrappers import Request
+
+        sent = [("X-Auth-Token", token)] if token is not None else []
+        sent += list((headers or {}).items())
+
+        def build() -> EnvironBuilder:
+            return EnvironBuilder(
+                base + path,
+                method=method,
+                base_url="http://127.0.0.1:8080",
+                headers=sent,
+                data=None if body is None else json.dumps(body),
+                content_type="application/json" if body is not None else None,
+            )
+
+        self.sent = Request(build().get_environ())
+        response = self.client.open(build())
+        raw = response.get_data()
+        self.last = response
+        return Answer(
+            response.status_code,
+            {k.lower(): v for k, v in response.headers.items()},
+            json.loads(raw) if raw else None,
+        )
