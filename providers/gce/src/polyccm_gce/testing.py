@@ -420,3 +420,61 @@ class GceCloudUnderTest:
                 return frozenset()
             raise
         return frozenset(url.rsplit("/", 1)[-1] for url in pool.get("instances", ()))
+
+
+def node_for(
+    name: str, *, zone: str = ZONE, uid: str = "", pod_cidr: str = "", provider_id: bool = True
+) -> Any:
+    """A :class:`~polyccm.objects.Node` as the route and service controllers hand it over:
+    registered for instance ``name`` (with its providerID unless ``provider_id`` is false)."""
+    import uuid
+
+    from polyccm.objects import Node
+
+    spec: dict[str, Any] = {}
+    if provider_id:
+        spec["providerID"] = f"gce://{PROJECT}/{zone}/{name}"
+    if pod_cidr:
+        spec["podCIDR"] = pod_cidr
+        spec["podCIDRs"] = [pod_cidr]
+    return Node(
+        {
+            "metadata": {"name": name, "uid": uid or str(uuid.uuid4())},
+            "spec": spec,
+            "status": {},
+        }
+    )
+
+
+def service_for(
+    name: str = "web",
+    *,
+    namespace: str = "default",
+    ports: tuple[tuple[int, str], ...] = ((80, "TCP"),),
+    annotations: Mapping[str, str] | None = None,
+    **spec: Any,
+) -> Any:
+    """A ``type: LoadBalancer`` :class:`~polyccm.objects.Service` (extra ``spec`` fields by
+    their API names: ``loadBalancerIP``, ``externalTrafficPolicy``...)."""
+    import uuid
+
+    from polyccm.objects import Service
+
+    return Service(
+        {
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": str(uuid.uuid4()),
+                "annotations": dict(annotations or {}),
+            },
+            "spec": {
+                "type": "LoadBalancer",
+                "ports": [
+                    {"name": f"p{port}", "port": port, "protocol": protocol, "nodePort": 30000 + i}
+                    for i, (port, protocol) in enumerate(ports)
+                ],
+                **spec,
+            },
+        }
+    )

@@ -1,0 +1,190 @@
+"""The legacy network load balancer against the emulator: upstream's pieces and names,
+adoption of what cloud-provider-gcp made, and what is refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from polyccm.errors import InvalidServiceSpec
+from polyccm_gce import load_balancer
+from polyccm_gce.testing import (
+    REGION,
+    ComputeApi,
+    RunningEmulator,
+    gce_provider,
+    node_for,
+    service_for,
+    write_calls,
+)
+
+CLUSTER_ID = "cafe0123"
+
+
+@pytest.fixture
+def provider(emulator: RunningEmulator) -> Any:
+    built = gce_provider(emulator.endpoint)
+    built._cluster_id = CLUSTER_ID  # what initialize reads from kube-system/ingress-uid
+    return built
+
+
+@pytest.fixture
+def nodes(api: ComputeApi) -> list[Any]:
+    for name in ("lb-a", "lb-b", "lb-c"):
+        api.create_instance(name, tags=["cluster-node"])
+    return [node_for(name) for name in ("lb-a", "lb-b", "lb-c")]
+
+
+def names(api: ComputeApi, path: str) -> set[str]:
+    return {item["name"] for item in api.list_all(path)}
+
+
+def test_ensure_builds_upstreams_pieces(provider: Any, nodes: list[Any], api: ComputeApi) -> None:
+    service = service_for(ports=((80, "TCP"), (443, "TCP")))
+    lb = provider.load_balancer()
+    name = lb.get_load_balancer_name("c", service)
+
+    status = lb.ensure_load_balancer("c", service, nodes)
+
+    rule = api.get(f"regions/{REGION}/forwardingRules/{name}")
+    assert status.ingress[0].ip == rule["IPAddress"]
+    assert (rule["IPProtocol"], rule["portRange"]) == ("TCP", "80-443")
+    pool = api.get(f"regions/{REGION}/targetPools/{name}")
+    assert {url.rsplit("/", 1)[-1] for url in pool["instances"]} == {"lb-a", "lb-b", "lb-c"}
+    assert pool["healthChecks"][0].endswith(f"/httpHealthChecks/k8s-{CLUSTER_ID}-node")
+    check = api.get(f"global/httpHealthChecks/k8s-{CLUSTER_ID}-node")
+    assert (check["port"], check["requestPath"]) == (10256, "/healthz")
+    firewall = api.get(f"global/firewalls/k8s-fw-{name}")
+    assert firewall["allowed"] == [{"IPProtocol": "tcp", "ports": ["80", "443"]}]
+    assert firewall["targetTags"] == ["cluster-node"]
+    assert firewall["sourceRanges"] == ["0.0.0.0/0"]
+    assert f"k8s-{CLUSTER_ID}-node-http-hc" in names(api, "global/firewalls")
+
+
+def test_local_traffic_policy_gets_its_own_health_check(
+    provider: Any, nodes: list[Any], api: ComputeApi
+) -> None:
+    service = service_for(externalTrafficPolicy="Local", healthCheckNodePort=31999)
+    lb = provider.load_balancer()
+    name = lb.get_load_balancer_name("c", service)
+
+    lb.ensure_load_balancer("c", service, nodes)
+
+    assert api.get(f"global/httpHealthChecks/{name}")["port"] == 31999
+    assert f"k8s-{name}-http-hc" in names(api, "global/firewalls")
+    lb.ensure_load_balancer_deleted("c", service)
+    assert names(api, "global/httpHealthChecks") == set()
+    assert not any(n.startswith("k8s-") for n in names(api, "global/firewalls"))
+
+
+def test_a_load_balancer_made_by_cloud_provider_gcp_is_adopted(
+    provider: Any, nodes: list[Any], api: ComputeApi, emulator: RunningEmulator
+) -> None:
+    service = service_for()
+    name = provider.load_balancer().get_load_balancer_name("c", service)
+    check = f"k8s-{CLUSTER_ID}-node"
+    api.do(
+        "POST",
+        "global/httpHealthChecks",
+        {
+            "name": check,
+            "port": 10256,
+            "requestPath": "/healthz",
+            "checkIntervalSec": 8,
+            "timeoutSec": 1,
+            "healthyThreshold": 1,
+            "unhealthyThreshold": 3,
+        },
+    )
+    for fw, ports, sources in (
+        (f"k8s-{CLUSTER_ID}-node-http-hc", ["10256"], list(load_balancer.PROBER_RANGES)),
+        (f"k8s-fw-{name}", ["80"], ["0.0.0.0/0"]),
+    ):
+        api.do(
+            "POST",
+            "global/firewalls",
+            {
+                "name": fw,
+                "network": "global/networks/default",
+                "sourceRanges": sources,
+                "targetTags": ["cluster-node"],
+                "allowed": [{"IPProtocol": "tcp", "ports": ports}],
+            },
+        )
+    api.do(
+        "POST",
+        f"regions/{REGION}/targetPools",
+        {
+            "name": name,
+            "healthChecks": [f"global/httpHealthChecks/{check}"],
+            "instances": [
+                f"zones/{n.provider_id.split('/')[-2]}/instances/{n.name}" for n in nodes
+            ],
+        },
+    )
+    api.do(
+        "POST",
+        f"regions/{REGION}/forwardingRules",
+        {
+            "name": name,
+            "IPProtocol": "TCP",
+            "portRange": "80-80",
+            "target": f"regions/{REGION}/targetPools/{name}",
+        },
+    )
+    emulator.control.reset_calls()
+
+    provider.load_balancer().ensure_load_balancer("c", service, nodes)
+
+    assert write_calls(emulator.control.calls()) == 0
+
+
+def test_the_pool_is_made_with_the_first_instances_and_the_rest_added(
+    provider: Any, nodes: list[Any], emulator: RunningEmulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(load_balancer, "POOL_CREATE_LIMIT", 2)  # upstream's 200, at small N
+    emulator.control.reset_calls()
+
+    provider.load_balancer().ensure_load_balancer("c", service_for(), nodes)
+
+    calls = emulator.control.calls()
+    assert calls["compute.targetPools.insert"] == 1
+    assert calls["compute.targetPools.addInstance"] == 1
+
+
+def test_load_balancer_ip_uses_the_reserved_address(
+    provider: Any, nodes: list[Any], api: ComputeApi
+) -> None:
+    api.do("POST", f"regions/{REGION}/addresses", {"name": "mine"})
+    reserved = api.get(f"regions/{REGION}/addresses/mine")["address"]
+
+    status = provider.load_balancer().ensure_load_balancer(
+        "c", service_for(loadBalancerIP=reserved), nodes
+    )
+
+    assert status.ingress[0].ip == reserved
+    with pytest.raises(InvalidServiceSpec, match="reserve it"):
+        provider.load_balancer().ensure_load_balancer(
+            "c", service_for("other", loadBalancerIP="203.0.113.9"), nodes
+        )
+
+
+@pytest.mark.parametrize(
+    ("service", "words"),
+    [
+        (
+            service_for(annotations={"networking.gke.io/load-balancer-type": "Internal"}),
+            "not supported yet",
+        ),
+        (service_for(ports=((53, "UDP"), (80, "TCP"))), "one protocol"),
+    ],
+)
+def test_what_the_network_load_balancer_cannot_do_is_refused_before_any_write(
+    provider: Any, nodes: list[Any], emulator: RunningEmulator, service: Any, words: str
+) -> None:
+    emulator.control.reset_calls()
+
+    with pytest.raises(InvalidServiceSpec, match=words):
+        provider.load_balancer().ensure_load_balancer("c", service, nodes)
+
+    assert emulator.control.calls() == {}
