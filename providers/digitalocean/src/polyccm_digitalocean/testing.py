@@ -250,7 +250,7 @@ class LocalApi(_Requests):
 TEST_REGION = "nyc3"
 
 
-def test_provider(env: Mapping[str, str], **overrides: str) -> Any:
+def provider_for(env: Mapping[str, str], **overrides: str) -> Any:
     """The provider built from ``env`` (the emulator's variables) as ``polyccm`` builds it from
     the process environment, with ``REGION`` set (``overrides`` win)."""
     from polyccm_digitalocean.provider import DigitalOceanProvider
@@ -275,7 +275,7 @@ class DigitalOceanCloudUnderTest:
         self.env = env
         self.api = DigitalOceanApi(env)
         self.control = control(env)
-        self.provider = test_provider(env)
+        self.provider = provider_for(env)
         self._ids: dict[str, int] = {}
 
     def create_instance(self, name: str) -> str:

@@ -1,0 +1,170 @@
+"""The annotations, read as pure functions: what each one asks of the load balancer, what is
+refused (naming the annotation) and what is only warned about, all before any cloud call."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from polyccm.errors import InvalidServiceSpec
+from polyccm.objects import Service
+from polyccm_digitalocean import annotations as ann
+from polyccm_digitalocean.annotations import load_balancer_spec
+
+
+def service(annotations: Mapping[str, str] | None = None, **spec: Any) -> Service:
+    ports = spec.pop("ports", None) or [
+        {"name": "http", "protocol": "TCP", "port": 80, "nodePort": 30080},
+        {"name": "https", "protocol": "TCP", "port": 443, "nodePort": 30443},
+    ]
+    return Service({
+        "metadata": {"name": "web", "namespace": "default", "uid": str(uuid.uuid4()),
+                     "annotations": dict(annotations or {})},
+        "spec": {"type": "LoadBalancer", "ports": ports, **spec},
+    })  # fmt: skip
+
+
+def spec_of(annotations: Mapping[str, str] | None = None, **spec: Any) -> ann.LoadBalancerSpec:
+    return load_balancer_spec(service(annotations, **spec), default_name="adefault")
+
+
+def rules(result: ann.LoadBalancerSpec) -> dict[int, dict[str, Any]]:
+    return {r["entry_port"]: r for r in result.body["forwarding_rules"]}
+
+
+def test_defaults_are_tcp_rules_to_node_ports_and_the_kube_proxy_health_check() -> None:
+    result = spec_of()
+
+    assert result.name == "adefault"
+    assert rules(result)[80] == {"entry_protocol": "tcp", "entry_port": 80,
+                                 "target_protocol": "tcp", "target_port": 30080}  # fmt: skip
+    assert result.body["health_check"] == {"protocol": "http", "port": 10256, "path": "/healthz"}
+    assert result.body["type"] == "REGIONAL" and result.body["network"] == "EXTERNAL"
+    assert result.warnings == ()
+
+
+def test_local_traffic_policy_checks_the_health_check_node_port() -> None:
+    result = spec_of(externalTrafficPolicy="Local", healthCheckNodePort=32000)
+
+    assert result.body["health_check"] == {"protocol": "http", "port": 32000, "path": "/healthz"}
+
+
+def test_port_lists_choose_protocols_and_certificates_terminate_tls() -> None:
+    result = spec_of({ann.HTTP_PORTS: "80", ann.TLS_PORTS: "443", ann.CERTIFICATE_ID: "cert-1",
+                      ann.REDIRECT_HTTP_TO_HTTPS: "true"})  # fmt: skip
+
+    assert rules(result)[80]["entry_protocol"] == "http"
+    assert rules(result)[443] == {"entry_protocol": "https", "entry_port": 443,
+                                  "target_protocol": "http", "target_port": 30443,
+                                  "certificate_id": "cert-1"}  # fmt: skip
+    assert result.body["redirect_http_to_https"] is True
+
+
+def test_tls_passthrough_forwards_https_untouched() -> None:
+    result = spec_of({ann.TLS_PORTS: "443", ann.TLS_PASSTHROUGH: "true"})
+
+    assert rules(result)[443]["tls_passthrough"] is True
+    assert rules(result)[443]["target_protocol"] == "https"
+
+
+def test_http2_and_http3_ports_need_a_certificate() -> None:
+    result = spec_of({ann.HTTP2_PORTS: "443", ann.HTTP3_PORT: "80", ann.CERTIFICATE_NAME: "web"})
+
+    assert rules(result)[443]["entry_protocol"] == "http2"
+    assert rules(result)[80]["entry_protocol"] == "http3"
+    assert result.certificate_name == "web"
+
+
+def test_every_setting_annotation_reaches_the_request() -> None:
+    result = spec_of({
+        ann.STICKY_TYPE: "cookies", ann.STICKY_COOKIE_NAME: "c", ann.STICKY_COOKIE_TTL: "300",
+        ann.PROXY_PROTOCOL: "true", ann.BACKEND_KEEPALIVE: "true", ann.IDLE_TIMEOUT: "120",
+        ann.SIZE_UNIT: "3", ann.ALLOW_RULES: "cidr:10.0.0.0/8,ip:1.2.3.4",
+        ann.DENY_RULES: "ip:5.6.7.8", ann.NETWORK: "internal", ann.NETWORK_STACK: "dualstack",
+        ann.DISABLE_LETS_ENCRYPT_DNS_RECORDS: "true", ann.NAME: "my-lb",
+        ann.HOSTNAME: "web.example.com",
+    })  # fmt: skip
+    body = result.body
+
+    assert body["sticky_sessions"] == {"type": "cookies", "cookie_name": "c",
+                                       "cookie_ttl_seconds": 300}  # fmt: skip
+    assert body["enable_proxy_protocol"] and body["enable_backend_keepalive"]
+    assert body["http_idle_timeout_seconds"] == 120 and body["size_unit"] == 3
+    assert body["firewall"] == {"allow": ["cidr:10.0.0.0/8", "ip:1.2.3.4"],
+                                "deny": ["ip:5.6.7.8"]}  # fmt: skip
+    assert body["network"] == "INTERNAL" and body["network_stack"] == "DUALSTACK"
+    assert body["disable_lets_encrypt_dns_records"] is True
+    assert result.name == "my-lb" and result.hostname == "web.example.com"
+    assert result.warnings == ()
+
+
+def test_override_health_check_uses_the_healthcheck_annotations() -> None:
+    result = spec_of({ann.OVERRIDE_HEALTH_CHECK: "true", ann.HC_PROTOCOL: "http",
+                      ann.HC_PORT: "443", ann.HC_PATH: "/ready", ann.HC_INTERVAL: "5",
+                      ann.HC_TIMEOUT: "4", ann.HC_UNHEALTHY: "3", ann.HC_HEALTHY: "2"})  # fmt: skip
+
+    assert result.body["health_check"] == {
+        "protocol": "http", "port": 30443, "path": "/ready", "check_interval_seconds": 5,
+        "response_timeout_seconds": 4, "unhealthy_threshold": 3, "healthy_threshold": 2,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("annotations", "named"),
+    [
+        ({ann.TLS_PORTS: "443"}, ann.CERTIFICATE_ID),
+        ({ann.HTTP_PORTS: "80", ann.TLS_PORTS: "80", ann.CERTIFICATE_ID: "c"}, ann.TLS_PORTS),
+        ({ann.HTTP_PORTS: "8080"}, ann.HTTP_PORTS),
+        ({ann.TLS_PASSTHROUGH: "true", ann.CERTIFICATE_ID: "c"}, ann.TLS_PASSTHROUGH),
+        ({ann.CERTIFICATE_ID: "c", ann.CERTIFICATE_NAME: "n"}, ann.CERTIFICATE_NAME),
+        ({ann.SIZE_SLUG: "lb-small", ann.SIZE_UNIT: "2"}, ann.SIZE_UNIT),
+        ({ann.SIZE_SLUG: "lb-huge"}, ann.SIZE_SLUG),
+        ({ann.SIZE_UNIT: "0"}, ann.SIZE_UNIT),
+        ({ann.STICKY_TYPE: "cookies"}, ann.STICKY_COOKIE_NAME),
+        ({ann.PROXY_PROTOCOL: "maybe"}, ann.PROXY_PROTOCOL),
+        ({ann.IDLE_TIMEOUT: "5"}, ann.IDLE_TIMEOUT),
+        ({ann.ALLOW_RULES: "10.0.0.0/8"}, ann.ALLOW_RULES),
+        ({ann.TYPE: "GLOBAL", ann.NETWORK: "INTERNAL"}, ann.NETWORK),
+        ({ann.TYPE: "REGIONAL_NETWORK", ann.HTTP_PORTS: "80"}, ann.TYPE),
+        ({ann.TYPE: "SOMETHING"}, ann.TYPE),
+        ({ann.HTTP3_PORT: "80,443", ann.CERTIFICATE_ID: "c"}, ann.HTTP3_PORT),
+        ({ann.NAME: "bad name!"}, ann.NAME),
+        ({ann.OVERRIDE_HEALTH_CHECK: "true", ann.HC_PORT: "9999"}, ann.HC_PORT),
+    ],
+)
+def test_what_upstream_refuses_is_refused_naming_the_annotation(
+    annotations: Mapping[str, str], named: str
+) -> None:
+    with pytest.raises(InvalidServiceSpec, match=named):
+        spec_of(annotations)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "named"),
+    [
+        ({ann.HC_PATH: "/ready"}, ann.HC_PATH),
+        ({ann.STICKY_COOKIE_NAME: "c"}, ann.STICKY_COOKIE_NAME),
+        ({ann.REDIRECT_HTTP_TO_HTTPS: "true"}, ann.REDIRECT_HTTP_TO_HTTPS),
+        ({ann.PREFIX + "healthcheck-pth": "/x"}, ann.PREFIX + "healthcheck-pth"),
+        ({ann.TYPE: "REGIONAL_NETWORK", ann.IDLE_TIMEOUT: "90"}, ann.IDLE_TIMEOUT),
+    ],
+)
+def test_what_upstream_ignores_silently_is_a_warning_naming_the_annotation(
+    annotations: Mapping[str, str], named: str
+) -> None:
+    result = spec_of(annotations)
+
+    assert any(named in warning for warning in result.warnings), result.warnings
+
+
+def test_disown_is_read() -> None:
+    assert spec_of({ann.DISOWN: "true"}).disowned
+    assert not spec_of().disowned
+
+
+def test_udp_ports_forward_udp() -> None:
+    result = spec_of(ports=[{"name": "dns", "protocol": "UDP", "port": 53, "nodePort": 30053}])
+
+    assert rules(result)[53]["entry_protocol"] == "udp"

@@ -1,0 +1,130 @@
+"""Load balancers on the emulator: the id annotation keeps a renamed load balancer the same one
+(DO #224), a ``new`` one is asked about again after 15 s, disowned ones are left alone, invalid
+services cost no cloud call, and the annotations reach DigitalOcean."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from polyccm.errors import InvalidServiceSpec, RetryAfter
+from polyccm.objects import Node, Service
+from polyccm_digitalocean import annotations as ann
+from polyccm_digitalocean.testing import DigitalOceanApi, control, provider_for
+
+
+def service(annotations: Mapping[str, str] | None = None, *, uid: str = "") -> Service:
+    return Service({
+        "metadata": {"name": "web", "namespace": "default", "uid": uid or str(uuid.uuid4()),
+                     "annotations": dict(annotations or {})},
+        "spec": {"type": "LoadBalancer",
+                 "ports": [{"name": "http", "protocol": "TCP", "port": 80, "nodePort": 30080}]},
+    })  # fmt: skip
+
+
+def with_annotations(svc: Service, extra: Mapping[str, str]) -> Service:
+    raw: dict[str, Any] = {**svc.raw, "metadata": {**svc.raw["metadata"]}}
+    raw["metadata"]["annotations"] = {**svc.annotations, **extra}
+    return Service(raw)
+
+
+def nodes(api: DigitalOceanApi, count: int = 1) -> list[Node]:
+    return [
+        Node({"metadata": {"name": d["name"]}, "spec": {"providerID": f"digitalocean://{d['id']}"}})
+        for d in api.create_droplets(count)
+    ]
+
+
+def balancers(api: DigitalOceanApi) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = api.ok("GET", "/v2/load_balancers")["load_balancers"]
+    return found
+
+
+def test_a_renamed_load_balancer_stays_the_same_one(do: Mapping[str, str]) -> None:
+    api = DigitalOceanApi(do)
+    backends = nodes(api)
+    first = service({ann.NAME: "first"})
+    status = provider_for(do).load_balancer().ensure_load_balancer("k", first, backends)
+    lb_id = status.service_annotations[ann.LOAD_BALANCER_ID]
+
+    # The controller writes the id; later a user renames the LB, and a new leader takes over.
+    renamed = with_annotations(first, {ann.LOAD_BALANCER_ID: lb_id, ann.NAME: "second"})
+    again = provider_for(do).load_balancer().ensure_load_balancer("k", renamed, backends)
+
+    assert again.service_annotations == {ann.LOAD_BALANCER_ID: lb_id}
+    assert [(b["id"], b["name"]) for b in balancers(api)] == [(lb_id, "second")]
+
+
+def test_a_new_load_balancer_is_asked_about_again_after_15_seconds(
+    do: Mapping[str, str],
+) -> None:
+    api = DigitalOceanApi(do)
+    provider = provider_for(do)
+    svc = service()
+    control(do).configure(lb_active_delay=60.0)
+    try:
+        with pytest.raises(RetryAfter) as raised:
+            provider.load_balancer().ensure_load_balancer("k", svc, nodes(api))
+        with pytest.raises(RetryAfter):
+            provider.load_balancer().ensure_load_balancer("k", svc, [])
+    finally:
+        control(do).configure(lb_active_delay=0.0)
+
+    assert raised.value.delay == 15
+    assert len(balancers(api)) == 1, "the retry made a second load balancer"
+
+
+def test_a_disowned_load_balancer_is_neither_changed_nor_deleted(do: Mapping[str, str]) -> None:
+    api = DigitalOceanApi(do)
+    provider = provider_for(do)
+    backends = nodes(api, 2)
+    svc = service()
+    provider.load_balancer().ensure_load_balancer("k", svc, backends)
+    before = balancers(api)
+    disowned = with_annotations(svc, {ann.DISOWN: "true", ann.PROXY_PROTOCOL: "true"})
+
+    provider.load_balancer().ensure_load_balancer("k", disowned, backends[:1])
+    provider.load_balancer().update_load_balancer("k", disowned, backends[:1])
+    provider.load_balancer().ensure_load_balancer_deleted("k", disowned)
+
+    assert balancers(api) == before
+
+
+def test_an_invalid_service_costs_no_cloud_call(do: Mapping[str, str]) -> None:
+    provider = provider_for(do)
+    control(do).reset_calls()
+
+    with pytest.raises(InvalidServiceSpec, match=ann.TLS_PORTS):
+        provider.load_balancer().ensure_load_balancer("k", service({ann.TLS_PORTS: "80"}), [])
+
+    assert dict(control(do).calls()) == {}
+
+
+def test_annotations_reach_digitalocean_and_changes_update_in_place(
+    do: Mapping[str, str],
+) -> None:
+    api = DigitalOceanApi(do)
+    provider = provider_for(do)
+    certificate = api.ok("POST", "/v2/certificates", {
+        "name": "web", "type": "custom", "private_key": "k", "leaf_certificate": "c",
+    })["certificate"]  # fmt: skip
+    svc = service({ann.TLS_PORTS: "80", ann.CERTIFICATE_NAME: "web",
+                   ann.STICKY_TYPE: "cookies", ann.STICKY_COOKIE_NAME: "s",
+                   ann.STICKY_COOKIE_TTL: "60", ann.SIZE_UNIT: "2",
+                   ann.ALLOW_RULES: "cidr:10.0.0.0/8", ann.HC_PATH: "/x"})  # fmt: skip
+
+    status = provider.load_balancer().ensure_load_balancer("k", svc, nodes(api))
+    (made,) = balancers(api)
+    changed = with_annotations(svc, {ann.PROXY_PROTOCOL: "true"})
+    provider.load_balancer().ensure_load_balancer("k", changed, [])
+    (updated,) = balancers(api)
+
+    assert made["forwarding_rules"][0]["certificate_id"] == certificate["id"]
+    assert made["forwarding_rules"][0]["entry_protocol"] == "https"
+    assert made["sticky_sessions"]["cookie_name"] == "s" and made["size_unit"] == 2
+    assert made["firewall"]["allow"] == ["cidr:10.0.0.0/8"]
+    assert made["health_check"]["port"] == 10256
+    assert any(ann.HC_PATH in warning for warning in status.warnings)
+    assert updated["id"] == made["id"] and updated["enable_proxy_protocol"] is True
