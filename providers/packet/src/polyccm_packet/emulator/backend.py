@@ -146,7 +146,8 @@ class Backend:
             "private4": _blocks(PRIVATE_V4, 31),
             "public6": _blocks(PUBLIC_V6, 127),
         }
-        self._elastic = ipaddress.IPv4Address(ELASTIC_V4.network_address)
+        # .0 is a valid /32 but trips clients that avoid "buggy" addresses; start at .1.
+        self._elastic = ipaddress.IPv4Address(ELASTIC_V4.network_address) + 1
 
     # -- lookups ------------------------------------------------------------------------------
 

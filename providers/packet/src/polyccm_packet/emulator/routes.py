@@ -17,7 +17,7 @@ from werkzeug.routing import Map, Rule
 
 from polyccm_packet.emulator import catalog, render
 from polyccm_packet.emulator.backend import Backend, Device
-from polyccm_packet.emulator.errors import NotFound, Unprocessable
+from polyccm_packet.emulator.errors import Forbidden, NotFound
 
 BASE_PATH = "/metal/v1"
 DEFAULT_PER_PAGE = 10
@@ -210,7 +210,8 @@ def find_ip_address(call: Call) -> Reply:
 def delete_ip_address(call: Call) -> Reply:
     kind, _ = _find_ip(call, call.path["id"])
     if kind != "reservation":
-        raise Unprocessable("This IP block is assigned to a device and cannot be deleted")
+        # 403: the document lists no 422 for this operation.
+        raise Forbidden("This IP block belongs to a device and cannot be deleted")
     call.backend.delete_ip(call.path["id"])
     return Reply(204)
 
