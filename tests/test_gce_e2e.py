@@ -1,0 +1,159 @@
+"""The GCE provider end to end: the real kube-apiserver, polyccm's controllers and the GCE
+emulator together. What a user sees is asserted: initialised nodes with GCE's labels and
+providerIDs, a route per node with NetworkUnavailable flipped, a load balancer served and
+deleted without leftovers, and the internal load balancer refused with a Warning event."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from polyccm.app.manager import ControllerManager
+from polyccm.app.options import LeaderElection, ManagerOptions
+from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi, load_configuration
+from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
+from polyccm_gce.testing import (
+    CLUSTER,
+    PROJECT,
+    REGION,
+    ZONE,
+    RunningEmulator,
+    emulator_thread,
+    gce_provider,
+)
+from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
+
+
+@pytest.fixture
+def gce() -> Iterator[RunningEmulator]:
+    with emulator_thread() as running:
+        yield running
+
+
+@pytest.fixture
+def manager(
+    control_plane: Any, clean_nodes: None, gce: RunningEmulator
+) -> Iterator[Callable[..., None]]:
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def start(**overrides: Any) -> None:
+        options = ManagerOptions(
+            provider="gce",
+            kubeconfig=str(control_plane.kubeconfig),
+            cluster_name=CLUSTER,
+            configure_cloud_routes=False,
+            secure_port=0,
+            kube_api_qps=0,
+            leader_election=LeaderElection(enabled=False),
+            node_monitor_period=1.0,
+        )
+        api = KubeApi(load_configuration(options.kubeconfig), qps=0)
+        provider = gce_provider(gce.endpoint)
+        running = ControllerManager(dataclasses.replace(options, **overrides), provider, api)
+        thread = threading.Thread(target=running.run, args=(stop,), daemon=True)
+        thread.start()
+        threads.append(thread)
+        wait_for(running.ready, 30)
+
+    yield start
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=60)
+
+
+def network_condition(api: KubeApi, name: str) -> tuple[str, str] | None:
+    for condition in Node(api.get(NODES, name)).raw["status"].get("conditions") or ():
+        if condition["type"] == "NetworkUnavailable":
+            return str(condition["status"]), str(condition["reason"])
+    return None
+
+
+def ingress_ip(api: KubeApi, namespace: str, name: str) -> str:
+    ingress = Service(api.get(SERVICES, name, namespace)).load_balancer_status.get("ingress")
+    return str((ingress or [{}])[0].get("ip") or "")
+
+
+def gone(api: KubeApi, namespace: str, name: str) -> bool:
+    try:
+        api.get(SERVICES, name, namespace)
+    except ApiError as error:
+        return error.not_found
+    return False
+
+
+def test_nodes_routes_and_a_load_balancer_through_the_whole_stack(
+    kube_api: KubeApi, namespace: str, gce: RunningEmulator, manager: Callable[..., None]
+) -> None:
+    compute = gce.api()
+    names = ["gce-e2e-a", "gce-e2e-b"]
+    for name in names:
+        compute.create_instance(name, machine_type="n2-standard-2", tags=["e2e-node"])
+        make_node(kube_api, name)  # as a kubelet registers it: tainted, no providerID
+    manager(configure_cloud_routes=True, cluster_cidrs=("100.64.0.0/16",))
+
+    def initialised() -> list[Node] | None:
+        nodes = [Node(kube_api.get(NODES, n)) for n in names]
+        ok = all(not n.has_taint(UNINITIALIZED_TAINT) and n.addresses for n in nodes)
+        return nodes if ok else None
+
+    nodes = wait_for(initialised, what="both nodes initialised")
+    assert nodes[0].provider_id == f"gce://{PROJECT}/{ZONE}/gce-e2e-a"
+    assert nodes[1].labels["topology.kubernetes.io/zone"] == ZONE
+    assert nodes[1].labels["topology.kubernetes.io/region"] == REGION
+    assert nodes[1].labels["node.kubernetes.io/instance-type"] == "n2-standard-2"
+    assert network_condition(kube_api, names[0]) == ("True", "NoRouteCreated")
+
+    for index, name in enumerate(names):
+        cidr = f"100.64.{index + 1}.0/24"
+        kube_api.patch(NODES, name, {"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}})
+    for name in names:
+        wait_for(
+            lambda name=name: network_condition(kube_api, name) == ("False", "RouteCreated"),
+            what=f"{name}'s network available",
+        )
+    routes = compute.list_all("global/routes", filter='description = "k8s-node-route"')
+    assert sorted((r["destRange"], r["nextHopInstance"].rsplit("/", 1)[-1]) for r in routes) == [
+        ("100.64.1.0/24", "gce-e2e-a"),
+        ("100.64.2.0/24", "gce-e2e-b"),
+    ]
+
+    service = make_service(kube_api, namespace, "web")
+    lb_name = ("a" + service["metadata"]["uid"].replace("-", ""))[:32]
+    ip = wait_for(lambda: ingress_ip(kube_api, namespace, "web"), what="the LB's address")
+    rule = compute.get(f"regions/{REGION}/forwardingRules/{lb_name}")
+    assert rule["IPAddress"] == ip
+    pool = compute.get(f"regions/{REGION}/targetPools/{lb_name}")
+    assert {url.rsplit("/", 1)[-1] for url in pool["instances"]} == set(names)
+
+    kube_api.delete(SERVICES, "web", namespace)
+    wait_for(lambda: gone(kube_api, namespace, "web"), what="service finalised")
+    assert compute.list_all(f"regions/{REGION}/forwardingRules") == []
+    assert compute.list_all(f"regions/{REGION}/targetPools") == []
+    assert compute.list_all("global/httpHealthChecks") == []
+    assert not [f for f in compute.list_all("global/firewalls") if f["name"].startswith("k8s-")]
+
+
+def test_an_internal_load_balancer_is_a_warning_event_and_creates_nothing(
+    kube_api: KubeApi, namespace: str, gce: RunningEmulator, manager: Callable[..., None]
+) -> None:
+    gce.api().create_instance("gce-e2e-c")
+    make_node(kube_api, "gce-e2e-c")
+    manager()
+
+    def internal(body: dict[str, Any]) -> None:
+        body["metadata"]["annotations"]["networking.gke.io/load-balancer-type"] = "Internal"
+
+    make_service(kube_api, namespace, "internal", internal)
+
+    def warned() -> str | None:
+        for kind, reason, message in events_for(kube_api, namespace, "internal"):
+            if kind == "Warning" and reason == "SyncLoadBalancerFailed":
+                return message
+        return None
+
+    assert "not supported yet" in wait_for(warned, what="the Warning event")
+    assert gce.api().list_all(f"regions/{REGION}/forwardingRules") == []
