@@ -109,9 +109,9 @@ def test_a_wrong_key_is_refused_and_a_429_reaches_the_client_with_retry_after(
 ) -> None:
     from equinix.services import metalv1
 
-    with _metal({**metal_env, "METAL_API_KEY": "guess"}) as client:
-        with pytest.raises(metalv1.ApiException) as refused:
-            metalv1.MetrosApi(client).find_metros()
+    wrong_key = _metal({**metal_env, "METAL_API_KEY": "guess"})
+    with wrong_key as client, pytest.raises(metalv1.ApiException) as refused:
+        metalv1.MetrosApi(client).find_metros()
     control(metal_env).inject("findMetros", status=429)
     with _metal(metal_env) as client:
         # urllib3 under the client honours Retry-After on a 429: one throttle is retried.
