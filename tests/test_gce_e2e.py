@@ -6,6 +6,9 @@ deleted without leftovers, and the internal load balancer refused with a Warning
 from __future__ import annotations
 
 import dataclasses
+import re
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -157,3 +160,29 @@ def test_an_internal_load_balancer_is_a_warning_event_and_creates_nothing(
 
     assert "not supported yet" in wait_for(warned, what="the Warning event")
     assert gce.api().list_all(f"regions/{REGION}/forwardingRules") == []
+
+
+@pytest.mark.timeout(240)
+def test_make_demo_provider_gce_shows_nodes_routes_and_a_load_balancer() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "polyccm_gce.demo"], capture_output=True, text=True, timeout=200
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    nodes = re.findall(
+        r"^demo-node-\d\s+gce://polyccm-dev/(us-central1-[ab])/demo-node-\d\s+\S+\s+(\S+)\s+"
+        r"InternalIP=",
+        out,
+        re.MULTILINE,
+    )
+    assert {zone for zone, _ in nodes} == {"us-central1-a", "us-central1-b"}, out
+    assert len(nodes) == 3, out
+    routes = re.findall(
+        r"^demo-[0-9a-f-]{36}\s+10\.64\.\d\.0/24\s+\S+/instances/demo-node-\d\s+1000",
+        out,
+        re.MULTILINE,
+    )
+    assert len(routes) == 3, out
+    assert re.search(r"ingress\[0\]\.ip = \d+\.\d+\.\d+\.\d+", out), out
+    assert "load-balancer resources left in the cloud: 0" in out
+    assert "Traceback" not in result.stderr
