@@ -5,6 +5,8 @@ SHELL := /bin/bash
 TOOLS := $(CURDIR)/.tools
 UV := $(shell command -v uv 2>/dev/null || echo $(TOOLS)/bin/uv)
 PYTEST_ARGS ?=
+# `make demo PROVIDER=<name>` runs polyccm_<name>.demo (each provider package has one).
+PROVIDER ?= aws
 
 .PHONY: all test lint sync uv binaries demo clean-state
 
@@ -34,7 +36,7 @@ test: lint binaries
 	$(UV) run --no-sync pytest $(PYTEST_ARGS)
 
 demo: binaries
-	$(UV) run --no-sync python -m polyccm_aws.demo
+	$(UV) run --no-sync python -m polyccm_$(PROVIDER).demo
 
 clean-state:
 	-$(UV) run --no-sync polyccm-dev down --state-dir .state/dev
