@@ -1,0 +1,46 @@
+"""Building the provider as ``polyccm --provider gce`` does: what gce.conf leaves out comes from
+the credentials and the metadata server, and what cannot be found stops the start clearly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from google.oauth2.credentials import Credentials
+from polyccm.errors import ConfigError
+from polyccm_gce import provider as provider_module
+from polyccm_gce.config import CloudConfig
+from polyccm_gce.provider import GceProvider
+from polyccm_gce.testing import PROJECT, TEST_TOKEN, ComputeApi, RunningEmulator
+
+
+@pytest.fixture
+def on_the_emulators_vm(emulator: RunningEmulator, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Application-default credentials and the metadata server of the emulator."""
+    monkeypatch.setenv("GCE_METADATA_HOST", emulator.endpoint.removeprefix("http://"))
+    credentials: Any = Credentials(token=TEST_TOKEN)  # type: ignore[no-untyped-call]
+    monkeypatch.setattr(
+        provider_module, "application_default_credentials", lambda: (credentials, None)
+    )
+    return f"{emulator.endpoint}/compute/v1/"
+
+
+def test_project_and_zones_come_from_the_metadata_server(
+    on_the_emulators_vm: str, api: ComputeApi
+) -> None:
+    api.create_instance("ccm-host", zone="us-central1-b", labels={"polyccm-ccm-host": "true"})
+
+    built = GceProvider.discover(CloudConfig(api_endpoint=on_the_emulators_vm, multizone=True))
+
+    assert built.api.project == PROJECT
+    assert built.local_zone == "us-central1-b"
+    assert built.region == "us-central1"
+    assert "us-central1-a" in built.lookup.zones
+    assert all(zone.startswith("us-central1-") for zone in built.lookup.zones)
+
+
+def test_without_a_zone_the_start_stops_naming_local_zone(on_the_emulators_vm: str) -> None:
+    config = CloudConfig(project_id=PROJECT, api_endpoint=on_the_emulators_vm)
+
+    with pytest.raises(ConfigError, match="set local-zone"):
+        GceProvider.discover(config)
