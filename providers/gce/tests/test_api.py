@@ -52,3 +52,21 @@ def test_the_access_token_is_masked_in_log_lines(emulator: RunningEmulator) -> N
     client(emulator, token).get("compute.zones.get", "zones/us-central1-a")
 
     assert token not in logredact.redact(f"an error quoting {token}")
+
+
+def test_a_slow_operation_is_awaited_in_short_polls(emulator: RunningEmulator) -> None:
+    emulator.control.configure(route_running_seconds=0.8)
+    api = client(emulator)
+    api.poll_timeout = 0.2
+    body = {
+        "name": "slow",
+        "network": "global/networks/default",
+        "destRange": "10.99.0.0/24",
+        "nextHopGateway": "global/gateways/default-internet-gateway",
+        "priority": 1000,
+    }
+
+    done = api.mutate("compute.routes.insert", "POST", "global/routes", body)
+
+    assert done["status"] == "DONE"
+    assert emulator.control.calls()["compute.globalOperations.wait"] >= 3

@@ -97,8 +97,9 @@ class GceApi:
     """One project's compute API (``endpoint`` is the v1 base URL ending in ``/``).
 
     Thread-safe: one ``requests`` session per thread. ``max_attempts`` bounds the retries of
-    one call; ``backoff`` is the first pause (doubled each time, jittered, at most 4 s) so that
-    a call and its retries stay well under the lease's 15 s.
+    one call; ``backoff`` is the first pause (doubled each time, jittered, at most 4 s).
+    Operation waits are cut every ``poll_timeout`` seconds and asked again (each poll passes
+    the leadership fence) until ``operation_timeout``.
     """
 
     def __init__(
@@ -111,6 +112,8 @@ class GceApi:
         backoff: float = 0.5,
         timeout: float = 10.0,
         concurrency: int = 10,
+        poll_timeout: float = 5.0,
+        operation_timeout: float = 300.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.project = project
@@ -120,6 +123,8 @@ class GceApi:
         self.backoff = backoff
         self.timeout = timeout
         self.concurrency = concurrency
+        self.poll_timeout = poll_timeout
+        self.operation_timeout = operation_timeout
         self._sleep = sleep
         self._local = threading.local()
         self._known_token: str | None = None
@@ -225,8 +230,11 @@ class GceApi:
             scope, method = f"regions/{_last(operation['region'])}", "compute.regionOperations.wait"
         else:
             scope, method = "global", "compute.globalOperations.wait"
+        deadline = time.monotonic() + self.operation_timeout
         while operation.get("status") != "DONE":
-            operation = self.call(method, "POST", f"{scope}/operations/{name}/wait")
+            if time.monotonic() > deadline:
+                raise GceApiError(method, 0, "timeout", f"operation {name} not done in time")
+            operation = self._poll(method, f"{scope}/operations/{name}/wait") or operation
         error = operation.get("error")
         if error:
             details = error.get("errors") or [{}]
@@ -241,6 +249,32 @@ class GceApi:
                 message,
             )
         return operation
+
+    def _poll(self, method: str, path: str) -> Json | None:
+        """One ``operations.wait``, cut at ``poll_timeout`` (GCE holds it up to two minutes):
+        ``None`` when it was cut, so the caller asks again. Each poll passes the fence, so a
+        lost term stops waiting within ``poll_timeout``."""
+        cloudcalls.record("gce", method)
+        try:
+            response = self._session().request(  # type: ignore[no-untyped-call]
+                "POST", self.base + path, timeout=(self.timeout, self.poll_timeout)
+            )
+        except requests.Timeout:
+            return None
+        except requests.RequestException as error:
+            cloudcalls.record_error("gce", method)
+            raise GceApiError(method, 0, type(error).__name__, str(error)) from None
+        finally:
+            self._guard_token()
+        if response.status_code >= 400:
+            cloudcalls.record_error("gce", method)
+            failure = _error_of(method, response, 1)
+            if failure.retryable:
+                self._pause(1)
+                return None
+            raise failure
+        answer: Json = response.json()
+        return answer
 
     def mutate(
         self, method: str, http_method: str, path: str, body: Any = None, **params: Any
