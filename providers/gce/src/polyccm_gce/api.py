@@ -1,48 +1,70 @@
-"""The compute v1 REST API of one project, and the single place where its errors become
-polyccm errors.
+"""The compute v1 API of one project through google-cloud-compute's typed clients, and the single
+place where its errors become polyccm errors.
 
-Requests go through google-auth's ``AuthorizedSession`` (the HTTP transport google-cloud-compute
-itself uses over REST) to ``api-endpoint`` from gce.conf, or Google's. One client reaches every
-method the provider needs, including the two google-cloud-compute gets wrong against a custom
-endpoint: operation polling (its ExtendedOperation builds polling clients with default options)
-and legacy ``httpHealthChecks`` (it has no client for them). Operations are awaited with
-``operations.wait`` on the operation's own scope, built on the same endpoint.
+Clients (``compute_v1.RoutesClient``...) are built by :func:`compute_client` over REST with
+``client_options.api_endpoint`` from gce.conf's ``api-endpoint``. The SDK's hook for every
+request it sends is the REST transport's interceptor: :class:`_Fence` passes each one, retries,
+list pages and operation polls included, through :func:`polyccm.cloudcalls.record` under its
+discovery method id (``compute.routes.insert``), so it is counted and refused once this process
+has lost leadership. The SDK's ExtendedOperation polling builds its zone, region and global
+operations clients with default options (compute.googleapis.com); :func:`compute_client` gives
+it clients on the same endpoint. The provider itself awaits operations with ``operations.wait``
+on the operation's own scope, cut every ``poll_timeout`` seconds and asked again.
 
-Every request sent, retries and operation polls included, first passes
-:func:`polyccm.cloudcalls.record` under its discovery method id (``compute.routes.insert``): it
-is counted, and refused once this process has lost leadership. Rate-limit answers (403
-``rateLimitExceeded``/``userRateLimitExceeded``, 429) and 5xx are retried with jittered
-exponential backoff; what still fails is raised as :class:`GceApiError`, whose message names
-the method, status and reason, so a controller logs it, reports it as an event and re-queues
-the item. A resource quota (403 ``quotaExceeded``, or an operation ending ``QUOTA_EXCEEDED``) is
-not retried here: it does not lift in seconds, so the controller's backoff retries it. The
-access token is registered with the log redaction as soon as google-auth obtains it.
+Legacy ``httpHealthChecks`` have no client in google-cloud-compute (it only has the newer
+``healthChecks``), and upstream's network load balancer uses the legacy ones: those requests
+alone go through google-auth's ``AuthorizedSession`` (the session the SDK's REST transport uses)
+to ``{api-endpoint}projects/P/global/httpHealthChecks``, with the same fence, retries and errors.
+
+Every call goes through :meth:`GceApi.invoke` (the SDK's own retries are turned off so that each
+attempt is ours to count): rate-limit answers (403 ``rateLimitExceeded``/``userRateLimitExceeded``,
+429) and 5xx are retried with jittered exponential backoff; what still fails is raised as
+:class:`GceApiError`, whose message names the method, status and reason, so a controller logs
+it, reports it as an event and re-queues the item. A resource quota (403 ``quotaExceeded``, or an
+operation ending ``QUOTA_EXCEEDED``) is not retried here: it does not lift in seconds, so the
+controller's backoff retries it. The access token is registered with the log redaction as soon
+as google-auth obtains it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import random
+import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import requests
+from google.api_core import exceptions as core_exceptions
+from google.api_core.client_options import ClientOptions
 from google.auth.transport.requests import AuthorizedSession
+from google.cloud import compute_v1
 from polyccm import cloudcalls, logredact
-from polyccm.errors import CloudError
+from polyccm.errors import CloudError, ConfigError
 
 log = logging.getLogger(__name__)
 
 Json = dict[str, Any]
 T = TypeVar("T")
+C = TypeVar("C")
 
 #: The scope the provider asks application-default credentials for.
 SCOPES = ("https://www.googleapis.com/auth/compute",)
 RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded"})
 QUOTA_REASONS = frozenset({"quotaExceeded", "QUOTA_EXCEEDED"})
+DONE = compute_v1.Operation.Status.DONE
+
+#: The polling client of each kind of ExtendedOperation (keys of the SDK's transport table).
+OPERATION_CLIENTS: Mapping[str, type[Any]] = {
+    "zone_operations": compute_v1.ZoneOperationsClient,
+    "region_operations": compute_v1.RegionOperationsClient,
+    "global_operations": compute_v1.GlobalOperationsClient,
+}
 
 
 class GceApiError(CloudError):
@@ -73,7 +95,7 @@ class GceApiError(CloudError):
 
     @property
     def retryable(self) -> bool:
-        return self.status in (429, 500, 502, 503, 504) or (
+        return self.status in (0, 429, 500, 502, 503, 504) or (
             self.status == 403 and self.reason in RATE_LIMIT_REASONS
         )
 
@@ -82,7 +104,86 @@ class OperationFailed(GceApiError):
     """A mutation was accepted but its operation ended DONE with ``error``."""
 
 
-def _error_of(method: str, response: requests.Response, attempts: int) -> GceApiError:
+def _camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(word.title() for word in rest)
+
+
+def method_id(client_class: type[Any], rpc: str) -> str:
+    """The discovery method id of ``client_class``'s ``rpc``: ``TargetPoolsClient`` and
+    ``add_instance_unary`` are ``compute.targetPools.addInstance``."""
+    resource = re.sub(r"(RestTransport|Client)$", "", client_class.__name__)
+    rpc = re.sub(r"_unary$", "", rpc)
+    return f"compute.{resource[:1].lower()}{resource[1:]}.{_camel(rpc)}"
+
+
+class _Fence:
+    """The REST interceptor of one client: each request, before it is sent, passes
+    :func:`cloudcalls.record` (counted; :class:`~polyccm.errors.LeadershipLost` once the term
+    is over). Answers pass unchanged. It answers every ``pre_*``/``post_*`` hook the SDK's
+    generated interceptor class has, whatever the client."""
+
+    def __init__(self, client_class: type[Any]) -> None:
+        self.client_class = client_class
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("pre_"):
+            method = method_id(self.client_class, name[4:])
+
+            def record(request: Any, metadata: Any) -> tuple[Any, Any]:
+                cloudcalls.record("gce", method)
+                return request, metadata
+
+            return record
+        if name.startswith("post_") and name.endswith("_with_metadata"):
+            return lambda response, metadata: (response, metadata)
+        if name.startswith("post_"):
+            return lambda response: response
+        raise AttributeError(name)
+
+
+def sdk_endpoint(endpoint: str) -> str:
+    """``client_options.api_endpoint`` for a compute base URL as gce.conf's ``api-endpoint``
+    gives it (``http://127.0.0.1:8085/compute/v1/`` is ``http://127.0.0.1:8085``): the SDK
+    adds ``/compute/v1/`` itself."""
+    match = re.fullmatch(r"(https?://[^/]+)/compute/v1/?", endpoint)
+    if match is None:
+        raise ConfigError(f"api-endpoint {endpoint!r} must end with /compute/v1/")
+    return match.group(1)
+
+
+def compute_client(client_class: type[C], api_endpoint: str, credentials: Any) -> C:
+    """A google-cloud-compute client over REST on ``api_endpoint`` (``client_options``), whose
+    requests all pass :class:`_Fence`, and whose ExtendedOperation polling clients use the
+    same endpoint, credentials and fence (the SDK would build them for compute.googleapis.com).
+    """
+    transport_class = client_class.get_transport_class("rest")  # type: ignore[attr-defined]
+
+    def transport(**options: Any) -> Any:
+        return transport_class(interceptor=_Fence(client_class), **options)
+
+    client = client_class(  # type: ignore[call-arg]
+        credentials=credentials,
+        client_options=ClientOptions(api_endpoint=api_endpoint),
+        transport=transport,
+    )
+    polling = getattr(client.transport, "_extended_operations_services", None)  # type: ignore[attr-defined]
+    if polling is not None:
+        for key, operations_class in OPERATION_CLIENTS.items():
+            polling[key] = compute_client(operations_class, api_endpoint, credentials)
+    return client
+
+
+def _translate(method: str, error: Exception, attempts: int) -> GceApiError:
+    """An SDK or transport error as :class:`GceApiError` (status 0: no HTTP answer)."""
+    if isinstance(error, core_exceptions.GoogleAPICallError):
+        reasons = [e.get("reason", "") for e in error.errors or () if isinstance(e, dict)]
+        status = int(error.code or 0)
+        return GceApiError(method, status, reasons[0] if reasons else "", error.message, attempts)
+    return GceApiError(method, 0, type(error).__name__, str(error), attempts)
+
+
+def _rest_error(method: str, response: requests.Response, attempts: int) -> GceApiError:
     try:
         error = response.json().get("error", {})
     except ValueError:
@@ -94,12 +195,13 @@ def _error_of(method: str, response: requests.Response, attempts: int) -> GceApi
 
 
 class GceApi:
-    """One project's compute API (``endpoint`` is the v1 base URL ending in ``/``).
+    """One project's compute API. ``endpoint`` is gce.conf's v1 base URL ending in ``/``; the
+    typed clients are made on first use (one per kind, shared by threads, as Google's clients
+    may be) by :meth:`client`.
 
-    Thread-safe: one ``requests`` session per thread. ``max_attempts`` bounds the retries of
-    one call; ``backoff`` is the first pause (doubled each time, jittered, at most 4 s).
-    Operation waits are cut every ``poll_timeout`` seconds and asked again (each poll passes
-    the leadership fence) until ``operation_timeout``.
+    ``max_attempts`` bounds the attempts of one call; ``backoff`` is the first pause (doubled
+    each time, jittered, at most 4 s). Operation waits are cut every ``poll_timeout`` seconds
+    and asked again (each poll passes the leadership fence) until ``operation_timeout``.
     """
 
     def __init__(
@@ -118,6 +220,7 @@ class GceApi:
     ) -> None:
         self.project = project
         self.endpoint = endpoint if endpoint.endswith("/") else endpoint + "/"
+        self.api_endpoint = sdk_endpoint(self.endpoint)
         self.credentials = credentials
         self.max_attempts = max_attempts
         self.backoff = backoff
@@ -126,6 +229,8 @@ class GceApi:
         self.poll_timeout = poll_timeout
         self.operation_timeout = operation_timeout
         self._sleep = sleep
+        self._clients: dict[type[Any], Any] = {}
+        self._lock = threading.Lock()
         self._local = threading.local()
         self._known_token: str | None = None
 
@@ -134,12 +239,14 @@ class GceApi:
         """The URL of the project: ``{endpoint}projects/{project}/``."""
         return f"{self.endpoint}projects/{self.project}/"
 
-    def _session(self) -> AuthorizedSession:
-        session: AuthorizedSession | None = getattr(self._local, "session", None)
-        if session is None:
-            session = AuthorizedSession(self.credentials)  # type: ignore[no-untyped-call]
-            self._local.session = session
-        return session
+    def client(self, client_class: type[C]) -> C:
+        """The project's ``client_class`` (``compute_v1.RoutesClient``...)."""
+        with self._lock:
+            made = self._clients.get(client_class)
+            if made is None:
+                made = compute_client(client_class, self.api_endpoint, self.credentials)
+                self._clients[client_class] = made
+            return made
 
     def _guard_token(self) -> None:
         token = getattr(self.credentials, "token", None)
@@ -147,40 +254,21 @@ class GceApi:
             logredact.add_secret(token)
             self._known_token = token
 
-    def call(
-        self,
-        method: str,
-        http_method: str,
-        path: str,
-        *,
-        body: Any = None,
-        params: Mapping[str, Any] | None = None,
-    ) -> Json:
-        """Send ``http_method`` to ``path`` (below the project's URL) as discovery method
-        ``method``; the decoded answer. Retries what is retryable, raises :class:`GceApiError`."""
-        url = path if path.startswith(("http://", "https://")) else self.base + path
+    def invoke(self, rpc: Callable[..., T], **fields: Any) -> T:
+        """``rpc`` (a typed client's method: ``api.client(RoutesClient).insert_unary``) with
+        ``fields`` (its flattened fields, or ``request=``): its answer. Retries what is
+        retryable; raises :class:`GceApiError` named after the method."""
+        method = method_id(type(rpc.__self__), rpc.__name__)  # type: ignore[attr-defined]
         attempt = 0
         while True:
             attempt += 1
-            cloudcalls.record("gce", method)
             try:
-                response = self._session().request(  # type: ignore[no-untyped-call]
-                    http_method, url, json=body, params=params, timeout=self.timeout
-                )
-            except requests.RequestException as error:
+                return rpc(**fields, retry=None, timeout=self.timeout)
+            except (core_exceptions.GoogleAPICallError, requests.RequestException) as error:
+                failure = _translate(method, error, attempt)
+            finally:
                 self._guard_token()
-                cloudcalls.record_error("gce", method)
-                failure = GceApiError(method, 0, type(error).__name__, str(error), attempt)
-                if attempt < self.max_attempts:
-                    self._pause(attempt)
-                    continue
-                raise failure from None
-            self._guard_token()
-            if response.status_code < 400:
-                answer: Json = response.json() if response.content else {}
-                return answer
             cloudcalls.record_error("gce", method)
-            failure = _error_of(method, response, attempt)
             if failure.retryable and attempt < self.max_attempts:
                 log.info("%s; retrying", failure)
                 self._pause(attempt)
@@ -191,12 +279,154 @@ class GceApi:
         delay = min(4.0, self.backoff * 2 ** (attempt - 1))
         self._sleep(delay * random.uniform(0.5, 1.0))
 
-    def get(self, method: str, path: str, **params: Any) -> Json:
-        return self.call(method, "GET", path, params=params or None)
+    def pages_of(self, rpc: Callable[..., Any], **request: Any) -> Iterator[Any]:
+        """Each page of a list (``max_results`` 500, following ``next_page_token``), each
+        asked with :meth:`call` (the SDK's pager would fetch the next ones unretried)."""
+        query: dict[str, Any] = {"project": self.project, "max_results": 500, **request}
+        while True:
+            pager = self.invoke(rpc, request=query)
+            page = next(iter(pager.pages))
+            yield page
+            if not page.next_page_token:
+                return
+            query["page_token"] = page.next_page_token
 
-    def pages(self, method: str, path: str, *, filter: str = "", **params: Any) -> Iterator[Json]:
-        """Each page of a list (``maxResults`` 500, following ``nextPageToken``)."""
-        query: dict[str, Any] = {"maxResults": 500, **params}
+    def items(self, rpc: Callable[..., Any], **request: Any) -> list[Any]:
+        """Every item of a list (``filter=`` and the list's scope fields as keywords)."""
+        return [item for page in self.pages_of(rpc, **request) for item in page.items]
+
+    def aggregated_items(self, rpc: Callable[..., Any], key: str, **request: Any) -> list[Any]:
+        """Every item of an aggregatedList (``key`` names the items: ``instances``), all
+        scopes."""
+        found: list[Any] = []
+        for page in self.pages_of(rpc, **request):
+            for scoped in page.items.values():
+                found.extend(getattr(scoped, key))
+        return found
+
+    def run(self, rpc: Callable[..., compute_v1.Operation], **fields: Any) -> compute_v1.Operation:
+        """A mutation (an ``*_unary`` method), awaited; :class:`GceApiError` or
+        :class:`OperationFailed`."""
+        return self.finish(self.invoke(rpc, project=self.project, **fields))
+
+    def finish(self, operation: compute_v1.Operation) -> compute_v1.Operation:
+        """Wait for ``operation`` to be DONE (``operations.wait`` on its scope, repeated while
+        GCE returns it unfinished); :class:`OperationFailed` when it ended with an error."""
+        scope: dict[str, str] = {}
+        operations: type[Any] = compute_v1.GlobalOperationsClient
+        if operation.zone:
+            scope, operations = {"zone": _last(operation.zone)}, compute_v1.ZoneOperationsClient
+        elif operation.region:
+            scope = {"region": _last(operation.region)}
+            operations = compute_v1.RegionOperationsClient
+        rpc: Callable[..., compute_v1.Operation] = self.client(operations).wait
+        method = method_id(operations, "wait")
+        deadline = time.monotonic() + self.operation_timeout
+        while operation.status != DONE:
+            if time.monotonic() > deadline:
+                raise GceApiError(method, 0, "timeout", f"operation {operation.name} not done")
+            operation = self._poll(method, rpc, operation.name, scope) or operation
+        if operation.error.errors:
+            first = operation.error.errors[0]
+            message = first.message or operation.http_error_message
+            raise OperationFailed(
+                f"{operation.operation_type or 'operation'} {_last(operation.target_link)}",
+                operation.http_error_status_code or 400,
+                first.code,
+                message,
+            )
+        return operation
+
+    def _poll(
+        self,
+        method: str,
+        rpc: Callable[..., compute_v1.Operation],
+        name: str,
+        scope: Mapping[str, str],
+    ) -> compute_v1.Operation | None:
+        """One ``operations.wait``, cut at ``poll_timeout`` (GCE holds it up to two minutes):
+        ``None`` when it was cut, so the caller asks again. Each poll passes the fence, so a
+        lost term stops waiting within ``poll_timeout``."""
+        try:
+            return rpc(
+                project=self.project, operation=name, **scope, retry=None, timeout=self.poll_timeout
+            )
+        except requests.Timeout:
+            return None
+        except (core_exceptions.GoogleAPICallError, requests.RequestException) as error:
+            cloudcalls.record_error("gce", method)
+            failure = _translate(method, error, 1)
+            if failure.retryable:
+                self._pause(1)
+                return None
+            raise failure from None
+        finally:
+            self._guard_token()
+
+    # -- legacy httpHealthChecks: no client in google-cloud-compute -----------------------
+
+    def _session(self) -> AuthorizedSession:
+        session: AuthorizedSession | None = getattr(self._local, "session", None)
+        if session is None:
+            session = AuthorizedSession(self.credentials)  # type: ignore[no-untyped-call]
+            self._local.session = session
+        return session
+
+    def rest(
+        self,
+        method: str,
+        http_method: str,
+        path: str,
+        *,
+        body: Any = None,
+    ) -> Json:
+        """Send ``http_method`` to ``path`` (below the project's URL) as discovery method
+        ``method`` over ``AuthorizedSession``: only for what the SDK has no client for (legacy
+        ``httpHealthChecks``). Fenced, counted, retried and translated as :meth:`invoke`."""
+        url = self.base + path
+        attempt = 0
+        while True:
+            attempt += 1
+            cloudcalls.record("gce", method)
+            try:
+                response = self._session().request(  # type: ignore[no-untyped-call]
+                    http_method, url, json=body, timeout=self.timeout
+                )
+            except requests.RequestException as error:
+                failure = _translate(method, error, attempt)
+            else:
+                if response.status_code < 400:
+                    self._guard_token()
+                    answer: Json = response.json() if response.content else {}
+                    return answer
+                failure = _rest_error(method, response, attempt)
+            self._guard_token()
+            cloudcalls.record_error("gce", method)
+            if failure.retryable and attempt < self.max_attempts:
+                log.info("%s; retrying", failure)
+                self._pause(attempt)
+                continue
+            raise failure
+
+    def call(
+        self,
+        method: str,
+        http_method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> Json:
+        """Transitional: ``rest`` with query parameters, for callers not yet on the clients."""
+        if params:
+            path = f"{path}?{urllib.parse.urlencode(params)}"
+        return self.rest(method, http_method, path, body=body)
+
+    def get(self, method: str, path: str) -> Json:
+        return self.rest(method, "GET", path)
+
+    def pages(self, method: str, path: str, *, filter: str = "") -> Iterator[Json]:
+        query: dict[str, Any] = {"maxResults": 500}
         if filter:
             query["filter"] = filter
         while True:
@@ -208,79 +438,33 @@ class GceApi:
             query["pageToken"] = token
 
     def list_all(self, method: str, path: str, *, filter: str = "") -> list[Json]:
-        """Every item of a list."""
-        pages = self.pages(method, path, filter=filter)
-        return [item for page in pages for item in page.get("items", ())]
+        return [
+            item
+            for page in self.pages(method, path, filter=filter)
+            for item in page.get("items", ())
+        ]
 
     def aggregated(self, method: str, path: str, *, filter: str = "", key: str) -> list[Json]:
-        """Every item of an aggregatedList (``key`` names the items: ``instances``), all scopes."""
         found: list[Json] = []
         for page in self.pages(method, path, filter=filter):
             for scoped in page.get("items", {}).values():
                 found.extend(scoped.get(key, ()))
         return found
 
-    def wait(self, operation: Json) -> Json:
-        """Wait for ``operation`` to be DONE (``operations.wait`` on its scope, repeated while
-        GCE returns it unfinished); :class:`OperationFailed` when it ended with an error."""
-        name = operation["name"]
-        if operation.get("zone"):
-            scope, method = f"zones/{_last(operation['zone'])}", "compute.zoneOperations.wait"
-        elif operation.get("region"):
-            scope, method = f"regions/{_last(operation['region'])}", "compute.regionOperations.wait"
-        else:
-            scope, method = "global", "compute.globalOperations.wait"
-        deadline = time.monotonic() + self.operation_timeout
-        while operation.get("status") != "DONE":
-            if time.monotonic() > deadline:
-                raise GceApiError(method, 0, "timeout", f"operation {name} not done in time")
-            operation = self._poll(method, f"{scope}/operations/{name}/wait") or operation
-        error = operation.get("error")
-        if error:
-            details = error.get("errors") or [{}]
-            code = str(details[0].get("code", ""))
-            message = str(details[0].get("message", "")) or str(operation.get("httpErrorMessage"))
-            status = int(operation.get("httpErrorStatusCode") or 400)
-            what = operation.get("operationType", "operation")
-            raise OperationFailed(
-                f"{what} {_last(operation.get('targetLink', ''))}",
-                status,
-                code,
-                message,
-            )
-        return operation
-
-    def _poll(self, method: str, path: str) -> Json | None:
-        """One ``operations.wait``, cut at ``poll_timeout`` (GCE holds it up to two minutes):
-        ``None`` when it was cut, so the caller asks again. Each poll passes the fence, so a
-        lost term stops waiting within ``poll_timeout``."""
-        cloudcalls.record("gce", method)
-        try:
-            response = self._session().request(  # type: ignore[no-untyped-call]
-                "POST", self.base + path, timeout=(self.timeout, self.poll_timeout)
-            )
-        except requests.Timeout:
-            return None
-        except requests.RequestException as error:
-            cloudcalls.record_error("gce", method)
-            raise GceApiError(method, 0, type(error).__name__, str(error)) from None
-        finally:
-            self._guard_token()
-        if response.status_code >= 400:
-            cloudcalls.record_error("gce", method)
-            failure = _error_of(method, response, 1)
-            if failure.retryable:
-                self._pause(1)
-                return None
-            raise failure
-        answer: Json = response.json()
-        return answer
-
     def mutate(
         self, method: str, http_method: str, path: str, body: Any = None, **params: Any
     ) -> Json:
-        """A mutation, awaited; :class:`GceApiError` or :class:`OperationFailed`."""
-        return self.wait(self.call(method, http_method, path, body=body, params=params or None))
+        answer = self.call(method, http_method, path, body=body, params=params or None)
+        done = self.finish(
+            compute_v1.Operation.from_json(json.dumps(answer), ignore_unknown_fields=True)
+        )
+        answer = compute_v1.Operation.to_json(done, use_integers_for_enums=False)
+        return json.loads(answer)  # type: ignore[no-any-return]
+
+    def rest_mutate(self, method: str, http_method: str, path: str, body: Any = None) -> None:
+        """A legacy ``httpHealthChecks`` mutation, its operation awaited as any other."""
+        answer = self.rest(method, http_method, path, body=body)
+        self.finish(compute_v1.Operation.from_json(json.dumps(answer), ignore_unknown_fields=True))
 
     def concurrently(self, work: Sequence[Callable[[], T]]) -> list[T | Exception]:
         """Run each callable (mutations, typically) on up to ``concurrency`` threads; each
