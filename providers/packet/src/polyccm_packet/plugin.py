@@ -10,9 +10,13 @@ import json
 import sys
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from polyccm.hookspecs import hookimpl
-from polyccm.plugins import EmulatorLaunch, EmulatorRegistry, ProviderRegistry
+from polyccm.plugins import EmulatorLaunch, EmulatorRegistry, ProviderRegistry, ProviderSettings
+
+if TYPE_CHECKING:
+    from polyccm.cloud import CloudProvider
 
 PROVIDER = "packet"
 #: The API key the emulator launched by polyccm-dev accepts (and the only one): fake.
@@ -33,6 +37,17 @@ CLOUD_CONFIG_FILE = "metal-cloud-config.json"
 def polyccm_register_providers(registry: ProviderRegistry) -> None:
     """Register the provider name ``packet``."""
     registry.register("packet", "Equinix Metal, formerly Packet (devices, elastic IPs over BGP)")
+
+
+@hookimpl
+def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
+    """Build the Equinix Metal provider from ``--cloud-config`` and the ``METAL_*`` variables
+    (``None`` for other providers)."""
+    if settings.provider != PROVIDER:
+        return None
+    from polyccm_packet.provider import MetalProvider
+
+    return MetalProvider.from_settings(settings)
 
 
 def emulator_launch(

@@ -215,3 +215,79 @@ class LocalApi(_Requests):
             {k.lower(): v for k, v in response.headers.items()},
             json.loads(raw) if raw else None,
         )
+
+
+#: Operations that change nothing (the rest are counted as writes by the conformance adapter).
+_READ_PREFIXES = ("find", "get", "metadata")
+
+
+def provider_for(env: Mapping[str, str], **overrides: str) -> Any:
+    """The provider built from ``env`` (plus ``overrides``) as ``polyccm --provider packet``
+    builds it from its environment."""
+    from polyccm_packet.provider import MetalProvider
+
+    return MetalProvider.from_environment({**env, **overrides})
+
+
+class MetalCloudUnderTest:
+    """The Equinix Metal provider on the emulator, for :mod:`polyccm_testing.conformance` (a
+    ``CloudUnderTest``): devices made with ``POST /projects/{id}/devices`` and powered off with
+    device actions; the load-balancer resources are the project's Elastic IPs the provider
+    tags (``usage=cloud-provider-equinix-metal-auto``). ``env`` points at a reset emulator."""
+
+    cluster_name = "kubernetes"
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.api = MetalApi(env)
+        self.control = control(env)
+        self.provider = provider_for(env)
+        self._ids: dict[str, str] = {}
+
+    def create_instance(self, name: str) -> str:
+        (device,) = self.api.create_devices(1, prefix=name)
+        self._ids[device["hostname"]] = str(device["id"])
+        return str(device["hostname"])
+
+    def delete_instance(self, name: str) -> None:
+        self.api.ok("DELETE", f"/devices/{self._ids[name]}")
+
+    def stop_instance(self, name: str) -> None:
+        device_id = self._ids[name]
+        self.api.action(device_id, "power_off")
+        deadline = time.monotonic() + 10
+        while self.api.device(device_id)["state"] != "inactive":
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"device {device_id} did not power off")
+            time.sleep(0.05)
+
+    def elastic_ips(self) -> list[dict[str, Any]]:
+        """The project's reservations tagged by the provider."""
+        found = self.api.ok("GET", f"/projects/{self.api.project_id}/ips?types=public_ipv4")
+        return [
+            ip
+            for ip in found["ip_addresses"]
+            if "usage=cloud-provider-equinix-metal-auto" in (ip.get("tags") or ())
+        ]
+
+    def load_balancer_resources(self) -> frozenset[str]:
+        return frozenset(f"eip:{ip['address']}/{ip['cidr']}:{sorted(ip['tags'])}"
+                         for ip in self.elastic_ips())  # fmt: skip
+
+    def write_calls(self) -> int:
+        return sum(
+            count
+            for operation, count in self.control.calls().items()
+            if not operation.startswith(_READ_PREFIXES)
+        )
+
+    def delete_load_balancer_out_of_band(self, service: Any) -> None:
+        from polyccm_packet.load_balancer import service_tag
+
+        for ip in self.elastic_ips():
+            if service_tag(service) in ip["tags"]:
+                self.api.ok("DELETE", f"/ips/{ip['id']}")
+
+    def backends(self, service: Any) -> frozenset[str]:
+        """An Elastic IP has no backends in the cloud: every node's BGP speaker announces it."""
+        return frozenset()

@@ -1,0 +1,205 @@
+"""The ``metalv1`` client, and the single place where Metal's answers become polyccm's errors.
+
+Every request goes through :meth:`MetalClient.call`, which, in this order, waits for the
+client-side limiter (or raises :class:`RateLimited` when the wait would block a worker too
+long), passes :func:`polyccm.cloudcalls.record` (counted as ``packet``/``find_device_by_id``;
+refused once leadership is lost), sends exactly one request through ``metalv1`` (urllib3's own
+retries are off: they would resend a 429 out of the record's sight), and translates the answer:
+
+* 2xx: the JSON body as plain dicts (the SDK's ``*_without_preload_content`` variants: its
+  serialisation, paths and auth, without its pydantic models, which refuse fields a
+  Metal-compatible API may add);
+* 404: :class:`NotFound` (the caller decides what "gone" means);
+* 429: :class:`RateLimited`, a :class:`~polyccm.errors.RetryAfter` until ``X-RateLimit-Reset``;
+* anything else: :class:`MetalApiError` with Metal's ``errors``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from polyccm import cloudcalls
+from polyccm.errors import CloudError, RetryAfter
+
+from polyccm_packet.config import MetalConfig
+
+log = logging.getLogger(__name__)
+
+PROVIDER = "packet"
+MAX_LIMITER_WAIT = 5.0
+#: Seconds for connecting and for reading an answer: well under the 15 s lease.
+TIMEOUT = (5.0, 10.0)
+#: Devices and reservations per page (Metal allows 1000; 100 keeps each answer small).
+PAGE_SIZE = 100
+
+_API_CLASSES = {
+    "devices": "DevicesApi",
+    "ips": "IPAddressesApi",
+    "bgp": "BGPApi",
+    "metros": "MetrosApi",
+    "projects": "ProjectsApi",
+}
+
+
+class MetalApiError(CloudError):
+    """Metal refused or failed a request."""
+
+    def __init__(self, operation: str, status: int, errors: list[str]) -> None:
+        detail = "; ".join(errors) or "no detail"
+        super().__init__(f"Metal {operation} failed: HTTP {status}: {detail}")
+        self.operation = operation
+        self.status = status
+        self.errors = errors
+
+
+class NotFound(MetalApiError):
+    """HTTP 404: the resource does not exist."""
+
+
+class RateLimited(RetryAfter):
+    """The API's budget (or the client-side limiter's) is spent until ``delay`` from now."""
+
+
+class TokenBucket:
+    """A thread-safe token bucket: ``rate`` requests per second, ``burst`` at once."""
+
+    def __init__(
+        self, rate: float, burst: int, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._clock = clock
+        self._tokens = float(burst)
+        self._last = clock()
+        self._lock = threading.Lock()
+
+    def reserve(self) -> float:
+        """Take a token; the seconds to wait before using it (0 when one was there)."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+            self._last = now
+            self._tokens -= 1
+            return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
+
+    def give_back(self) -> None:
+        with self._lock:
+            self._tokens = min(self.burst, self._tokens + 1)
+
+
+def make_client(config: MetalConfig) -> Any:
+    """A ``metalv1`` API client for ``config``: its base URL, its key, no urllib3 retries."""
+    import urllib3
+    from equinix.services import metalv1
+
+    configuration = metalv1.Configuration(host=config.api_url)
+    configuration.api_key["x_auth_token"] = config.api_key
+    configuration.retries = urllib3.Retry(
+        total=0, redirect=False, respect_retry_after_header=False, raise_on_status=False
+    )
+    client = metalv1.ApiClient(configuration)
+    client.user_agent = "polyccm"
+    return client
+
+
+class MetalClient:
+    """``metalv1`` behind the limiter, the call counter and the error translation."""
+
+    def __init__(
+        self,
+        config: MetalConfig,
+        *,
+        client: Any = None,
+        limiter: TokenBucket | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config
+        self.client = client if client is not None else make_client(config)
+        self.limiter = limiter or TokenBucket(config.qps, config.burst)
+        self._clock = clock
+        self._sleep = sleep
+        self._apis: dict[str, Any] = {}
+
+    def _api(self, group: str) -> Any:
+        if group not in self._apis:
+            from equinix.services import metalv1
+
+            self._apis[group] = getattr(metalv1, _API_CLASSES[group])(self.client)
+        return self._apis[group]
+
+    def call(self, operation: str, *args: Any, **params: Any) -> Any:
+        """Call ``operation`` (``"devices.find_device_by_id"``); the answer's JSON body."""
+        import urllib3
+
+        group, method = operation.split(".")
+        function = getattr(self._api(group), f"{method}_without_preload_content")
+        wait = self.limiter.reserve()
+        if wait > MAX_LIMITER_WAIT:
+            self.limiter.give_back()
+            raise RateLimited(f"Metal {method}: client-side rate limit reached", wait)
+        if wait > 0:
+            self._sleep(wait)
+        cloudcalls.record(PROVIDER, method)
+        try:
+            response = function(*args, _request_timeout=TIMEOUT, **params)
+            raw = response.data
+        except urllib3.exceptions.HTTPError as error:
+            cloudcalls.record_error(PROVIDER, method)
+            raise MetalApiError(method, 0, [f"{type(error).__name__}: {error}"]) from None
+        status = int(response.status)
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        if status < 400:
+            return body
+        cloudcalls.record_error(PROVIDER, method)
+        raise self._error(method, status, body, response.headers)
+
+    def pages(self, operation: str, key: str, *args: Any, **params: Any) -> Iterator[Any]:
+        """Every item under ``key`` of every page of a list ``operation``."""
+        page = 1
+        while True:
+            body = self.call(operation, *args, page=page, per_page=PAGE_SIZE, **params) or {}
+            items = body.get(key) or []
+            yield from items
+            meta = body.get("meta") or {}
+            last = int(meta.get("last_page") or page)
+            if page >= last or not items:
+                return
+            page += 1
+
+    def _error(
+        self, method: str, status: int, body: Any, headers: Mapping[str, str]
+    ) -> MetalApiError | RateLimited:
+        errors: list[str] = []
+        if isinstance(body, dict):
+            errors = [str(e) for e in body.get("errors") or ()]
+            if body.get("error"):
+                errors.append(str(body["error"]))
+        if status == 404:
+            return NotFound(method, status, errors)
+        if status == 429:
+            delay = self._retry_delay(headers)
+            log.warning("Metal rate limit reached; retrying %s in %.0f s", method, delay)
+            return RateLimited(
+                f"Metal {method}: API rate limit reached; retrying after {delay:.0f} s", delay
+            )
+        return MetalApiError(method, status, errors)
+
+    def _retry_delay(self, headers: Mapping[str, str]) -> float:
+        lowered = {k.lower(): v for k, v in headers.items()}
+        for name in ("retry-after", "x-ratelimit-reset"):
+            try:
+                value = float(lowered.get(name, ""))
+            except ValueError:
+                continue
+            # X-RateLimit-Reset may be seconds from now or an epoch time.
+            return max(1.0, value - self._clock() if value > 1e9 else value)
+        return 60.0

@@ -1,0 +1,149 @@
+"""The provider's settings, read as upstream's CCM reads them: a JSON file, then the environment.
+
+cloud-provider-equinix-metal reads a JSON config (``--cloud-config``: ``apiKey``, ``projectID``,
+``metro``, ``facility``, ``loadbalancer``, ``localASN``, ``bgpPass``, ``base-url``) and lets each
+``METAL_*`` variable override the matching key. :func:`read_config` is a pure function of that
+text and a mapping (``os.environ`` in production, a dict in tests) and raises
+:class:`~polyccm.errors.ConfigError` with one line naming the key at fault. The API key (and the
+BGP password) are registered with :mod:`polyccm.logredact` the moment they are read, so no log
+line can show them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from polyccm import logredact
+from polyccm.errors import ConfigError
+
+DEFAULT_API_URL = "https://api.equinix.com/metal/v1"
+#: The device metadata service (``metadata.packet.net`` before the rename).
+DEFAULT_METADATA_URL = "https://metadata.platformequinix.com"
+#: The project's BGP ASN when neither ``METAL_LOCAL_ASN`` nor ``localASN`` says (upstream's).
+DEFAULT_LOCAL_ASN = 65000
+#: Metal's side of every BGP session (the ASN of its routers).
+DEFAULT_PEER_ASN = 65530
+#: Requests per second and burst of the client-side limiter: Metal documents no hard budget;
+#: this keeps a large cluster's periodic lookups from starving other API users of the project.
+DEFAULT_QPS = 5.0
+DEFAULT_BURST = 20
+
+LOAD_BALANCER_SCHEMES = ("metallb://", "kube-vip://", "empty://")
+
+
+@dataclass(frozen=True)
+class MetalConfig:
+    """What the provider needs to reach Metal and know its cluster."""
+
+    api_key: str
+    """``METAL_API_KEY`` (``PACKET_AUTH_TOKEN`` accepted), or ``apiKey``."""
+    project_id: str
+    """``METAL_PROJECT_ID`` or ``projectID``: the project the cluster's devices live in."""
+    metro: str = ""
+    """``METAL_METRO`` (``METAL_METRO_NAME``) or ``metro``: where Elastic IPs are reserved."""
+    facility: str = ""
+    """``METAL_FACILITY`` or ``facility``: the older placement, used when no metro is given."""
+    load_balancer: str = ""
+    """``METAL_LOAD_BALANCER`` or ``loadbalancer``: ``metallb:///ns/name``, ``kube-vip://``,
+    ``empty://``; empty means no announcing (Elastic IPs are still reserved)."""
+    local_asn: int = DEFAULT_LOCAL_ASN
+    """``METAL_LOCAL_ASN`` or ``localASN``: the cluster's ASN for BGP."""
+    bgp_pass: str = ""
+    """``METAL_BGP_PASS`` or ``bgpPass``: the MD5 password of the BGP sessions, if any."""
+    api_url: str = DEFAULT_API_URL
+    """``METAL_API_URL`` or ``base-url``: another Metal-compatible API (an emulator)."""
+    metadata_url: str = DEFAULT_METADATA_URL
+    """``METAL_METADATA_URL``: the device metadata service's root."""
+    cluster_id: str = ""
+    """The cluster's id in the Elastic IPs' ``cluster=`` tag (``--cluster-name`` by default)."""
+    qps: float = DEFAULT_QPS
+    burst: int = DEFAULT_BURST
+
+    def __repr__(self) -> str:  # the key and the password stay out of any repr in a log
+        return (
+            f"MetalConfig(project_id={self.project_id!r}, metro={self.metro!r}, "
+            f"facility={self.facility!r}, load_balancer={self.load_balancer!r}, "
+            f"local_asn={self.local_asn}, api_url={self.api_url!r})"
+        )
+
+    @property
+    def metallb_target(self) -> tuple[str, str] | None:
+        """``(namespace, configmap)`` of a ``metallb:///ns/name`` mode, else ``None``."""
+        if not self.load_balancer.startswith("metallb://"):
+            return None
+        path = urlsplit(self.load_balancer).path.strip("/")
+        namespace, _, name = path.partition("/")
+        return (namespace or "metallb-system", name or "config")
+
+
+def parse_config_file(text: str, *, source: str = "cloud config") -> dict[str, object]:
+    """The keys of upstream's JSON config; :class:`ConfigError` for anything but an object."""
+    try:
+        parsed = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{source}: not JSON: {error.msg}", line=error.lineno) from None
+    if not isinstance(parsed, dict):
+        raise ConfigError(f"{source}: must be a JSON object")
+    return parsed
+
+
+def read_config(
+    environ: Mapping[str, str], file_keys: Mapping[str, object] | None = None, *,
+    cluster_name: str = "kubernetes",
+) -> MetalConfig:  # fmt: skip
+    """The settings from ``file_keys`` (the parsed ``--cloud-config``) overridden by
+    ``environ``; :class:`ConfigError` naming the key for a missing key or project, a bad ASN,
+    an unknown load-balancer mode or a non-http(s) base URL."""
+    keys = file_keys or {}
+
+    def pick(variables: tuple[str, ...], *names: str) -> str:
+        for variable in variables:
+            value = environ.get(variable, "").strip()
+            if value:
+                return value
+        for name in names:
+            found = keys.get(name)
+            if found not in (None, ""):
+                return str(found).strip()
+        return ""
+
+    api_key = pick(("METAL_API_KEY", "PACKET_AUTH_TOKEN"), "apiKey")
+    if not api_key:
+        raise ConfigError("METAL_API_KEY (or PACKET_AUTH_TOKEN, or apiKey) is required")
+    logredact.add_secret(api_key)
+    project_id = pick(("METAL_PROJECT_ID",), "projectID", "projectId")
+    if not project_id:
+        raise ConfigError("METAL_PROJECT_ID (or projectID) is required")
+    bgp_pass = pick(("METAL_BGP_PASS",), "bgpPass")
+    if bgp_pass:
+        logredact.add_secret(bgp_pass)
+    asn_text = pick(("METAL_LOCAL_ASN",), "localASN")
+    local_asn = DEFAULT_LOCAL_ASN
+    if asn_text:
+        if not asn_text.isdigit() or not 0 < int(asn_text) < 2**32:
+            raise ConfigError(f"METAL_LOCAL_ASN must be an AS number: {asn_text!r}")
+        local_asn = int(asn_text)
+    load_balancer = pick(("METAL_LOAD_BALANCER",), "loadbalancer", "loadBalancer")
+    if load_balancer and not load_balancer.startswith(LOAD_BALANCER_SCHEMES):
+        raise ConfigError(
+            f"METAL_LOAD_BALANCER must start with {', '.join(LOAD_BALANCER_SCHEMES)}: "
+            f"{load_balancer!r}"
+        )
+    api_url = pick(("METAL_API_URL",), "base-url") or DEFAULT_API_URL
+    if urlsplit(api_url).scheme not in ("http", "https") or not urlsplit(api_url).netloc:
+        raise ConfigError(f"METAL_API_URL (base-url) must be an http(s) URL: {api_url!r}")
+    return MetalConfig(
+        api_key=api_key,
+        project_id=project_id,
+        metro=pick(("METAL_METRO", "METAL_METRO_NAME"), "metro"),
+        facility=pick(("METAL_FACILITY", "METAL_FACILITY_NAME"), "facility"),
+        load_balancer=load_balancer,
+        local_asn=local_asn,
+        bgp_pass=bgp_pass,
+        api_url=api_url.rstrip("/"),
+        metadata_url=(environ.get("METAL_METADATA_URL", "").strip() or DEFAULT_METADATA_URL),
+        cluster_id=pick(("METAL_CLUSTER_ID",), "clusterID") or cluster_name,
+    )

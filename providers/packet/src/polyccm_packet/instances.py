@@ -1,0 +1,166 @@
+"""InstancesV2 on Metal devices: lookups by providerID, then by hostname, singly or by pages.
+
+A node's device is ``equinixmetal://<device id>``; ``packet://<id>`` (the Packet CCM's) and a
+bare device id are read the same way. Before the node has a providerID its device is the
+project's device whose hostname is the node's name. Type is the plan's slug, region the metro's
+code, zone the facility's code. Exists is false only when the API answers 404 (or the project
+has no such device); a device in state ``inactive`` (powered off) is shut down. Bulk lookups
+page the project's devices once and answer every node from that listing, so N nodes cost about
+N/100 requests instead of N.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from polyccm.cloud import (
+    EXTERNAL_IP,
+    HOSTNAME,
+    INTERNAL_IP,
+    InstanceMetadata,
+    InstancesV2,
+    NodeAddress,
+)
+from polyccm.errors import InstanceNotFound
+from polyccm.objects import Node
+
+from polyccm_packet.api import MetalClient, NotFound
+
+PREFIX = "equinixmetal://"
+LEGACY_PREFIX = "packet://"
+#: Below this many nodes a bulk lookup asks device by device.
+BULK_THRESHOLD = 3
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+Device = Mapping[str, Any]
+
+
+def device_id_from_provider_id(provider_id: str) -> str | None:
+    """The device id of ``equinixmetal://ID``, ``packet://ID`` or a bare ``ID`` (also with
+    three slashes); ``None`` for anything else."""
+    text = provider_id
+    for prefix in (PREFIX, LEGACY_PREFIX):
+        if text.startswith(prefix):
+            text = text[len(prefix) :].lstrip("/")
+            break
+    return text if _UUID.match(text) else None
+
+
+def provider_id_of(device: Device) -> str:
+    return f"{PREFIX}{device['id']}"
+
+
+def _code(value: Any) -> str:
+    return str(value.get("code", "")) if isinstance(value, Mapping) else ""
+
+
+def metadata_of(device: Device) -> InstanceMetadata:
+    """What the node controller writes for ``device``."""
+    external: list[NodeAddress] = []
+    internal: list[NodeAddress] = []
+    for ip in device.get("ip_addresses") or ():
+        if ip.get("address_family") != 4 or not ip.get("address"):
+            continue
+        (external if ip.get("public") else internal).append(
+            NodeAddress(EXTERNAL_IP if ip.get("public") else INTERNAL_IP, str(ip["address"]))
+        )
+    addresses = (*external, *internal, NodeAddress(HOSTNAME, str(device.get("hostname", ""))))
+    plan = device.get("plan")
+    return InstanceMetadata(
+        provider_id=provider_id_of(device),
+        instance_type=str(plan.get("slug", "")) if isinstance(plan, Mapping) else "",
+        region=_code(device.get("metro")),
+        zone=_code(device.get("facility")),
+        node_addresses=addresses,
+    )
+
+
+def is_shut_down(device: Device) -> bool:
+    return device.get("state") == "inactive"
+
+
+class MetalInstances(InstancesV2):
+    """The project's devices as the node controllers see them."""
+
+    def __init__(self, api: MetalClient) -> None:
+        self.api = api
+
+    def device(self, node: Node) -> Device:
+        """The node's device: by providerID, else by hostname; :class:`InstanceNotFound`."""
+        device_id = device_id_from_provider_id(node.provider_id)
+        if device_id is not None:
+            try:
+                found: Device = self.api.call("devices.find_device_by_id", device_id)
+            except NotFound:
+                raise InstanceNotFound(f"device {device_id} of node {node.name}") from None
+            return found
+        if node.provider_id:
+            raise InstanceNotFound(f"node {node.name}: {node.provider_id} is not a Metal device")
+        for device in self.project_devices(hostname=node.name):
+            if device.get("hostname") == node.name:
+                return dict(device)
+        raise InstanceNotFound(f"no device named {node.name}")
+
+    def project_devices(self, **filters: Any) -> list[Device]:
+        return list(
+            self.api.pages(
+                "devices.find_project_devices", "devices", self.api.config.project_id, **filters
+            )
+        )
+
+    def instance_exists(self, node: Node) -> bool:
+        try:
+            self.device(node)
+        except InstanceNotFound:
+            return False
+        return True
+
+    def instance_shutdown(self, node: Node) -> bool:
+        return is_shut_down(self.device(node))
+
+    def instance_metadata(self, node: Node) -> InstanceMetadata:
+        return metadata_of(self.device(node))
+
+    # -- bulk lookups: one paged listing for many nodes -------------------------------------
+
+    def _bulk(self, nodes: Sequence[Node]) -> dict[str, Device | Exception]:
+        by_id: dict[str, Device] = {}
+        by_name: dict[str, Device] = {}
+        for device in self.project_devices():
+            by_id[str(device["id"])] = device
+            by_name.setdefault(str(device.get("hostname", "")), device)
+        found: dict[str, Device | Exception] = {}
+        for node in nodes:
+            device_id = device_id_from_provider_id(node.provider_id)
+            match = by_id.get(device_id) if device_id is not None else None
+            if match is None and not node.provider_id:
+                match = by_name.get(node.name)
+            found[node.name] = (
+                match if match is not None else InstanceNotFound(f"no device for {node.name}")
+            )
+        return found
+
+    def instances_metadata(
+        self, nodes: Sequence[Node]
+    ) -> Mapping[str, InstanceMetadata | Exception]:
+        if len(nodes) < BULK_THRESHOLD:
+            return super().instances_metadata(nodes)
+        return {
+            name: device if isinstance(device, Exception) else metadata_of(device)
+            for name, device in self._bulk(nodes).items()
+        }
+
+    def instances_exist(self, nodes: Sequence[Node]) -> Mapping[str, bool | Exception]:
+        if len(nodes) < BULK_THRESHOLD:
+            return super().instances_exist(nodes)
+        return {name: not isinstance(d, Exception) for name, d in self._bulk(nodes).items()}
+
+    def instances_shutdown(self, nodes: Sequence[Node]) -> Mapping[str, bool | Exception]:
+        if len(nodes) < BULK_THRESHOLD:
+            return super().instances_shutdown(nodes)
+        return {
+            name: device if isinstance(device, Exception) else is_shut_down(device)
+            for name, device in self._bulk(nodes).items()
+        }

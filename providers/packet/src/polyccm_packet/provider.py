@@ -1,0 +1,67 @@
+"""The Equinix Metal cloud provider: devices (InstancesV2) and Elastic IPs (LoadBalancer).
+
+Built by the plugin when ``--provider packet`` is chosen; importing this module imports the
+``equinix`` SDK's ``metalv1``. Settings come from upstream's JSON config (``--cloud-config``)
+overridden by the ``METAL_*`` variables; the cluster id tagging Elastic IPs is
+``--cluster-name`` unless ``METAL_CLUSTER_ID`` says otherwise. Metal has no routes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from polyccm.cloud import CloudProvider, InstancesV2, LoadBalancer, ProviderContext
+from polyccm.errors import ConfigError
+from polyccm.plugins import ProviderSettings
+
+from polyccm_packet.api import MetalClient
+from polyccm_packet.config import MetalConfig, parse_config_file, read_config
+from polyccm_packet.instances import MetalInstances
+from polyccm_packet.load_balancer import ElasticIpLoadBalancer
+
+
+def config_from(
+    environ: Mapping[str, str], cloud_config: str | Path | None, *, cluster_name: str = "kubernetes"
+) -> MetalConfig:
+    """The settings of ``cloud_config`` (a path, or ``None``) overridden by ``environ``."""
+    keys: dict[str, object] = {}
+    if cloud_config:
+        try:
+            text = Path(cloud_config).read_text(encoding="utf-8")
+        except OSError as error:
+            raise ConfigError(f"--cloud-config {cloud_config}: {error.strerror}") from None
+        keys = parse_config_file(text, source=str(cloud_config))
+    return read_config(environ, keys, cluster_name=cluster_name)
+
+
+class MetalProvider(CloudProvider):
+    """The devices and Elastic IPs of one Metal project."""
+
+    name = "packet"
+
+    def __init__(self, config: MetalConfig, *, api: MetalClient | None = None) -> None:
+        self.config = config
+        self.api = api or MetalClient(config)
+        self._instances = MetalInstances(self.api)
+        self._load_balancer = ElasticIpLoadBalancer(self.api)
+
+    @classmethod
+    def from_settings(cls, settings: ProviderSettings) -> MetalProvider:
+        return cls(
+            config_from(os.environ, settings.cloud_config, cluster_name=settings.cluster_name)
+        )
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> MetalProvider:
+        return cls(config_from(os.environ if environ is None else environ, None))
+
+    def initialize(self, context: ProviderContext) -> None:
+        """Nothing to connect: lookups go to the API; BGP runs as a provider controller."""
+
+    def instances_v2(self) -> InstancesV2:
+        return self._instances
+
+    def load_balancer(self) -> LoadBalancer:
+        return self._load_balancer

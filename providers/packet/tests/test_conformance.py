@@ -1,0 +1,30 @@
+"""polyccm's conformance kit, run for the Equinix Metal provider on the emulator: instances
+(zones are facilities) and load balancers (Elastic IPs); Metal has no routes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+from polyccm_packet.testing import MetalCloudUnderTest
+from polyccm_testing.conformance import CloudUnderTest, ProviderConformance
+
+NO_BACKENDS = (
+    "an Elastic IP has no backends in the cloud: the cluster's BGP speakers announce it, so "
+    "there is no node set for the kit to compare (BGP sessions are checked in test_bgp.py)"
+)
+
+
+class TestMetalConformance(ProviderConformance):
+    @pytest.fixture
+    def cloud(self, metal: Mapping[str, str]) -> CloudUnderTest:
+        return MetalCloudUnderTest(metal)
+
+    @pytest.mark.skip(reason=NO_BACKENDS)
+    def test_load_balancer_update_changes_only_the_backends(self) -> None: ...
+
+    @pytest.mark.skip(reason=NO_BACKENDS)
+    def test_load_balancer_ensure_twice_makes_nothing_more_and_writes_nothing(self) -> None: ...
+
+    @pytest.mark.skip(reason=NO_BACKENDS)
+    def test_load_balancer_ensure_recreates_one_deleted_behind_its_back(self) -> None: ...

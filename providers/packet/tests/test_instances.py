@@ -1,0 +1,78 @@
+"""Devices as nodes: providerID forms, plan/metro/facility, addresses, shutdown, bulk paging."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+from polyccm.cloud import EXTERNAL_IP, HOSTNAME, INTERNAL_IP
+from polyccm.errors import InstanceNotFound
+from polyccm.objects import Node
+from polyccm_packet.testing import MetalApi, control, provider_for
+
+
+def node(name: str, provider_id: str = "") -> Node:
+    return Node({"metadata": {"name": name}, "spec": {"providerID": provider_id}})
+
+
+def test_metadata_names_plan_metro_facility_and_addresses(metal: Mapping[str, str]) -> None:
+    api = MetalApi(metal)
+    (created,) = api.create_devices(1, plan="m3.large.x86")
+    device = api.device(created["id"])
+    public = next(ip["address"] for ip in device["ip_addresses"]
+                  if ip["public"] and ip["address_family"] == 4)  # fmt: skip
+    private = next(ip["address"] for ip in device["ip_addresses"] if not ip["public"])
+
+    found = provider_for(metal).instances_v2().instance_metadata(node("node-0"))
+
+    assert found.provider_id == f"equinixmetal://{created['id']}"
+    assert (found.instance_type, found.region, found.zone) == ("m3.large.x86", "da", "da11")
+    assert [(a.type, a.address) for a in found.node_addresses] == [
+        (EXTERNAL_IP, public), (INTERNAL_IP, private), (HOSTNAME, "node-0")
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("form", ["equinixmetal://{}", "packet://{}", "{}", "equinixmetal:///{}"])
+def test_every_provider_id_form_finds_the_device(metal: Mapping[str, str], form: str) -> None:
+    (created,) = MetalApi(metal).create_devices(1)
+
+    found = (
+        provider_for(metal)
+        .instances_v2()
+        .instance_metadata(node("renamed", form.format(created["id"])))
+    )
+
+    assert found.provider_id == f"equinixmetal://{created['id']}"
+
+
+def test_a_powered_off_device_is_shut_down_and_a_deleted_one_is_gone(
+    metal: Mapping[str, str],
+) -> None:
+    api = MetalApi(metal)
+    off, gone = api.create_devices(2)
+    api.action(off["id"], "power_off")
+    api.ok("DELETE", f"/devices/{gone['id']}")
+    instances = provider_for(metal).instances_v2()
+
+    assert instances.instance_shutdown(node("node-0", f"equinixmetal://{off['id']}"))
+    assert not instances.instance_exists(node("node-1", f"equinixmetal://{gone['id']}"))
+    with pytest.raises(InstanceNotFound):
+        instances.instance_metadata(node("node-1", f"equinixmetal://{gone['id']}"))
+
+
+def test_bulk_lookups_page_the_projects_devices(metal: Mapping[str, str]) -> None:
+    created = MetalApi(metal).create_devices(150)
+    nodes = [node(d["hostname"]) for d in created[:120]] + [node("nowhere")]
+    instances = provider_for(metal).instances_v2()
+    control(metal).reset_calls()
+
+    found = instances.instances_metadata(nodes)
+
+    assert control(metal).calls() == {"findProjectDevices": 2}  # 150 devices, 100 a page
+    assert (
+        {found[d["hostname"]].provider_id for d in created[:120]}
+        == {  # type: ignore[union-attr]
+            f"equinixmetal://{d['id']}" for d in created[:120]
+        }
+    )
+    assert isinstance(found["nowhere"], InstanceNotFound)

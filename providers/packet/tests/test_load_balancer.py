@@ -1,0 +1,90 @@
+"""Elastic IPs as load balancers: tagged as upstream tags them, found by tag before any
+request (a restart or a second leader reserves nothing more), an operator's reservation used
+and never released."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from polyccm.errors import InvalidServiceSpec
+from polyccm.objects import Service
+from polyccm_packet.testing import MetalApi, MetalCloudUnderTest, control, provider_for
+
+
+def service(name: str = "web", namespace: str = "shop", ip: str = "") -> Service:
+    spec: dict[str, Any] = {"type": "LoadBalancer", "ports": [{"port": 80, "protocol": "TCP"}]}
+    if ip:
+        spec["loadBalancerIP"] = ip
+    return Service({"metadata": {"name": name, "namespace": namespace, "uid": "u-1"},
+                    "spec": spec})  # fmt: skip
+
+
+def reservations(metal: Mapping[str, str]) -> list[dict[str, Any]]:
+    return MetalCloudUnderTest(metal).elastic_ips()
+
+
+def test_a_service_gets_a_tagged_slash_32_in_the_clusters_metro(metal: Mapping[str, str]) -> None:
+    status = (
+        provider_for(metal, METAL_CLUSTER_ID="c-1")
+        .load_balancer()
+        .ensure_load_balancer("kubernetes", service(), [])
+    )
+
+    (reserved,) = reservations(metal)
+    digest = base64.b64encode(hashlib.sha256(b"shop/web").digest()).decode()
+    assert set(reserved["tags"]) == {
+        "usage=cloud-provider-equinix-metal-auto", f"service={digest}", "cluster=c-1"
+    }  # fmt: skip
+    assert (reserved["cidr"], reserved["metro"]["code"]) == (32, "da")
+    assert [i.ip for i in status.ingress] == [reserved["address"]]
+
+
+def test_ensuring_twice_or_from_a_new_provider_reserves_one_address(
+    metal: Mapping[str, str],
+) -> None:
+    first = provider_for(metal).load_balancer().ensure_load_balancer("k", service(), [])
+    control(metal).reset_calls()
+
+    again = provider_for(metal).load_balancer().ensure_load_balancer("k", service(), [])
+    third = provider_for(metal).load_balancer().ensure_load_balancer("k", service(), [])
+
+    assert first.ingress == again.ingress == third.ingress
+    assert len(reservations(metal)) == 1
+    assert "requestIPReservation" not in control(metal).calls()
+
+
+def test_deleting_the_service_releases_only_its_address(metal: Mapping[str, str]) -> None:
+    balancer = provider_for(metal).load_balancer()
+    balancer.ensure_load_balancer("k", service("web"), [])
+    kept = balancer.ensure_load_balancer("k", service("api"), [])
+
+    balancer.ensure_load_balancer_deleted("k", service("web"))
+    balancer.ensure_load_balancer_deleted("k", service("web"))
+
+    assert [r["address"] for r in reservations(metal)] == [kept.ingress[0].ip]
+    assert balancer.get_load_balancer("k", service("web")) is None
+
+
+def test_a_load_balancer_ip_naming_a_reservation_is_used_and_never_released(
+    metal: Mapping[str, str],
+) -> None:
+    own = MetalApi(metal).request_ip(tags=["operator"])
+    balancer = provider_for(metal).load_balancer()
+
+    status = balancer.ensure_load_balancer("k", service(ip=own["address"]), [])
+    balancer.ensure_load_balancer_deleted("k", service(ip=own["address"]))
+
+    assert [i.ip for i in status.ingress] == [own["address"]]
+    assert MetalApi(metal).call("GET", f"/ips/{own['id']}").status == 200
+    assert reservations(metal) == []
+
+
+def test_a_load_balancer_ip_the_project_does_not_hold_is_refused(
+    metal: Mapping[str, str],
+) -> None:
+    with pytest.raises(InvalidServiceSpec, match=r"203\.0\.113\.9"):
+        provider_for(metal).load_balancer().ensure_load_balancer("k", service(ip="203.0.113.9"), [])
