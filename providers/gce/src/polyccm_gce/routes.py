@@ -7,15 +7,16 @@ providerID), so creating a route costs no lookup; a node without a providerID is
 name (one filtered aggregatedList).
 
 Cost, which is what GCE quotas punish (kubernetes #21563, #60646): :meth:`GceRoutes.list_routes`
-is one ``routes.list`` filtered on the name prefix, the network and the description (one page
-per 500 routes), so a steady-state pass writes nothing and reads one list. A create is one
-``routes.insert`` plus the polls of its operation; an insert that finds the route there
-(409, or an operation ending ``RESOURCE_ALREADY_EXISTS``) is success. The route controller calls
-:meth:`create_route` from up to 10 threads, so operations are awaited concurrently; inserts also
-pass a per-project token bucket (``inserts_per_second``, ``insert_burst``) so that a scale-up
-stays inside the project's write rate instead of meeting 403 ``rateLimitExceeded`` (which is
-retried with backoff if it comes anyway). A route whose instance is gone (GCE's warning
-``NEXT_HOP_INSTANCE_NOT_FOUND``) is listed as a blackhole for the controller to delete.
+is one ``routes.list`` (``compute_v1.RoutesClient``, as every call here) filtered on the name
+prefix, the network and the description (one page per 500 routes), so a steady-state pass writes
+nothing and reads one list. A create is one ``routes.insert`` plus the polls of its operation;
+an insert that finds the route there (409, or an operation ending ``RESOURCE_ALREADY_EXISTS``)
+is success. The route controller calls :meth:`create_route` from up to 10 threads, so operations
+are awaited concurrently; inserts also pass a per-project token bucket (``inserts_per_second``,
+``insert_burst``) so that a scale-up stays inside the project's write rate instead of meeting
+403 ``rateLimitExceeded`` (which is retried with backoff if it comes anyway). A route whose
+instance is gone (GCE's warning ``NEXT_HOP_INSTANCE_NOT_FOUND``) is listed as a blackhole for
+the controller to delete.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import re
 import threading
 import time
 
+from google.cloud import compute_v1
 from polyccm.cloud import Route, Routes
 from polyccm.objects import Node
 
@@ -104,19 +106,20 @@ class GceRoutes(Routes):
 
     def list_routes(self, cluster_name: str) -> list[Route]:
         found = []
-        listed = self.api.list_all(
-            "compute.routes.list", "global/routes", filter=self._filter(cluster_name)
+        routes = self.api.client(compute_v1.RoutesClient)
+        listed: list[compute_v1.Route] = self.api.items(
+            routes.list, filter=self._filter(cluster_name)
         )
         for item in listed:
-            hop = instance_ref(item.get("nextHopInstance", ""))
+            hop = instance_ref(item.next_hop_instance)
             if hop is None:
                 continue
-            warnings = {w.get("code") for w in item.get("warnings", ())}
+            warnings = {warning.code for warning in item.warnings}
             found.append(
                 Route(
-                    name=item["name"],
+                    name=item.name,
                     target_node=self.directory.node_of(hop.zone, hop.name),
-                    destination_cidr=item["destRange"],
+                    destination_cidr=item.dest_range,
                     blackhole=bool(warnings & GONE_WARNINGS),
                 )
             )
@@ -132,24 +135,24 @@ class GceRoutes(Routes):
     def create_route(
         self, cluster_name: str, name_hint: str, route: Route, *, target: Node
     ) -> None:
-        body = {
-            "name": route_name(cluster_name, name_hint),
-            "network": self.network_url,
-            "nextHopInstance": self._target_path(target),
-            "destRange": route.destination_cidr,
-            "priority": PRIORITY,
-            "description": DESCRIPTION,
-        }
+        body = compute_v1.Route(
+            name=route_name(cluster_name, name_hint),
+            network=self.network_url,
+            next_hop_instance=self._target_path(target),
+            dest_range=route.destination_cidr,
+            priority=PRIORITY,
+            description=DESCRIPTION,
+        )
         self.inserts.acquire()
         try:
-            self.api.mutate("compute.routes.insert", "POST", "global/routes", body)
+            self.api.run(self.api.client(compute_v1.RoutesClient).insert_unary, route_resource=body)
         except GceApiError as error:
             if not error.already_exists:
                 raise
 
     def delete_route(self, cluster_name: str, route: Route) -> None:
         try:
-            self.api.mutate("compute.routes.delete", "DELETE", f"global/routes/{route.name}")
+            self.api.run(self.api.client(compute_v1.RoutesClient).delete_unary, route=route.name)
         except GceApiError as error:
             if not error.not_found:
                 raise
