@@ -1,9 +1,10 @@
 """InstancesV2 for GCE: look instances up by providerID, then by name across the cluster's zones.
 
-A node with a providerID costs one ``instances.get`` (project, zone and name are in it); a node
-without one costs one ``instances.aggregatedList`` filtered on its name (every zone at once,
-kept to the cluster's zones). The bulk methods answer a whole batch with one aggregatedList
-filtered on all the batch's names (``name eq "(a|b|...)"``), never one request per node.
+Calls go through ``compute_v1.InstancesClient``. A node with a providerID costs one
+``instances.get`` (project, zone and name are in it); a node without one costs one
+``instances.aggregatedList`` filtered on its name (every zone at once, kept to the cluster's
+zones). The bulk methods answer a whole batch with one aggregatedList filtered on all the
+batch's names (``name eq "(a|b|...)"``), never one request per node.
 
 Metadata as cloud-provider-gcp gives it: providerID ``gce://<project>/<zone>/<name>``, the
 machine type's last segment, zone, region (the zone without its letter), each interface's
@@ -18,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping, Sequence
 
+from google.cloud import compute_v1
 from polyccm.cloud import (
     EXTERNAL_IP,
     HOSTNAME,
@@ -29,7 +31,7 @@ from polyccm.cloud import (
 from polyccm.errors import InstanceNotFound
 from polyccm.objects import Node
 
-from polyccm_gce.api import GceApi, GceApiError, Json
+from polyccm_gce.api import GceApi, GceApiError
 from polyccm_gce.naming import InstanceRef, InvalidProviderID, last, parse_provider_id, region_of
 
 SHUT_DOWN = frozenset({"TERMINATED", "STOPPED", "SUSPENDED"})
@@ -43,13 +45,15 @@ class InstanceLookup:
         self.zones = frozenset(zones)
         """The cluster's zones; empty: every zone of the project."""
 
-    def one(self, node: Node) -> Json:
+    def one(self, node: Node) -> compute_v1.Instance:
         """The instance of ``node``; :class:`InstanceNotFound` when there is none."""
         ref = _ref(node)
         if ref is not None:
             try:
-                path = f"zones/{ref.zone}/instances/{ref.name}"
-                return self.api.get("compute.instances.get", path)
+                instances = self.api.client(compute_v1.InstancesClient)
+                return self.api.invoke(
+                    instances.get, project=self.api.project, zone=ref.zone, instance=ref.name
+                )
             except GceApiError as error:
                 if error.not_found:
                     raise InstanceNotFound(f"instance {ref.provider_id} not found") from None
@@ -59,7 +63,7 @@ class InstanceLookup:
             raise InstanceNotFound(f"no instance named {node.name} in {self._where()}")
         return found
 
-    def many(self, nodes: Sequence[Node]) -> Mapping[str, Json]:
+    def many(self, nodes: Sequence[Node]) -> Mapping[str, compute_v1.Instance]:
         """The instances of ``nodes`` keyed by node name (absent: not found), from one
         filtered aggregatedList (paged when the batch is large)."""
         wanted: dict[str, Node] = {}
@@ -69,16 +73,15 @@ class InstanceLookup:
         if not wanted:
             return {}
         names = "|".join(re.escape(name) for name in sorted(wanted))
-        items = self.api.aggregated(
-            "compute.instances.aggregatedList",
-            "aggregated/instances",
+        items: list[compute_v1.Instance] = self.api.aggregated_items(
+            self.api.client(compute_v1.InstancesClient).aggregated_list,
+            "instances",
             filter=f'name eq "({names})"',
-            key="instances",
         )
-        found: dict[str, Json] = {}
+        found: dict[str, compute_v1.Instance] = {}
         for instance in items:
-            zone = last(instance.get("zone", ""))
-            owner = wanted.get(instance.get("name", ""))
+            zone = last(instance.zone)
+            owner = wanted.get(instance.name)
             if owner is None:
                 continue
             ref = _ref(owner)
@@ -102,22 +105,22 @@ def _ref(node: Node) -> InstanceRef | None:
         return None
 
 
-def metadata_of(project: str, instance: Json) -> InstanceMetadata:
+def metadata_of(project: str, instance: compute_v1.Instance) -> InstanceMetadata:
     """The node metadata of an instance as the API shows it."""
-    zone = last(instance.get("zone", ""))
-    name = str(instance["name"])
+    zone = last(instance.zone)
+    name = instance.name
     addresses: list[NodeAddress] = []
-    for nic in instance.get("networkInterfaces", ()):
-        if nic.get("networkIP"):
-            addresses.append(NodeAddress(INTERNAL_IP, nic["networkIP"]))
-    for nic in instance.get("networkInterfaces", ()):
-        for access in nic.get("accessConfigs", ()):
-            if access.get("natIP"):
-                addresses.append(NodeAddress(EXTERNAL_IP, access["natIP"]))
+    for nic in instance.network_interfaces:
+        if nic.network_i_p:
+            addresses.append(NodeAddress(INTERNAL_IP, nic.network_i_p))
+    for nic in instance.network_interfaces:
+        for access in nic.access_configs:
+            if access.nat_i_p:
+                addresses.append(NodeAddress(EXTERNAL_IP, access.nat_i_p))
     addresses.append(NodeAddress(HOSTNAME, name))
     return InstanceMetadata(
         provider_id=InstanceRef(project, zone, name).provider_id,
-        instance_type=last(instance.get("machineType", "")),
+        instance_type=last(instance.machine_type),
         node_addresses=tuple(addresses),
         zone=zone,
         region=region_of(zone),
@@ -138,7 +141,7 @@ class GceInstances(InstancesV2):
         return True
 
     def instance_shutdown(self, node: Node) -> bool:
-        return self.lookup.one(node).get("status") in SHUT_DOWN
+        return self.lookup.one(node).status in SHUT_DOWN
 
     def instance_metadata(self, node: Node) -> InstanceMetadata:
         return metadata_of(self.lookup.api.project, self.lookup.one(node))
@@ -162,7 +165,7 @@ class GceInstances(InstancesV2):
     def instances_shutdown(self, nodes: Sequence[Node]) -> Mapping[str, bool | Exception]:
         found = self.lookup.many(nodes)
         return {
-            node.name: found[node.name].get("status") in SHUT_DOWN
+            node.name: found[node.name].status in SHUT_DOWN
             if node.name in found
             else InstanceNotFound(f"no instance for node {node.name}")
             for node in nodes

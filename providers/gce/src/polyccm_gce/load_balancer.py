@@ -174,7 +174,7 @@ class GceLoadBalancer(LoadBalancer):
             return list(self.node_tags)
         tags: set[str] = set()
         for instance in self.lookup.many(nodes).values():
-            tags.update(instance.get("tags", {}).get("items", ()))
+            tags.update(instance.tags.items)
         return sorted(tags)
 
     def _ensure_firewall(

@@ -24,6 +24,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from google.cloud import compute_v1
 from polyccm.cloud import CloudProvider, InstancesV2, LoadBalancer, ProviderContext, Routes
 from polyccm.errors import ConfigError
 from polyccm.kube.api import CONFIGMAPS, ApiError
@@ -135,10 +136,10 @@ class GceProvider(CloudProvider):
         api = GceApi(project, config.endpoint, credentials)
         zones: tuple[str, ...] = (zone,)
         if config.multizone:
-            listed = api.list_all(
-                "compute.zones.list", "zones", filter=f'name eq "{region_of(zone)}-.*"'
+            listed: list[compute_v1.Zone] = api.items(
+                api.client(compute_v1.ZonesClient).list, filter=f'name eq "{region_of(zone)}-.*"'
             )
-            zones = tuple(sorted(item["name"] for item in listed)) or zones
+            zones = tuple(sorted(item.name for item in listed)) or zones
         return cls(config, api=api, local_zone=zone, zones=zones, cluster_name=cluster_name)
 
     def has_cluster_id(self) -> bool:

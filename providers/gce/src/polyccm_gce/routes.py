@@ -130,7 +130,7 @@ class GceRoutes(Routes):
             return parse_provider_id(target.provider_id).path
         except InvalidProviderID:
             instance = self.lookup.one(target)
-            return f"zones/{last(instance['zone'])}/instances/{instance['name']}"
+            return f"zones/{last(instance.zone)}/instances/{instance.name}"
 
     def create_route(
         self, cluster_name: str, name_hint: str, route: Route, *, target: Node
