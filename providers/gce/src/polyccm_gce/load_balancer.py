@@ -28,8 +28,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
+from google.cloud import compute_v1
 from polyccm.cloud import LoadBalancer, LoadBalancerIngress, LoadBalancerStatus
 from polyccm.errors import InvalidServiceSpec
 from polyccm.objects import Node, Service
@@ -39,6 +40,7 @@ from polyccm_gce.instances import InstanceLookup
 from polyccm_gce.naming import InstanceRef, InvalidProviderID, instance_ref, parse_provider_id
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 INTERNAL_ANNOTATIONS = (
     "networking.gke.io/load-balancer-type",
@@ -94,21 +96,40 @@ class GceLoadBalancer(LoadBalancer):
 
     # -- reads -------------------------------------------------------------------------
 
-    def _get(self, method: str, path: str) -> Json | None:
+    @property
+    def _rules(self) -> compute_v1.ForwardingRulesClient:
+        return self.api.client(compute_v1.ForwardingRulesClient)
+
+    @property
+    def _pools(self) -> compute_v1.TargetPoolsClient:
+        return self.api.client(compute_v1.TargetPoolsClient)
+
+    @property
+    def _firewalls(self) -> compute_v1.FirewallsClient:
+        return self.api.client(compute_v1.FirewallsClient)
+
+    def _get(self, rpc: Callable[..., T], **fields: Any) -> T | None:
         try:
-            return self.api.get(method, path)
+            return self.api.invoke(rpc, project=self.api.project, **fields)
         except GceApiError as error:
             if error.not_found:
                 return None
             raise
 
-    def _rule(self, name: str) -> Json | None:
-        return self._get(
-            "compute.forwardingRules.get", f"regions/{self.region}/forwardingRules/{name}"
-        )
+    def _check_get(self, name: str) -> Json | None:
+        """A legacy HTTP health check (REST: the SDK has no client for them)."""
+        try:
+            return self.api.rest("compute.httpHealthChecks.get", "GET", _checks_path(name))
+        except GceApiError as error:
+            if error.not_found:
+                return None
+            raise
 
-    def _pool(self, name: str) -> Json | None:
-        return self._get("compute.targetPools.get", f"regions/{self.region}/targetPools/{name}")
+    def _rule(self, name: str) -> compute_v1.ForwardingRule | None:
+        return self._get(self._rules.get, region=self.region, forwarding_rule=name)
+
+    def _pool(self, name: str) -> compute_v1.TargetPool | None:
+        return self._get(self._pools.get, region=self.region, target_pool=name)
 
     def get_load_balancer(self, cluster_name: str, service: Service) -> LoadBalancerStatus | None:
         rule = self._rule(self.get_load_balancer_name(cluster_name, service))
@@ -157,16 +178,19 @@ class GceLoadBalancer(LoadBalancer):
             "requestPath": HEALTH_CHECK_PATH,
             **NODES_CHECK_TIMING,
         }
-        current = self._get("compute.httpHealthChecks.get", f"global/httpHealthChecks/{name}")
+        current = self._check_get(name)
         if current is None:
             body = {**wanted, "description": description}
-            self._insert("compute.httpHealthChecks.insert", "global/httpHealthChecks", body)
+            try:
+                self.api.rest_mutate(
+                    "compute.httpHealthChecks.insert", "POST", _checks_path(), body
+                )
+            except GceApiError as error:
+                if not error.already_exists:
+                    raise
         elif any(current.get(key) != value for key, value in wanted.items()):
-            self.api.mutate(
-                "compute.httpHealthChecks.patch",
-                "PATCH",
-                f"global/httpHealthChecks/{name}",
-                wanted,
+            self.api.rest_mutate(
+                "compute.httpHealthChecks.patch", "PATCH", _checks_path(name), wanted
             )
 
     def _target_tags(self, nodes: Sequence[Node]) -> list[str]:
@@ -187,40 +211,38 @@ class GceLoadBalancer(LoadBalancer):
         ports: list[str],
         nodes: Sequence[Node],
     ) -> None:
-        current = self._get("compute.firewalls.get", f"global/firewalls/{name}")
-        tags = self.node_tags or (
-            tuple(current.get("targetTags", ())) if current is not None else ()
-        )
+        current = self._get(self._firewalls.get, firewall=name)
+        tags = self.node_tags or (tuple(current.target_tags) if current is not None else ())
         wanted: dict[str, Any] = {
-            "sourceRanges": sorted(sources),
-            "allowed": [{"IPProtocol": protocol, "ports": sorted(ports, key=_port_key)}],
+            "source_ranges": sorted(sources),
+            "allowed": [(protocol, sorted(ports, key=_port_key))],
         }
+        allowed = [compute_v1.Allowed(I_p_protocol=protocol, ports=sorted(ports, key=_port_key))]
         if current is None:
             target_tags = list(tags) or self._target_tags(nodes)
-            body = {
-                "name": name,
-                "description": description,
-                "network": self.network_url,
-                **wanted,
-                **({"targetTags": target_tags} if target_tags else {}),
-            }
-            self._insert("compute.firewalls.insert", "global/firewalls", body)
+            body = compute_v1.Firewall(
+                name=name,
+                description=description,
+                network=self.network_url,
+                source_ranges=sorted(sources),
+                allowed=allowed,
+                target_tags=target_tags,
+            )
+            self._insert(self._firewalls.insert_unary, firewall_resource=body)
             return
         have = {
-            "sourceRanges": sorted(current.get("sourceRanges", ())),
-            "allowed": [
-                {
-                    "IPProtocol": a.get("IPProtocol"),
-                    "ports": sorted(a.get("ports", ()), key=_port_key),
-                }
-                for a in current.get("allowed", ())
-            ],
+            "source_ranges": sorted(current.source_ranges),
+            "allowed": [(a.I_p_protocol, sorted(a.ports, key=_port_key)) for a in current.allowed],
         }
-        changes: dict[str, Any] = {k: v for k, v in wanted.items() if have[k] != v}
-        if self.node_tags and sorted(current.get("targetTags", ())) != sorted(self.node_tags):
-            changes["targetTags"] = list(self.node_tags)
-        if changes:
-            self.api.mutate("compute.firewalls.patch", "PATCH", f"global/firewalls/{name}", changes)
+        changes = compute_v1.Firewall()
+        if have["source_ranges"] != wanted["source_ranges"]:
+            changes.source_ranges = wanted["source_ranges"]
+        if have["allowed"] != wanted["allowed"]:
+            changes.allowed = allowed
+        if self.node_tags and sorted(current.target_tags) != sorted(self.node_tags):
+            changes.target_tags = list(self.node_tags)
+        if changes != compute_v1.Firewall():
+            self.api.run(self._firewalls.patch_unary, firewall=name, firewall_resource=changes)
 
     def _instance_url(self, ref: InstanceRef) -> str:
         return f"{self.api.base}{ref.path}"
@@ -239,103 +261,111 @@ class GceLoadBalancer(LoadBalancer):
         self, name: str, description: str, service: Service, nodes: Sequence[Node], check: str
     ) -> None:
         affinity = "CLIENT_IP" if service.session_affinity == "ClientIP" else "NONE"
-        check_url = f"{self.api.base}global/httpHealthChecks/{check}"
+        check_url = f"{self.api.base}{_checks_path(check)}"
         pool = self._pool(name)
-        if pool is not None and pool.get("sessionAffinity", "NONE") != affinity:
+        if pool is not None and (pool.session_affinity or "NONE") != affinity:
             # A pool's affinity cannot change: make it again, as upstream does.
             self._delete_rule_and_pool(name)
             pool = None
         if pool is None:
             refs = list(self._refs(nodes).values())
-            body = {
-                "name": name,
-                "description": description,
-                "sessionAffinity": affinity,
-                "instances": [self._instance_url(r) for r in refs[:POOL_CREATE_LIMIT]],
-                "healthChecks": [check_url],
-            }
-            self._insert("compute.targetPools.insert", f"regions/{self.region}/targetPools", body)
+            body = compute_v1.TargetPool(
+                name=name,
+                description=description,
+                session_affinity=affinity,
+                instances=[self._instance_url(r) for r in refs[:POOL_CREATE_LIMIT]],
+                health_checks=[check_url],
+            )
+            self._insert(self._pools.insert_unary, region=self.region, target_pool_resource=body)
             self._add_instances(name, refs[POOL_CREATE_LIMIT:])
             return
         self._sync_pool(pool, nodes)
-        checks = [instance_ref_or_name(url) for url in pool.get("healthChecks", ())]
+        checks = [instance_ref_or_name(url) for url in pool.health_checks]
         if checks != [check]:
-            path = f"regions/{self.region}/targetPools/{name}"
-            if pool.get("healthChecks"):
-                self.api.mutate(
-                    "compute.targetPools.removeHealthCheck",
-                    "POST",
-                    f"{path}/removeHealthCheck",
-                    {"healthChecks": [{"healthCheck": u} for u in pool["healthChecks"]]},
+            if pool.health_checks:
+                self.api.run(
+                    self._pools.remove_health_check_unary,
+                    region=self.region,
+                    target_pool=name,
+                    target_pools_remove_health_check_request_resource=(
+                        compute_v1.TargetPoolsRemoveHealthCheckRequest(
+                            health_checks=_check_refs(pool.health_checks)
+                        )
+                    ),
                 )
-            self.api.mutate(
-                "compute.targetPools.addHealthCheck",
-                "POST",
-                f"{path}/addHealthCheck",
-                {"healthChecks": [{"healthCheck": check_url}]},
+            self.api.run(
+                self._pools.add_health_check_unary,
+                region=self.region,
+                target_pool=name,
+                target_pools_add_health_check_request_resource=(
+                    compute_v1.TargetPoolsAddHealthCheckRequest(
+                        health_checks=_check_refs([check_url])
+                    )
+                ),
             )
 
-    def _sync_pool(self, pool: Json, nodes: Sequence[Node]) -> None:
+    def _sync_pool(self, pool: compute_v1.TargetPool, nodes: Sequence[Node]) -> None:
         """Add and remove instances so the pool holds exactly the nodes' instances."""
-        name = pool["name"]
+        name = pool.name
         wanted = self._refs(nodes)
         have: dict[tuple[str, str], str] = {}
-        for url in pool.get("instances", ()):
+        for url in pool.instances:
             ref = instance_ref(url)
             if ref is not None:
                 have[(ref.zone, ref.name)] = url
         self._add_instances(name, [ref for key, ref in wanted.items() if key not in have])
         gone = [url for key, url in have.items() if key not in wanted]
         for start in range(0, len(gone), POOL_ADD_CHUNK):
-            self.api.mutate(
-                "compute.targetPools.removeInstance",
-                "POST",
-                f"regions/{self.region}/targetPools/{name}/removeInstance",
-                {"instances": [{"instance": url} for url in gone[start : start + POOL_ADD_CHUNK]]},
+            chunk = gone[start : start + POOL_ADD_CHUNK]
+            self.api.run(
+                self._pools.remove_instance_unary,
+                region=self.region,
+                target_pool=name,
+                target_pools_remove_instance_request_resource=(
+                    compute_v1.TargetPoolsRemoveInstanceRequest(instances=_instance_refs(chunk))
+                ),
             )
 
     def _add_instances(self, name: str, refs: Sequence[InstanceRef]) -> None:
         for start in range(0, len(refs), POOL_ADD_CHUNK):
             chunk = refs[start : start + POOL_ADD_CHUNK]
-            self.api.mutate(
-                "compute.targetPools.addInstance",
-                "POST",
-                f"regions/{self.region}/targetPools/{name}/addInstance",
-                {"instances": [{"instance": self._instance_url(r)} for r in chunk]},
+            urls = [self._instance_url(r) for r in chunk]
+            self.api.run(
+                self._pools.add_instance_unary,
+                region=self.region,
+                target_pool=name,
+                target_pools_add_instance_request_resource=(
+                    compute_v1.TargetPoolsAddInstanceRequest(instances=_instance_refs(urls))
+                ),
             )
 
     def _ensure_rule(
         self, name: str, description: str, service: Service, protocol: str, ports: list[str]
-    ) -> Json:
+    ) -> compute_v1.ForwardingRule:
         numbers = [int(p) for p in ports]
         port_range = f"{min(numbers)}-{max(numbers)}"
         rule = self._rule(name)
         if rule is not None:
             same = (
-                rule.get("IPProtocol") == protocol
-                and rule.get("portRange") == port_range
-                and (
-                    not service.load_balancer_ip
-                    or rule.get("IPAddress") == service.load_balancer_ip
-                )
+                rule.I_p_protocol == protocol
+                and rule.port_range == port_range
+                and (not service.load_balancer_ip or rule.I_p_address == service.load_balancer_ip)
             )
             if same:
                 return rule
-            self._delete(
-                "compute.forwardingRules.delete", f"regions/{self.region}/forwardingRules/{name}"
-            )
-        body: dict[str, Any] = {
-            "name": name,
-            "description": description,
-            "IPProtocol": protocol,
-            "portRange": port_range,
-            "target": f"{self.api.base}regions/{self.region}/targetPools/{name}",
-        }
+            self._delete(self._rules.delete_unary, region=self.region, forwarding_rule=name)
+        body = compute_v1.ForwardingRule(
+            name=name,
+            description=description,
+            I_p_protocol=protocol,
+            port_range=port_range,
+            target=f"{self.api.base}regions/{self.region}/targetPools/{name}",
+        )
         if service.load_balancer_ip:
-            body["IPAddress"] = service.load_balancer_ip
+            body.I_p_address = service.load_balancer_ip
         try:
             self._insert(
-                "compute.forwardingRules.insert", f"regions/{self.region}/forwardingRules", body
+                self._rules.insert_unary, region=self.region, forwarding_rule_resource=body
             )
         except GceApiError as error:
             if service.load_balancer_ip and error.status == 400:
@@ -349,9 +379,9 @@ class GceLoadBalancer(LoadBalancer):
             raise GceApiError("compute.forwardingRules.get", 404, "notFound", f"{name} vanished")
         return made
 
-    def _insert(self, method: str, path: str, body: Json) -> None:
+    def _insert(self, rpc: Callable[..., compute_v1.Operation], **fields: Any) -> None:
         try:
-            self.api.mutate(method, "POST", path, body)
+            self.api.run(rpc, **fields)
         except GceApiError as error:
             if not error.already_exists:
                 raise
@@ -370,10 +400,10 @@ class GceLoadBalancer(LoadBalancer):
 
     # -- delete ------------------------------------------------------------------------
 
-    def _delete(self, method: str, path: str) -> bool:
+    def _delete(self, rpc: Callable[..., compute_v1.Operation], **fields: Any) -> bool:
         """Delete; False when it was already gone."""
         try:
-            self.api.mutate(method, "DELETE", path)
+            self.api.run(rpc, **fields)
         except GceApiError as error:
             if error.not_found:
                 return False
@@ -381,36 +411,57 @@ class GceLoadBalancer(LoadBalancer):
         return True
 
     def _delete_rule_and_pool(self, name: str) -> None:
-        self._delete(
-            "compute.forwardingRules.delete", f"regions/{self.region}/forwardingRules/{name}"
-        )
-        self._delete("compute.targetPools.delete", f"regions/{self.region}/targetPools/{name}")
+        self._delete(self._rules.delete_unary, region=self.region, forwarding_rule=name)
+        self._delete(self._pools.delete_unary, region=self.region, target_pool=name)
 
     def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
         name = self.get_load_balancer_name(cluster_name, service)
         self._delete_rule_and_pool(name)
-        self._delete("compute.firewalls.delete", f"global/firewalls/{firewall_name(name)}")
+        self._delete(self._firewalls.delete_unary, firewall=firewall_name(name))
         # The service's own check (externalTrafficPolicy Local, now or before).
-        self._delete("compute.httpHealthChecks.delete", f"global/httpHealthChecks/{name}")
+        self._delete_check(name)
         self._delete(
-            "compute.firewalls.delete",
-            f"global/firewalls/{health_check_firewall_name('', name, shared=False)}",
+            self._firewalls.delete_unary,
+            firewall=health_check_firewall_name("", name, shared=False),
         )
         self._delete_shared_check_if_unused()
 
     def _delete_shared_check_if_unused(self) -> None:
         """The shared nodes check and its firewall, once no target pool uses the check."""
         shared = nodes_health_check_name(self.cluster_id())
-        if self._get("compute.httpHealthChecks.get", f"global/httpHealthChecks/{shared}") is None:
+        if self._check_get(shared) is None:
             return
         try:
-            self._delete("compute.httpHealthChecks.delete", f"global/httpHealthChecks/{shared}")
+            self._delete_check(shared)
         except GceApiError as error:
             if error.reason == "resourceInUseByAnotherResource":
                 return  # another service's pool still uses it
             raise
         fw = health_check_firewall_name(self.cluster_id(), shared, shared=True)
-        self._delete("compute.firewalls.delete", f"global/firewalls/{fw}")
+        self._delete(self._firewalls.delete_unary, firewall=fw)
+
+    def _delete_check(self, name: str) -> bool:
+        """Delete a legacy HTTP health check (REST); False when it was already gone."""
+        try:
+            self.api.rest_mutate("compute.httpHealthChecks.delete", "DELETE", _checks_path(name))
+        except GceApiError as error:
+            if error.not_found:
+                return False
+            raise
+        return True
+
+
+def _checks_path(name: str = "") -> str:
+    """Legacy HTTP health checks below the project's URL (``global/httpHealthChecks/NAME``)."""
+    return f"global/httpHealthChecks/{name}" if name else "global/httpHealthChecks"
+
+
+def _check_refs(urls: Sequence[str]) -> list[compute_v1.HealthCheckReference]:
+    return [compute_v1.HealthCheckReference(health_check=url) for url in urls]
+
+
+def _instance_refs(urls: Sequence[str]) -> list[compute_v1.InstanceReference]:
+    return [compute_v1.InstanceReference(instance=url) for url in urls]
 
 
 def instance_ref_or_name(url: str) -> str:
@@ -420,10 +471,6 @@ def instance_ref_or_name(url: str) -> str:
 def _port_key(port: str) -> tuple[int, str]:
     head = port.split("-", 1)[0]
     return (int(head) if head.isdigit() else 0, port)
-
-
-def _sorted_ports(allowed: Json) -> list[str]:
-    return sorted(allowed.get("ports", ()), key=_port_key)
 
 
 def _check(service: Service) -> tuple[str, list[str]]:
@@ -447,6 +494,6 @@ def _check(service: Service) -> tuple[str, list[str]]:
     return protocols.pop(), sorted({str(port.port) for port in service.ports}, key=_port_key)
 
 
-def _status(rule: Json) -> LoadBalancerStatus:
-    address = str(rule.get("IPAddress", ""))
+def _status(rule: compute_v1.ForwardingRule) -> LoadBalancerStatus:
+    address = rule.I_p_address
     return LoadBalancerStatus(ingress=(LoadBalancerIngress(ip=address),) if address else ())
