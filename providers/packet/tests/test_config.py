@@ -18,11 +18,11 @@ BASE = {"METAL_API_KEY": "secret-metal-key-1234", "METAL_PROJECT_ID": "p-1"}
 def test_the_environment_names_everything() -> None:
     config = read_config({
         **BASE, "METAL_METRO": "da", "METAL_LOAD_BALANCER": "metallb:///metallb-system/config",
-        "METAL_LOCAL_ASN": "65100", "METAL_BGP_PASS": "md5pass",
+        "METAL_LOCAL_ASN": "65100", "METAL_BGP_PASS": "Md5Pass1234",
         "METAL_API_URL": "http://127.0.0.1:9/metal/v1/",
     })  # fmt: skip
     assert (config.api_key, config.project_id, config.metro) == (BASE["METAL_API_KEY"], "p-1", "da")
-    assert config.local_asn == 65100 and config.bgp_pass == "md5pass"
+    assert config.local_asn == 65100 and config.bgp_pass == "Md5Pass1234"
     assert config.metallb_target == ("metallb-system", "config")
     assert config.api_url == "http://127.0.0.1:9/metal/v1"
 
@@ -54,6 +54,7 @@ def test_the_json_cloud_config_is_read_and_the_environment_wins(tmp_path: Path) 
         ({**BASE, "METAL_LOCAL_ASN": "sixty"}, "METAL_LOCAL_ASN"),
         ({**BASE, "METAL_LOAD_BALANCER": "haproxy://"}, "METAL_LOAD_BALANCER"),
         ({**BASE, "METAL_API_URL": "ftp://x"}, "METAL_API_URL"),
+        ({**BASE, "METAL_BGP_PASS": "short-pass"}, "METAL_BGP_PASS"),
     ],
 )
 def test_a_mistake_is_one_line_naming_the_key(environ: dict[str, str], named: str) -> None:
@@ -71,9 +72,9 @@ def test_a_cloud_config_that_is_not_json_names_the_file(tmp_path: Path) -> None:
 
 def test_the_api_key_and_bgp_password_are_masked_in_every_log_line() -> None:
     logredact.forget_secrets()
-    config = read_config({**BASE, "METAL_BGP_PASS": "bgp-md5-password"})
+    config = read_config({**BASE, "METAL_BGP_PASS": "BgpMd5Password9"})
 
-    assert BASE["METAL_API_KEY"] not in repr(config) and "bgp-md5" not in repr(config)
-    for secret in (BASE["METAL_API_KEY"], "bgp-md5-password"):
+    assert BASE["METAL_API_KEY"] not in repr(config) and "BgpMd5" not in repr(config)
+    for secret in (BASE["METAL_API_KEY"], "BgpMd5Password9"):
         for line in (f"key {secret}", f"X-Auth-Token: {secret}", f"url?k={secret}&x=1"):
             assert secret not in logredact.redact(line), line

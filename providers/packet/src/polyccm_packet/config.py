@@ -12,6 +12,7 @@ line can show them.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -30,6 +31,9 @@ DEFAULT_PEER_ASN = 65530
 #: this keeps a large cluster's periodic lookups from starving other API users of the project.
 DEFAULT_QPS = 5.0
 DEFAULT_BURST = 20
+
+#: Metal's rule for a BGP MD5 password (the API document's pattern).
+_MD5_PASSWORD = re.compile(r"^(?=.*[a-z])(?=.*[A-Z])(?=.*\d)[a-zA-Z\d]{10,20}$")
 
 LOAD_BALANCER_SCHEMES = ("metallb://", "kube-vip://", "empty://")
 
@@ -120,6 +124,11 @@ def read_config(
     bgp_pass = pick(("METAL_BGP_PASS",), "bgpPass")
     if bgp_pass:
         logredact.add_secret(bgp_pass)
+        if not _MD5_PASSWORD.match(bgp_pass):  # Metal refuses any other; the value stays out
+            raise ConfigError(
+                "METAL_BGP_PASS must be 10 to 20 letters and digits, with an upper-case letter, "
+                "a lower-case letter and a digit (Metal's rule for BGP MD5 passwords)"
+            )
     asn_text = pick(("METAL_LOCAL_ASN",), "localASN")
     local_asn = DEFAULT_LOCAL_ASN
     if asn_text:

@@ -13,10 +13,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from polyccm.hookspecs import hookimpl
-from polyccm.plugins import EmulatorLaunch, EmulatorRegistry, ProviderRegistry, ProviderSettings
+from polyccm.plugins import (
+    ControllerRegistry,
+    EmulatorLaunch,
+    EmulatorRegistry,
+    ProviderRegistry,
+    ProviderSettings,
+)
+from polyccm.rbac import PolicyRule
 
 if TYPE_CHECKING:
     from polyccm.cloud import CloudProvider
+    from polyccm.controllers import Controller, ControllerContext
 
 PROVIDER = "packet"
 #: The API key the emulator launched by polyccm-dev accepts (and the only one): fake.
@@ -37,6 +45,25 @@ CLOUD_CONFIG_FILE = "metal-cloud-config.json"
 def polyccm_register_providers(registry: ProviderRegistry) -> None:
     """Register the provider name ``packet``."""
     registry.register("packet", "Equinix Metal, formerly Packet (devices, elastic IPs over BGP)")
+
+
+#: What ``packet-bgp`` needs beyond the core's rules: patching the nodes' peer annotations.
+BGP_RBAC_RULES = (PolicyRule(("",), ("nodes",), ("get", "patch")),)
+
+
+@hookimpl
+def polyccm_register_controllers(provider: str, registry: ControllerRegistry) -> None:
+    """Register ``packet-bgp``: BGP on the project, a session per node and the nodes' peer
+    annotations (started only in the ``metallb://`` and ``kube-vip://`` modes)."""
+    if provider != PROVIDER:
+        return
+
+    def build(context: ControllerContext) -> Controller | None:
+        from polyccm_packet.bgp import BgpController  # imports the SDK: only when running
+
+        return BgpController.for_term(context)
+
+    registry.register("packet-bgp", build, enabled_by_default=True, rbac_rules=BGP_RBAC_RULES)
 
 
 @hookimpl
