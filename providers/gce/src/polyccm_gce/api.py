@@ -13,8 +13,9 @@ on the operation's own scope, cut every ``poll_timeout`` seconds and asked again
 
 Legacy ``httpHealthChecks`` have no client in google-cloud-compute (it only has the newer
 ``healthChecks``), and upstream's network load balancer uses the legacy ones: those requests
-alone go through google-auth's ``AuthorizedSession`` (the session the SDK's REST transport uses)
-to ``{api-endpoint}projects/P/global/httpHealthChecks``, with the same fence, retries and errors.
+alone (:meth:`GceApi.rest`) go through google-auth's ``AuthorizedSession`` (the session the
+SDK's REST transport uses) to ``{api-endpoint}projects/P/global/httpHealthChecks``, with the
+same fence, retries and errors.
 
 Every call goes through :meth:`GceApi.invoke` (the SDK's own retries are turned off so that each
 attempt is ours to count): rate-limit answers (403 ``rateLimitExceeded``/``userRateLimitExceeded``,
@@ -34,7 +35,6 @@ import random
 import re
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -407,59 +407,6 @@ class GceApi:
                 self._pause(attempt)
                 continue
             raise failure
-
-    def call(
-        self,
-        method: str,
-        http_method: str,
-        path: str,
-        *,
-        body: Any = None,
-        params: Mapping[str, Any] | None = None,
-    ) -> Json:
-        """Transitional: ``rest`` with query parameters, for callers not yet on the clients."""
-        if params:
-            path = f"{path}?{urllib.parse.urlencode(params)}"
-        return self.rest(method, http_method, path, body=body)
-
-    def get(self, method: str, path: str) -> Json:
-        return self.rest(method, "GET", path)
-
-    def pages(self, method: str, path: str, *, filter: str = "") -> Iterator[Json]:
-        query: dict[str, Any] = {"maxResults": 500}
-        if filter:
-            query["filter"] = filter
-        while True:
-            page = self.call(method, "GET", path, params=query)
-            yield page
-            token = page.get("nextPageToken")
-            if not token:
-                return
-            query["pageToken"] = token
-
-    def list_all(self, method: str, path: str, *, filter: str = "") -> list[Json]:
-        return [
-            item
-            for page in self.pages(method, path, filter=filter)
-            for item in page.get("items", ())
-        ]
-
-    def aggregated(self, method: str, path: str, *, filter: str = "", key: str) -> list[Json]:
-        found: list[Json] = []
-        for page in self.pages(method, path, filter=filter):
-            for scoped in page.get("items", {}).values():
-                found.extend(scoped.get(key, ()))
-        return found
-
-    def mutate(
-        self, method: str, http_method: str, path: str, body: Any = None, **params: Any
-    ) -> Json:
-        answer = self.call(method, http_method, path, body=body, params=params or None)
-        done = self.finish(
-            compute_v1.Operation.from_json(json.dumps(answer), ignore_unknown_fields=True)
-        )
-        answer = compute_v1.Operation.to_json(done, use_integers_for_enums=False)
-        return json.loads(answer)  # type: ignore[no-any-return]
 
     def rest_mutate(self, method: str, http_method: str, path: str, body: Any = None) -> None:
         """A legacy ``httpHealthChecks`` mutation, its operation awaited as any other."""

@@ -275,13 +275,6 @@ class ComputeApi:
 
 _Client = TypeVar("_Client")
 
-#: The polling client each kind of google-cloud-compute operation uses.
-_OPERATION_CLIENTS = {
-    "zone_operations": "ZoneOperationsClient",
-    "region_operations": "RegionOperationsClient",
-    "global_operations": "GlobalOperationsClient",
-}
-
 
 def sdk_client(client_class: type[_Client], endpoint: str, credentials: Any = None) -> _Client:
     """A google-cloud-compute client (``compute_v1.InstancesClient``...) for the emulator at
@@ -290,24 +283,16 @@ def sdk_client(client_class: type[_Client], endpoint: str, credentials: Any = No
     The SDK builds its polling clients (zone, region, global operations) lazily with default
     options, which would send ``operation.result()`` to compute.googleapis.com; they are built
     here with the same endpoint and credentials instead. ``credentials`` defaults to a fixed
-    bearer token.
+    bearer token. It is the provider's own :func:`polyccm_gce.api.compute_client`, so its
+    requests are counted by :mod:`polyccm.cloudcalls` too.
     """
-    from google.api_core.client_options import ClientOptions
-    from google.cloud import compute_v1
     from google.oauth2.credentials import Credentials
+
+    from polyccm_gce.api import compute_client
 
     if credentials is None:
         credentials = Credentials(token=TEST_TOKEN)  # type: ignore[no-untyped-call]
-    options = ClientOptions(api_endpoint=endpoint)
-    client = client_class(  # type: ignore[call-arg]
-        credentials=credentials, client_options=options, transport="rest"
-    )
-    polling = client._transport._extended_operations_services  # type: ignore[attr-defined]
-    for key, class_name in _OPERATION_CLIENTS.items():
-        polling[key] = getattr(compute_v1, class_name)(
-            credentials=credentials, client_options=options, transport="rest"
-        )
-    return client
+    return compute_client(client_class, endpoint, credentials)
 
 
 #: The cluster name the provider tests and the conformance kit use.
