@@ -11,7 +11,8 @@ from polyccm_testing.conformance import CloudUnderTest, ProviderConformance
 
 NO_BACKENDS = (
     "an Elastic IP has no backends in the cloud: the cluster's BGP speakers announce it, so "
-    "there is no node set for the kit to compare (BGP sessions are checked in test_bgp.py)"
+    "there is no node set to compare (repeated ensures: test_load_balancer.py; sessions per "
+    "node: tests/test_packet_e2e.py)"
 )
 
 
