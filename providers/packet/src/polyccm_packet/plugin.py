@@ -51,10 +51,22 @@ def polyccm_register_providers(registry: ProviderRegistry) -> None:
 BGP_RBAC_RULES = (PolicyRule(("",), ("nodes",), ("get", "patch")),)
 
 
+#: What ``packet-metallb`` needs: MetalLB's objects, its legacy ConfigMap and the Secret of the
+#: BGP password. A ClusterRole cannot name a namespace, and ``create`` cannot name an object:
+#: the ConfigMap and Secret rules are cluster-wide (bind a Role instead to narrow them).
+METALLB_RBAC_RULES = (
+    PolicyRule(("metallb.io",), ("ipaddresspools", "bgppeers", "bgpadvertisements"),
+               ("get", "list", "create", "update", "delete")),
+    PolicyRule(("",), ("configmaps",), ("get", "create", "update")),
+    PolicyRule(("",), ("secrets",), ("get", "create", "update")),
+)  # fmt: skip
+
+
 @hookimpl
 def polyccm_register_controllers(provider: str, registry: ControllerRegistry) -> None:
     """Register ``packet-bgp``: BGP on the project, a session per node and the nodes' peer
-    annotations (started only in the ``metallb://`` and ``kube-vip://`` modes)."""
+    annotations (started only in the ``metallb://`` and ``kube-vip://`` modes); and
+    ``packet-metallb``: MetalLB's configuration (only in the ``metallb://`` mode)."""
     if provider != PROVIDER:
         return
 
@@ -64,6 +76,15 @@ def polyccm_register_controllers(provider: str, registry: ControllerRegistry) ->
         return BgpController.for_term(context)
 
     registry.register("packet-bgp", build, enabled_by_default=True, rbac_rules=BGP_RBAC_RULES)
+
+    def build_metallb(context: ControllerContext) -> Controller | None:
+        from polyccm_packet.metallb import MetalLbController
+
+        return MetalLbController.for_term(context)
+
+    registry.register(
+        "packet-metallb", build_metallb, enabled_by_default=True, rbac_rules=METALLB_RBAC_RULES
+    )
 
 
 @hookimpl

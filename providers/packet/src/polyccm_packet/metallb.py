@@ -1,0 +1,432 @@
+"""MetalLB's configuration for the Elastic IPs (the ``packet-metallb`` provider controller).
+
+In the ``metallb:///<namespace>/<configmap>`` mode the Elastic IPs are announced by MetalLB's
+speakers, which must be told what to announce and to whom. As upstream's CCM does, this
+controller keeps, from the term's caches alone:
+
+- one address pool per service holding an Elastic IP: its ``/32``, auto-assign off (MetalLB
+  must not give the address to another service);
+- one BGP peer per Metal router of each node, from the node's ``metal.equinix.com/bgp-peers-*``
+  annotations (written by :mod:`polyccm_packet.bgp`): peer ASN and address, the node's ASN and
+  source address, a node selector on the node's hostname and the MD5 password;
+- the advertisement of those pools by BGP.
+
+Where it writes is discovered on every pass: when the API serves the ``metallb.io`` group
+(MetalLB 0.13 and later) these are ``IPAddressPool`` (v1beta1), ``BGPPeer`` (v1beta2, the
+password through the Secret :data:`PASSWORD_SECRET`) and ``BGPAdvertisement`` (v1beta1)
+objects in ``<namespace>``, labelled :data:`OWNER_LABEL`; otherwise the legacy ConfigMap
+``<namespace>/<configmap>`` (its ``config`` key, ``peers`` and ``address-pools``), where the
+operator's own entries are kept. An object is written only when it differs, by a PUT carrying
+the resourceVersion it was read at (a concurrent change is a conflict, retried with fresh
+state), and deleted with that resourceVersion as precondition. Pools go with their service,
+peers with their node. The password is never in an event or a log line.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from polyccm.controllers import (
+    ApiError,
+    Controller,
+    ControllerContext,
+    JsonObject,
+    KubeApi,
+    RateLimitingQueue,
+    Resource,
+    process_one,
+    run_periodically,
+    run_workers,
+)
+from polyccm.kube.api import CONFIGMAPS, SECRETS
+
+from polyccm_packet.api import MetalClient
+from polyccm_packet.bgp import ANNOTATION_PREFIX
+
+log = logging.getLogger(__name__)
+
+NAME = "packet-metallb"
+GROUP = "metallb.io"
+IP_ADDRESS_POOLS = Resource(f"{GROUP}/v1beta1", "ipaddresspools", namespaced=True)
+BGP_PEERS = Resource(f"{GROUP}/v1beta2", "bgppeers", namespaced=True)
+BGP_ADVERTISEMENTS = Resource(f"{GROUP}/v1beta1", "bgpadvertisements", namespaced=True)
+#: The label on every MetalLB object this controller owns (upstream's).
+OWNER_LABEL = ("cloud-provider", "equinix-metal")
+#: The one advertisement of every pool (upstream's name).
+ADVERTISEMENT = "equinix-metal-bgp-adv"
+#: The ``kubernetes.io/basic-auth`` Secret holding the peers' MD5 password (CRD mode).
+PASSWORD_SECRET = "equinix-metal-bgp-pass"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+CONFIG_KEY = "config"
+#: The only key of the work queue: every change leads to one whole pass.
+KEY = "metallb"
+RESYNC_PERIOD = 60.0
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The address pool of one service's Elastic IP."""
+
+    namespace: str
+    service: str
+    address: str
+
+    @property
+    def crd_name(self) -> str:
+        # Namespaces and service names are DNS labels (no dots): the pair is unique.
+        return f"{self.namespace}.{self.service}"
+
+
+@dataclass(frozen=True)
+class Peer:
+    """One BGP session of one node's speaker with one Metal router."""
+
+    node: str
+    index: int
+    my_asn: int
+    peer_asn: int
+    peer_address: str
+    source_address: str
+    password: str
+
+    @property
+    def crd_name(self) -> str:
+        return f"equinix-metal-{self.node}-{self.index}"
+
+
+def wanted_pools(services: Iterable[Mapping[str, Any]]) -> list[Pool]:
+    """A pool for every LoadBalancer service with an IPv4 ingress (not being deleted)."""
+    pools = []
+    for service in services:
+        meta = service.get("metadata") or {}
+        if meta.get("deletionTimestamp") or (service.get("spec") or {}).get("type") != (
+            "LoadBalancer"
+        ):
+            continue
+        ingress = ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or ()
+        for entry in ingress:
+            ip = str(entry.get("ip") or "")
+            if ip and ":" not in ip:
+                pools.append(Pool(str(meta.get("namespace")), str(meta.get("name")), ip))
+                break
+    return sorted(pools, key=lambda p: (p.namespace, p.service))
+
+
+def wanted_peers(nodes: Iterable[Mapping[str, Any]]) -> list[Peer]:
+    """The peers announced on every node's ``bgp-peers-{n}-*`` annotations."""
+    peers = []
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        annotations: Mapping[str, str] = meta.get("annotations") or {}
+        n = 0
+        while (peer_ip := annotations.get(f"{ANNOTATION_PREFIX}{n}-peer-ip")) is not None:
+            prefix = f"{ANNOTATION_PREFIX}{n}-"
+            try:
+                peers.append(Peer(
+                    node=str(meta["name"]), index=n,
+                    my_asn=int(annotations[prefix + "node-asn"]),
+                    peer_asn=int(annotations[prefix + "peer-asn"]),
+                    peer_address=peer_ip,
+                    source_address=annotations.get(prefix + "src-ip", ""),
+                    password=annotations.get(prefix + "bgp-pass", ""),
+                ))  # fmt: skip
+            except (KeyError, ValueError):
+                log.warning("%s: node %s: peer %d annotations incomplete; skipped", NAME,
+                            meta.get("name"), n)  # fmt: skip
+            n += 1
+    return sorted(peers, key=lambda p: (p.node, p.index))
+
+
+def _relevant(obj: Mapping[str, Any]) -> object:
+    """What of a node or service the configuration depends on (other updates are ignored)."""
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    return (
+        meta.get("deletionTimestamp"),
+        (obj.get("spec") or {}).get("type"),
+        ((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress"),
+        sorted((k, v) for k, v in annotations.items() if k.startswith(ANNOTATION_PREFIX)),
+    )
+
+
+# -- the legacy ConfigMap ------------------------------------------------------------------
+
+
+def _legacy_peer(peer: Peer) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "peer-address": peer.peer_address,
+        "peer-asn": peer.peer_asn,
+        "my-asn": peer.my_asn,
+    }
+    if peer.source_address:
+        entry["source-address"] = peer.source_address
+    if peer.password:
+        entry["password"] = peer.password
+    entry["node-selectors"] = [{"match-labels": {HOSTNAME_LABEL: peer.node}}]
+    return entry
+
+
+def _legacy_pool(pool: Pool) -> dict[str, Any]:
+    return {
+        "name": f"{pool.namespace}/{pool.service}",
+        "protocol": "bgp",
+        "addresses": [f"{pool.address}/32"],
+        "auto-assign": False,
+    }
+
+
+def _is_ours_legacy_peer(entry: Mapping[str, Any]) -> bool:
+    selectors = entry.get("node-selectors")
+    return (
+        isinstance(selectors, list)
+        and len(selectors) == 1
+        and list((selectors[0] or {}).keys()) == ["match-labels"]
+        and list((selectors[0]["match-labels"] or {}).keys()) == [HOSTNAME_LABEL]
+    )
+
+
+def _is_ours_legacy_pool(entry: Mapping[str, Any]) -> bool:
+    # Upstream names a service's pool "namespace/name"; an operator's pool has no slash.
+    return "/" in str(entry.get("name", "")) and entry.get("auto-assign") is False
+
+
+def legacy_config(current: Mapping[str, Any], pools: list[Pool], peers: list[Peer]) -> JsonObject:
+    """``current`` (the parsed ``config``) with this controller's entries replaced; the
+    operator's own peers and pools are kept first, in their order."""
+    kept_peers = [p for p in current.get("peers") or () if not _is_ours_legacy_peer(p)]
+    kept_pools = [p for p in current.get("address-pools") or () if not _is_ours_legacy_pool(p)]
+    config: JsonObject = {k: v for k, v in current.items() if k not in ("peers", "address-pools")}
+    config["peers"] = kept_peers + [_legacy_peer(p) for p in peers]
+    config["address-pools"] = kept_pools + [_legacy_pool(p) for p in pools]
+    return config
+
+
+# -- the metallb.io objects ----------------------------------------------------------------
+
+
+def _owned(
+    name: str, namespace: str, kind: str, group_version: str, spec: JsonObject
+) -> JsonObject:
+    return {
+        "apiVersion": group_version,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace, "labels": dict([OWNER_LABEL])},
+        "spec": spec,
+    }
+
+
+def crd_objects(
+    namespace: str, pools: list[Pool], peers: list[Peer]
+) -> dict[Resource, dict[str, JsonObject]]:
+    """Every object wanted in ``namespace``, by resource and name."""
+    wanted: dict[Resource, dict[str, JsonObject]] = {}
+    wanted[IP_ADDRESS_POOLS] = {
+        p.crd_name: _owned(p.crd_name, namespace, "IPAddressPool", IP_ADDRESS_POOLS.group_version,
+                           {"addresses": [f"{p.address}/32"], "autoAssign": False})
+        for p in pools
+    }  # fmt: skip
+    peer_objects = {}
+    for peer in peers:
+        spec: JsonObject = {
+            "myASN": peer.my_asn,
+            "peerASN": peer.peer_asn,
+            "peerAddress": peer.peer_address,
+            "nodeSelectors": [{"matchLabels": {HOSTNAME_LABEL: peer.node}}],
+        }
+        if peer.source_address:
+            spec["sourceAddress"] = peer.source_address
+        if peer.password:
+            spec["passwordSecret"] = {"name": PASSWORD_SECRET, "namespace": namespace}
+        peer_objects[peer.crd_name] = _owned(
+            peer.crd_name, namespace, "BGPPeer", BGP_PEERS.group_version, spec
+        )
+    wanted[BGP_PEERS] = peer_objects
+    wanted[BGP_ADVERTISEMENTS] = (
+        {ADVERTISEMENT: _owned(ADVERTISEMENT, namespace, "BGPAdvertisement",
+                               BGP_ADVERTISEMENTS.group_version,
+                               {"ipAddressPools": sorted(p.crd_name for p in pools)})}
+        if pools else {}
+    )  # fmt: skip
+    return wanted
+
+
+def _differs(existing: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    # Only the fields written are compared: the API server adds defaults (avoidBuggyIPs...).
+    spec = existing.get("spec") or {}
+    labels = (existing.get("metadata") or {}).get("labels") or {}
+    return any(spec.get(k) != v for k, v in wanted["spec"].items()) or any(
+        labels.get(k) != v for k, v in wanted["metadata"]["labels"].items()
+    )
+
+
+class MetalLbConfigurer:
+    """Writes the wanted configuration through the KubeApi, only what differs."""
+
+    def __init__(self, api: KubeApi, namespace: str, configmap: str) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.configmap = configmap
+
+    def crds_served(self) -> bool:
+        """Whether the API serves MetalLB's ``metallb.io`` group (discovery)."""
+        try:
+            group = self.api.request("GET", f"/apis/{GROUP}")
+        except ApiError as error:
+            if error.not_found:
+                return False
+            raise
+        versions = {v.get("version") for v in group.get("versions") or ()}
+        return {"v1beta1", "v1beta2"} <= versions
+
+    def apply(self, pools: list[Pool], peers: list[Peer]) -> int:
+        """Bring the cluster's MetalLB configuration to ``pools`` and ``peers``; the number of
+        objects written (0 when all was current)."""
+        if self.crds_served():
+            return self._apply_crds(pools, peers)
+        return self._apply_configmap(pools, peers)
+
+    def _apply_configmap(self, pools: list[Pool], peers: list[Peer]) -> int:
+        try:
+            current: JsonObject | None = self.api.get(CONFIGMAPS, self.configmap, self.namespace)
+        except ApiError as error:
+            if not error.not_found:
+                raise
+            current = None
+        text = ((current or {}).get("data") or {}).get(CONFIG_KEY) or ""
+        parsed = yaml.safe_load(text) if text.strip() else {}
+        if not isinstance(parsed, dict):
+            parsed = {}
+        wanted = legacy_config(parsed, pools, peers)
+        if current is not None and wanted == parsed:
+            return 0
+        data = {CONFIG_KEY: yaml.safe_dump(wanted, sort_keys=False)}
+        if current is None:
+            body: JsonObject = {
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": self.configmap, "namespace": self.namespace},
+                "data": data,
+            }  # fmt: skip
+            self.api.create(CONFIGMAPS, body, self.namespace)
+        else:
+            # The resourceVersion read makes the PUT fail on a concurrent change (409).
+            current["data"] = {**(current.get("data") or {}), **data}
+            self.api.replace(CONFIGMAPS, self.configmap, current, self.namespace)
+        return 1
+
+    def _apply_crds(self, pools: list[Pool], peers: list[Peer]) -> int:
+        written = 0
+        passwords = {p.password for p in peers if p.password}
+        if passwords:
+            written += self._ensure_password(min(passwords))
+        selector = "=".join(OWNER_LABEL)
+        for resource, wanted in crd_objects(self.namespace, pools, peers).items():
+            existing = {
+                o["metadata"]["name"]: o
+                for o in self.api.list(resource, self.namespace, labelSelector=selector)
+                .get("items") or ()
+            }  # fmt: skip
+            for name, body in wanted.items():
+                found = existing.get(name)
+                if found is None:
+                    self.api.create(resource, body, self.namespace)
+                elif _differs(found, body):
+                    body["metadata"]["resourceVersion"] = found["metadata"]["resourceVersion"]
+                    self.api.replace(resource, name, body, self.namespace)
+                else:
+                    continue
+                written += 1
+            for name, found in existing.items():
+                if name not in wanted:
+                    self._delete(resource, found)
+                    written += 1
+        return written
+
+    def _delete(self, resource: Resource, found: Mapping[str, Any]) -> None:
+        meta = found["metadata"]
+        try:
+            self.api.delete(resource, meta["name"], self.namespace, body={
+                "preconditions": {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}
+            })  # fmt: skip
+        except ApiError as error:
+            if not error.not_found:
+                raise
+
+    def _ensure_password(self, password: str) -> int:
+        encoded = base64.b64encode(password.encode()).decode()
+        try:
+            found: JsonObject | None = self.api.get(SECRETS, PASSWORD_SECRET, self.namespace)
+        except ApiError as error:
+            if not error.not_found:
+                raise
+            found = None
+        if found is not None and (found.get("data") or {}).get("password") == encoded:
+            return 0
+        body: JsonObject = {
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/basic-auth",
+            "metadata": {"name": PASSWORD_SECRET, "namespace": self.namespace,
+                         "labels": dict([OWNER_LABEL])},
+            "data": {"password": encoded},
+        }  # fmt: skip
+        if found is None:
+            self.api.create(SECRETS, body, self.namespace)
+        else:
+            body["metadata"]["resourceVersion"] = found["metadata"]["resourceVersion"]
+            self.api.replace(SECRETS, PASSWORD_SECRET, body, self.namespace)
+        return 1
+
+
+class MetalLbController(Controller):
+    """Keeps MetalLB's configuration equal to the services' Elastic IPs and the nodes' peers."""
+
+    name = NAME
+
+    def __init__(self, context: ControllerContext, configurer: MetalLbConfigurer) -> None:
+        self.context = context
+        self.configurer = configurer
+        self.queue = RateLimitingQueue(self.name)
+
+    @classmethod
+    def for_term(cls, context: ControllerContext) -> MetalLbController | None:
+        api = getattr(context.provider, "api", None)
+        if not isinstance(api, MetalClient):
+            return None
+        target = api.config.metallb_target
+        if target is None:
+            log.info("%s: METAL_LOAD_BALANCER %r is not metallb://; not started", NAME,
+                     api.config.load_balancer)  # fmt: skip
+            return None
+        return cls(context, MetalLbConfigurer(context.api, *target))
+
+    def run(self, stop: threading.Event) -> None:
+        enqueue = lambda *_: self.queue.add(KEY)  # noqa: E731
+
+        def on_update(old: JsonObject, new: JsonObject) -> None:
+            if _relevant(old) != _relevant(new):
+                self.queue.add(KEY)
+
+        for informer in (self.context.nodes, self.context.services):
+            informer.add_handler(on_add=enqueue, on_update=on_update, on_delete=enqueue)
+        threading.Thread(
+            target=run_periodically,
+            args=(self.name, "resync", lambda: self.queue.add(KEY), RESYNC_PERIOD, stop),
+            name=f"{self.name}-resync",
+            daemon=True,
+        ).start()
+        run_workers(
+            name=self.name, queue=self.queue, workers=1, stop=stop,
+            process=lambda q: process_one(q, self.sync, name=self.name),
+        )  # fmt: skip
+
+    def sync(self, _key: str = KEY) -> None:
+        pools = wanted_pools(self.context.services.list())
+        peers = wanted_peers(self.context.nodes.list())
+        written = self.configurer.apply(pools, peers)
+        if written:
+            log.info("%s: MetalLB configuration in %s updated (%d pools, %d peers, %d writes)",
+                     NAME, self.configurer.namespace, len(pools), len(peers), written)  # fmt: skip

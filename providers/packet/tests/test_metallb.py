@@ -1,0 +1,231 @@
+"""``METAL_LOAD_BALANCER=metallb:///<ns>/<configmap>``: MetalLB's configuration kept from the
+services' Elastic IPs and the nodes' BGP peers, in the ``metallb.io`` objects when the API
+serves them (CRDs the tests install) and else in the legacy ConfigMap; against the real API
+server and the Metal emulator, with ``packet-bgp`` and ``packet-metallb`` running."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from polyccm.app.options import ManagerOptions
+from polyccm.controllers import ControllerContext
+from polyccm.events import EventRecorder
+from polyccm.kube.api import CONFIGMAPS, NODES, SECRETS, SERVICES, ApiError, KubeApi, Resource
+from polyccm.kube.informer import Informer, slim_node
+from polyccm.objects import Service
+from polyccm_packet.bgp import BgpController
+from polyccm_packet.metallb import (
+    BGP_ADVERTISEMENTS,
+    BGP_PEERS,
+    IP_ADDRESS_POOLS,
+    MetalLbController,
+)
+from polyccm_packet.testing import MetalApi, provider_for
+from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
+
+PASSWORD = "MetalLbMd5Pass7"
+CRDS = Path(__file__).parent / "data" / "metallb-crds.yaml"
+CRD = Resource("apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False)
+
+
+def crds_served(api: KubeApi) -> bool:
+    try:
+        api.request("GET", "/apis/metallb.io/v1beta2")
+    except ApiError as error:
+        if error.not_found:
+            return False
+        raise
+    return True
+
+
+@pytest.fixture
+def metallb_crds(kube_api: KubeApi) -> Iterator[None]:
+    """MetalLB's CRDs installed for the test, deleted after it."""
+    definitions = list(yaml.safe_load_all(CRDS.read_text()))
+    for body in definitions:
+        kube_api.create(CRD, body)
+    try:
+        wait_for(lambda: crds_served(kube_api), 20, "metallb.io served")
+        yield
+    finally:
+        for body in definitions:
+            kube_api.delete(CRD, body["metadata"]["name"])
+        wait_for(lambda: not crds_served(kube_api), 30, "metallb.io gone")
+
+
+@contextmanager
+def running(kube_api: KubeApi, env: Mapping[str, str], namespace: str) -> Iterator[Any]:
+    """``packet-bgp`` and ``packet-metallb`` in a term of their own (as the manager runs them)."""
+    provider = provider_for(env, METAL_LOAD_BALANCER=f"metallb:///{namespace}/config",
+                            METAL_BGP_PASS=PASSWORD, METAL_LOCAL_ASN="65100")  # fmt: skip
+    nodes = Informer(kube_api, NODES, slim=slim_node)
+    services = Informer(kube_api, SERVICES)
+    recorder = EventRecorder(kube_api)
+    context = ControllerContext(api=kube_api, provider=provider,
+                                options=ManagerOptions(provider="packet"), nodes=nodes,
+                                services=services, recorder=recorder)  # fmt: skip
+    bgp, metallb = BgpController.for_term(context), MetalLbController.for_term(context)
+    assert bgp is not None and metallb is not None
+    stop = threading.Event()
+    threads = [threading.Thread(target=c.run, args=(stop,), daemon=True) for c in (bgp, metallb)]
+    recorder.start()
+    for informer in (nodes, services):
+        informer.start()
+    for thread in threads:
+        thread.start()
+    try:
+        yield provider
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+        for informer in (nodes, services):
+            informer.stop()
+        recorder.stop()
+
+
+def two_nodes_and_a_service(
+    kube_api: KubeApi, metal: Mapping[str, str], namespace: str, provider: Any
+) -> tuple[list[str], str]:
+    """Two devices with their nodes, and a service holding an Elastic IP in its status."""
+    devices = MetalApi(metal).create_devices(2, prefix=f"lb-{namespace}")
+    for device in devices:
+        make_node(kube_api, device["hostname"], provider_id=f"equinixmetal://{device['id']}")
+    raw = make_service(kube_api, namespace, "web")
+    status = provider.load_balancer().ensure_load_balancer("kubernetes", Service(raw), [])
+    ip = status.ingress[0].ip
+    kube_api.patch(SERVICES, "web", {"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}},
+                   namespace, subresource="status")  # fmt: skip
+    return [d["hostname"] for d in devices], ip
+
+
+def legacy(kube_api: KubeApi, namespace: str) -> dict[str, Any]:
+    try:
+        cm = kube_api.get(CONFIGMAPS, "config", namespace)
+    except ApiError:
+        return {}
+    parsed: dict[str, Any] = yaml.safe_load(cm["data"]["config"])
+    return parsed
+
+
+def names(kube_api: KubeApi, resource: Resource, namespace: str) -> list[str]:
+    items = kube_api.list(resource, namespace).get("items") or []
+    return sorted(o["metadata"]["name"] for o in items)
+
+
+@pytest.mark.timeout(90)
+def test_without_metallb_crds_the_legacy_configmap_holds_pools_and_peers(
+    control_plane: Any, kube_api: KubeApi, namespace: str, clean_nodes: None,
+    metal: Mapping[str, str],
+) -> None:  # fmt: skip
+    assert not crds_served(kube_api)
+    with running(kube_api, metal, namespace) as provider:
+        (first, second), ip = two_nodes_and_a_service(kube_api, metal, namespace, provider)
+
+        config = wait_for(lambda: (c := legacy(kube_api, namespace)) and len(c["peers"]) == 4
+                          and c["address-pools"] and c, 30, "the ConfigMap")  # fmt: skip
+        assert config["address-pools"] == [{
+            "name": f"{namespace}/web", "protocol": "bgp", "addresses": [f"{ip}/32"],
+            "auto-assign": False,
+        }]  # fmt: skip
+        by_node = {
+            (p["node-selectors"][0]["match-labels"]["kubernetes.io/hostname"], p["peer-address"])
+            for p in config["peers"]
+        }
+        assert by_node == {(n, a) for n in (first, second)
+                           for a in ("169.254.255.1", "169.254.255.2")}  # fmt: skip
+        peer = config["peers"][0]
+        assert (peer["my-asn"], peer["peer-asn"], peer["password"]) == (65100, 65530, PASSWORD)
+        assert peer["source-address"].startswith("10.64.")
+
+        kube_api.delete(NODES, second)
+        wait_for(lambda: len(legacy(kube_api, namespace)["peers"]) == 2, 20, "peers of a node gone")
+        assert {p["node-selectors"][0]["match-labels"]["kubernetes.io/hostname"]
+                for p in legacy(kube_api, namespace)["peers"]} == {first}  # fmt: skip
+
+        kube_api.delete(SERVICES, "web", namespace)
+        wait_for(lambda: legacy(kube_api, namespace)["address-pools"] == [], 20, "pool gone")
+    assert not crds_served(kube_api)  # the ConfigMap, not CRD objects, was the only target
+
+
+@pytest.mark.timeout(120)
+def test_with_metallb_crds_pools_peers_and_an_advertisement_are_written(
+    control_plane: Any, kube_api: KubeApi, namespace: str, clean_nodes: None,
+    metal: Mapping[str, str], metallb_crds: None,
+) -> None:  # fmt: skip
+    with running(kube_api, metal, namespace) as provider:
+        (first, second), ip = two_nodes_and_a_service(kube_api, metal, namespace, provider)
+
+        wait_for(
+            lambda: (
+                len(names(kube_api, BGP_PEERS, namespace)) == 4
+                and names(kube_api, BGP_ADVERTISEMENTS, namespace)
+            ),
+            30,
+            "MetalLB objects",
+        )
+        pool = kube_api.get(IP_ADDRESS_POOLS, f"{namespace}.web", namespace)
+        assert pool["spec"]["addresses"] == [f"{ip}/32"] and pool["spec"]["autoAssign"] is False
+        adv = kube_api.get(BGP_ADVERTISEMENTS, "equinix-metal-bgp-adv", namespace)
+        assert adv["spec"]["ipAddressPools"] == [f"{namespace}.web"]
+        peer = kube_api.get(BGP_PEERS, f"equinix-metal-{first}-1", namespace)["spec"]
+        assert peer["nodeSelectors"] == [{"matchLabels": {"kubernetes.io/hostname": first}}]
+        assert (peer["myASN"], peer["peerASN"], peer["peerAddress"]) == (
+            65100, 65530, "169.254.255.2"
+        )  # fmt: skip
+        assert peer["sourceAddress"].startswith("10.64.") and "password" not in peer
+        assert peer["passwordSecret"] == {"name": "equinix-metal-bgp-pass", "namespace": namespace}
+        secret = kube_api.get(SECRETS, "equinix-metal-bgp-pass", namespace)
+        assert base64.b64decode(secret["data"]["password"]).decode() == PASSWORD
+        assert not legacy(kube_api, namespace), "no ConfigMap when the CRDs exist"
+        version = pool["metadata"]["resourceVersion"]
+
+        kube_api.delete(NODES, second)
+        wait_for(
+            lambda: (
+                names(kube_api, BGP_PEERS, namespace)
+                == [f"equinix-metal-{first}-0", f"equinix-metal-{first}-1"]
+            ),
+            20,
+            "peers of a node gone",
+        )
+        # Nothing about the pool changed: it was not written again.
+        assert kube_api.get(IP_ADDRESS_POOLS, f"{namespace}.web", namespace)["metadata"][
+            "resourceVersion"] == version  # fmt: skip
+
+        kube_api.delete(SERVICES, "web", namespace)
+        wait_for(
+            lambda: (
+                not names(kube_api, IP_ADDRESS_POOLS, namespace)
+                and not names(kube_api, BGP_ADVERTISEMENTS, namespace)
+            ),
+            20,
+            "pool gone",
+        )
+        events = [m for n in (first, second) for _, _, m in events_for(kube_api, "default", n)]
+        assert all(PASSWORD not in m for m in events)
+
+
+def test_polyccm_rbac_grants_what_packet_metallb_writes() -> None:
+    out = subprocess.run(
+        [str(Path(sys.executable).with_name("polyccm")), "rbac", "--provider", "packet"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    rules = [r for doc in yaml.safe_load_all(out) if doc and doc.get("kind") == "ClusterRole"
+             for r in doc["rules"]]  # fmt: skip
+    metallb = [r for r in rules if r.get("apiGroups") == ["metallb.io"]]
+    assert metallb and {"ipaddresspools", "bgppeers", "bgpadvertisements"} <= set(
+        metallb[0]["resources"]
+    )
+    assert {"create", "update", "delete", "list"} <= set(metallb[0]["verbs"])
+    assert any(r.get("apiGroups") == [""] and "configmaps" in r["resources"]
+               and {"create", "update"} <= set(r["verbs"]) for r in rules)  # fmt: skip
