@@ -8,18 +8,22 @@ state. Nothing here talks to anything but the loopback emulator it is pointed at
 
 from __future__ import annotations
 
-import json
-import socket
 import ssl
-import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from polyccm_testing.emulation.testing import (
+    Answer,
+    ApiError,  # noqa: F401 (kept importable from here)
+    InProcessApi,
+    JsonApi,
+    free_port,
+    http_call,
+    launched,
+)
 
 from polyccm_digitalocean.emulator.app import EmulatorApp
 from polyccm_digitalocean.emulator.control import EmulatorControl
@@ -27,13 +31,6 @@ from polyccm_digitalocean.plugin import CA_BUNDLE_VARIABLE, emulator_launch
 
 #: How fast things happen in a test emulator unless a test asks otherwise (seconds).
 TEST_LB_ACTIVE_DELAY = 0.3
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def ensure_pki(state_dir: Path) -> None:
@@ -59,31 +56,8 @@ def running_emulator(
     extra = ("--lb-active-delay", str(lb_active_delay), "--validate-responses", *args)
     launch = emulator_launch(port, state_dir, extra_args=extra)
     log_path = state_dir / "digitalocean-emulator.log"
-    with log_path.open("w") as log:
-        process = subprocess.Popen(list(launch.argv), stdout=log, stderr=subprocess.STDOUT)
-        try:
-            _wait_healthy(f"http://127.0.0.1:{port}{launch.health_path}", process, log_path)
-            yield dict(launch.env)
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
-def _wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"DigitalOcean emulator did not start; see {log_path}") from None
-            time.sleep(0.1)
+    with launched(launch, port, log_path, name="DigitalOcean emulator") as env:
+        yield env
 
 
 def control(env: Mapping[str, str]) -> EmulatorControl:
@@ -91,31 +65,8 @@ def control(env: Mapping[str, str]) -> EmulatorControl:
     return EmulatorControl(env["DO_OVERRIDE_URL"], ca_file=env[CA_BUNDLE_VARIABLE])
 
 
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    headers: Mapping[str, str]
-    body: Any
-
-
-class ApiError(RuntimeError):
-    def __init__(self, method: str, path: str, answer: Answer) -> None:
-        super().__init__(f"{method} {path}: HTTP {answer.status} {answer.body}")
-        self.answer = answer
-
-
-class _Requests:
+class _Requests(JsonApi):
     """What both API clients offer on top of their ``call``."""
-
-    def call(self, method: str, path: str, body: object | None = None) -> Answer:
-        raise NotImplementedError
-
-    def ok(self, method: str, path: str, body: object | None = None) -> Any:
-        """The body of a successful request; :class:`ApiError` otherwise."""
-        answer = self.call(method, path, body)
-        if answer.status >= 400:
-            raise ApiError(method, path, answer)
-        return answer.body
 
     def create_droplets(
         self,
@@ -176,23 +127,11 @@ class DigitalOceanApi(_Requests):
 
     def call(self, method: str, path: str, body: object | None = None) -> Answer:
         """One request; any status comes back as an :class:`Answer`."""
-        request = urllib.request.Request(
-            self.endpoint + path,
-            data=None if body is None else json.dumps(body).encode(),
-            method=method,
-            headers={"Authorization": f"Bearer {self._token}",
-                     "Content-Type": "application/json"},
-        )  # fmt: skip
-        try:
-            with urllib.request.urlopen(request, timeout=30, context=self._context) as response:
-                raw, status, headers = response.read(), response.status, response.headers
-        except urllib.error.HTTPError as error:
-            raw, status, headers = error.read(), error.code, error.headers
-        parsed = json.loads(raw) if raw else None
-        return Answer(status, {k.lower(): v for k, v in headers.items()}, parsed)
+        headers = {"Authorization": f"Bearer {self._token}"}
+        return http_call(method, self.endpoint + path, body, headers, context=self._context)
 
 
-class LocalApi(_Requests):
+class LocalApi(_Requests, InProcessApi):
     """The same requests answered in-process by an :class:`EmulatorApp` (no socket, no TLS
     handshake: for fast tests of the emulator itself). ``token`` and ``scheme`` may be changed
     per call to see how the API answers a missing token or plain http."""
@@ -200,14 +139,7 @@ class LocalApi(_Requests):
     TOKEN = "dop_v1_local0test0token"
 
     def __init__(self, app: EmulatorApp) -> None:
-        from werkzeug.test import Client
-
-        self.app = app
-        self.client = Client(app)
-        self.last: Any = None
-        """The last werkzeug test response."""
-        self.sent: Any = None
-        """The last request, as a werkzeug request whose body can still be read."""
+        super().__init__(app)
 
     def call(
         self,
@@ -218,29 +150,9 @@ class LocalApi(_Requests):
         token: str | None = TOKEN,
         scheme: str = "https",
     ) -> Answer:
-        from werkzeug.test import EnvironBuilder
-        from werkzeug.wrappers import Request
-
         headers = [("Authorization", f"Bearer {token}")] if token is not None else []
-
-        def build() -> EnvironBuilder:
-            return EnvironBuilder(
-                path,
-                method=method,
-                base_url=f"{scheme}://127.0.0.1:8443",
-                headers=headers,
-                data=None if body is None else json.dumps(body),
-                content_type="application/json" if body is not None else None,
-            )
-
-        self.sent = Request(build().get_environ())
-        response = self.client.open(build())
-        raw = response.get_data()
-        self.last = response
-        return Answer(
-            response.status_code,
-            {k.lower(): v for k, v in response.headers.items()},
-            json.loads(raw) if raw else None,
+        return self.local_call(
+            method, path, body, base_url=f"{scheme}://127.0.0.1:8443", headers=headers
         )
 
 

@@ -8,28 +8,25 @@ in its state. Nothing here talks to anything but the loopback emulator it is poi
 
 from __future__ import annotations
 
-import json
-import socket
-import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from polyccm_testing.emulation.testing import (
+    Answer,
+    ApiError,  # noqa: F401 (kept importable from here)
+    InProcessApi,
+    JsonApi,
+    free_port,
+    http_call,
+    launched,
+)
 
 from polyccm_packet.emulator.app import EmulatorApp
 from polyccm_packet.emulator.control import EmulatorControl
 from polyccm_packet.plugin import API_URL_VARIABLE, emulator_launch
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager
@@ -40,31 +37,8 @@ def running_emulator(state_dir: Path, *, args: Sequence[str] = ()) -> Iterator[M
     port = free_port()
     launch = emulator_launch(port, state_dir, extra_args=("--validate-responses", *args))
     log_path = state_dir / "packet-emulator.log"
-    with log_path.open("w") as log:
-        process = subprocess.Popen(list(launch.argv), stdout=log, stderr=subprocess.STDOUT)
-        try:
-            _wait_healthy(f"http://127.0.0.1:{port}{launch.health_path}", process, log_path)
-            yield dict(launch.env)
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
-def _wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"Metal emulator did not start; see {log_path}") from None
-            time.sleep(0.1)
+    with launched(launch, port, log_path, name="Metal emulator") as env:
+        yield env
 
 
 def control(env: Mapping[str, str]) -> EmulatorControl:
@@ -72,34 +46,11 @@ def control(env: Mapping[str, str]) -> EmulatorControl:
     return EmulatorControl(env[API_URL_VARIABLE])
 
 
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    headers: Mapping[str, str]
-    body: Any
-
-
-class ApiError(RuntimeError):
-    def __init__(self, method: str, path: str, answer: Answer) -> None:
-        super().__init__(f"{method} {path}: HTTP {answer.status} {answer.body}")
-        self.answer = answer
-
-
-class _Requests:
+class _Requests(JsonApi):
     """What both API clients offer on top of their ``call``; paths are relative to the API's
     base URL (``/devices/{id}``, not ``/metal/v1/devices/{id}``)."""
 
     project_id: str
-
-    def call(self, method: str, path: str, body: object | None = None) -> Answer:
-        raise NotImplementedError
-
-    def ok(self, method: str, path: str, body: object | None = None) -> Any:
-        """The body of a successful request; :class:`ApiError` otherwise."""
-        answer = self.call(method, path, body)
-        if answer.status >= 400:
-            raise ApiError(method, path, answer)
-        return answer.body
 
     def create_devices(
         self,
@@ -151,34 +102,18 @@ class MetalApi(_Requests):
 
     def call(self, method: str, path: str, body: object | None = None) -> Answer:
         """One request; any status comes back as an :class:`Answer`."""
-        headers = {"X-Auth-Token": self._token, "Content-Type": "application/json"}
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.endpoint + path, data, headers, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                raw, status, answer_headers = response.read(), response.status, response.headers
-        except urllib.error.HTTPError as error:
-            raw, status, answer_headers = error.read(), error.code, error.headers
-        parsed = json.loads(raw) if raw else None
-        return Answer(status, {k.lower(): v for k, v in answer_headers.items()}, parsed)
+        return http_call(method, self.endpoint + path, body, {"X-Auth-Token": self._token})
 
 
-class LocalApi(_Requests):
+class LocalApi(_Requests, InProcessApi):
     """The same requests answered in-process by an :class:`EmulatorApp` (no socket: for fast
     tests of the emulator itself). ``token`` may be changed per call."""
 
     TOKEN = "local-test-token"
 
     def __init__(self, app: EmulatorApp) -> None:
-        from werkzeug.test import Client
-
-        self.app = app
-        self.client = Client(app)
+        super().__init__(app)
         self.project_id = app.backend.project_id
-        self.last: Any = None
-        """The last werkzeug test response."""
-        self.sent: Any = None
-        """The last request, as a werkzeug request whose body can still be read."""
 
     def call(
         self,
@@ -190,30 +125,10 @@ class LocalApi(_Requests):
         headers: Mapping[str, str] | None = None,
         base: str = "/metal/v1",
     ) -> Answer:
-        from werkzeug.test import EnvironBuilder
-        from werkzeug.wrappers import Request
-
         sent = [("X-Auth-Token", token)] if token is not None else []
         sent += list((headers or {}).items())
-
-        def build() -> EnvironBuilder:
-            return EnvironBuilder(
-                base + path,
-                method=method,
-                base_url="http://127.0.0.1:8080",
-                headers=sent,
-                data=None if body is None else json.dumps(body),
-                content_type="application/json" if body is not None else None,
-            )
-
-        self.sent = Request(build().get_environ())
-        response = self.client.open(build())
-        raw = response.get_data()
-        self.last = response
-        return Answer(
-            response.status_code,
-            {k.lower(): v for k, v in response.headers.items()},
-            json.loads(raw) if raw else None,
+        return self.local_call(
+            method, base + path, body, base_url="http://127.0.0.1:8080", headers=sent
         )
 
 

@@ -32,6 +32,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from polyccm_testing.emulation.control import CONTROL, ControlEndpoints
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request, Response
 
@@ -52,7 +53,6 @@ from polyccm_digitalocean.emulator.settings import EmulatorSettings
 from polyccm_digitalocean.emulator.timers import Clock
 from polyccm_digitalocean.emulator.urls import Route, url_map
 
-CONTROL = "/_polyccm/"
 #: The droplet metadata service (``http://169.254.169.254/metadata/v1/`` on DigitalOcean),
 #: describing a droplet polyccm would run on: plain text, no token.
 METADATA = "/metadata/v1/"
@@ -80,6 +80,14 @@ class EmulatorApp:
         self.mismatches: list[dict[str, str]] = []
         self._urls = url_map()
         self._lock = threading.RLock()
+        self.control = ControlEndpoints(
+            calls=self.calls,
+            mismatches=self.mismatches,
+            lock=self._lock,
+            settings=lambda: self.settings,
+            configure=self.configure,
+            reset=self.reset,
+        )
 
     @property
     def settings(self) -> EmulatorSettings:
@@ -106,7 +114,7 @@ class EmulatorApp:
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
         request = Request(environ)
         if request.path.startswith(CONTROL):
-            response = self._control(request)
+            response = self.control.respond(request)
         elif request.path.startswith(METADATA):
             response = self._metadata(request)
         else:
@@ -202,57 +210,6 @@ class EmulatorApp:
             return Response(METADATA_REGION, content_type="text/plain")
         return Response("not found", status=404, content_type="text/plain")
 
-    # -- control ------------------------------------------------------------------------------
-
-    def _control(self, request: Request) -> Response:
-        name = request.path[len(CONTROL) :].strip("/")
-        try:
-            answer = self._handle_control(request.method, name, request)
-        except (ValueError, TypeError, KeyError) as error:
-            return _json(400, {"error": str(error)})
-        if answer is None:
-            return _json(404, {"error": f"no {request.method} {request.path}"})
-        return _json(200, answer)
-
-    def _handle_control(self, method: str, name: str, request: Request) -> object | None:
-        payload = request.get_json(silent=True) if request.get_data() else None
-        if name == "health":
-            return {"ok": True}
-        if name == "calls":
-            if method == "GET":
-                return self.calls.calls()
-            if method == "DELETE":
-                self.calls.clear_calls()
-                return {}
-        if name == "faults":
-            if method == "POST":
-                if not isinstance(payload, dict):
-                    raise ValueError("a fault is a JSON object")
-                return self.calls.add_fault(payload)
-            if method == "GET":
-                return self.calls.faults()
-            if method == "DELETE":
-                self.calls.clear_faults()
-                return []
-        if name == "settings":
-            if method == "GET":
-                return self.settings.as_dict()
-            if method == "PUT":
-                if not isinstance(payload, dict):
-                    raise ValueError("settings are a JSON object")
-                return self.configure(payload).as_dict()
-        if name == "reset" and method == "POST":
-            self.reset()
-            return {}
-        if name == "validation":
-            with self._lock:
-                if method == "GET":
-                    return list(self.mismatches)
-                if method == "DELETE":
-                    self.mismatches.clear()
-                    return []
-        return None
-
 
 def _render(reply: Reply, budget: Budget) -> Response:
     headers = {**budget.headers(), **reply.headers}
@@ -261,7 +218,3 @@ def _render(reply: Reply, budget: Budget) -> Response:
     return Response(
         json.dumps(reply.body), status=reply.status, headers=headers, content_type=JSON_TYPE
     )
-
-
-def _json(status: int, payload: object) -> Response:
-    return Response(json.dumps(payload), status=status, content_type="application/json")

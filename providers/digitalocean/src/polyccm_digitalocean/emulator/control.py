@@ -1,82 +1,27 @@
-"""A tiny client of the emulator's control endpoints (``/_polyccm/...``), mirroring the AWS
-emulator's :class:`polyccm_aws.emulator.EmulatorControl`."""
+"""A tiny client of the emulator's control endpoints (``/_polyccm/...``): the shared
+:class:`polyccm_testing.emulation.control.EmulatorControl`, with DigitalOcean's faults and TLS.
+
+``configure`` changes settings (``lb_active_delay=0.5``, ``rate_limit_per_minute=10``, ...);
+``reset`` forgets every resource, call count, fault, rate budget and recorded mismatch.
+"""
 
 from __future__ import annotations
 
-import json
 import ssl
-import urllib.request
-from collections.abc import Mapping
-from dataclasses import asdict
-from typing import Any
+
+from polyccm_testing.emulation import control
 
 from polyccm_digitalocean.emulator.faults import Fault
 
-CONTROL = "/_polyccm/"
+CONTROL = control.CONTROL
 
 
-class EmulatorControl:
+class EmulatorControl(control.EmulatorControl):
     """Talks to ``endpoint`` (``https://127.0.0.1:PORT`` with ``ca_file``, or ``http://``:
     the control endpoints answer on both)."""
 
+    fault_type = Fault
+
     def __init__(self, endpoint: str, *, ca_file: str | None = None) -> None:
-        self.endpoint = endpoint.rstrip("/")
-        self._context = ssl.create_default_context(cafile=ca_file) if ca_file else None
-
-    def _request(self, method: str, name: str, payload: object | None = None) -> Any:
-        data = None if payload is None else json.dumps(payload).encode()
-        request = urllib.request.Request(
-            f"{self.endpoint}{CONTROL}{name}",
-            data=data,
-            method=method,
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=10, context=self._context) as response:
-            return json.loads(response.read() or b"null")
-
-    def inject(
-        self,
-        operation: str,
-        *,
-        count: int = 1,
-        status: int | None = 503,
-        latency: float = 0.0,
-        message: str | None = None,
-    ) -> None:
-        """Make the next ``count`` calls of ``operation`` (an ``operationId``, or ``*``) wait
-        ``latency`` seconds and, unless ``status`` is ``None``, fail with it."""
-        fault = Fault(operation, count=count, status=status, latency=latency, message=message)
-        self._request("POST", "faults", asdict(fault))
-
-    def faults(self) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._request("GET", "faults")
-        return result
-
-    def clear_faults(self) -> None:
-        self._request("DELETE", "faults")
-
-    def calls(self) -> Mapping[str, int]:
-        """Calls per ``operationId`` since the last reset."""
-        result: Mapping[str, int] = self._request("GET", "calls")
-        return result
-
-    def reset_calls(self) -> None:
-        self._request("DELETE", "calls")
-
-    def settings(self) -> dict[str, Any]:
-        result: dict[str, Any] = self._request("GET", "settings")
-        return result
-
-    def configure(self, **changes: Any) -> dict[str, Any]:
-        """Change settings (``lb_active_delay=0.5``, ``rate_limit_per_minute=10``, ...)."""
-        result: dict[str, Any] = self._request("PUT", "settings", changes)
-        return result
-
-    def mismatches(self) -> list[dict[str, str]]:
-        """Answers that did not match the OpenAPI document (with ``validate_responses``)."""
-        result: list[dict[str, str]] = self._request("GET", "validation")
-        return result
-
-    def reset(self) -> None:
-        """Forget every resource, call count, fault, rate budget and recorded mismatch."""
-        self._request("POST", "reset")
+        context = ssl.create_default_context(cafile=ca_file) if ca_file else None
+        super().__init__(endpoint, context=context)

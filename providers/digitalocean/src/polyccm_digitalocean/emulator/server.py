@@ -10,13 +10,13 @@ still speak http on the same loopback port. Only loopback addresses are served.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import socket
 import ssl
 from pathlib import Path
 from typing import Any
 
+from polyccm_testing.emulation.serving import require_loopback
 from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
 from polyccm_digitalocean.emulator.app import EmulatorApp
@@ -67,13 +67,6 @@ def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(str(cert), str(key))
     return context
-
-
-def require_loopback(host: str) -> None:
-    if host == "localhost":
-        return
-    if not ipaddress.ip_address(host).is_loopback:
-        raise SystemExit(f"refusing to serve on {host}: the emulator only serves loopback")
 
 
 def make_server(host: str, port: int, app: EmulatorApp, *, cert: Path, key: Path) -> DualServer:

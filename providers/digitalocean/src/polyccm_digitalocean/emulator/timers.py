@@ -3,35 +3,18 @@
 Things that take time on DigitalOcean (a load balancer going from ``new`` to ``active``, a
 droplet booting, a power action completing) are scheduled here and applied when a later
 request finds them due, so there is no background thread and a :class:`ManualClock` lets tests
-move time forward instantly.
+move time forward instantly (the clocks are :mod:`polyccm_testing.emulation.timers`').
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-import time
 from collections.abc import Callable
 
+from polyccm_testing.emulation.timers import Clock, ManualClock
 
-class Clock:
-    """Wall-clock seconds since the epoch (what ``created_at`` and ``ratelimit-reset`` show)."""
-
-    def now(self) -> float:
-        return time.time()
-
-
-class ManualClock(Clock):
-    """A clock that moves only when told to (for tests)."""
-
-    def __init__(self, start: float = 1_750_000_000.0) -> None:
-        self._now = start
-
-    def now(self) -> float:
-        return self._now
-
-    def advance(self, seconds: float) -> None:
-        self._now += seconds
+__all__ = ["Clock", "ManualClock", "Timers"]
 
 
 class Timers:

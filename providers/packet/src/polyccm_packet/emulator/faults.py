@@ -4,79 +4,29 @@ Operations are named by their OpenAPI ``operationId`` (``findProjectDevices``,
 ``requestIPReservation``, ...): the names the Metal client's methods are generated from. A
 fault makes the next ``count`` calls of an operation (``*``: of any operation) wait ``latency``
 seconds and, when ``status`` is set, fail with the Metal API's error body for it (a 429 carries
-the rate-limit headers, as a real throttle does).
+the rate-limit headers, as a real throttle does). The model is
+:mod:`polyccm_testing.emulation.faults`'s.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import Counter
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+
+from polyccm_testing.emulation import faults
 
 from polyccm_packet.emulator.errors import error_for_status
 
-ANY_OPERATION = "*"
+ANY_OPERATION = faults.ANY_OPERATION
 
 
 @dataclass
-class Fault:
-    operation: str
-    count: int = 1
-    status: int | None = 503
-    latency: float = 0.0
-    message: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.count < 1:
-            raise ValueError("count must be at least 1")
-        if self.latency < 0:
-            raise ValueError("latency must be >= 0")
-        if self.status is not None:
-            error_for_status(self.status)  # refuses statuses the API never answers
-
-    def matches(self, operation: str) -> bool:
-        return self.operation in (ANY_OPERATION, operation)
+class Fault(faults.Fault):
+    def check_status(self, status: int) -> None:
+        error_for_status(status)  # refuses statuses the API never answers
 
 
-class CallLog:
+class CallLog(faults.CallLog):
     """Counts calls per operation and hands out pending faults; safe across threads."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._calls: Counter[str] = Counter()
-        self._faults: list[Fault] = []
-
-    def record(self, operation: str) -> Fault | None:
-        """Count one call; return the fault it must suffer, if any (using one of its count)."""
-        with self._lock:
-            self._calls[operation] += 1
-            fault = next((f for f in self._faults if f.matches(operation)), None)
-            if fault is None:
-                return None
-            fault.count -= 1
-            if fault.count == 0:
-                self._faults.remove(fault)
-            return Fault(**{**asdict(fault), "count": 1})
-
-    def calls(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._calls)
-
-    def clear_calls(self) -> None:
-        with self._lock:
-            self._calls.clear()
-
-    def add_fault(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
-        fault = Fault(**spec)
-        with self._lock:
-            self._faults.append(fault)
-            return [asdict(f) for f in self._faults]
-
-    def faults(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [asdict(f) for f in self._faults]
-
-    def clear_faults(self) -> None:
-        with self._lock:
-            self._faults.clear()
+        super().__init__(Fault)

@@ -9,20 +9,13 @@ loopback addresses are served.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 
+from polyccm_testing.emulation.serving import require_loopback
 from werkzeug.serving import make_server
 
 from polyccm_packet.emulator.app import DEFAULT_PROJECT_ID, EmulatorApp
 from polyccm_packet.emulator.settings import EmulatorSettings
-
-
-def require_loopback(host: str) -> None:
-    if host == "localhost":
-        return
-    if not ipaddress.ip_address(host).is_loopback:
-        raise SystemExit(f"refusing to serve on {host}: the emulator only serves loopback")
 
 
 def _parser() -> argparse.ArgumentParser:

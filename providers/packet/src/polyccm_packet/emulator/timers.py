@@ -1,29 +1,12 @@
 """The emulator's sense of time.
 
 Things that take time on Metal (a device provisioning, a power action) are computed from the
-clock when a request reads them, so a :class:`ManualClock` lets tests move time instantly.
+clock when a request reads them, so a :class:`ManualClock` lets tests move time instantly (the
+clocks are :mod:`polyccm_testing.emulation.timers`').
 """
 
 from __future__ import annotations
 
-import time
+from polyccm_testing.emulation.timers import Clock, ManualClock
 
-
-class Clock:
-    """Wall-clock seconds since the epoch (what ``created_at`` shows)."""
-
-    def now(self) -> float:
-        return time.time()
-
-
-class ManualClock(Clock):
-    """A clock that moves only when told to (for tests)."""
-
-    def __init__(self, start: float = 1_750_000_000.0) -> None:
-        self._now = start
-
-    def now(self) -> float:
-        return self._now
-
-    def advance(self, seconds: float) -> None:
-        self._now += seconds
+__all__ = ["Clock", "ManualClock"]

@@ -1,0 +1,14 @@
+"""What the cloud emulators built on an OpenAPI document share (DigitalOcean, Equinix Metal).
+
+Each emulator keeps its cloud's own parts (routes, models, error bodies and messages); these
+modules hold the machinery that does not depend on the cloud:
+
+* :mod:`.openapi`: loading the trimmed OpenAPI document and openapi-core's request/response
+  validation against a *strict* reading of it, answering with the cloud's own errors;
+* :mod:`.faults`: call counting and fault injection per ``operationId``;
+* :mod:`.control`: the ``/_polyccm/`` control endpoints (server side) and their client;
+* :mod:`.trim`: cutting the served operations out of a cloud's published document;
+* :mod:`.timers`: the emulators' clocks; :mod:`.serving`: loopback-only serving.
+
+Needs what an emulator's ``emulator`` extra installs (openapi-core, werkzeug).
+"""

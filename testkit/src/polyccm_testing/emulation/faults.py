@@ -1,0 +1,86 @@
+"""Call counting and fault injection, per API operation.
+
+Operations are named by their OpenAPI ``operationId`` (the names the cloud's generated client
+methods come from). A fault makes the next ``count`` calls of an operation (``*``: of any
+operation) wait ``latency`` seconds and, when ``status`` is set, fail with the cloud's error
+body for that status. A cloud subclasses :class:`Fault` to refuse statuses it never answers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+ANY_OPERATION = "*"
+
+
+@dataclass
+class Fault:
+    """Make the next ``count`` calls of ``operation`` slow (``latency`` s) and/or fail
+    (``status``: 429, 500, 502, 503, 504, or any other status the cloud answers)."""
+
+    operation: str
+    count: int = 1
+    status: int | None = 503
+    latency: float = 0.0
+    message: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.count < 1:
+            raise ValueError("count must be at least 1")
+        if self.latency < 0:
+            raise ValueError("latency must be >= 0")
+        if self.status is not None:
+            self.check_status(self.status)
+
+    def check_status(self, status: int) -> None:
+        """Raise ``ValueError`` for a status the cloud never answers (here: none refused)."""
+
+    def matches(self, operation: str) -> bool:
+        return self.operation in (ANY_OPERATION, operation)
+
+
+class CallLog:
+    """Counts calls per operation and hands out pending faults; safe across threads."""
+
+    def __init__(self, fault_type: type[Fault] = Fault) -> None:
+        self.fault_type = fault_type
+        self._lock = threading.Lock()
+        self._calls: Counter[str] = Counter()
+        self._faults: list[Fault] = []
+
+    def record(self, operation: str) -> Fault | None:
+        """Count one call; return the fault it must suffer, if any (using one of its count)."""
+        with self._lock:
+            self._calls[operation] += 1
+            fault = next((f for f in self._faults if f.matches(operation)), None)
+            if fault is None:
+                return None
+            fault.count -= 1
+            if fault.count == 0:
+                self._faults.remove(fault)
+            return replace(fault, count=1)
+
+    def calls(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._calls)
+
+    def clear_calls(self) -> None:
+        with self._lock:
+            self._calls.clear()
+
+    def add_fault(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
+        fault = self.fault_type(**spec)
+        with self._lock:
+            self._faults.append(fault)
+            return [asdict(f) for f in self._faults]
+
+    def faults(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [asdict(f) for f in self._faults]
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()

@@ -1,0 +1,246 @@
+"""An emulated cloud's OpenAPI document and the openapi-core validators built on it.
+
+A cloud's emulator keeps ``openapi.json`` (the part of the cloud's published document that
+covers the operations it serves, copied unchanged: see :mod:`.trim`) and builds one
+:class:`Validators` over it, naming the cloud's server and its error constructors.
+
+Requests are checked with openapi-core against a *strict* reading of that document: every
+object in a request body also refuses properties the document does not name (JSON Schema's
+``unevaluatedProperties: false``, which sees through ``allOf``/``oneOf``/``anyOf``), so a
+misspelt field is a 422 naming it (as the clouds answer an unknown field) while their documents
+leave objects open. Only constraints are added, so whatever passes the strict check passes the
+published document. Responses are checked against the document as published.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jsonschema.exceptions import (  # type: ignore[import-untyped]
+    ValidationError as SchemaError,
+)
+from jsonschema.exceptions import best_match
+from jsonschema.validators import (  # type: ignore[import-untyped]
+    Draft202012Validator,
+    extend,
+)
+from jsonschema_path import SchemaPath
+from openapi_core import V30RequestValidator, V30ResponseValidator
+from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
+from openapi_core.exceptions import OpenAPIError
+from openapi_core.validation.request.exceptions import (
+    InvalidRequestBody,
+    MissingRequestBodyError,
+    ParameterValidationError,
+)
+from openapi_core.validation.schemas.factories import SchemaValidatorsFactory
+from openapi_schema_validator import OAS30WriteValidator
+from werkzeug.wrappers import Request, Response
+
+_STRICT = "strict_"
+_SCHEMA_REF = "#/components/schemas/"
+
+
+def load_document(path: Path) -> dict[str, Any]:
+    """The document at ``path`` as published."""
+    loaded: dict[str, Any] = json.loads(path.read_text())
+    return loaded
+
+
+def operations(doc: dict[str, Any]) -> set[tuple[str, str]]:
+    """``(METHOD, path template)`` of every operation in ``doc``."""
+    return {
+        (method.upper(), template)
+        for template, item in doc["paths"].items()
+        for method in item
+        if method in ("get", "put", "post", "delete", "patch")
+    }
+
+
+def strict_request_bodies(doc: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``doc`` whose request-body objects refuse properties the document does not
+    name. Schemas reached from request bodies are copied under ``strict_<name>``, so response
+    schemas stay as published."""
+    strict = copy.deepcopy(doc)
+    schemas: dict[str, Any] = strict["components"]["schemas"]
+    published: dict[str, Any] = doc["components"]["schemas"]
+
+    def strict_ref(ref: str) -> str:
+        name = ref.removeprefix(_SCHEMA_REF)
+        if _STRICT + name not in schemas:
+            schemas[_STRICT + name] = {}  # claimed first: a schema may reach itself
+            schemas[_STRICT + name] = tighten(copy.deepcopy(published[name]))
+        return _SCHEMA_REF + _STRICT + name
+
+    def closed(node: Any) -> dict[str, Any]:
+        return {"allOf": [tighten(node)], "unevaluatedProperties": False}
+
+    def tighten(node: Any) -> Any:
+        if not isinstance(node, dict):
+            return node
+        out = dict(node)
+        ref = out.get("$ref")
+        if isinstance(ref, str) and ref.startswith(_SCHEMA_REF):
+            out["$ref"] = strict_ref(ref)
+        for keyword in ("allOf", "oneOf", "anyOf"):
+            if keyword in out:
+                out[keyword] = [tighten(branch) for branch in out[keyword]]
+        if isinstance(out.get("properties"), dict):
+            out["properties"] = {name: closed(value) for name, value in out["properties"].items()}
+        for keyword in ("items", "additionalProperties"):
+            if isinstance(out.get(keyword), dict):
+                out[keyword] = closed(out[keyword])
+        return out
+
+    for item in strict["paths"].values():
+        for operation in item.values():
+            if not isinstance(operation, dict):
+                continue
+            for media in operation.get("requestBody", {}).get("content", {}).values():
+                if "schema" in media:
+                    media["schema"] = closed(media["schema"])
+    return strict
+
+
+#: OpenAPI 3.0's request-side schema validator, taught JSON Schema 2020-12's
+#: ``unevaluatedProperties`` (which 3.0's draft-4 base lacks) for the strict reading.
+StrictWriteValidator = extend(
+    OAS30WriteValidator,
+    {"unevaluatedProperties": Draft202012Validator.VALIDATORS["unevaluatedProperties"]},
+)
+
+
+@dataclass(frozen=True)
+class CloudErrors:
+    """How a cloud answers a request its document rejects: the constructors of its errors (the
+    exceptions the emulator renders as the cloud's error bodies)."""
+
+    not_found: Callable[[], Exception]
+    bad_request: Callable[[str | None], Exception]
+    unprocessable: Callable[[str], Exception]
+    #: The message of the 400 for a request without the JSON body its operation requires.
+    body_required: str
+
+    def for_error(self, error: OpenAPIError) -> Exception:
+        """The cloud's answer to ``error``: 404 for a malformed path id, 400 for a body that
+        is missing or not JSON, 422 for the rest (naming the field and the rule)."""
+        if isinstance(error, ParameterValidationError):
+            if error.location == "path":
+                return self.not_found()
+            return self.unprocessable(
+                f"invalid {error.location} parameter {error.name}: {describe(error)}"
+            )
+        if isinstance(error, MissingRequestBodyError):
+            return self.bad_request(self.body_required)
+        if isinstance(error, InvalidRequestBody):
+            if not _schema_errors(error):  # not JSON at all
+                return self.bad_request(None)
+            return self.unprocessable(describe(error))
+        return self.unprocessable(describe(error))
+
+
+class DocumentRequest(WerkzeugOpenAPIRequest):
+    """A werkzeug request seen as if sent to the cloud's server (the document's only server),
+    whatever host and port the emulator listens on."""
+
+    def __init__(self, request: Request, server_url: str) -> None:
+        super().__init__(request)
+        self.server_url = server_url
+
+    @property
+    def host_url(self) -> str:
+        return self.server_url + "/"
+
+
+@dataclass(frozen=True)
+class Validators:
+    """openapi-core validators over a cloud's document (build them once per process)."""
+
+    request: V30RequestValidator
+    response: V30ResponseValidator
+    server_url: str
+    errors: CloudErrors
+
+    @classmethod
+    def build(cls, document: dict[str, Any], server_url: str, errors: CloudErrors) -> Validators:
+        """Validators of requests (strict) and responses (as published) against ``document``,
+        served by the cloud at ``server_url``."""
+        published = SchemaPath.from_dict(document)
+        strict = SchemaPath.from_dict(strict_request_bodies(document))
+        return cls(
+            request=V30RequestValidator(
+                strict, schema_validators_factory=SchemaValidatorsFactory(StrictWriteValidator)
+            ),
+            response=V30ResponseValidator(published),
+            server_url=server_url,
+            errors=errors,
+        )
+
+    def check_request(self, request: Request) -> None:
+        """Raise the error the cloud would answer for a request the document rejects (see
+        :meth:`CloudErrors.for_error`)."""
+        try:
+            self.request.validate(DocumentRequest(request, self.server_url))
+        except OpenAPIError as error:
+            raise self.errors.for_error(error) from None
+
+    def response_problem(self, request: Request, response: Response) -> str | None:
+        """Why ``response`` does not match the document, or ``None`` when it does."""
+        try:
+            self.response.validate(
+                DocumentRequest(request, self.server_url), WerkzeugOpenAPIResponse(response)
+            )
+        except OpenAPIError as error:
+            return describe(error)
+        return None
+
+
+def _schema_errors(error: BaseException) -> list[SchemaError]:
+    found: list[SchemaError] = []
+    cause: BaseException | None = error
+    while cause is not None:
+        errors: Iterable[Any] = getattr(cause, "schema_errors", ()) or ()
+        found.extend(e for e in errors if isinstance(e, SchemaError))
+        cause = cause.__cause__
+    return found
+
+
+def _flattened(errors: Iterable[SchemaError]) -> Iterable[SchemaError]:
+    for error in errors:
+        yield error
+        yield from _flattened(error.context or ())
+
+
+def describe(error: BaseException) -> str:
+    """The most telling rule an instance broke, as ``field.path: message``.
+
+    The deepest specific failure wins: a wrong type or unknown field inside
+    ``items[0]`` also fails every ``oneOf`` branch above it, and makes the top-level
+    object look all unknown; naming the rule that started it helps the reader.
+    """
+    schema_errors = _schema_errors(error)
+    if not schema_errors:
+        cause = error.__cause__
+        return f"{error}: {cause}" if cause is not None else str(error)
+    flattened = list(_flattened(schema_errors))
+    for candidate in flattened:
+        if candidate.validator == "oneOf" and "valid under each of" in candidate.message:
+            where = ".".join(str(part) for part in candidate.absolute_path) or "the body"
+            return f"{where} matches more than one of the alternatives the document allows"
+    specific = [e for e in flattened if e.validator not in ("allOf", "oneOf", "anyOf")]
+    if specific:
+        depth = max(len(e.absolute_path) for e in specific)
+        deepest = [e for e in specific if len(e.absolute_path) == depth]
+        plain = [e for e in deepest if e.validator != "unevaluatedProperties"]
+        chosen = (plain or deepest)[0] if depth == 0 else deepest[0]
+    else:
+        found = best_match(schema_errors)
+        assert found is not None
+        chosen = found
+    where = ".".join(str(part) for part in chosen.absolute_path)
+    return f"{where}: {chosen.message}" if where else chosen.message
