@@ -10,18 +10,16 @@ Everything listens on 127.0.0.1; no real cloud is contacted.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from polyccm.kube.api import NAMESPACES, NODES, SERVICES, ApiError, KubeApi
+from polyccm.kube.api import NAMESPACES, NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node
+from polyccm_testing.demo import register_node, running_polyccm, say, service_gone, table, wait
 from polyccm_testing.devenv import controlplane
 
 from polyccm_aws.emulator import CCM_HOST_TAG
@@ -31,28 +29,6 @@ REGION = "us-east-1"
 ZONES = ("us-east-1a", "us-east-1b")
 INSTANCE_TYPES = ("m5.large", "c5.xlarge", "t3.medium")
 NAMESPACE = "demo"
-T = TypeVar("T")
-
-
-def say(message: str) -> None:
-    print(f"==> {message}", flush=True)
-
-
-def wait(what: str, check: Callable[[], T | None], timeout: float = 45.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.25)
-    raise SystemExit(f"demo: timed out waiting for {what}")
-
-
-def table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
-    body = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join([line, "  ".join("-" * w for w in widths), *body])
 
 
 def make_cloud(env: dict[str, str]) -> tuple[Any, Any, list[dict[str, str]]]:
@@ -100,51 +76,20 @@ def make_cloud(env: dict[str, str]) -> tuple[Any, Any, list[dict[str, str]]]:
     return ec2, elb, instances
 
 
-def register_node(api: KubeApi, name: str) -> None:
-    api.create(
-        NODES,
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": name},
-            "spec": {
-                "taints": [{"key": UNINITIALIZED_TAINT, "value": "true", "effect": "NoSchedule"}]
-            },
-        },
-    )
-
-
-@contextmanager
-def running_ccm(state: Path, env: dict[str, str], kubeconfig: Path) -> Iterator[Path]:
+def running_ccm(state: Path, env: dict[str, str], kubeconfig: Path) -> AbstractContextManager[Path]:
     config = state / "cloud.conf"
     config.write_text(f"[Global]\nRegion = {REGION}\n")  # the cluster id comes from the tags
-    log = state / "polyccm.log"
-    command = [
-        sys.executable,
-        "-m",
-        "polyccm.cli",
-        "--provider=aws",
-        f"--cloud-config={config}",
-        f"--kubeconfig={kubeconfig}",
-        f"--cluster-name={CLUSTER}",
-        "--leader-elect=false",
-        "--configure-cloud-routes=false",
-        "--bind-address=127.0.0.1",
-        "--secure-port=0",
-        "--node-monitor-period=2s",
-    ]
-    with log.open("w") as output:
-        process = subprocess.Popen(
-            command, env={**os.environ, **env}, stdout=output, stderr=subprocess.STDOUT
-        )
-        try:
-            yield log
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+    return running_polyccm(
+        "aws",
+        state=state,
+        env=env,
+        kubeconfig=kubeconfig,
+        args=[
+            f"--cloud-config={config}",
+            f"--cluster-name={CLUSTER}",
+            "--configure-cloud-routes=false",
+        ],
+    )
 
 
 def show_nodes(api: KubeApi) -> None:
@@ -213,15 +158,7 @@ def run_scenario(api: KubeApi, ec2: Any, elb: Any) -> None:
 
     api.delete(SERVICES, "web", NAMESPACE)
     say("deleted the Service")
-
-    def service_gone() -> bool:
-        try:
-            api.get(SERVICES, "web", NAMESPACE)
-        except ApiError as error:
-            return error.not_found
-        return False
-
-    wait("the Service to be finalised", service_gone)
+    wait("the Service to be finalised", lambda: service_gone(api, NAMESPACE, "web"))
     left = elb.describe_load_balancers()["LoadBalancerDescriptions"]
     groups = [
         g["GroupName"]

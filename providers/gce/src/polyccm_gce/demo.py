@@ -11,18 +11,16 @@ Everything listens on 127.0.0.1; no real cloud is contacted.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from polyccm.kube.api import NAMESPACES, NODES, SERVICES, ApiError, KubeApi
+from polyccm.kube.api import NAMESPACES, NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node
+from polyccm_testing.demo import register_node, running_polyccm, say, service_gone, table, wait
 from polyccm_testing.devenv import controlplane
 
 from polyccm_gce.testing import REGION, ComputeApi
@@ -36,28 +34,6 @@ MACHINES = (
 )
 CLUSTER_CIDR = "10.64.0.0/14"
 NAMESPACE = "demo"
-T = TypeVar("T")
-
-
-def say(message: str) -> None:
-    print(f"==> {message}", flush=True)
-
-
-def wait(what: str, check: Callable[[], T | None], timeout: float = 45.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.25)
-    raise SystemExit(f"demo: timed out waiting for {what}")
-
-
-def table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
-    body = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join([line, "  ".join("-" * w for w in widths), *body])
 
 
 def make_cloud(compute: ComputeApi) -> None:
@@ -70,55 +46,22 @@ def make_cloud(compute: ComputeApi) -> None:
         )
 
 
-def register_node(api: KubeApi, name: str, pod_cidr: str) -> None:
-    api.create(
-        NODES,
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": name},
-            "spec": {
-                "taints": [{"key": UNINITIALIZED_TAINT, "value": "true", "effect": "NoSchedule"}],
-                "podCIDR": pod_cidr,
-                "podCIDRs": [pod_cidr],
-            },
-        },
-    )
-
-
-@contextmanager
-def running_ccm(state: Path, env: dict[str, str], kubeconfig: Path) -> Iterator[Path]:
+def running_ccm(state: Path, env: dict[str, str], kubeconfig: Path) -> AbstractContextManager[Path]:
     config = Path(env["POLYCCM_GCE_CLOUD_CONFIG"])
     # Both zones of the region are the cluster's; the zone itself comes from the metadata server.
     config.write_text(config.read_text() + "multizone = true\n")
-    log = state / "polyccm.log"
-    command = [
-        sys.executable,
-        "-m",
-        "polyccm.cli",
-        "--provider=gce",
-        f"--cloud-config={config}",
-        f"--kubeconfig={kubeconfig}",
-        f"--cluster-name={CLUSTER}",
-        f"--cluster-cidr={CLUSTER_CIDR}",
-        "--leader-elect=false",
-        "--configure-cloud-routes=true",
-        "--bind-address=127.0.0.1",
-        "--secure-port=0",
-        "--node-monitor-period=2s",
-    ]
-    with log.open("w") as output:
-        process = subprocess.Popen(
-            command, env={**os.environ, **env}, stdout=output, stderr=subprocess.STDOUT
-        )
-        try:
-            yield log
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+    return running_polyccm(
+        "gce",
+        state=state,
+        env=env,
+        kubeconfig=kubeconfig,
+        args=[
+            f"--cloud-config={config}",
+            f"--cluster-name={CLUSTER}",
+            f"--cluster-cidr={CLUSTER_CIDR}",
+            "--configure-cloud-routes=true",
+        ],
+    )
 
 
 def network_ready(node: Node) -> bool:
@@ -212,15 +155,7 @@ def run_scenario(api: KubeApi, compute: ComputeApi) -> None:
 
     api.delete(SERVICES, "web", NAMESPACE)
     say("deleted the Service")
-
-    def service_gone() -> bool:
-        try:
-            api.get(SERVICES, "web", NAMESPACE)
-        except ApiError as error:
-            return error.not_found
-        return False
-
-    wait("the Service to be finalised", service_gone)
+    wait("the Service to be finalised", lambda: service_gone(api, NAMESPACE, "web"))
     left = [
         *compute.list_all(f"regions/{REGION}/forwardingRules"),
         *compute.list_all(f"regions/{REGION}/targetPools"),
@@ -246,7 +181,7 @@ def main() -> int:
                 f"polyccm runs on {MACHINES[0][0]}"
             )
             for index, (name, _, _) in enumerate(MACHINES):
-                register_node(api, name, f"10.64.{index}.0/24")
+                register_node(api, name, pod_cidr=f"10.64.{index}.0/24")
             say("registered their Nodes, tainted, with the pod CIDRs node IPAM gives them")
             with running_ccm(state, env, plane.kubeconfig) as log:
                 say("running polyccm --provider gce")

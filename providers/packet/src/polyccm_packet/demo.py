@@ -11,18 +11,17 @@ Everything listens on 127.0.0.1.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from polyccm.kube.api import NAMESPACES, NODES, SERVICES, ApiError, KubeApi
+from polyccm.kube.api import NAMESPACES, NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node
+from polyccm_testing.demo import register_node, running_polyccm, say, service_gone, table, wait
 from polyccm_testing.devenv import controlplane
 
 from polyccm_packet.bgp import ANNOTATION_PREFIX
@@ -30,58 +29,20 @@ from polyccm_packet.testing import MetalApi, MetalCloudUnderTest, control
 
 NAMESPACE = "demo"
 PLANS = ("c3.small.x86", "m3.large.x86", "c3.small.x86")
-T = TypeVar("T")
 
 
-def say(message: str) -> None:
-    print(f"==> {message}", flush=True)
-
-
-def wait(what: str, check: Callable[[], T | None], timeout: float = 45.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.25)
-    raise SystemExit(f"demo: timed out waiting for {what}")
-
-
-def table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
-    body = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join([line, "  ".join("-" * w for w in widths), *body])
-
-
-def register_node(api: KubeApi, name: str) -> None:
-    taint = {"key": UNINITIALIZED_TAINT, "value": "true", "effect": "NoSchedule"}
-    api.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-                       "spec": {"taints": [taint]}})  # fmt: skip
-
-
-@contextmanager
 def running_ccm(
     state: Path, env: Mapping[str, str], kubeconfig: Path, extra: Sequence[str] = ()
-) -> Iterator[Path]:
-    """``polyccm --provider packet`` with ``env`` (the ``METAL_*`` variables); yields its log."""
-    log = state / "polyccm.log"
-    command = [sys.executable, "-m", "polyccm.cli", "--provider=packet",
-               f"--kubeconfig={kubeconfig}", "--leader-elect=false",
-               "--configure-cloud-routes=false", "--bind-address=127.0.0.1", "--secure-port=0",
-               "--node-monitor-period=2s", *extra]  # fmt: skip
-    with log.open("w") as output:
-        process = subprocess.Popen(
-            command, env={**os.environ, **env}, stdout=output, stderr=subprocess.STDOUT
-        )
-        try:
-            yield log
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+) -> AbstractContextManager[Path]:
+    """``polyccm --provider packet`` with ``env`` (no cloud config: upstream reads the
+    environment); yields its log file."""
+    return running_polyccm(
+        "packet",
+        state=state,
+        env=env,
+        kubeconfig=kubeconfig,
+        args=["--configure-cloud-routes=false", *extra],
+    )
 
 
 def bgp_peers(raw: Mapping[str, Any]) -> dict[str, str]:
@@ -133,14 +94,7 @@ def run_scenario(api: KubeApi, cloud: MetalCloudUnderTest) -> None:
     print(table(["RESERVATION", "ADDRESS", "METRO", "TAGS"], rows), flush=True)
     api.delete(SERVICES, "web", NAMESPACE)
 
-    def gone() -> bool:
-        try:
-            api.get(SERVICES, "web", NAMESPACE)
-        except ApiError as error:
-            return error.not_found
-        return False
-
-    wait("the Service to be finalised", gone)
+    wait("the Service to be finalised", lambda: service_gone(api, NAMESPACE, "web"))
     say("deleted the Service")
     print(f"Elastic IPs left in the project: {len(cloud.elastic_ips())}")
 
