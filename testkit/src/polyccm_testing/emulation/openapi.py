@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -244,3 +245,35 @@ def describe(error: BaseException) -> str:
         chosen = found
     where = ".".join(str(part) for part in chosen.absolute_path)
     return f"{where}: {chosen.message}" if where else chosen.message
+
+
+class CloudDocument:
+    """One cloud's trimmed document (``path``), served at ``server_url``, answering rejected
+    requests with ``errors``: parsed, and its validators built, once, on first use."""
+
+    def __init__(self, path: Path, server_url: str, errors: CloudErrors) -> None:
+        self.path = path
+        self.server_url = server_url
+        self.errors = errors
+        self._lock = threading.Lock()
+        self._document: dict[str, Any] | None = None
+        self._validators: Validators | None = None
+
+    def document(self) -> dict[str, Any]:
+        """The document as published (parsed once per process)."""
+        with self._lock:
+            if self._document is None:
+                self._document = load_document(self.path)
+            return self._document
+
+    def operations(self, doc: dict[str, Any] | None = None) -> set[tuple[str, str]]:
+        """``(METHOD, path template)`` of every operation in the document (or in ``doc``)."""
+        return operations(self.document() if doc is None else doc)
+
+    def validators(self) -> Validators:
+        """The validators over the document (built once per process)."""
+        document = self.document()
+        with self._lock:
+            if self._validators is None:
+                self._validators = Validators.build(document, self.server_url, self.errors)
+            return self._validators

@@ -28,12 +28,11 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Iterable
 from typing import Any
 
+from polyccm_testing.emulation import http
 from polyccm_testing.emulation.control import CONTROL, ControlEndpoints
-from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request, Response
 
 from polyccm_digitalocean.emulator import openapi
@@ -133,11 +132,7 @@ class EmulatorApp:
             token = self._token(request)
             with self._lock:
                 budget = self.limiter.spend(token)
-            if fault is not None:
-                if fault.latency:
-                    time.sleep(fault.latency)
-                if fault.status is not None:
-                    raise error_for_status(fault.status, fault.message)
+            http.suffer(fault, error_for_status)
             reply = self._serve(request, route, path_args)
         except RateLimitExceeded as error:
             budget = error.budget
@@ -150,13 +145,9 @@ class EmulatorApp:
         return response
 
     def _route(self, request: Request) -> tuple[Route, dict[str, str]]:
-        adapter = self._urls.bind_to_environ(request.environ)
-        try:
-            route, args = adapter.match(request.path, method=request.method)
-        except HTTPException:
-            raise NotFound() from None
+        route, args = http.match(self._urls, request, NotFound)
         assert isinstance(route, Route)
-        return route, {key: str(value) for key, value in args.items()}
+        return route, args
 
     def _token(self, request: Request) -> str:
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
@@ -168,12 +159,7 @@ class EmulatorApp:
 
     def _serve(self, request: Request, route: Route, path_args: dict[str, str]) -> Reply:
         self.validators.check_request(request)
-        body: Any = None
-        if request.get_data():
-            try:
-                body = json.loads(request.get_data())
-            except ValueError:
-                raise BadRequest() from None
+        body = http.json_body(request, BadRequest)
         base_url = request.host_url.rstrip("/")
         call = Call(
             backend=self.backend,
@@ -188,20 +174,15 @@ class EmulatorApp:
             return route.handler(call)
 
     def _checked(self, request: Request, response: Response) -> Response:
-        problem = self.validators.response_problem(request, response)
-        if problem is None:
+        mismatch = http.mismatch(self.validators, request, response)
+        if mismatch is None:
             return response
-        mismatch = {
-            "request": f"{request.method} {request.path}",
-            "status": str(response.status_code),
-            "problem": problem,
-        }
         log.error("answer does not match the OpenAPI document: %s", mismatch)
         with self._lock:
             self.mismatches.append(mismatch)
         error = ServerError(
             f"the emulator's answer ({response.status_code}) does not match DigitalOcean's "
-            f"OpenAPI document: {problem}"
+            f"OpenAPI document: {mismatch['problem']}"
         )
         return _render(Reply(error.status, error.body()), self.limiter.peek(None))
 

@@ -9,9 +9,7 @@ answering with DigitalOcean's errors.
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
-from typing import Any
 
 from polyccm_testing.emulation import openapi as emulation
 from polyccm_testing.emulation.openapi import Validators, describe
@@ -28,20 +26,9 @@ ERRORS = emulation.CloudErrors(
     body_required="Your request body was malformed: a JSON body is required.",
 )
 
+CLOUD = emulation.CloudDocument(DOCUMENT, SERVER_URL, ERRORS)
+document = CLOUD.document
+operations = CLOUD.operations
+validators = CLOUD.validators
+
 __all__ = ["DOCUMENT", "SERVER_URL", "Validators", "describe", "document", "operations"]
-
-
-@functools.cache
-def document() -> dict[str, Any]:
-    """The document as published (parsed once per process)."""
-    return emulation.load_document(DOCUMENT)
-
-
-def operations(doc: dict[str, Any] | None = None) -> set[tuple[str, str]]:
-    """``(METHOD, path template)`` of every operation in the document."""
-    return emulation.operations(document() if doc is None else doc)
-
-
-@functools.cache
-def validators() -> Validators:
-    return Validators.build(document(), SERVER_URL, ERRORS)

@@ -16,7 +16,12 @@ import ssl
 from pathlib import Path
 from typing import Any
 
-from polyccm_testing.emulation.serving import require_loopback
+from polyccm_testing.emulation.serving import (
+    add_checking_options,
+    configure_logging,
+    require_loopback,
+    serve,
+)
 from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
 from polyccm_digitalocean.emulator.app import EmulatorApp
@@ -129,20 +134,13 @@ def _parser() -> argparse.ArgumentParser:
         default=defaults.droplet_limit,
         help="droplets the account may hold (default %(default)s)",
     )
-    add(
-        "--validate-responses",
-        action="store_true",
-        help="check every answer against the OpenAPI document (a mismatch becomes a 500)",
-    )
-    add("--verbose", action="store_true", help="log every request")
+    add_checking_options(parser)
     return parser  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-    if not args.verbose:
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    configure_logging(args.verbose)
     settings = EmulatorSettings(
         lb_active_delay=args.lb_active_delay,
         droplet_active_delay=args.droplet_active_delay,
@@ -157,10 +155,4 @@ def main(argv: list[str] | None = None) -> None:
     server = make_server(
         args.host, args.port, EmulatorApp(settings), cert=args.tls_cert, key=args.tls_key
     )
-    print(f"polyccm DigitalOcean emulator on https://{args.host}:{server.server_port}", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    serve(server, f"polyccm DigitalOcean emulator on https://{args.host}:{server.server_port}")

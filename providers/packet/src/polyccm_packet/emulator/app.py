@@ -23,12 +23,11 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Iterable
 from typing import Any
 
+from polyccm_testing.emulation import http
 from polyccm_testing.emulation.control import CONTROL, ControlEndpoints
-from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request, Response
 
 from polyccm_packet.emulator import openapi, render, routes
@@ -140,21 +139,12 @@ class EmulatorApp:
         return routes.Reply(error.status, error.body(), headers)
 
     def _suffer(self, fault: Any) -> None:
-        if fault is None:
-            return
-        if fault.latency:
-            time.sleep(fault.latency)
-        if fault.status is not None:
-            raise error_for_status(fault.status, fault.message)
+        http.suffer(fault, error_for_status)
 
     def _route(self, request: Request) -> tuple[routes.Route, dict[str, str]]:
-        adapter = self._urls.bind_to_environ(request.environ)
-        try:
-            route, args = adapter.match(request.path, method=request.method)
-        except HTTPException:
-            raise NotFound() from None
+        route, args = http.match(self._urls, request, NotFound)
         assert isinstance(route, routes.Route)
-        return route, {key: str(value) for key, value in args.items()}
+        return route, args
 
     def _authenticate(self, request: Request) -> None:
         token = request.headers.get("X-Auth-Token", "").strip()
@@ -164,12 +154,7 @@ class EmulatorApp:
 
     def _serve(self, request: Request, route: routes.Route, path_args: dict[str, str]) -> Any:
         self.validators.check_request(request)
-        body: Any = None
-        if request.get_data():
-            try:
-                body = json.loads(request.get_data())
-            except ValueError:
-                raise BadRequest() from None
+        body = http.json_body(request, BadRequest)
         call = routes.Call(
             backend=self.backend,
             path=path_args,
@@ -180,20 +165,15 @@ class EmulatorApp:
             return route.handler(call)
 
     def _checked(self, request: Request, response: Response) -> Response:
-        problem = self.validators.response_problem(request, response)
-        if problem is None:
+        mismatch = http.mismatch(self.validators, request, response)
+        if mismatch is None:
             return response
-        mismatch = {
-            "request": f"{request.method} {request.path}",
-            "status": str(response.status_code),
-            "problem": problem,
-        }
         log.error("answer does not match the OpenAPI document: %s", mismatch)
         with self._lock:
             self.mismatches.append(mismatch)
         error = ServerError(
             f"the emulator's answer ({response.status_code}) does not match the Metal API's "
-            f"OpenAPI document: {problem}"
+            f"OpenAPI document: {mismatch['problem']}"
         )
         return _render(routes.Reply(error.status, error.body()))
 

@@ -9,9 +9,13 @@ loopback addresses are served.
 from __future__ import annotations
 
 import argparse
-import logging
 
-from polyccm_testing.emulation.serving import require_loopback
+from polyccm_testing.emulation.serving import (
+    add_checking_options,
+    configure_logging,
+    require_loopback,
+    serve,
+)
 from werkzeug.serving import make_server
 
 from polyccm_packet.emulator.app import DEFAULT_PROJECT_ID, EmulatorApp
@@ -43,20 +47,13 @@ def _parser() -> argparse.ArgumentParser:
         default=defaults.action_delay,
         help="seconds a power action takes (default %(default)s)",
     )
-    add(
-        "--validate-responses",
-        action="store_true",
-        help="check every answer against the OpenAPI document (a mismatch becomes a 500)",
-    )
-    add("--verbose", action="store_true", help="log every request")
+    add_checking_options(parser)
     return parser  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-    if not args.verbose:
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    configure_logging(args.verbose)
     require_loopback(args.host)
     settings = EmulatorSettings(
         device_active_delay=args.device_active_delay,
@@ -66,10 +63,4 @@ def main(argv: list[str] | None = None) -> None:
     )
     app = EmulatorApp(settings, project_id=args.project_id)
     server = make_server(args.host, args.port, app, threaded=True)
-    print(f"polyccm Equinix Metal emulator on http://{args.host}:{server.server_port}", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    serve(server, f"polyccm Equinix Metal emulator on http://{args.host}:{server.server_port}")
