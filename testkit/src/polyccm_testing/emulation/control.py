@@ -63,6 +63,18 @@ class ControlEndpoints:
         self.reset = reset
         self.health = health
 
+    def forget(self) -> None:
+        """Forget call counts, pending faults and recorded mismatches (part of a reset)."""
+        self.calls.clear_calls()
+        self.calls.clear_faults()
+        with self.lock:
+            self.mismatches.clear()
+
+    def record_mismatch(self, mismatch: dict[str, str]) -> None:
+        """Keep an answer that did not match the document, for ``GET /_polyccm/validation``."""
+        with self.lock:
+            self.mismatches.append(mismatch)
+
     def respond(self, request: Request) -> Response:
         name = request.path[len(CONTROL) :].strip("/")
         try:

@@ -2,11 +2,9 @@
 bundled OpenAPI document with every component they reference.
 
 ``python -m polyccm_digitalocean.emulator._trim_document PATH/digitalocean-openapi.yaml``
-rewrites ``openapi.json`` beside this file. Nothing is edited: each kept operation and
-component is copied as published, so the emulator and its tests check against DigitalOcean's
-own text (the full document takes seconds to parse; this cut loads in milliseconds).
-Run it again after adding an operation to :data:`polyccm_digitalocean.emulator.urls.ROUTES`
-(the work is :mod:`polyccm_testing.emulation.trim`'s).
+rewrites ``openapi.json`` beside this file, as :mod:`polyccm_testing.emulation.trim` cuts it
+(each operation and component copied as published).
+Run it again after adding an operation to :data:`polyccm_digitalocean.emulator.urls.ROUTES`.
 """
 
 from __future__ import annotations

@@ -104,9 +104,7 @@ class EmulatorApp:
         with self._lock:
             self.backend.reset()
             self.limiter.reset()
-            self.calls.clear_calls()
-            self.calls.clear_faults()
-            self.mismatches.clear()
+            self.control.forget()
 
     # -- WSGI ---------------------------------------------------------------------------------
 
@@ -178,8 +176,7 @@ class EmulatorApp:
         if mismatch is None:
             return response
         log.error("answer does not match the OpenAPI document: %s", mismatch)
-        with self._lock:
-            self.mismatches.append(mismatch)
+        self.control.record_mismatch(mismatch)
         error = ServerError(
             f"the emulator's answer ({response.status_code}) does not match DigitalOcean's "
             f"OpenAPI document: {mismatch['problem']}"
