@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -94,3 +95,21 @@ def main(args: list[str], *, wanted: Iterable[tuple[str, str]], target: Path, us
     text = json.dumps(trimmed, indent=1, sort_keys=False, default=_timestamp)
     target.write_text(text + "\n")
     print(f"wrote {target} ({target.stat().st_size} bytes, {len(trimmed['paths'])} paths)")
+
+
+class TrimScript:
+    """An emulator's ``_trim_document`` script: the operations of ``routes`` (objects with
+    ``method`` and ``template``) cut into ``target``; ``usage`` is the script's docstring."""
+
+    def __init__(self, routes: Iterable[Any], target: Path, usage: str | None) -> None:
+        self.wanted = [(route.method, route.template) for route in routes]
+        self.target = target
+        self.usage = usage or ""
+
+    def trim(self, document: dict[str, Any]) -> dict[str, Any]:
+        """The served operations of ``document`` and the components they reach."""
+        return trim(document, self.wanted)
+
+    def main(self, argv: list[str] | None = None) -> None:
+        args = sys.argv[1:] if argv is None else argv
+        main(args, wanted=self.wanted, target=self.target, usage=self.usage)
