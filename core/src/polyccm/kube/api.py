@@ -31,7 +31,6 @@ import contextlib
 import json
 import logging
 import ssl
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -42,6 +41,8 @@ import urllib3
 import yaml
 from kubernetes import config as kube_config
 from kubernetes.client import Configuration
+
+from polyccm.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 
@@ -185,29 +186,6 @@ class ApiError(Exception):
     @property
     def gone(self) -> bool:
         return self.status == 410
-
-
-class TokenBucket:
-    """client-go's default limiter: ``qps`` tokens a second, at most ``burst`` saved up."""
-
-    def __init__(self, qps: float, burst: int) -> None:
-        self.qps = qps
-        self.burst = max(1, burst)
-        self._tokens = float(self.burst)
-        self._updated = time.monotonic()
-        self._lock = threading.Lock()
-
-    def acquire(self) -> None:
-        if self.qps <= 0:
-            return
-        with self._lock:
-            now = time.monotonic()
-            self._tokens = min(self.burst, self._tokens + (now - self._updated) * self.qps)
-            self._updated = now
-            self._tokens -= 1
-            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
-        if wait > 0:
-            time.sleep(wait)
 
 
 class KubeconfigError(Exception):

@@ -20,7 +20,6 @@ token travels only over https.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Any
 
 from polyccm import cloudcalls
 from polyccm.errors import CloudError, RetryAfter
+from polyccm.ratelimit import TokenBucket
 
 from polyccm_digitalocean.config import DigitalOceanConfig
 
@@ -60,34 +60,6 @@ class NotFound(DigitalOceanApiError):
 
 class RateLimited(RetryAfter):
     """The API's budget (or the client-side limiter's) is spent until ``delay`` from now."""
-
-
-class TokenBucket:
-    """A thread-safe token bucket: ``rate`` requests per second, ``burst`` at once."""
-
-    def __init__(
-        self, rate: float, burst: int, *, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.rate = rate
-        self.burst = burst
-        self._clock = clock
-        self._tokens = float(burst)
-        self._last = clock()
-        self._lock = threading.Lock()
-
-    def reserve(self) -> float:
-        """Take a token; the seconds to wait before using it (0 when one was there)."""
-        with self._lock:
-            now = self._clock()
-            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
-            self._last = now
-            self._tokens -= 1
-            return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
-
-    def give_back(self) -> None:
-        """Return a token taken by a reservation that was not used."""
-        with self._lock:
-            self._tokens = min(self.burst, self._tokens + 1)
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,11 @@ the controller to delete.
 from __future__ import annotations
 
 import re
-import threading
-import time
 
 from google.cloud import compute_v1
 from polyccm.cloud import Route, Routes
 from polyccm.objects import Node
+from polyccm.ratelimit import TokenBucket
 
 from polyccm_gce.api import GceApi, GceApiError
 from polyccm_gce.instances import InstanceLookup
@@ -52,29 +51,6 @@ def route_prefix(cluster_name: str) -> str:
 def route_name(cluster_name: str, name_hint: str) -> str:
     """``<cluster[:26]>-<node UID>`` (at most 63 characters, as GCE requires)."""
     return f"{route_prefix(cluster_name)}{name_hint}"
-
-
-class TokenBucket:
-    """At most ``rate`` acquisitions per second after ``burst``; :meth:`acquire` waits."""
-
-    def __init__(self, rate: float, burst: int) -> None:
-        self.rate = rate
-        self.burst = burst
-        self._tokens = float(burst)
-        self._stamp = time.monotonic()
-        self._lock = threading.Lock()
-
-    def acquire(self) -> None:
-        while True:
-            with self._lock:
-                now = time.monotonic()
-                self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
-                self._stamp = now
-                if self._tokens >= 1:
-                    self._tokens -= 1
-                    return
-                wait = (1 - self._tokens) / self.rate
-            time.sleep(wait)
 
 
 class GceRoutes(Routes):
