@@ -17,15 +17,15 @@ from typing import Any
 
 import boto3
 import pytest
-from polyccm.app.manager import ControllerManager
 from polyccm.app.options import LeaderElection, ManagerOptions
-from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi, load_configuration
+from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
 from polyccm_aws.config import CloudConfig
 from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
 from polyccm_aws.testing import CLUSTER, World
 from polyccm_testing.kubeobjects import make_service, set_ready, wait_for
+from polyccm_testing.manager import start_manager
 
 NODE_COUNT = 200
 SERVICE_COUNT = 30
@@ -49,16 +49,9 @@ def manager(control_plane: Any, clean_nodes: None, aws: EmulatorControl) -> Iter
     provider = AwsProvider(
         CloudConfig(kubernetes_cluster_id=CLUSTER), cluster_name=CLUSTER, cache_ttl=0.0
     )
-    api = KubeApi(load_configuration(options.kubeconfig), qps=0)
-    running = ControllerManager(options, provider, api)
-    stop = threading.Event()
-    thread = threading.Thread(target=running.run, args=(stop,), daemon=True)
-    thread.start()
-    wait_for(running.ready, 30, "the manager's caches")
+    running = start_manager(options, provider)
     yield
-    stop.set()
-    thread.join(timeout=60)
-    api.close()
+    running.stop()
 
 
 @dataclass

@@ -10,16 +10,14 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from polyccm.app.manager import ControllerManager
 from polyccm.app.options import LeaderElection, ManagerOptions
-from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi, load_configuration
+from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
 from polyccm_aws.config import CloudConfig
 from polyccm_aws.emulator import EmulatorControl
@@ -31,6 +29,7 @@ from polyccm_aws.testing import (
     isolated_environment,
 )
 from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
+from polyccm_testing.manager import RunningManager, start_manager
 
 ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-"
 
@@ -39,8 +38,7 @@ ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-"
 def manager(
     control_plane: Any, clean_nodes: None, aws: EmulatorControl
 ) -> Iterator[Callable[..., None]]:
-    stop = threading.Event()
-    threads: list[threading.Thread] = []
+    running: list[RunningManager] = []
 
     def start(**overrides: Any) -> None:
         options = ManagerOptions(
@@ -54,17 +52,11 @@ def manager(
             node_monitor_period=1.0,
         )
         provider = AwsProvider(CloudConfig(), cluster_name=CLUSTER, cache_ttl=0.0, max_attempts=2)
-        api = KubeApi(load_configuration(options.kubeconfig), qps=0)
-        running = ControllerManager(dataclasses.replace(options, **overrides), provider, api)
-        thread = threading.Thread(target=running.run, args=(stop,), daemon=True)
-        thread.start()
-        threads.append(thread)
-        wait_for(running.ready, 30)
+        running.append(start_manager(dataclasses.replace(options, **overrides), provider))
 
     yield start
-    stop.set()
-    for thread in threads:
-        thread.join(timeout=60)
+    for handle in running:
+        handle.stop()
 
 
 def register(api: KubeApi, instance: Mapping[str, Any]) -> str:

@@ -9,14 +9,12 @@ import dataclasses
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from polyccm.app.manager import ControllerManager
 from polyccm.app.options import LeaderElection, ManagerOptions
-from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi, load_configuration
+from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
 from polyccm_gce.testing import (
     CLUSTER,
@@ -28,6 +26,7 @@ from polyccm_gce.testing import (
     gce_provider,
 )
 from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
+from polyccm_testing.manager import RunningManager, start_manager
 
 
 @pytest.fixture
@@ -40,8 +39,7 @@ def gce() -> Iterator[RunningEmulator]:
 def manager(
     control_plane: Any, clean_nodes: None, gce: RunningEmulator
 ) -> Iterator[Callable[..., None]]:
-    stop = threading.Event()
-    threads: list[threading.Thread] = []
+    running: list[RunningManager] = []
 
     def start(**overrides: Any) -> None:
         options = ManagerOptions(
@@ -54,18 +52,12 @@ def manager(
             leader_election=LeaderElection(enabled=False),
             node_monitor_period=1.0,
         )
-        api = KubeApi(load_configuration(options.kubeconfig), qps=0)
         provider = gce_provider(gce.endpoint)
-        running = ControllerManager(dataclasses.replace(options, **overrides), provider, api)
-        thread = threading.Thread(target=running.run, args=(stop,), daemon=True)
-        thread.start()
-        threads.append(thread)
-        wait_for(running.ready, 30)
+        running.append(start_manager(dataclasses.replace(options, **overrides), provider))
 
     yield start
-    stop.set()
-    for thread in threads:
-        thread.join(timeout=60)
+    for handle in running:
+        handle.stop()
 
 
 def network_condition(api: KubeApi, name: str) -> tuple[str, str] | None:

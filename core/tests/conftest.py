@@ -4,36 +4,16 @@ and :class:`polyccm_testing.fake.FakeCloud`."""
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from polyccm.app.manager import ControllerManager
 from polyccm.app.options import LeaderElection, ManagerOptions
-from polyccm.kube.api import KubeApi, load_configuration
 from polyccm_testing.fake import FakeCloud
-from polyccm_testing.kubeobjects import wait_for
+from polyccm_testing.manager import RunningManager
+from polyccm_testing.manager import start_manager as start_manager_with
 
 CLUSTER_CIDR = "10.244.0.0/16"
-
-
-class RunningManager:
-    """A controller manager running on a thread until :meth:`stop`."""
-
-    def __init__(self, manager: ControllerManager) -> None:
-        self.manager = manager
-        self.stop_event = threading.Event()
-        self.thread = threading.Thread(target=manager.run, args=(self.stop_event,), daemon=True)
-
-    def start(self) -> RunningManager:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.stop_event.set()
-        self.thread.join(timeout=90)
-        assert not self.thread.is_alive(), "the manager did not stop"
 
 
 @pytest.fixture
@@ -58,12 +38,8 @@ def start_manager(control_plane: Any, clean_nodes: None) -> Iterator[Callable[..
             kube_api_qps=0,
             leader_election=LeaderElection(enabled=False),
         )
-        options = dataclasses.replace(options, **overrides)
-        api = KubeApi(load_configuration(options.kubeconfig), qps=options.kube_api_qps)
-        manager = ControllerManager(options, cloud, api)
-        handle = RunningManager(manager).start()
+        handle = start_manager_with(dataclasses.replace(options, **overrides), cloud)
         running.append(handle)
-        wait_for(manager.ready, 30, "the manager's caches to sync")
         return handle
 
     yield start

@@ -1,0 +1,41 @@
+"""The controller manager run in-process on a thread, against the real control plane, for tests
+that drive a provider through the whole set of controllers without starting a process."""
+
+from __future__ import annotations
+
+import threading
+
+from polyccm.app.manager import ControllerManager
+from polyccm.app.options import ManagerOptions
+from polyccm.cloud import CloudProvider
+from polyccm.kube.api import KubeApi, load_configuration
+
+from polyccm_testing.kubeobjects import wait_for
+
+
+class RunningManager:
+    """A controller manager running on a thread until :meth:`stop`."""
+
+    def __init__(self, manager: ControllerManager) -> None:
+        self.manager = manager
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=manager.run, args=(self.stop_event,), daemon=True)
+
+    def start(self) -> RunningManager:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout=90)
+        self.manager.api.close()
+        assert not self.thread.is_alive(), "the manager did not stop"
+
+
+def start_manager(options: ManagerOptions, provider: CloudProvider) -> RunningManager:
+    """Run ``provider``'s controllers as ``options`` say (its kubeconfig and client rate limit),
+    and return once the caches have synced."""
+    api = KubeApi(load_configuration(options.kubeconfig), qps=options.kube_api_qps)
+    running = RunningManager(ControllerManager(options, provider, api)).start()
+    wait_for(running.manager.ready, 30, "the manager's caches to sync")
+    return running
