@@ -15,6 +15,15 @@ from typing import Any
 
 from polyccm import hookspecs
 from polyccm.cloud import CloudProvider, InstancesV2, LoadBalancer, ProviderContext, Routes
+from polyccm.ops.contract import (
+    CloudResource,
+    Difference,
+    LoadBalancerPlan,
+    LoadBalancerPlanner,
+    Orphans,
+    Problem,
+    ServiceChecker,
+)
 from polyccm.plugins import (
     ControllerRegistry,
     EmulatorRegistry,
@@ -32,6 +41,13 @@ CONTRACT_CLASSES: tuple[type, ...] = (
     Routes,
     ProviderContext,
     ProviderSettings,
+    LoadBalancerPlanner,
+    ServiceChecker,
+    Orphans,
+    LoadBalancerPlan,
+    Difference,
+    Problem,
+    CloudResource,
 )
 # Of the registries handed to hooks, a plugin calls only ``register``.
 REGISTRIES: tuple[type, ...] = (ProviderRegistry, ControllerRegistry, EmulatorRegistry)

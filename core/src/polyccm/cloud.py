@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from polyccm.events import EventRecorder
     from polyccm.kube.api import KubeApi
     from polyccm.kube.informer import Informer
+    from polyccm.ops.contract import LoadBalancerPlanner, Orphans
 
 # Node address types, as in core/v1 NodeAddressType.
 HOSTNAME = "Hostname"
@@ -279,7 +280,7 @@ class ProviderContext:
 
 
 class CloudProvider:
-    """A cloud: a name and up to three capabilities.
+    """A cloud: a name, up to three capabilities, and the optional operator-tools ones.
 
     Subclasses override the accessors of the capabilities they offer. :meth:`initialize` is
     called at the start of every leadership term, once the caches have synced and before any
@@ -311,6 +312,23 @@ class CloudProvider:
     def has_cluster_id(self) -> bool:
         """Whether the provider knows which cluster it serves (upstream ``HasClusterID``)."""
         return True
+
+    def load_balancer_planner(self) -> LoadBalancerPlanner | None:
+        """The read-only load-balancer planning of ``polyccm plan`` (see
+        :mod:`polyccm.ops.contract`), or ``None``: plan then lists no load balancers."""
+        return None
+
+    def orphans(self) -> Orphans | None:
+        """Leaked-resource discovery for ``polyccm orphans``, or ``None`` (not supported)."""
+        return None
+
+    def read_only_call(self, operation: str) -> bool:
+        """Whether ``operation`` (as this provider passes it to
+        :func:`polyccm.cloudcalls.record`) only reads. ``polyccm plan`` refuses every other
+        call. By default judged by the name (:func:`polyccm.cloudcalls.looks_like_read`)."""
+        from polyccm.cloudcalls import looks_like_read
+
+        return looks_like_read(operation)
 
 
 def default_load_balancer_name(service: Service) -> str:

@@ -14,16 +14,24 @@ things:
   silence by its own clock, the old leader's last cloud call always precedes the new leader's
   first one, even when the old leader's API connection hangs.
 
-Without leader election (``--leader-elect=false``, tests, the demo) the fence is always open.
+Without leader election (``--leader-elect=false``, tests, the demo, the operator commands
+``polyccm plan``/``orphans``/``check-service``) the fence is always open.
+
+The operator commands that promise to change nothing also run under :func:`reads_only`: a call
+that the provider's classifier does not take for a read raises
+:class:`~polyccm.errors.WriteRefused` instead of being sent.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from polyccm import metrics
-from polyccm.errors import LeadershipLost
+from polyccm.errors import LeadershipLost, WriteRefused
 
 
 class Fence:
@@ -62,12 +70,43 @@ class Fence:
 FENCE = Fence()
 """The process's fence; the leader elector opens and closes it."""
 
+_READ = re.compile(r"(describe|list|get|find|search|wait|aggregatedlist)", re.IGNORECASE)
+_only_reads: Callable[[str], bool] | None = None
+
+
+def looks_like_read(operation: str) -> bool:
+    """Whether ``operation`` reads by its name: the part after the last ``:``, ``.`` or ``/``
+    starts with describe, list, get, find, search, wait or aggregatedList
+    (``ec2:DescribeInstances``, ``droplets.get``, ``compute.targetPools.aggregatedList``,
+    ``find_device_by_id``). The default of ``CloudProvider.read_only_call``."""
+    last = re.split(r"[:./]", operation)[-1]
+    return bool(_READ.match(last))
+
+
+@contextmanager
+def reads_only(is_read: Callable[[str], bool]) -> Iterator[None]:
+    """Within the block, :func:`record` refuses (raising
+    :class:`~polyccm.errors.WriteRefused`) every operation ``is_read`` does not accept."""
+    global _only_reads
+    previous, _only_reads = _only_reads, is_read
+    try:
+        yield
+    finally:
+        _only_reads = previous
+
 
 def record(provider: str, operation: str) -> None:
     """Count one call of ``operation`` to ``provider``'s cloud, or refuse it (see module doc).
 
-    Raises :class:`~polyccm.errors.LeadershipLost` (without counting) when the fence is shut."""
+    Raises :class:`~polyccm.errors.LeadershipLost` (without counting) when the fence is shut,
+    and :class:`~polyccm.errors.WriteRefused` for a write within :func:`reads_only`."""
     FENCE.check()
+    only_reads = _only_reads
+    if only_reads is not None and not only_reads(operation):
+        raise WriteRefused(
+            f"{provider} {operation}: refused, polyccm only reads here (the provider's planning "
+            "code made a call that is not a read)"
+        )
     metrics.cloud_api_calls_total.labels(provider=provider, operation=operation).inc()
 
 

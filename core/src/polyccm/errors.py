@@ -58,3 +58,10 @@ class LeadershipLost(Exception):
     term that has ended stops its cloud work at the next call instead of finishing it. Not a
     :class:`CloudError`: nothing failed in the cloud, and the item is left to the next leader.
     """
+
+
+class WriteRefused(Exception):
+    """A cloud call that is not a read, made while polyccm only reads (``polyccm plan``, and
+    ``polyccm orphans`` before ``--delete``): refused by :func:`polyccm.cloudcalls.record`
+    before it is sent. Not a :class:`CloudError`: it is a bug of the provider's planning code,
+    never to be caught."""

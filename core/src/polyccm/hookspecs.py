@@ -17,6 +17,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from polyccm.cloud import CloudProvider
+    from polyccm.ops.contract import ServiceChecker
     from polyccm.plugins import (
         ControllerRegistry,
         EmulatorRegistry,
@@ -74,6 +75,18 @@ def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
     ``None``) and raise :class:`polyccm.errors.ConfigError` with the file and line for a
     malformed config; the command then exits with status 2 and that one line. This is the place
     to import the cloud SDK.
+    """
+
+
+@hookspec(firstresult=True)
+def polyccm_build_service_checker(settings: ProviderSettings) -> ServiceChecker | None:
+    """Build the offline Service validator of ``settings.provider`` for ``polyccm
+    check-service``; ``None`` when the name is not yours (or you offer none).
+
+    No cloud call, no cluster, no credentials: read the cloud config if given (the validation
+    may depend on it) and return an object whose ``check_service`` runs the validation your
+    ``ensure_load_balancer`` runs. Raise :class:`polyccm.errors.ConfigError` for a malformed
+    config.
     """
 
 

@@ -1,0 +1,5 @@
+"""Operator tools: ``polyccm plan``, ``polyccm orphans`` and ``polyccm check-service``.
+
+:mod:`polyccm.ops.contract` is what a provider implements for them; the other modules are the
+core's side (planning, orphan handling, Service checks, output, the commands).
+"""
