@@ -1,12 +1,15 @@
-"""deploy/: the per-provider image recipe and the manifests.
+"""deploy/kustomize: the base and one overlay per provider, rendered with the pinned kustomize.
 
-No Docker engine runs here, so the Dockerfile is checked against the workspace (providers, paths,
-entrypoints, the locked dependency set of each image) and its build-stage commands are run on a
-copy of the build context. The manifests go to the real kube-apiserver: every object passes a
-server-side dry run with strict field validation, each Deployment's pod passes pod admission, and
-rbac.yaml is applied for real and a polyccm process running on the ServiceAccount's token alone
-does its job: every request it sends is recorded with the API server's answer, none is refused,
-and every permission the roles grant is used, while requests outside the role are refused.
+Each kustomization is rendered by the kustomize that ``polyccm_testing.devenv.binaries`` builds
+(a pinned release, as ``kubectl apply -k`` would render it) and goes to the real kube-apiserver:
+every object passes a server-side dry run with strict field validation, each Deployment's pod
+passes pod admission, its flags parse with polyccm's own parser, and an overlay adds exactly the
+rules ``polyccm rbac`` prints for its provider. The base's RBAC is applied for real and a polyccm
+process running on the ServiceAccount's token alone does its job: every request it sends is
+recorded with the API server's answer, none is refused, and every permission the roles grant is
+used, while requests outside the role are refused. Then each rule is taken out in turn and the
+same process is refused a request that rule grants; and every grant is one upstream's
+cloud-controller-manager has too.
 
 Run as a program (``python tests/test_deploy.py --provider=fake ARGS``) this file is that
 recorded polyccm process (see :func:`recorded_polyccm`).
@@ -14,6 +17,9 @@ recorded polyccm process (see :func:`recorded_polyccm`).
 
 from __future__ import annotations
 
+import base64
+import copy
+import functools
 import json
 import os
 import re
@@ -31,26 +37,32 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
+from polyccm import cli
 from polyccm.app.options import LeaderElection
-from polyccm.cli import parse
 from polyccm.kube.api import EVENTS, LEASES, NODES, SECRETS, SERVICES, ApiError, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT
 from polyccm.plugins import plugin_manager
+from polyccm_testing.devenv.binaries import BinaryError, kustomize_path
 from polyccm_testing.kubeobjects import make_node, make_service, reasons_for, wait_for
 from polyccm_testing.workspace import ROOT, workspace_providers
 
-IMAGES = ROOT / "deploy" / "images"
-MANIFESTS = ROOT / "deploy" / "manifests"
-DOCKERFILE = IMAGES / "Dockerfile"
-DOCKERIGNORE = IMAGES / "Dockerfile.dockerignore"
+KUSTOMIZE = ROOT / "deploy" / "kustomize"
+BASE = KUSTOMIZE / "base"
+OVERLAYS = KUSTOMIZE / "overlays"
+METRICS_READER = KUSTOMIZE / "metrics-reader"
+DOCKERFILE = ROOT / "deploy" / "images" / "Dockerfile"
 KUBE_SYSTEM = "kube-system"
 SERVICE_ACCOUNT = "cloud-controller-manager"
+SERVICE_ACCOUNT_USER = f"system:serviceaccount:{KUBE_SYSTEM}:{SERVICE_ACCOUNT}"
 SHUTDOWN_TAINT = "node.cloudprovider.kubernetes.io/shutdown"
 FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
 #: Providers whose controllers include routes, so their Deployment passes --cluster-cidr.
 ROUTE_PROVIDERS = {"aws", "gce"}
 PROVIDERS = workspace_providers()
-#: How each provider gets its credentials in its Deployment: env var -> (Secret, key).
+#: The overlay file a provider's cloud config (``--cloud-config``) is generated from.
+CLOUD_CONFIG_FILES = {"aws": "cloud.conf", "gce": "gce.conf"}
+#: How each provider gets its credentials in its Deployment: env var -> (Secret, key), the
+#: Secret generated from the overlay's env file (see CREDENTIAL_FILES).
 SECRET_ENV = {
     "aws": {},
     "gce": {},
@@ -60,33 +72,61 @@ SECRET_ENV = {
         "METAL_PROJECT_ID": ("metal-cloud-config", "project-id"),
     },
 }
+CREDENTIAL_FILES = {"digitalocean": "digitalocean.env", "packet": "metal-cloud-config.env"}
+PLACEHOLDER = "REPLACE_WITH_"
 
 
-# -- the manifests ---------------------------------------------------------------------------
+# -- the kustomizations ----------------------------------------------------------------------
 
 
-def load(name: str) -> list[dict[str, Any]]:
-    with (MANIFESTS / name).open() as handle:
-        return [doc for doc in yaml.safe_load_all(handle) if doc]
+@functools.cache
+def _built(directory: Path) -> tuple[dict[str, Any], ...]:
+    try:
+        kustomize = kustomize_path()
+    except BinaryError as error:
+        pytest.fail(f"no kustomize: {error}", pytrace=False)
+    completed = subprocess.run(
+        [str(kustomize), "build", str(directory)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    where = directory.relative_to(ROOT)
+    assert completed.returncode == 0, f"kustomize build {where}:\n{completed.stderr}"
+    return tuple(doc for doc in yaml.safe_load_all(completed.stdout) if doc)
 
 
-def manifest_files() -> list[str]:
-    return sorted(p.name for p in MANIFESTS.glob("*.yaml"))
+def rendered(directory: Path) -> list[dict[str, Any]]:
+    """The objects ``kustomize build directory`` prints (a copy: change it at will)."""
+    return copy.deepcopy(list(_built(directory)))
+
+
+def only(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    (found,) = [o for o in objects if o["kind"] == kind and name in (None, o["metadata"]["name"])]
+    return found
 
 
 def deployment(provider: str) -> dict[str, Any]:
-    (only,) = load(f"deployment-{provider}.yaml")
-    assert only["kind"] == "Deployment"
-    return only
+    return only(rendered(OVERLAYS / provider), "Deployment")
 
 
-def container(provider: str) -> dict[str, Any]:
-    (only,) = deployment(provider)["spec"]["template"]["spec"]["containers"]
-    return only
+def container(deploy: dict[str, Any]) -> dict[str, Any]:
+    (main,) = deploy["spec"]["template"]["spec"]["containers"]
+    return dict(main)
 
 
-def test_manifests_are_rbac_and_one_deployment_per_provider() -> None:
-    assert manifest_files() == sorted(["rbac.yaml", *(f"deployment-{p}.yaml" for p in PROVIDERS)])
+def flag_values(args: list[str]) -> dict[str, str]:
+    values = {}
+    for arg in args:
+        assert arg.startswith("--") and "=" in arg, f"{arg!r}: use --flag=value"
+        key, _, value = arg.partition("=")
+        values[key] = value
+    return values
+
+
+def test_there_is_one_overlay_per_provider() -> None:
+    assert sorted(p.name for p in OVERLAYS.iterdir() if p.is_dir()) == PROVIDERS
 
 
 _DISCOVERY: dict[str, dict[str, tuple[str, bool]]] = {}
@@ -132,9 +172,16 @@ def exists(api: KubeApi, url: str) -> bool:
     return True
 
 
-@pytest.mark.parametrize("name", manifest_files())
-def test_manifest_passes_server_side_dry_run(kube_api: KubeApi, name: str) -> None:
-    for obj in load(name):
+KUSTOMIZATIONS = {
+    "base": BASE,
+    **{f"overlays/{p}": OVERLAYS / p for p in PROVIDERS},
+    "metrics-reader": METRICS_READER,
+}
+
+
+@pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
+def test_render_passes_server_side_dry_run(kube_api: KubeApi, name: str) -> None:
+    for obj in rendered(KUSTOMIZATIONS[name]):
         namespace = obj["metadata"].get("namespace")
         if namespace:
             assert namespace == KUBE_SYSTEM
@@ -180,10 +227,15 @@ def delete_lease(api: KubeApi) -> None:
             raise
 
 
+def base_rbac() -> list[dict[str, Any]]:
+    """The base's ServiceAccount, roles and bindings, as rendered."""
+    return [o for o in rendered(BASE) if o["kind"] != "Deployment"]
+
+
 @pytest.fixture
 def applied_rbac(kube_api: KubeApi) -> Iterator[list[dict[str, Any]]]:
-    """rbac.yaml created for real (cluster-scoped objects too), and removed after the test."""
-    objects = load("rbac.yaml")
+    """The base's RBAC created for real (cluster-scoped objects too), removed after the test."""
+    objects = base_rbac()
     ensure_namespace(kube_api, KUBE_SYSTEM)
     remove(kube_api, objects)  # anything an interrupted run left behind
     delete_lease(kube_api)
@@ -200,8 +252,9 @@ def applied_rbac(kube_api: KubeApi) -> Iterator[list[dict[str, Any]]]:
 def test_deployment_pod_is_admitted_in_kube_system(
     kube_api: KubeApi, applied_rbac: list[dict[str, Any]], provider: str
 ) -> None:
-    """The pod a Deployment makes passes admission: its ServiceAccount exists (rbac.yaml) and
-    gets a token volume, its priority class resolves, and the pod spec validates strictly."""
+    """The pod a Deployment makes passes admission: its ServiceAccount exists (the base's
+    RBAC) and gets a token volume, its priority class resolves, and the pod spec validates
+    strictly."""
     template = deployment(provider)["spec"]["template"]
     pod = {
         "apiVersion": "v1",
@@ -223,57 +276,39 @@ def test_deployment_pod_is_admitted_in_kube_system(
     assert projected, "the ServiceAccount admission mounted no API token"
 
 
-def flag_values(args: list[str]) -> dict[str, str]:
-    values = {}
-    for arg in args:
-        assert arg.startswith("--") and "=" in arg, f"{arg!r}: use --flag=value"
-        key, _, value = arg.partition("=")
-        values[key] = value
-    return values
-
-
-@pytest.mark.parametrize("provider", PROVIDERS)
-def test_deployment_runs_its_provider_image_with_upstream_flags(
-    provider: str, tmp_path: Path
-) -> None:
-    spec = deployment(provider)["spec"]
+def test_base_has_two_replicas_under_leader_election_probed_limited_and_tolerant() -> None:
+    objects = rendered(BASE)
+    assert sorted(o["kind"] for o in objects) == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Role",
+        "RoleBinding",
+        "ServiceAccount",
+    ]
+    deploy = only(objects, "Deployment")
+    spec = deploy["spec"]
     pod = spec["template"]["spec"]
-    main = container(provider)
-    assert deployment(provider)["metadata"]["namespace"] == KUBE_SYSTEM
+    main = container(deploy)
+    assert deploy["metadata"]["namespace"] == KUBE_SYSTEM
     assert spec["replicas"] == 2
-    assert main["image"] == f"ghcr.io/polyccm/polyccm-{provider}:0.1.0"
-    assert "command" not in main, "the image's entrypoint chooses the provider"
+    assert spec["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
     flags = flag_values(main["args"])
     assert flags["--leader-elect"] == "true"
     assert flags["--bind-address"] == "0.0.0.0"
     assert flags["--secure-port"] == "10258"
-    assert ("--cluster-cidr" in flags) == (provider in ROUTE_PROVIDERS)
 
-    # The args as polyccm reads them, with the mounted cloud config in place.
-    mounts = {m["mountPath"]: m for m in main.get("volumeMounts", [])}
-    args = list(main["args"])
-    if "--cloud-config" in flags:
-        mount = mounts[flags["--cloud-config"]]
-        volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
-        assert volume["configMap"]["name"] == f"{provider}-cloud-config"
-        assert mount["subPath"] == "cloud.conf" and mount["readOnly"] is True
-        local = tmp_path / "cloud.conf"
-        example = MANIFESTS / "examples" / f"{provider}-cloud.conf"
-        local.write_text(example.read_text() if example.exists() else "")
-        args = [f"--cloud-config={local}" if a.startswith("--cloud-config=") else a for a in args]
-    options, _ = parse([f"--provider={provider}", *args], plugin_manager())
-    assert options.provider == provider
-    assert options.leader_election.enabled
-    assert options.secure_port == 10258 and options.bind_address == "0.0.0.0"
-    assert options.configure_cloud_routes == (provider in ROUTE_PROVIDERS)
-
-    # Probes on the health port, plain HTTP.
+    # Probes on the secure port, which serves HTTPS only; the health paths need no token.
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         get = main[probe]["httpGet"]
-        assert (get["path"], get["port"], get.get("scheme", "HTTP")) == (path, 10258, "HTTP")
+        assert (get["path"], get["port"], get["scheme"]) == (path, 10258, "HTTPS")
     assert [p["containerPort"] for p in main["ports"]] == [10258]
+    assert set(main["resources"]["requests"]) == {"cpu", "memory"}
+    assert set(main["resources"]["limits"]) == {"cpu", "memory"}
 
-    # Scheduling on control-plane nodes that are not initialised yet.
+    # Control-plane nodes, even before they are initialised; never two pods on one node, as
+    # they share the host's network and port.
     tolerated = {t["key"] for t in pod["tolerations"]}
     assert {
         UNINITIALIZED_TAINT,
@@ -282,8 +317,10 @@ def test_deployment_runs_its_provider_image_with_upstream_flags(
     } <= tolerated
     assert pod["priorityClassName"] == "system-cluster-critical"
     assert pod["serviceAccountName"] == SERVICE_ACCOUNT
-    assert set(main["resources"]["requests"]) == {"cpu", "memory"}
-    assert set(main["resources"]["limits"]) >= {"memory"}
+    assert pod["hostNetwork"] is True
+    (anti,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert anti["topologyKey"] == "kubernetes.io/hostname"
+    assert anti["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
 
     # Non-root (the image's user), read-only root filesystem, no privileges.
     (image_user,) = re.findall(r"^USER (\S+)$", DOCKERFILE.read_text(), re.MULTILINE)
@@ -295,38 +332,134 @@ def test_deployment_runs_its_provider_image_with_upstream_flags(
     assert security["readOnlyRootFilesystem"] is True
     assert security["allowPrivilegeEscalation"] is False
     assert security["capabilities"]["drop"] == ["ALL"]
+    assert {m["mountPath"] for m in main["volumeMounts"]} == {"/tmp"}
 
-    # Credentials: from a Secret where the provider takes a token, none in the manifest itself.
+
+#: What an overlay may change in the base's Deployment: labels, the image, the flags it
+#: appends, its configuration volume and its credentials.
+OVERLAY_CHANGES = {"image", "args", "env", "volumeMounts"}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_overlay_runs_its_provider_image_with_upstream_flags(provider: str, tmp_path: Path) -> None:
+    objects = rendered(OVERLAYS / provider)
+    base = only(rendered(BASE), "Deployment")
+    deploy = only(objects, "Deployment")
+    pod = deploy["spec"]["template"]["spec"]
+    main = container(deploy)
+    base_main = container(base)
+
+    # Everything the base says holds: the overlay only adds.
+    for key in set(base_main) - OVERLAY_CHANGES:
+        assert main[key] == base_main[key], key
+    for key in set(base["spec"]["template"]["spec"]) - {"containers", "volumes"}:
+        assert pod[key] == base["spec"]["template"]["spec"][key], key
+    assert {k: v for k, v in deploy["spec"].items() if k != "template"} == {
+        k: v for k, v in base["spec"].items() if k != "template"
+    }
+    assert main["args"][: len(base_main["args"])] == base_main["args"]
+    instance = {"app.kubernetes.io/instance": f"polyccm-{provider}"}
+    assert deploy["spec"]["template"]["metadata"]["labels"].items() >= instance.items()
+    assert main["image"] == f"ghcr.io/polyccm/polyccm-{provider}:0.1.0"
+    assert "command" not in main, "the image's entrypoint chooses the provider"
+
+    flags = flag_values(main["args"])
+    assert flags["--cluster-name"] == "kubernetes"
+    assert ("--cluster-cidr" in flags) == (provider in ROUTE_PROVIDERS)
+    assert "--leader-elect-resource-name" not in flags
+    assert "--leader-elect-resource-namespace" not in flags
+
+    # The cloud config: generated from the overlay's file, mounted read-only where
+    # --cloud-config points.
+    args = list(main["args"])
+    mounts = {m["mountPath"]: m for m in main["volumeMounts"]}
+    assert ("--cloud-config" in flags) == (provider in CLOUD_CONFIG_FILES)
+    if "--cloud-config" in flags:
+        mount = mounts[flags["--cloud-config"]]
+        volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+        config_map = only(objects, "ConfigMap", volume["configMap"]["name"])
+        assert config_map["metadata"]["name"].startswith(f"{provider}-cloud-config-")
+        assert mount["subPath"] == "cloud.conf" and mount["readOnly"] is True
+        source = OVERLAYS / provider / CLOUD_CONFIG_FILES[provider]
+        assert config_map["data"] == {"cloud.conf": source.read_text()}
+        local = tmp_path / "cloud.conf"
+        local.write_text(config_map["data"]["cloud.conf"])
+        args = [f"--cloud-config={local}" if a.startswith("--cloud-config=") else a for a in args]
+
+    # The args as polyccm reads them.
+    options, _ = cli.parse([f"--provider={provider}", *args], plugin_manager())
+    assert options.provider == provider
+    assert options.leader_election.enabled
+    assert options.secure_port == 10258 and options.bind_address == "0.0.0.0"
+    assert options.configure_cloud_routes == (provider in ROUTE_PROVIDERS)
+
+    # Credentials: from the Secret the overlay generates, none in the Deployment itself.
     env = {e["name"]: e for e in main.get("env", [])}
     assert set(env) == set(SECRET_ENV[provider])
     for name, (secret, key) in SECRET_ENV[provider].items():
         ref = env[name]["valueFrom"]["secretKeyRef"]
-        assert (ref["name"], ref["key"]) == (secret, key)
+        generated = only(objects, "Secret", ref["name"])
+        assert generated["metadata"]["name"].startswith(f"{secret}-")
+        assert ref["key"] == key and key in generated["data"]
         assert "value" not in env[name]
 
 
-def test_example_aws_cloud_config_is_valid() -> None:
+@pytest.mark.parametrize("provider", sorted(CREDENTIAL_FILES))
+def test_credentials_are_placeholders_in_the_file_the_readme_names(provider: str) -> None:
+    (secret,) = [o for o in rendered(OVERLAYS / provider) if o["kind"] == "Secret"]
+    values = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    assert values and all(v.startswith(PLACEHOLDER) for v in values.values()), values
+    readme = (KUSTOMIZE / "README.md").read_text()
+    assert f"overlays/{provider}/{CREDENTIAL_FILES[provider]}" in readme
+
+
+def test_aws_cloud_config_is_valid() -> None:
     from polyccm_aws.config import load_cloud_config
 
-    config = load_cloud_config(MANIFESTS / "examples" / "aws-cloud.conf")
+    config = load_cloud_config(OVERLAYS / "aws" / CLOUD_CONFIG_FILES["aws"])
     assert config.region == "us-east-1"
 
 
-def test_rbac_bindings_give_both_roles_to_the_service_account() -> None:
-    objects = load("rbac.yaml")
-    (account,) = [o for o in objects if o["kind"] == "ServiceAccount"]
+def test_gce_cloud_config_is_valid() -> None:
+    from polyccm_gce.config import load_cloud_config
+
+    config = load_cloud_config(OVERLAYS / "gce" / CLOUD_CONFIG_FILES["gce"])
+    assert config.network_name == "default"
+    assert config.node_tags and config.node_tags[0].startswith(PLACEHOLDER)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_overlay_cluster_role_is_the_one_polyccm_rbac_prints(
+    provider: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The rules an overlay adds to the base's are those of its provider's own controllers,
+    as ``polyccm rbac --provider NAME`` prints them after the core's."""
+    assert cli.main(["rbac", f"--provider={provider}"], plugin_manager()) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    base = only(rendered(BASE), "ClusterRole")
+    role = only(rendered(OVERLAYS / provider), "ClusterRole")
+    assert role["metadata"]["name"] == printed["metadata"]["name"] == base["metadata"]["name"]
+    assert printed["rules"][: len(base["rules"])] == base["rules"]
+    assert role["rules"] == printed["rules"]
+
+
+def test_rbac_bindings_give_the_roles_to_the_service_account() -> None:
+    objects = base_rbac()
+    account = only(objects, "ServiceAccount")
     assert (account["metadata"]["name"], account["metadata"]["namespace"]) == (
         SERVICE_ACCOUNT,
         KUBE_SYSTEM,
     )
-    for role_kind, binding_kind in (("ClusterRole", "ClusterRoleBinding"), ("Role", "RoleBinding")):
-        (role,) = [o for o in objects if o["kind"] == role_kind]
-        (binding,) = [o for o in objects if o["kind"] == binding_kind]
-        assert binding["roleRef"] == {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": role_kind,
-            "name": role["metadata"]["name"],
-        }
+    bindings = [o for o in objects if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+    referenced = {(b["roleRef"]["kind"], b["roleRef"]["name"]) for b in bindings}
+    assert referenced == {
+        ("ClusterRole", only(objects, "ClusterRole")["metadata"]["name"]),
+        ("Role", only(objects, "Role")["metadata"]["name"]),
+        # TokenReviews and SubjectAccessReviews for the secure port, as upstream binds it.
+        ("ClusterRole", "system:auth-delegator"),
+    }
+    for binding in bindings:
+        assert binding["roleRef"]["apiGroup"] == "rbac.authorization.k8s.io"
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": KUBE_SYSTEM}
         ]
@@ -334,15 +467,11 @@ def test_rbac_bindings_give_both_roles_to_the_service_account() -> None:
 
 def test_lease_role_matches_the_default_leader_election_flags() -> None:
     election = LeaderElection()
-    roles = [o for o in load("rbac.yaml") if o["kind"] == "Role"]
-    (role,) = roles
+    role = only(base_rbac(), "Role")
     assert role["metadata"]["namespace"] == election.resource_namespace
     named = [r for r in role["rules"] if r.get("resourceNames")]
     assert [r["resourceNames"] for r in named] == [[election.resource_name]]
-    for deploy in PROVIDERS:
-        flags = flag_values(container(deploy)["args"])
-        assert "--leader-elect-resource-name" not in flags
-        assert "--leader-elect-resource-namespace" not in flags
+    assert {r for rule in role["rules"] for r in rule["resources"]} == {"leases"}
 
 
 # -- RBAC: the ServiceAccount's permissions are enough, and no more --------------------------
@@ -431,6 +560,50 @@ def recorded_polyccm(argv: list[str]) -> int:
     return main(argv, plugin_manager([ArrangedCloud()]))
 
 
+#: What :func:`start_recorded` writes in its directory: the requests, the process's output.
+RECORD_FILE = "requests.jsonl"
+LOG_FILE = "polyccm.log"
+
+
+def start_recorded(
+    directory: Path, kubeconfig: Path, scenario: dict[str, Any], *flags: str
+) -> subprocess.Popen[bytes]:
+    """The recorded polyccm process (fake cloud with routes, no secure port) on
+    ``kubeconfig``'s credentials, its cloud arranged by ``scenario``: it records its requests in
+    ``directory/requests.jsonl`` and writes its output to ``directory/polyccm.log``."""
+    (directory / "scenario.json").write_text(json.dumps(scenario))
+    with (directory / LOG_FILE).open("wb") as log:
+        return subprocess.Popen(
+            [
+                *RECORDED_POLYCCM,
+                f"--kubeconfig={kubeconfig}",
+                "--cluster-cidr=10.244.0.0/16",
+                "--secure-port=0",
+                "--node-monitor-period=1s",
+                *flags,
+            ],
+            env={
+                **os.environ,
+                RECORD_VARIABLE: str(directory / RECORD_FILE),
+                SCENARIO_VARIABLE: str(directory / "scenario.json"),
+            },
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def stop(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM ``process`` if it still runs, and SIGKILL it if it does not end in 30 s."""
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=30)
+
+
 def while_held(gates: Path, operation: str, action: Callable[[], Any]) -> None:
     """Once polyccm's first held ``operation`` call waits, run ``action``, then let it go on."""
     wait_for((gates / f"{operation}.held").exists, 60, f"polyccm's {operation} call")
@@ -451,6 +624,8 @@ class Request:
     group: str
     resource: str
     """The resource with its subresource, as RBAC rules name it: ``nodes/status``."""
+    namespace: str = ""
+    name: str = ""
 
     @property
     def rule(self) -> tuple[str, str, str]:
@@ -472,8 +647,9 @@ def recorded_requests(record: Path) -> list[Request]:
             group, rest = parts[1], parts[3:]
         else:
             group, rest = "", []  # a non-resource URL (discovery, /version)
+        namespace = ""
         if len(rest) > 2 and rest[0] == "namespaces":
-            rest = rest[2:]
+            namespace, rest = rest[1], rest[2:]
         resource = "/".join(rest[:1] + rest[2:3])
         named = len(rest) > 1
         watching = parse_qs(url.query).get("watch") == ["true"]
@@ -484,7 +660,18 @@ def recorded_requests(record: Path) -> list[Request]:
             "PATCH": "patch",
             "DELETE": "delete" if named else "deletecollection",
         }[entry["method"]]
-        requests.append(Request(entry["method"], url.path, entry["status"], verb, group, resource))
+        requests.append(
+            Request(
+                entry["method"],
+                url.path,
+                entry["status"],
+                verb,
+                group,
+                resource,
+                namespace,
+                rest[1] if named else "",
+            )
+        )
     return requests
 
 
@@ -597,24 +784,17 @@ def test_service_account_alone_runs_every_controller_and_nothing_more(
     touched = {"metadata": {"labels": {"polyccm.test/touched": "true"}}}
     gates = tmp_path / "gates"
     gates.mkdir()
-    record = tmp_path / "requests.jsonl"
-    scenario = tmp_path / "scenario.json"
-    scenario.write_text(
-        json.dumps(
-            {
-                "instances": [new, old],
-                # Held so that the test changes the object meanwhile: polyccm's write that
-                # follows conflicts, and it reads the object again.
-                "hold": {
-                    "instances_metadata": new,
-                    "ensure_load_balancer_deleted": f"{namespace}/web",
-                },
-                "gates": str(gates),
-            }
-        )
-    )
+    scenario = {
+        "instances": [new, old],
+        # Held so that the test changes the object meanwhile: polyccm's write that follows
+        # conflicts, and it reads the object again.
+        "hold": {
+            "instances_metadata": new,
+            "ensure_load_balancer_deleted": f"{namespace}/web",
+        },
+        "gates": str(gates),
+    }
     process: subprocess.Popen[bytes] | None = None
-    log_path = tmp_path / "polyccm.log"
     try:
         # The bindings are in force (the authorizer's caches follow the new objects at once).
         wait_for(lambda: not forbidden(lambda: account.list(NODES)), 10, "nodes list allowed")
@@ -649,20 +829,7 @@ def test_service_account_alone_runs_every_controller_and_nothing_more(
         make_node(kube_api, lost, tainted=False, ready=False, provider_id="fake://region-1/gone")
         make_service(kube_api, namespace, "web")
 
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                [
-                    *RECORDED_POLYCCM,
-                    f"--kubeconfig={kubeconfig}",
-                    "--cluster-cidr=10.244.0.0/16",
-                    "--secure-port=0",
-                    "--node-monitor-period=1s",
-                    "--leader-elect=true",
-                ],
-                env={**os.environ, RECORD_VARIABLE: str(record), SCENARIO_VARIABLE: str(scenario)},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        process = start_recorded(tmp_path, kubeconfig, scenario, "--leader-elect=true")
 
         # leases get/create/update in kube-system: it leads.
         leader = wait_for(lambda: holder(kube_api), 30, "a holder of the Lease in kube-system")
@@ -752,18 +919,12 @@ def test_service_account_alone_runs_every_controller_and_nothing_more(
         assert process.wait(timeout=60) == 0
         assert holder(kube_api) == ""
     finally:
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=30)
+        stop(process)
         account.close()
         delete_events_about(kube_api, "default", [new, stray, old, lost])
-    output = log_path.read_text(errors="replace")
+    output = (tmp_path / LOG_FILE).read_text(errors="replace")
 
-    requests = recorded_requests(record)
+    requests = recorded_requests(tmp_path / RECORD_FILE)
     # The scenario took the conflict paths: the two guarded writes were refused once each.
     # (The node's first guarded write is its NetworkUnavailable condition when routes are
     # managed, else the taint removal: either conflict makes polyccm read the node again.)
@@ -776,7 +937,289 @@ def test_service_account_alone_runs_every_controller_and_nothing_more(
     assert not re.search(r"\b403\b|forbidden", output, re.IGNORECASE), output[-4000:]
     # ... and the roles grant nothing that polyccm did not use.
     unused = granted_rules(applied_rbac) - {r.rule for r in requests}
-    assert not unused, f"rbac.yaml grants what polyccm never asked for: {sorted(unused)}"
+    assert not unused, f"the base's roles grant what polyccm never asked for: {sorted(unused)}"
+
+
+def access_review(
+    api: KubeApi, user: str, groups: list[str], attributes: dict[str, str], *, resource: bool
+) -> bool:
+    """Whether the API server's authorizer lets ``user`` do what ``attributes`` say (a
+    SubjectAccessReview: ``resourceAttributes``, or ``nonResourceAttributes`` for a path)."""
+    kind = "resourceAttributes" if resource else "nonResourceAttributes"
+    answer = api.request(
+        "POST",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        body={
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": groups, kind: attributes},
+        },
+    )
+    return bool(answer["status"].get("allowed"))
+
+
+def service_account_groups(namespace: str) -> list[str]:
+    return ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"]
+
+
+def account_may(api: KubeApi, group: str, resource: str, verb: str, **where: str) -> bool:
+    """Whether polyccm's ServiceAccount may ``verb`` ``resource`` (``nodes/status`` form) of
+    ``group``, in ``namespace`` and on ``name`` when given."""
+    plural, _, subresource = resource.partition("/")
+    attributes = {"group": group, "resource": plural, "subresource": subresource, "verb": verb}
+    return access_review(
+        api,
+        SERVICE_ACCOUNT_USER,
+        service_account_groups(KUBE_SYSTEM),
+        {**attributes, **where},
+        resource=True,
+    )
+
+
+def test_service_account_may_review_tokens_and_access_for_its_secure_port(
+    kube_api: KubeApi, control_plane: Any, applied_rbac: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """The system:auth-delegator binding: on its own token, polyccm's ServiceAccount creates the
+    TokenReviews and SubjectAccessReviews its secure port asks about a scrape's token."""
+    kubeconfig = service_account_kubeconfig(kube_api, control_plane, tmp_path)
+    token = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"]
+    account = KubeApi.from_kubeconfig(str(kubeconfig), qps=0.0, user_agent="polyccm-tests")
+    try:
+        wait_for(lambda: not forbidden(lambda: account.list(NODES)), 10, "the bindings in force")
+        review = account.request(
+            "POST",
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            body={
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenReview",
+                "spec": {"token": token},
+            },
+        )
+        assert review["status"]["authenticated"] is True
+        assert review["status"]["user"]["username"] == SERVICE_ACCOUNT_USER
+        # The ServiceAccount itself may not read /metrics: the metrics-reader role is separate.
+        assert not access_review(
+            account,
+            SERVICE_ACCOUNT_USER,
+            service_account_groups(KUBE_SYSTEM),
+            {"path": "/metrics", "verb": "get"},
+            resource=False,
+        )
+    finally:
+        account.close()
+
+
+def test_metrics_reader_lets_its_service_account_get_metrics(kube_api: KubeApi) -> None:
+    """The example metrics-reader kustomization, applied for real, lets the ServiceAccount it
+    binds GET /metrics, the question polyccm's secure port puts to the API server."""
+    objects = rendered(METRICS_READER)
+    role = only(objects, "ClusterRole")
+    assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    binding = only(objects, "ClusterRoleBinding")
+    (subject,) = binding["subjects"]
+    scraper = f"system:serviceaccount:{subject['namespace']}:{subject['name']}"
+    metrics = {"path": "/metrics", "verb": "get"}
+    groups = service_account_groups(subject["namespace"])
+    remove(kube_api, objects)
+    try:
+        assert not access_review(kube_api, scraper, groups, metrics, resource=False)
+        for obj in objects:
+            kube_api.request("POST", collection_path(kube_api, obj), body=obj)
+        wait_for(
+            lambda: access_review(kube_api, scraper, groups, metrics, resource=False),
+            10,
+            "the scraper allowed /metrics",
+        )
+        assert not access_review(
+            kube_api, scraper, groups, {"path": "/healthz/x", "verb": "get"}, resource=False
+        )
+    finally:
+        remove(kube_api, objects)
+
+
+# -- RBAC: every rule is needed --------------------------------------------------------------
+#
+# Each rule of the base's ClusterRole and Lease Role is taken out in turn, and the recorded
+# polyccm process runs on the ServiceAccount's token until the API server refuses it a request:
+# that request must be one the rule grants. A rule no run needs would fail its test.
+
+
+def role_rules() -> list[tuple[str, int, str]]:
+    """``(kind, index, id)`` of every rule of the base's ClusterRole and Role (read from the
+    file at collection: the render, checked equal by other tests, is used when running)."""
+    found = []
+    for obj in yaml.safe_load_all((BASE / "rbac.yaml").read_text()):
+        if obj and obj["kind"] in ("ClusterRole", "Role"):
+            for index, rule in enumerate(obj["rules"]):
+                named = "".join(f"[{n}]" for n in rule.get("resourceNames", ()))
+                what = f"{','.join(rule['resources'])}{named}:{','.join(rule['verbs'])}"
+                found.append((obj["kind"], index, f"{obj['kind']}:{what}"))
+    return found
+
+
+def grants(rule: dict[str, Any], request: Request, namespace: str | None) -> bool:
+    """Whether ``rule`` (of a Role in ``namespace``, or of a ClusterRole when ``None``) grants
+    ``request``."""
+    return bool(
+        request.group in rule["apiGroups"]
+        and request.resource in rule["resources"]
+        and request.verb in rule["verbs"]
+        and (not rule.get("resourceNames") or request.name in rule["resourceNames"])
+        and (namespace is None or request.namespace == namespace)
+    )
+
+
+def replace_rules(api: KubeApi, role: dict[str, Any], rules: list[dict[str, Any]]) -> None:
+    url = f"{collection_path(api, role)}/{role['metadata']['name']}"
+    current = api.request("GET", url)
+    api.request("PUT", url, body={**current, "rules": rules})
+
+
+def refused(record: Path) -> list[Request]:
+    if not record.exists():
+        return []
+    return [r for r in recorded_requests(record) if r.status == 403]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("kind", "index"), [(k, i) for k, i, _ in role_rules()], ids=[n for *_, n in role_rules()]
+)
+def test_without_this_rule_polyccm_is_refused_what_it_grants(
+    kube_api: KubeApi,
+    control_plane: Any,
+    applied_rbac: list[dict[str, Any]],
+    namespace: str,
+    clean_nodes: None,
+    tmp_path: Path,
+    kind: str,
+    index: int,
+) -> None:
+    role = only(applied_rbac, kind)
+    rule = role["rules"][index]
+    scope = role["metadata"].get("namespace")
+    replace_rules(kube_api, role, [r for i, r in enumerate(role["rules"]) if i != index])
+    # The authorizer follows the role (its caches catch up within a moment).
+    first = {
+        "group": rule["apiGroups"][0],
+        "resource": rule["resources"][0],
+        "verb": rule["verbs"][0],
+        "namespace": scope or "",
+        "name": (rule.get("resourceNames") or [""])[0],
+    }
+    wait_for(lambda: not account_may(kube_api, **first), 10, f"{first} refused")
+
+    # What every controller works on: a kubelet's new node with its instance in the cloud
+    # (cloud-node; route, with its pod CIDR) and a LoadBalancer service (service, events).
+    node = f"new-{secrets.token_hex(3)}"
+    make_node(kube_api, node, tainted=True, pod_cidrs=("10.244.9.0/24",))
+    make_service(kube_api, namespace, "web")
+    kubeconfig = service_account_kubeconfig(kube_api, control_plane, tmp_path)
+    scenario = {"instances": [node], "hold": {}, "gates": str(tmp_path)}
+    # Leader election only where the rule is the Lease's: without it the controllers start
+    # at once.
+    election = "--leader-elect=true" if kind == "Role" else "--leader-elect=false"
+    process = start_recorded(tmp_path, kubeconfig, scenario, election)
+    try:
+        wait_for(
+            lambda: refused(tmp_path / RECORD_FILE) or process.poll() is not None,
+            60,
+            f"a request refused without {rule}",
+        )
+    finally:
+        stop(process)
+        delete_events_about(kube_api, "default", [node])
+    denied = refused(tmp_path / RECORD_FILE)
+    output = (tmp_path / LOG_FILE).read_text(errors="replace")
+    assert denied, f"nothing refused without {rule}:\n{output[-3000:]}"
+    outside = [str(r) for r in denied if not grants(rule, r, scope)]
+    assert not outside, f"refused beyond {rule}: {outside}"
+
+
+# -- RBAC: nothing upstream does not grant ---------------------------------------------------
+#
+# Upstream's cloud-controller-manager roles, as tables of (API group, resource, verbs).
+
+#: kubernetes/cloud-provider-aws v1.35.2, charts/aws-cloud-controller-manager/values.yaml
+#: (``clusterRoleRules``: the ClusterRole system:cloud-controller-manager; the same rules as
+#: examples/existing-cluster/base/cluster-role.yaml and, before 2021, manifests/rbac.yaml, less
+#: the review rules).
+UPSTREAM_CLUSTER_ROLE = (
+    ("", "events", "create patch update"),
+    ("", "nodes", "*"),
+    ("", "nodes/status", "patch"),
+    ("", "services", "list patch update watch"),
+    ("", "services/status", "list patch update watch"),
+    ("", "serviceaccounts", "create"),
+    ("", "persistentvolumes", "get list update watch"),
+    ("", "endpoints", "create get list watch update"),
+    ("coordination.k8s.io", "leases", "create get list watch update"),
+    ("", "serviceaccounts/token", "create"),
+    ("authentication.k8s.io", "tokenreviews", "create"),
+    ("authorization.k8s.io", "subjectaccessreviews", "create"),
+)
+
+#: kubernetes v1.35, plugin/pkg/auth/authorizer/rbac/bootstrappolicy/controller_policy.go: the
+#: roles k8s.io/cloud-provider v0.35 (app/controllermanager.go) runs its controllers under with
+#: --use-service-account-credentials: cloud-node and cloud-node-lifecycle as node-controller,
+#: service as service-controller, route as route-controller.
+UPSTREAM_CONTROLLER_ROLES = {
+    "system:controller:node-controller": (
+        ("", "nodes", "delete get list patch update watch"),
+        ("", "nodes/status", "patch update"),
+        ("", "pods/status", "patch update"),
+        ("", "pods", "delete get list watch"),
+        ("", "events", "create patch update"),
+        ("events.k8s.io", "events", "create patch update"),
+    ),
+    "system:controller:service-controller": (
+        ("", "services", "get list watch"),
+        ("", "services/status", "patch update"),
+        ("", "nodes", "list watch"),
+        ("", "events", "create patch update"),
+        ("events.k8s.io", "events", "create patch update"),
+    ),
+    "system:controller:route-controller": (
+        ("", "nodes", "list watch"),
+        ("", "nodes/status", "patch"),
+        ("", "events", "create patch update"),
+        ("events.k8s.io", "events", "create patch update"),
+    ),
+}
+
+
+def table_grants(table: tuple[tuple[str, str, str], ...]) -> set[tuple[str, str, str]]:
+    return {(group, resource, verb) for group, resource, verbs in table for verb in verbs.split()}
+
+
+def api_grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule.get("apiGroups", ())
+        for resource in rule.get("resources", ())
+        for verb in rule["verbs"]
+    }
+
+
+def test_roles_grant_nothing_upstream_does_not() -> None:
+    upstream = table_grants(UPSTREAM_CLUSTER_ROLE).union(
+        *(table_grants(table) for table in UPSTREAM_CONTROLLER_ROLES.values())
+    )
+    ours = granted_rules(base_rbac())
+    beyond = {
+        (group, resource, verb)
+        for group, resource, verb in ours
+        if (group, resource, verb) not in upstream and (group, resource, "*") not in upstream
+    }
+    assert not beyond, f"granted, and by no upstream role: {sorted(beyond)}"
+
+
+def test_upstream_controller_roles_are_those_this_api_server_has(kube_api: KubeApi) -> None:
+    """The controller roles in the table are the kube-apiserver's own bootstrap roles."""
+    for name, table in UPSTREAM_CONTROLLER_ROLES.items():
+        role = kube_api.request("GET", f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}")
+        assert api_grants(role["rules"]) == table_grants(table), name
 
 
 if __name__ == "__main__":

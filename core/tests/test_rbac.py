@@ -1,5 +1,6 @@
 """``polyccm rbac``: the ClusterRole an operator applies. Its core rules are exactly those of
-deploy/manifests/rbac.yaml, and what it prints reads back as the rules it was given."""
+deploy/kustomize/base/rbac.yaml, what it prints reads back as the rules it was given, and a rule
+the ones before it already grant is left out."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from polyccm.hookspecs import hookimpl
 from polyccm.plugins import ProviderRegistry, ProviderSettings, plugin_manager
 from polyccm.rbac import PolicyRule
 
-RBAC_YAML = Path(__file__).resolve().parents[2] / "deploy" / "manifests" / "rbac.yaml"
+RBAC_YAML = Path(__file__).resolve().parents[2] / "deploy" / "kustomize" / "base" / "rbac.yaml"
 
 
 class _PlainCloud:
@@ -85,6 +86,33 @@ def test_a_rule_already_granted_by_the_core_is_not_repeated() -> None:
     text = rbac.render_cluster_role([("needs nodes too", [nodes])])
     assert yaml.safe_load(text)["rules"] == _deployed_cluster_role()["rules"]
     assert "needs nodes too" not in text
+
+
+def test_a_rule_whose_grants_the_core_already_makes_is_left_out() -> None:
+    patches_nodes = PolicyRule(("",), ("nodes",), ("get", "patch"))
+    text = rbac.render_cluster_role([("patches node annotations", [patches_nodes])])
+    assert yaml.safe_load(text)["rules"] == _deployed_cluster_role()["rules"]
+    assert "patches node annotations" not in text
+
+
+def test_a_rule_granting_one_thing_more_is_printed_whole() -> None:
+    updates_nodes = PolicyRule(("",), ("nodes",), ("get", "update"))
+    text = rbac.render_cluster_role([("updates nodes", [updates_nodes])])
+    assert yaml.safe_load(text)["rules"][-1] == updates_nodes.to_api()
+    assert "# updates nodes" in text
+
+
+def test_coverage_reads_wildcards_and_object_names_as_rbac_does() -> None:
+    lease = (("coordination.k8s.io",), ("leases",), ("get",))
+    one_lease = PolicyRule(*lease, resource_names=("cloud-controller-manager",))
+    assert rbac.covered(PolicyRule(("metallb.io",), ("bgppeers",), ("delete",)),
+                        [PolicyRule(("*",), ("*",), ("*",))])  # fmt: skip
+    assert rbac.covered(one_lease, [PolicyRule(*lease)])
+    assert rbac.covered(one_lease, [one_lease])
+    assert not rbac.covered(PolicyRule(*lease), [one_lease])
+    assert not rbac.covered(PolicyRule(*lease, resource_names=("a", "b")),
+                            [PolicyRule(*lease, resource_names=("a",))])  # fmt: skip
+    assert not rbac.covered(PolicyRule(("",), ("nodes",), ("*",)), rbac.core_rules())
 
 
 def test_a_rule_given_one_string_instead_of_a_sequence_is_refused() -> None:

@@ -1,11 +1,12 @@
 """The API permissions polyccm needs: the core's rules, and the ClusterRole a provider's own
 controllers extend.
 
-:data:`CORE_RULES` are the rules of the ClusterRole in ``deploy/manifests/rbac.yaml`` (a test
-keeps the two identical). A provider controller declares what it needs beyond them as
+:data:`CORE_RULES` are the rules of the ClusterRole in ``deploy/kustomize/base/rbac.yaml`` (a
+test keeps the two identical). A provider controller declares what it needs beyond them as
 :class:`PolicyRule` values when it registers (see
 :meth:`polyccm.plugins.ControllerRegistry.register`); ``polyccm rbac --provider NAME`` prints
-:func:`render_cluster_role` of both, a manifest that replaces the ClusterRole of ``rbac.yaml``.
+:func:`render_cluster_role` of both, the ClusterRole of the provider's overlay
+(``deploy/kustomize/overlays/NAME``, whose added rules a test keeps equal to it).
 Importing this module costs nothing: provider plugin modules use it.
 """
 
@@ -46,6 +47,16 @@ class PolicyRule:
         if not self.resources or not self.verbs:
             raise ValueError("a PolicyRule needs at least one resource and one verb")
 
+    def allows(self, group: str, resource: str, verb: str, name: str | None = None) -> bool:
+        """Whether this rule grants ``verb`` on ``resource`` of ``group`` (on the object
+        ``name``, or on any object when ``name`` is ``None``), ``*`` read as RBAC reads it."""
+        return (
+            _matches(self.api_groups, group)
+            and _matches(self.resources, resource)
+            and _matches(self.verbs, verb)
+            and (not self.resource_names or name in self.resource_names)
+        )
+
     def to_api(self) -> dict[str, list[str]]:
         """The Kubernetes API form of the rule."""
         api = {
@@ -56,6 +67,23 @@ class PolicyRule:
         if self.resource_names:
             api["resourceNames"] = list(self.resource_names)
         return api
+
+
+def _matches(values: tuple[str, ...], value: str) -> bool:
+    return value in values or "*" in values
+
+
+def covered(rule: PolicyRule, granted: Iterable[PolicyRule]) -> bool:
+    """Whether the ``granted`` rules together already allow everything ``rule`` allows."""
+    pool = list(granted)
+    names: tuple[str | None, ...] = rule.resource_names or (None,)
+    return all(
+        any(other.allows(group, resource, verb, name) for other in pool)
+        for group in rule.api_groups
+        for resource in rule.resources
+        for verb in rule.verbs
+        for name in names
+    )
 
 
 CORE_RULES: tuple[tuple[str, PolicyRule], ...] = (
@@ -97,7 +125,8 @@ def render_cluster_role(
     extra: Iterable[tuple[str, Sequence[PolicyRule]]] = (), *, header: str = ""
 ) -> str:
     """The ClusterRole as a YAML manifest: the core's rules, then each ``(why, rules)`` of
-    ``extra`` under its comment. Rules already granted are not repeated."""
+    ``extra`` under its comment. A rule whose every grant the rules before it already make is
+    left out (a controller that patches nodes adds nothing to the core's rules)."""
     lines = [f"# {line}" if line else "#" for line in header.splitlines()]
     lines += [
         "apiVersion: rbac.authorization.k8s.io/v1",
@@ -110,7 +139,7 @@ def render_cluster_role(
     ]
     granted: list[PolicyRule] = []
     for why, rules in [*((why, [rule]) for why, rule in CORE_RULES), *extra]:
-        fresh = [rule for rule in rules if rule not in granted]
+        fresh = [rule for rule in rules if not covered(rule, granted)]
         if not fresh:
             continue
         lines += [f"  # {line}" for line in why.splitlines()]

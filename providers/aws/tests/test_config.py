@@ -147,7 +147,7 @@ def test_file_is_read_from_disk(tmp_path: Path) -> None:
 def test_the_shipped_example_leaves_the_cluster_id_to_the_instance_tags() -> None:
     """A fixed id in the example would be copied into every cluster of an account, which would
     then share target-group names; unset, the id comes from each cluster's instance tags."""
-    example = Path(__file__).parents[3] / "deploy" / "manifests" / "examples" / "aws-cloud.conf"
+    example = Path(__file__).parents[3] / "deploy" / "kustomize" / "overlays" / "aws" / "cloud.conf"
 
     config = load_cloud_config(example)
 

@@ -1,9 +1,10 @@
-"""Locate or build the control-plane binaries (kube-apiserver and etcd) for local work and tests.
+"""Locate or build the control-plane binaries (kube-apiserver and etcd) and the pinned kustomize
+that renders deploy/kustomize, for local work and tests.
 
-Lookup order follows the envtest convention: ``TEST_ASSET_KUBE_APISERVER`` / ``TEST_ASSET_ETCD``,
-then ``$KUBEBUILDER_ASSETS/<name>``, then a cache keyed by version under
-``$POLYCCM_CACHE_DIR`` (default ``~/.cache/polyccm``). On a cache miss the binary is built from
-the Go module proxy with the machine's Go:
+Lookup order follows the envtest convention: ``TEST_ASSET_KUBE_APISERVER`` / ``TEST_ASSET_ETCD``
+/ ``TEST_ASSET_KUSTOMIZE``, then (for the control plane) ``$KUBEBUILDER_ASSETS/<name>``, then a
+cache keyed by version under ``$POLYCCM_CACHE_DIR`` (default ``~/.cache/polyccm``). On a cache
+miss the binary is built from the Go module proxy with the machine's Go:
 
 * kube-apiserver comes from the module ``k8s.io/kubernetes``. That module requires its staging
   modules (``k8s.io/api`` and friends) at ``v0.0.0`` and points them at ``./staging`` with replace
@@ -11,6 +12,9 @@ the Go module proxy with the machine's Go:
   matching ``v0.Y.Z`` release instead.
 * etcd comes from ``go.etcd.io/etcd/server/v3``, whose root package is the etcd main, also
   through a wrapper module (its own replace lines are likewise ignored).
+* kustomize comes from ``sigs.k8s.io/kustomize/kustomize/v5``, built with ``go install
+  module@version`` so that its own go.mod alone decides the dependency versions (it has no
+  replace lines).
 
 Each binary has its own wrapper so their shared dependencies are never merged to versions
 neither project tested. This module uses the standard library only so it can run before the
@@ -33,6 +37,10 @@ from pathlib import Path
 #: Releases tried in order; the first that builds with the machine's Go wins.
 KUBERNETES_VERSIONS: tuple[str, ...] = ("v1.35.4", "v1.36.3", "v1.37.2", "v1.34.4")
 ETCD_VERSIONS: tuple[str, ...] = ("v3.6.16", "v3.6.15", "v3.6.13")
+#: v5.8.2 (kustomize/api v0.21.2) is the newest release whose go.mod accepts Go 1.26; v5.8.3
+#: asks for Go 1.27.
+KUSTOMIZE_VERSIONS: tuple[str, ...] = ("v5.8.2", "v5.8.1")
+KUSTOMIZE_MODULE = "sigs.k8s.io/kustomize/kustomize/v5"
 
 _STAGING_LINE = re.compile(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", re.MULTILINE)
 _GODEBUG_LINE = re.compile(r"^godebug .*$", re.MULTILINE)
@@ -63,14 +71,14 @@ def _log(message: str) -> None:
     print(f"[polyccm binaries] {message}", file=sys.stderr, flush=True)
 
 
-def _from_environment(name: str, variable: str) -> Path | None:
+def _from_environment(name: str, variable: str, *, assets_dir: bool = True) -> Path | None:
     explicit = os.environ.get(variable)
     if explicit:
         path = Path(explicit)
         if not os.access(path, os.X_OK):
             raise BinaryError(f"{variable}={explicit} is not an executable file")
         return path
-    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    assets = os.environ.get("KUBEBUILDER_ASSETS") if assets_dir else None
     if assets:
         path = Path(assets) / name
         if os.access(path, os.X_OK):
@@ -243,6 +251,23 @@ def build_etcd(version: str, target: Path) -> None:
     partial.rename(target)
 
 
+def build_kustomize(version: str, target: Path) -> None:
+    """Build kustomize ``version`` (``v5.Y.Z``) into ``target`` with ``go install``."""
+    work = cache_dir() / "build" / f"kustomize-{version}"
+    work.mkdir(parents=True, exist_ok=True)
+    log_file = work / "build.log"
+    too_new = _requires_newer_go(_module_go_mod(KUSTOMIZE_MODULE, version, work, log_file))
+    if too_new:
+        raise BinaryError(f"kustomize {version} needs Go {too_new}")
+    _log(f"building kustomize {version}; log: {log_file}")
+    _run_go(
+        ["install", "-trimpath", "-ldflags", "-s -w", f"{KUSTOMIZE_MODULE}@{version}"],
+        cwd=work,
+        log_file=log_file,
+    )
+    (work / "gobin" / "kustomize").replace(target)
+
+
 def _cached(bin_dir: Path, name: str, versions: Sequence[str]) -> Path | None:
     for version in versions:
         candidate = bin_dir / f"{name}-{version}"
@@ -274,8 +299,8 @@ def _build_first_release(
 ) -> Path:
     if shutil.which("go") is None:
         raise BinaryError(
-            f"{name} not found: set TEST_ASSET_{name.upper().replace('-', '_')} or "
-            "KUBEBUILDER_ASSETS, or install Go so it can be built"
+            f"{name} not found: set TEST_ASSET_{name.upper().replace('-', '_')} (or "
+            "KUBEBUILDER_ASSETS for the control plane), or install Go so it can be built"
         )
     failures: list[str] = []
     for version in versions:
@@ -303,21 +328,30 @@ def etcd_path() -> Path:
     return found or _cached_or_built("etcd", ETCD_VERSIONS, build_etcd)
 
 
+def kustomize_path() -> Path:
+    """Path of the pinned kustomize, building it when none is available. Only
+    ``TEST_ASSET_KUSTOMIZE`` overrides it: an envtest assets directory does not pin one."""
+    found = _from_environment("kustomize", "TEST_ASSET_KUSTOMIZE", assets_dir=False)
+    return found or _cached_or_built("kustomize", KUSTOMIZE_VERSIONS, build_kustomize)
+
+
 def ensure_binaries() -> ControlPlaneBinaries:
     """Find or build both binaries."""
     return ControlPlaneBinaries(kube_apiserver=kube_apiserver_path(), etcd=etcd_path())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry: ensure the binaries exist and print their paths."""
+    """Command-line entry: ensure the binaries (and kustomize) exist and print their paths."""
     del argv
     try:
         binaries = ensure_binaries()
+        kustomize = kustomize_path()
     except BinaryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(f"kube-apiserver={binaries.kube_apiserver}")
     print(f"etcd={binaries.etcd}")
+    print(f"kustomize={kustomize}")
     return 0
 
 
