@@ -3,7 +3,9 @@
 User mistakes (an unknown provider, flag or controller, a bad value, an unreadable or malformed
 cloud config) print one line to stderr and exit with status 2; they never produce a traceback.
 ``polyccm rbac --provider NAME`` prints the ClusterRole that provider's process needs instead
-(``polyccm --provider=NAME rbac`` too, as an image's entry point writes it).
+(``polyccm --provider=NAME rbac`` too, as an image's entry point writes it);
+``polyccm plan``, ``orphans`` and ``check-service`` are the operator commands of
+:mod:`polyccm.ops.commands`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -68,9 +70,12 @@ def _full_parser(
     provider: str | None,
     available: Sequence[str],
     controllers: Mapping[str, plugins.ControllerInfo],
+    *,
+    prog: str = PROG,
+    extra: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> _Parser:
     parser = _Parser(
-        prog=PROG,
+        prog=prog,
         allow_abbrev=False,
         description="A Kubernetes cloud-controller-manager. Runs the cloud-node, "
         "cloud-node-lifecycle, service and route controllers for one cloud provider.",
@@ -87,6 +92,8 @@ def _full_parser(
     if provider:
         group = parser.add_argument_group(f"{provider} provider flags")
         manager.hook.polyccm_add_options(provider=provider, group=group)
+    if extra is not None:
+        extra(parser)
     return parser
 
 
@@ -142,13 +149,19 @@ def _controllers_of(
         raise UsageError(str(error)) from None
 
 
-def parse_command_line(argv: Sequence[str], manager: pluggy.PluginManager) -> CommandLine:
+def parse_command_line(
+    argv: Sequence[str],
+    manager: pluggy.PluginManager,
+    *,
+    prog: str = PROG,
+    extra: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> CommandLine:
     """Parse ``argv``, asking the chosen provider for its controllers; raise
-    :class:`UsageError` for any user mistake."""
+    :class:`UsageError` for any user mistake. ``extra`` adds a subcommand's own flags."""
     provider, _, installed = _chosen_provider(argv, manager)
     available = sorted(installed)
     controllers = _controllers_of(manager, installed.get(provider) if provider else None)
-    parser = _full_parser(manager, provider, available, controllers)
+    parser = _full_parser(manager, provider, available, controllers, prog=prog, extra=extra)
     namespace = parser.parse_args(argv)
     if provider is None:
         raise UsageError(
@@ -297,6 +310,11 @@ def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None
         if rbac_args is not None:
             print_rbac(args, manager)
             return 0
+        from polyccm.ops import commands
+
+        operator_command = commands.requested(args)
+        if operator_command is not None:
+            return commands.run(*operator_command, manager)
         parsed = parse_command_line(args, manager)
         options = parsed.options
         settings = plugins.ProviderSettings(

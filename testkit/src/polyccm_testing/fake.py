@@ -6,6 +6,11 @@ then tell the cloud to fail, throttle, be slow or answer "implemented elsewhere"
 operation, and afterwards read :attr:`FakeCloud.calls` to see what the controllers asked.
 ``initialize`` is recorded (and can be told to fail) like a call, but it is no cloud call: the
 leadership fence does not apply to it.
+
+It implements the operator-tools contract too (:mod:`polyccm.ops.contract`): planning by the
+same comparison ensure makes, orphans (load balancers of its cluster that no service claims),
+and the offline check of the two fake annotations, :data:`REFUSE_ANNOTATION` (ensure refuses
+the service) and :data:`WARN_ANNOTATION` (ensure warns).
 """
 
 from __future__ import annotations
@@ -31,13 +36,71 @@ from polyccm.cloud import (
     Route,
     Routes,
 )
-from polyccm.errors import InstanceNotFound
+from polyccm.errors import CloudError, InstanceNotFound, InvalidServiceSpec
 from polyccm.objects import Node, Service
+from polyccm.ops.contract import (
+    ADOPT,
+    BACKENDS,
+    CREATE,
+    FAIL,
+    LISTENERS,
+    UPDATE,
+    CloudResource,
+    Difference,
+    LoadBalancerPlan,
+    LoadBalancerPlanner,
+    Orphans,
+    Problem,
+    ServiceChecker,
+    claims_load_balancer,
+)
 
 PROVIDER_ID_PREFIX = "fake://"
 LOAD_BALANCER_ID_ANNOTATION = "fake.polyccm.dev/load-balancer-id"
 """Written back onto each service by ensure (``LoadBalancerStatus.service_annotations``), as
 DigitalOcean writes its load-balancer id: the load balancer's name in the fake cloud."""
+REFUSE_ANNOTATION = "fake.polyccm.dev/refuse"
+"""Any value: ensure refuses the service (``InvalidServiceSpec`` naming the annotation)."""
+WARN_ANNOTATION = "fake.polyccm.dev/warn"
+"""Any value: ensure succeeds with a warning naming the annotation and value."""
+READS = frozenset(
+    {
+        "instance_exists",
+        "instance_shutdown",
+        "instance_metadata",
+        "instances_metadata",
+        "instances_exist",
+        "instances_shutdown",
+        "get_load_balancer",
+        "plan_load_balancer",
+        "find_orphans",
+        "list_routes",
+    }
+)
+"""The fake cloud's operations that only read (``FakeCloud.read_only_call``)."""
+
+
+def validate(service: Service) -> tuple[str, ...]:
+    """The warnings of ``service``'s fake annotations; raises ``InvalidServiceSpec`` for
+    :data:`REFUSE_ANNOTATION`. Ensure, plan and the checker all call this."""
+    annotations = service.annotations
+    if REFUSE_ANNOTATION in annotations:
+        raise InvalidServiceSpec(
+            f"annotation {REFUSE_ANNOTATION}={annotations[REFUSE_ANNOTATION]!r}: refused as asked"
+        )
+    if WARN_ANNOTATION in annotations:
+        return (f"annotation {WARN_ANNOTATION}={annotations[WARN_ANNOTATION]!r}: warned as asked",)
+    return ()
+
+
+class FakeServiceChecker(ServiceChecker):
+    """The fake provider's offline check (hook ``polyccm_build_service_checker``)."""
+
+    def check_service(self, service: Service) -> list[Problem]:
+        try:
+            return list(Problem.warnings(validate(service)))
+        except InvalidServiceSpec as error:
+            return [Problem.error(error)]
 
 
 @dataclass
@@ -72,6 +135,8 @@ class FakeLoadBalancer:
     ports: tuple[int, ...]
     backends: tuple[str, ...]
     ip: str
+    cluster: str = "kubernetes"
+    """The cluster it was made for: the fake cloud's ownership mark."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +147,7 @@ class Call:
     subjects: tuple[str, ...]
 
 
-class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
+class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes, LoadBalancerPlanner, Orphans):
     """A cloud with instances, load balancers and routes held in memory. Thread-safe."""
 
     name = "fake"
@@ -217,6 +282,15 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
     def routes(self) -> Routes:
         return self
 
+    def load_balancer_planner(self) -> LoadBalancerPlanner:
+        return self
+
+    def orphans(self) -> Orphans:
+        return self
+
+    def read_only_call(self, operation: str) -> bool:
+        return operation in READS
+
     # -- InstancesV2 ------------------------------------------------------------------------
 
     def _find(self, node: Node) -> FakeInstance:
@@ -310,27 +384,35 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> LoadBalancerStatus:
         self._enter("ensure_load_balancer", service.key)
+        checked = validate(service)
         name = self.get_load_balancer_name(cluster_name, service)
         with self._lock:
             existing = self.load_balancers.get(name)
             ip = existing.ip if existing else f"192.0.2.{self._next_ip}"
             if existing is None:
                 self._next_ip += 1
-            wanted = FakeLoadBalancer(
-                name=name,
-                service_key=service.key,
-                ports=tuple(p.port for p in service.ports),
-                backends=tuple(sorted(n.name for n in nodes)),
-                ip=ip,
-            )
+            wanted = self._wanted(cluster_name, service, nodes, ip)
             if wanted != existing:
                 self.load_balancers[name] = wanted
                 self.writes += 1
-            warnings = self._warnings.get(service.key, ())
+            warnings = self._warnings.get(service.key, ()) + checked
         return LoadBalancerStatus(
             (LoadBalancerIngress(ip=ip),),
             warnings=warnings,
             service_annotations={LOAD_BALANCER_ID_ANNOTATION: name},
+        )
+
+    def _wanted(
+        self, cluster_name: str, service: Service, nodes: Sequence[Node], ip: str
+    ) -> FakeLoadBalancer:
+        """The load balancer ``service`` asks for: what ensure makes and plan compares."""
+        return FakeLoadBalancer(
+            name=self.get_load_balancer_name(cluster_name, service),
+            service_key=service.key,
+            ports=tuple(p.port for p in service.ports),
+            backends=tuple(sorted(n.name for n in nodes)),
+            ip=ip,
+            cluster=cluster_name,
         )
 
     def update_load_balancer(
@@ -351,6 +433,65 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
             name = self.get_load_balancer_name(cluster_name, service)
             if self.load_balancers.pop(name, None) is not None:
                 self.writes += 1
+
+    # -- LoadBalancerPlanner ----------------------------------------------------------------
+
+    def plan_load_balancer(
+        self, cluster_name: str, service: Service, nodes: Sequence[Node]
+    ) -> LoadBalancerPlan:
+        self._enter("plan_load_balancer", service.key)
+        name = self.get_load_balancer_name(cluster_name, service)
+        try:
+            warnings = Problem.warnings(self._warnings.get(service.key, ()) + validate(service))
+        except InvalidServiceSpec as error:
+            return LoadBalancerPlan(FAIL, name, problems=(Problem.error(error),))
+        with self._lock:
+            existing = self.load_balancers.get(name)
+        wanted = self._wanted(cluster_name, service, nodes, existing.ip if existing else "")
+        if existing is None:
+            parts = [Difference(LISTENERS, f"port {port}") for port in wanted.ports]
+            parts += [Difference(BACKENDS, f"node {node}") for node in wanted.backends]
+            return LoadBalancerPlan(CREATE, name, tuple(parts), warnings)
+        differences = _differences(LISTENERS, "port", existing.ports, wanted.ports)
+        differences += _differences(BACKENDS, "node", existing.backends, wanted.backends)
+        if existing.service_key != wanted.service_key or existing.cluster != wanted.cluster:
+            differences.append(Difference("owner", f"{wanted.service_key} in {cluster_name}"))
+        action = UPDATE if differences else ADOPT
+        return LoadBalancerPlan(action, name, tuple(differences), warnings)
+
+    # -- Orphans ------------------------------------------------------------------------------
+
+    def find_orphans(
+        self, cluster_name: str, services: Sequence[Service], nodes: Sequence[Node]
+    ) -> list[CloudResource]:
+        self._enter("find_orphans")
+        claimed = {
+            self.get_load_balancer_name(cluster_name, s)
+            for s in services
+            if claims_load_balancer(s)
+        }
+        with self._lock:
+            return [
+                CloudResource(
+                    kind="load-balancer",
+                    id=balancer.name,
+                    mark=f"made for cluster {cluster_name}",
+                    reason=f"no Service claims it (made for {balancer.service_key})",
+                )
+                for balancer in self.load_balancers.values()
+                if balancer.cluster == cluster_name and balancer.name not in claimed
+            ]
+
+    def delete_orphan(self, cluster_name: str, resource: CloudResource) -> None:
+        self._enter("delete_orphan", resource.id)
+        with self._lock:
+            balancer = self.load_balancers.get(resource.id)
+            if balancer is None:
+                return
+            if balancer.cluster != cluster_name:
+                raise CloudError(f"load balancer {resource.id} is not cluster {cluster_name}'s")
+            del self.load_balancers[resource.id]
+            self.writes += 1
 
     def balancer_for(self, service_key: str) -> FakeLoadBalancer | None:
         """The load balancer made for ``namespace/name``, if any."""
@@ -394,3 +535,12 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes):
         with self._lock:
             if self.cloud_routes.pop(route.name, None) is not None:
                 self.writes += 1
+
+
+def _differences(
+    aspect: str, noun: str, actual: Sequence[object], wanted: Sequence[object]
+) -> list[Difference]:
+    added = [Difference(aspect, f"add {noun} {item}") for item in wanted if item not in actual]
+    return added + [
+        Difference(aspect, f"remove {noun} {item}") for item in actual if item not in wanted
+    ]

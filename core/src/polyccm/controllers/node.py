@@ -201,14 +201,7 @@ class CloudNodeController(Controller):
     # -- one node -----------------------------------------------------------------------
 
     def _initialise(self, node: Node, metadata: InstanceMetadata) -> None:
-        provider_id = node.provider_id or metadata.provider_id
-        if not provider_id:
-            raise ValueError("the cloud provider gave no providerID; the node stays tainted")
-        addresses = (
-            nodeinfo.node_addresses(node, metadata.node_addresses)
-            if metadata.node_addresses
-            else None
-        )
+        provider_id, addresses = nodeinfo.initial_fields(node, metadata)
         fresh = node
         for attempt in range(CONFLICT_RETRIES):
             try:
@@ -301,12 +294,11 @@ class CloudNodeController(Controller):
                 continue
             for node in chunk:
                 result = results.get(node.name)
-                if not isinstance(result, InstanceMetadata) or not result.node_addresses:
+                if not isinstance(result, InstanceMetadata):
                     continue
                 try:
-                    addresses = nodeinfo.node_addresses(node, result.node_addresses)
-                    before = [{"type": t, "address": a} for t, a in node.addresses]
-                    if nodeinfo.addresses_to_api(addresses) != before:
+                    addresses = nodeinfo.refreshed_addresses(node, result)
+                    if addresses is not None:
                         self._patch_addresses(node, addresses)
                         patched += 1
                 except (nodeinfo.NodeIPMismatch, ValueError) as error:

@@ -144,6 +144,30 @@ def addresses_to_api(addresses: Sequence[NodeAddress]) -> list[dict[str, str]]:
     return [a.to_api() for a in addresses]
 
 
+def initial_fields(
+    node: Node, metadata: InstanceMetadata
+) -> tuple[str, tuple[NodeAddress, ...] | None]:
+    """The providerID and addresses the cloud-node controller gives ``node`` when it
+    initialises it from ``metadata`` (addresses ``None``: the cloud reports none, the node's
+    stay). Raises :class:`ValueError` without a providerID (the node stays tainted) and
+    :class:`NodeIPMismatch` when the node's provided IP is not the instance's."""
+    provider_id = node.provider_id or metadata.provider_id
+    if not provider_id:
+        raise ValueError("the cloud provider gave no providerID; the node stays tainted")
+    addresses = node_addresses(node, metadata.node_addresses) if metadata.node_addresses else None
+    return provider_id, addresses
+
+
+def refreshed_addresses(node: Node, metadata: InstanceMetadata) -> tuple[NodeAddress, ...] | None:
+    """The addresses the periodic refresh writes to an initialised ``node``, or ``None`` when
+    they would not change (or the cloud reports none)."""
+    if not metadata.node_addresses:
+        return None
+    addresses = node_addresses(node, metadata.node_addresses)
+    before = [{"type": t, "address": a} for t, a in node.addresses]
+    return addresses if addresses_to_api(addresses) != before else None
+
+
 def without_taint(taints: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, Any]]:
     """``taints`` minus every taint with ``key``."""
     return [dict(t) for t in taints if t.get("key") != key]

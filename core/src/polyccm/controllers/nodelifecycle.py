@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from polyccm.cloud import InstancesV2
@@ -45,6 +46,67 @@ def may_delete(node: Node) -> bool:
     return bool(node.provider_id) or not node.has_taint(UNINITIALIZED_TAINT)
 
 
+DELETE = "delete"
+"""The node's instance no longer exists: the Node is deleted."""
+TAINT = "taint-shutdown"
+"""The instance is shut down: the node gets the shutdown taint."""
+UNTAINT = "untaint-shutdown"
+"""The node is Ready again: the shutdown taint comes off."""
+
+
+def lifecycle_actions(nodes: Sequence[Node], instances: InstancesV2) -> Iterator[tuple[Node, str]]:
+    """What one pass does to ``nodes``, as ``(node, DELETE | TAINT | UNTAINT)`` for each node
+    that needs it, in the order it is done: Ready nodes first (no cloud call), then those whose
+    instance is gone (one bulk ``instances_exist``), then the shut-down ones (one bulk
+    ``instances_shutdown``). Failed lookups are logged and leave their node alone;
+    ``LeadershipLost`` propagates. ``polyccm plan`` reads this too, so what it shows is what
+    the controller does."""
+    not_ready: list[Node] = []
+    for node in nodes:
+        if node.ready:
+            if node.has_taint(SHUTDOWN_TAINT):
+                yield node, UNTAINT
+            continue
+        not_ready.append(node)
+    if not not_ready:
+        return
+    existence = instances.instances_exist(not_ready)
+    existing: list[Node] = []
+    for node in not_ready:
+        exists = existence.get(node.name)
+        if isinstance(exists, LeadershipLost):
+            raise exists
+        if isinstance(exists, Exception):
+            log.warning("cloud-node-lifecycle: does %s exist? %s", node.name, exists)
+        elif exists is False:
+            if may_delete(node):
+                yield node, DELETE
+            else:
+                log.info(
+                    "cloud-node-lifecycle: %s: no instance found by name, but the node has "
+                    "no providerID and is not initialised: kept",
+                    node.name,
+                )
+        elif exists is True:
+            existing.append(node)
+    if not existing:
+        return
+    try:
+        shutdown = instances.instances_shutdown(existing)
+    except CapabilityNotImplemented:
+        return  # the provider cannot tell: none is shut down
+    for node in existing:
+        state = shutdown.get(node.name)
+        if isinstance(state, LeadershipLost):
+            raise state
+        if isinstance(state, (InstanceNotFound, CapabilityNotImplemented)):
+            continue
+        if isinstance(state, Exception):
+            log.warning("cloud-node-lifecycle: is %s shut down? %s", node.name, state)
+        elif state and not node.has_taint(SHUTDOWN_TAINT):
+            yield node, TAINT
+
+
 class CloudNodeLifecycleController(Controller):
     """Watches node readiness against the cloud's view of the instances."""
 
@@ -60,50 +122,13 @@ class CloudNodeLifecycleController(Controller):
 
     def monitor_nodes(self) -> None:
         """One pass over every cached node. An API error on one node never skips the others."""
-        not_ready: list[Node] = []
-        for raw in self.context.nodes.list():
-            node = Node(raw)
-            if node.ready:
-                if node.has_taint(SHUTDOWN_TAINT):
-                    self._set_taints(node, nodeinfo.without_taint(node.taints, SHUTDOWN_TAINT))
-                continue
-            not_ready.append(node)
-        if not not_ready:
-            return
-        existence = self.instances.instances_exist(not_ready)
-        existing: list[Node] = []
-        for node in not_ready:
-            exists = existence.get(node.name)
-            if isinstance(exists, LeadershipLost):
-                raise exists
-            if isinstance(exists, Exception):
-                log.warning("cloud-node-lifecycle: does %s exist? %s", node.name, exists)
-            elif exists is False:
-                if may_delete(node):
-                    self._delete(node)
-                else:
-                    log.info(
-                        "cloud-node-lifecycle: %s: no instance found by name, but the node has "
-                        "no providerID and is not initialised: kept",
-                        node.name,
-                    )
-            elif exists is True:
-                existing.append(node)
-        if not existing:
-            return
-        try:
-            shutdown = self.instances.instances_shutdown(existing)
-        except CapabilityNotImplemented:
-            return  # the provider cannot tell: none is shut down
-        for node in existing:
-            state = shutdown.get(node.name)
-            if isinstance(state, LeadershipLost):
-                raise state
-            if isinstance(state, (InstanceNotFound, CapabilityNotImplemented)):
-                continue
-            if isinstance(state, Exception):
-                log.warning("cloud-node-lifecycle: is %s shut down? %s", node.name, state)
-            elif state and not node.has_taint(SHUTDOWN_TAINT):
+        nodes = [Node(raw) for raw in self.context.nodes.list()]
+        for node, action in lifecycle_actions(nodes, self.instances):
+            if action == UNTAINT:
+                self._set_taints(node, nodeinfo.without_taint(node.taints, SHUTDOWN_TAINT))
+            elif action == DELETE:
+                self._delete(node)
+            elif action == TAINT:
                 self._set_taints(node, [*map(dict, node.taints), SHUTDOWN_TAINT_SPEC])
 
     def _delete(self, node: Node) -> None:

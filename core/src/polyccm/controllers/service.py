@@ -28,7 +28,7 @@ import argparse
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from polyccm import metrics
@@ -127,6 +127,11 @@ def is_backend(node: Node) -> bool:
         except argparse.ArgumentTypeError:
             return False
     return True
+
+
+def backend_set(nodes: Iterable[Node]) -> list[Node]:
+    """The nodes every load balancer sends traffic to (:func:`is_backend`), by name."""
+    return sorted((n for n in nodes if is_backend(n)), key=lambda n: n.name)
 
 
 def backend_identity(nodes: Sequence[Node]) -> frozenset[tuple[str, str]]:
@@ -409,8 +414,7 @@ class ServiceController(Controller):
 
     def backend_nodes(self) -> list[Node]:
         """The nodes every load balancer should send traffic to, by name."""
-        nodes = [Node(raw) for raw in self.context.nodes.list()]
-        return sorted((n for n in nodes if is_backend(n)), key=lambda n: n.name)
+        return backend_set(Node(raw) for raw in self.context.nodes.list())
 
     def _node_sync_loop(self, stop: threading.Event) -> None:
         while not stop.is_set():

@@ -1,0 +1,149 @@
+"""Test support for the operator commands (``polyccm plan``, ``orphans``, ``check-service``).
+
+:func:`run_polyccm` runs the real ``polyccm`` command in this process and captures what it
+prints, so a test can arrange a cloud (the fake one, or an emulator) and read the command's
+answer and exit status. :func:`read_only_kubeconfig` gives the command a ServiceAccount that
+may only get, list and watch nodes and services: a command run with it that tried to write to
+the cluster would fail (403), which is how the tests prove it writes nothing there.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import secrets
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+from polyccm.cli import main
+from polyccm.kube.api import KubeApi, Resource
+from polyccm.plugins import plugin_manager
+
+if TYPE_CHECKING:
+    from polyccm_testing.devenv.controlplane import ControlPlane
+
+SERVICE_ACCOUNTS = Resource("v1", "serviceaccounts", namespaced=True)
+CLUSTER_ROLES = Resource("rbac.authorization.k8s.io/v1", "clusterroles", namespaced=False)
+CLUSTER_ROLE_BINDINGS = Resource(
+    "rbac.authorization.k8s.io/v1", "clusterrolebindings", namespaced=False
+)
+READ_ONLY_RULES = [
+    {"apiGroups": [""], "resources": ["nodes", "services"], "verbs": ["get", "list", "watch"]}
+]
+"""All ``polyccm plan`` and ``polyccm orphans`` need of the cluster."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one run of the command printed, and its exit status."""
+
+    status: int
+    stdout: str
+    stderr: str
+
+
+@contextmanager
+def _process_state() -> Iterator[None]:
+    """Give back what the command sets up for a process of its own (logging level, exception
+    hooks), so that running it in a test leaves the test process as it was."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    hooks = (sys.excepthook, threading.excepthook)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        for handler in list(root.handlers):
+            if handler not in handlers:
+                root.removeHandler(handler)
+        sys.excepthook, threading.excepthook = hooks
+
+
+def run_polyccm(
+    argv: Sequence[str], *, plugins: Sequence[object] = (), stdin: str = ""
+) -> CommandResult:
+    """Run ``polyccm ARGV`` in this process with the installed plugins (plus ``plugins``,
+    e.g. a :class:`~polyccm_testing.fake_main.FakeCloudPlugin` holding an arranged cloud),
+    ``stdin`` as its standard input; return its exit status and output."""
+    out, err = io.StringIO(), io.StringIO()
+    saved_stdin = sys.stdin
+    sys.stdin = io.StringIO(stdin)
+    try:
+        with _process_state(), redirect_stdout(out), redirect_stderr(err):
+            status = main(list(argv), plugin_manager(list(plugins)))
+    finally:
+        sys.stdin = saved_stdin
+    return CommandResult(status, out.getvalue(), err.getvalue())
+
+
+def read_only_kubeconfig(
+    api: KubeApi, control_plane: ControlPlane, namespace: str, directory: Path
+) -> Path:
+    """A kubeconfig for a new ServiceAccount in ``namespace`` whose only rights are get, list
+    and watch on nodes and services (:data:`READ_ONLY_RULES`), with a TokenRequest token. The
+    ClusterRole and its binding are named after the account; deleting ``namespace`` does not
+    remove them, so their names are unique."""
+    name = f"polyccm-read-only-{secrets.token_hex(3)}"
+    api.create(
+        SERVICE_ACCOUNTS,
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
+        namespace,
+    )
+    api.create(
+        CLUSTER_ROLES,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": READ_ONLY_RULES,
+        },
+    )
+    api.create(
+        CLUSTER_ROLE_BINDINGS,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        },
+    )
+    answer = api.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+        body={
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "test",
+                "cluster": {
+                    "server": control_plane.api_url,
+                    "certificate-authority": str(control_plane.ca_cert),
+                },
+            }
+        ],
+        "users": [{"name": name, "user": {"token": answer["status"]["token"]}}],
+        "contexts": [{"name": name, "context": {"cluster": "test", "user": name}}],
+        "current-context": name,
+    }
+    path = directory / f"{name}.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
