@@ -1141,9 +1141,7 @@ def test_without_this_rule_polyccm_is_refused_what_it_grants(
 # Upstream's cloud-controller-manager roles, as tables of (API group, resource, verbs).
 
 #: kubernetes/cloud-provider-aws v1.35.2, charts/aws-cloud-controller-manager/values.yaml
-#: (``clusterRoleRules``: the ClusterRole system:cloud-controller-manager; the same rules as
-#: examples/existing-cluster/base/cluster-role.yaml and, before 2021, manifests/rbac.yaml, less
-#: the review rules).
+#: (``clusterRoleRules``: the ClusterRole system:cloud-controller-manager its chart installs).
 UPSTREAM_CLUSTER_ROLE = (
     ("", "events", "create patch update"),
     ("", "nodes", "*"),
@@ -1159,6 +1157,12 @@ UPSTREAM_CLUSTER_ROLE = (
     ("authorization.k8s.io", "subjectaccessreviews", "create"),
 )
 
+#: The events rule every controller role below has (``eventsRule()`` upstream).
+_EVENT_RECORDER = (
+    ("", "events", "create patch update"),
+    ("events.k8s.io", "events", "create patch update"),
+)
+
 #: kubernetes v1.35, plugin/pkg/auth/authorizer/rbac/bootstrappolicy/controller_policy.go: the
 #: roles k8s.io/cloud-provider v0.35 (app/controllermanager.go) runs its controllers under with
 #: --use-service-account-credentials: cloud-node and cloud-node-lifecycle as node-controller,
@@ -1169,21 +1173,18 @@ UPSTREAM_CONTROLLER_ROLES = {
         ("", "nodes/status", "patch update"),
         ("", "pods/status", "patch update"),
         ("", "pods", "delete get list watch"),
-        ("", "events", "create patch update"),
-        ("events.k8s.io", "events", "create patch update"),
+        *_EVENT_RECORDER,
     ),
     "system:controller:service-controller": (
         ("", "services", "get list watch"),
         ("", "services/status", "patch update"),
         ("", "nodes", "list watch"),
-        ("", "events", "create patch update"),
-        ("events.k8s.io", "events", "create patch update"),
+        *_EVENT_RECORDER,
     ),
     "system:controller:route-controller": (
         ("", "nodes", "list watch"),
         ("", "nodes/status", "patch"),
-        ("", "events", "create patch update"),
-        ("events.k8s.io", "events", "create patch update"),
+        *_EVENT_RECORDER,
     ),
 }
 
