@@ -1,5 +1,6 @@
 # polyccm developer entry points. `make test` on a fresh clone installs uv if missing, syncs the
-# workspace, obtains the control-plane binaries (building them once with Go) and runs every check.
+# workspace, obtains the control-plane binaries and kustomize (building them once with Go) and
+# runs every check.
 
 SHELL := /bin/bash
 TOOLS := $(CURDIR)/.tools
