@@ -58,6 +58,16 @@ def test_help_lists_the_upstream_flags() -> None:
         "--kube-api-burst",
         "--bind-address",
         "--secure-port",
+        "--tls-cert-file",
+        "--cert-dir",
+        "--authentication-kubeconfig",
+        "--authorization-kubeconfig",
+        "--authentication-token-webhook-cache-ttl",
+        "--authorization-webhook-cache-authorized-ttl",
+        "--authorization-webhook-cache-unauthorized-ttl",
+        "--authorization-always-allow-paths",
+        "--authentication-skip-lookup",
+        "--authentication-tolerate-lookup-failure",
     ):
         assert flag in result.stdout, flag
 
@@ -94,6 +104,9 @@ def test_help_for_one_provider_does_not_import_other_sdks() -> None:
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
         (["--leader-elect-renew-deadline=20s"], "must be shorter than --leader-elect-lease"),
         (["--tls-cert-file=/etc/tls.crt"], "must be given together"),
+        (["--authorization-always-allow-paths=/healthz,metrics"], "'metrics' must start with '/'"),
+        (["--authorization-always-allow-paths=/a*/b"], "only a trailing * works"),
+        (["--authentication-token-webhook-cache-ttl=-1s"], "must not be negative"),
     ],
 )
 def test_bad_flag_values_exit_2_with_one_line(args: list[str], message: str) -> None:
@@ -167,6 +180,15 @@ def test_defaults_match_upstream() -> None:
     assert options.concurrent_service_syncs == 1 and options.concurrent_node_syncs == 1
     assert options.kube_api_qps == 20.0 and options.kube_api_burst == 30
     assert options.secure_port == 10258
+    assert options.cert_dir == ""  # a self-signed certificate in memory
+    auth = options.delegated_auth
+    assert auth.always_allow_paths == ("/healthz", "/readyz", "/livez")
+    assert (auth.token_cache_ttl, auth.authorized_cache_ttl, auth.unauthorized_cache_ttl) == (
+        10,
+        10,
+        10,
+    )
+    assert auth.authentication_kubeconfig is None and auth.authorization_kubeconfig is None
     election = options.leader_election
     assert election.enabled
     assert (election.lease_duration, election.renew_deadline, election.retry_period) == (15, 10, 2)
@@ -222,15 +244,20 @@ def test_unusable_kubeconfig_exits_2_with_one_line(
     assert result.stderr.count("\n") == 1, result.stderr
 
 
-def test_a_port_already_in_use_exits_2_naming_it(tmp_path: Path) -> None:
-    import socket
-
+def _unreachable_kubeconfig(tmp_path: Path) -> Path:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
         "users: [{name: u, user: {token: t}}]\n"
         "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
     )
+    return kubeconfig
+
+
+def test_a_port_already_in_use_exits_2_naming_it(tmp_path: Path) -> None:
+    import socket
+
+    kubeconfig = _unreachable_kubeconfig(tmp_path)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -241,3 +268,33 @@ def test_a_port_already_in_use_exits_2_naming_it(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert f"cannot serve on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("flag", ["--authentication-kubeconfig", "--authorization-kubeconfig"])
+def test_an_unusable_review_kubeconfig_exits_2_naming_the_flag(tmp_path: Path, flag: str) -> None:
+    missing = tmp_path / "missing.kubeconfig"
+    result = run_fake(
+        f"--kubeconfig={_unreachable_kubeconfig(tmp_path)}", f"{flag}={missing}", "--secure-port=0"
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"polyccm: error: {flag}: cannot load kubeconfig {missing}")
+    assert result.stderr.count("\n") == 1, result.stderr
+
+
+def test_a_cert_dir_that_cannot_be_written_exits_2_with_one_line(tmp_path: Path) -> None:
+    import socket
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = run_fake(
+        f"--kubeconfig={_unreachable_kubeconfig(tmp_path)}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--cert-dir={blocker}/certs",
+    )
+    assert result.returncode == 2
+    assert f"cannot write a self-signed certificate to --cert-dir {blocker}/certs" in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr

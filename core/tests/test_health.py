@@ -1,23 +1,27 @@
-"""The health server answers probes and scrapes over real HTTP."""
+"""The health server answers probes and scrapes over real HTTPS."""
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
+import ssl
 from collections.abc import Iterator
 
 import pytest
 from polyccm import metrics
 from polyccm.health import HealthServer
+from polyccm.serving import certs
+from polyccm_testing.secureport import secure_get
 
 
 def _get(server: HealthServer, path: str) -> tuple[int, str, str]:
-    url = f"http://127.0.0.1:{server.port}{path}"
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.headers["Content-Type"], response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers["Content-Type"], error.read().decode()
+    reply = secure_get(server.port, path)
+    return reply.status, reply.content_type, reply.body
+
+
+@pytest.fixture(scope="module")
+def tls() -> ssl.SSLContext:
+    return certs.server_context(
+        cert_file=None, key_file=None, cert_dir="", bind_address="127.0.0.1"
+    )
 
 
 @pytest.fixture
@@ -26,10 +30,11 @@ def state() -> dict[str, bool]:
 
 
 @pytest.fixture
-def server(state: dict[str, bool]) -> Iterator[HealthServer]:
+def server(state: dict[str, bool], tls: ssl.SSLContext) -> Iterator[HealthServer]:
     health = HealthServer(
         "127.0.0.1",
         0,
+        tls=tls,
         checks={"leader-election": lambda: state["alive"]},
         ready_checks={"informers-synced": lambda: state["ready"]},
     )
@@ -89,11 +94,11 @@ def test_a_single_check_has_its_own_path(server: HealthServer, state: dict[str, 
     assert _get(server, "/healthz/nope")[0] == 404
 
 
-def test_a_check_that_raises_counts_as_failing() -> None:
+def test_a_check_that_raises_counts_as_failing(tls: ssl.SSLContext) -> None:
     def broken() -> bool:
         raise RuntimeError("boom")
 
-    health = HealthServer("127.0.0.1", 0, checks={"broken": broken})
+    health = HealthServer("127.0.0.1", 0, tls=tls, checks={"broken": broken})
     health.start()
     try:
         status, _, body = _get(health, "/healthz")
@@ -124,12 +129,42 @@ def test_unknown_paths_are_404(server: HealthServer) -> None:
     assert _get(server, "/nothing")[0] == 404
 
 
-def test_stop_frees_the_port() -> None:
-    health = HealthServer("127.0.0.1", 0)
+def test_stop_frees_the_port(tls: ssl.SSLContext) -> None:
+    health = HealthServer("127.0.0.1", 0, tls=tls)
     health.start()
     port = health.port
     health.stop()
-    again = HealthServer("127.0.0.1", port)
+    again = HealthServer("127.0.0.1", port, tls=tls)
     again.start()
     assert _get(again, "/healthz")[0] == 200
     again.stop()
+
+
+def test_a_refused_request_gets_the_refusal_and_runs_no_check(tls: ssl.SSLContext) -> None:
+    asked: list[tuple[str, str | None]] = []
+    ran: list[str] = []
+
+    def access(path: str, authorization: str | None) -> tuple[int, str, bytes] | None:
+        asked.append((path, authorization))
+        return None if path == "/healthz" else (403, "text/plain", b"no\n")
+
+    health = HealthServer(
+        "127.0.0.1", 0, tls=tls, checks={"x": lambda: ran.append("x") is None}, access=access
+    )
+    health.start()
+    try:
+        assert _get(health, "/healthz")[::2] == (200, "ok")
+        assert _get(health, "/readyz?verbose") == (403, "text/plain", "no\n")
+        assert secure_get(health.port, "/metrics", token="abc").status == 403
+    finally:
+        health.stop()
+    assert ran == ["x"], "the refused /readyz ran no check"
+    assert asked == [("/healthz", None), ("/readyz", None), ("/metrics", "Bearer abc")]
+
+
+def test_plain_http_is_not_answered(server: HealthServer) -> None:
+    import urllib.request
+
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz", timeout=5)
+    assert _get(server, "/healthz")[0] == 200, "a failed handshake leaves the server serving"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,22 +14,13 @@ from polyccm.kube.api import KubeApi
 from polyccm_testing.fake_main import COMMAND as FAKE_MAIN
 from polyccm_testing.kubeobjects import lease_holder as holder
 from polyccm_testing.kubeobjects import wait_for
+from polyccm_testing.secureport import secure_get
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-    except OSError:
-        return 0, ""
 
 
 @pytest.fixture
@@ -67,15 +57,15 @@ def launch(control_plane: Any, namespace: str) -> Iterator[Any]:
 def test_process_serves_health_metrics_and_releases_the_lease_on_sigterm(
     kube_api: KubeApi, namespace: str, launch: Any
 ) -> None:
-    process, port = launch()
-    base = f"http://127.0.0.1:{port}"
-    wait_for(lambda: get(f"{base}/healthz")[0] == 200, 30, "/healthz")
+    # /metrics opened as the probes are, so that a scrape needs no token (test_secure_port).
+    process, port = launch("--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
+    wait_for(lambda: secure_get(port, "/healthz").status == 200, 30, "/healthz")
     wait_for(lambda: holder(kube_api, namespace), 30, "the lease to be taken")
-    wait_for(lambda: get(f"{base}/readyz")[0] == 200, 30, "/readyz")
-    status, metrics = get(f"{base}/metrics")
-    assert status == 200
-    assert "service_controller_loadbalancer_sync_total" in metrics
-    assert "leader_election_master_status" in metrics
+    wait_for(lambda: secure_get(port, "/readyz").status == 200, 30, "/readyz")
+    scrape = secure_get(port, "/metrics")
+    assert scrape.status == 200
+    assert "service_controller_loadbalancer_sync_total" in scrape.body
+    assert "leader_election_master_status" in scrape.body
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=30) == 0
     assert holder(kube_api, namespace) == "", "the lease is released on shutdown"
@@ -137,50 +127,6 @@ def test_route_controller_can_be_disabled_instead(control_plane: Any) -> None:
         "controller route not started" in output
         or "route" not in output.split("started controllers:")[-1].splitlines()[0]
     )
-
-
-def test_health_is_served_over_https_with_the_upstream_tls_flags(
-    control_plane: Any, tmp_path: Any
-) -> None:
-    import ssl
-
-    from polyccm_testing.devenv.pki import generate
-
-    pki = generate(tmp_path / "pki")
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            *FAKE_MAIN,
-            f"--kubeconfig={control_plane.kubeconfig}",
-            "--leader-elect=false",
-            "--configure-cloud-routes=false",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={port}",
-            f"--tls-cert-file={pki.serving_cert}",
-            f"--tls-private-key-file={pki.serving_key}",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    context = ssl.create_default_context(cafile=str(pki.ca_cert))
-
-    def healthz() -> int:
-        try:
-            with urllib.request.urlopen(
-                f"https://127.0.0.1:{port}/healthz", timeout=5, context=context
-            ) as response:
-                return int(response.status)
-        except OSError:
-            return 0
-
-    try:
-        wait_for(lambda: healthz() == 200, 30, "/healthz over HTTPS")
-        assert get(f"http://127.0.0.1:{port}/healthz")[0] != 200, "no plain HTTP beside TLS"
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=30)
-    assert process.returncode == 0
 
 
 def test_a_missing_tls_key_is_a_one_line_error(control_plane: Any, tmp_path: Any) -> None:

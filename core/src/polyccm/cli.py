@@ -275,11 +275,22 @@ def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
     )
 
 
-def _configure_logging(verbosity: int, configuration: Configuration | None = None) -> None:
+def _review_configuration(flag: str, kubeconfig: str | None) -> Configuration | None:
+    """The connection ``flag`` names for the secure port's reviews; ``None`` without one (the
+    reviews then go where the controllers' requests go)."""
+    if not kubeconfig:
+        return None
+    try:
+        return load_configuration(kubeconfig)
+    except KubeconfigError as error:
+        raise UsageError(f"{flag}: {error}") from None
+
+
+def _configure_logging(verbosity: int, *configurations: Configuration | None) -> None:
     """Log to stderr; ``--v>=4`` is DEBUG, ``--v>=6`` adds the libraries' wire logs.
 
     Whatever the level, records pass :mod:`polyccm.logredact` on the way out, so no credential
-    is printed: the secrets in the environment and of the Kubernetes connection are masked by
+    is printed: the secrets in the environment and of the Kubernetes connections are masked by
     value, anything shaped like a secret (an STS answer, a signed request's headers) by shape."""
     level = logging.DEBUG if verbosity >= 4 else logging.INFO
     logging.basicConfig(
@@ -289,8 +300,8 @@ def _configure_logging(verbosity: int, configuration: Configuration | None = Non
     )
     for value in logredact.secrets_in_environment(os.environ):
         logredact.add_secret(value)
-    if configuration is not None:
-        for value in _kube_secrets(configuration):
+    for configuration in configurations:
+        for value in _kube_secrets(configuration) if configuration is not None else ():
             logredact.add_secret(value)
     logredact.install(logging.getLogger().handlers)
     # Uncaught exceptions go through the same masked handlers instead of straight to stderr.
@@ -332,10 +343,16 @@ def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None
         if not provider.has_cluster_id() and not options.allow_untagged_cloud:
             raise UsageError(_NO_CLUSTER_ID.format(provider=options.provider))
         configuration = load_configuration(options.kubeconfig, options.master)
+        authentication = _review_configuration(
+            "--authentication-kubeconfig", options.delegated_auth.authentication_kubeconfig
+        )
+        authorization = _review_configuration(
+            "--authorization-kubeconfig", options.delegated_auth.authorization_kubeconfig
+        )
     except (UsageError, ConfigError, plugins.PluginError, KubeconfigError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return USAGE_ERROR
-    _configure_logging(options.verbosity, configuration)
+    _configure_logging(options.verbosity, configuration, authentication, authorization)
     if not provider.has_cluster_id():
         logging.getLogger(PROG).warning(
             "no cluster id found; running without one as --allow-untagged-cloud allows "
@@ -349,6 +366,8 @@ def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None
         provider,
         configuration,
         provider_controllers={name: info.constructor for name, info in parsed.controllers.items()},
+        authentication=authentication,
+        authorization=authorization,
     )
 
 

@@ -58,6 +58,14 @@ def positive_duration(text: str) -> float:
     return seconds
 
 
+def non_negative_duration(text: str) -> float:
+    """A duration of zero or more (zero turns a cache off)."""
+    seconds = parse_duration(text)
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f"duration {text!r} must not be negative")
+    return seconds
+
+
 def parse_bool(text: str) -> bool:
     """A boolean as Go's ``strconv.ParseBool`` reads it."""
     if text in _TRUE:

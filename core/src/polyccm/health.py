@@ -1,12 +1,14 @@
-"""The HTTP endpoints a kubelet and Prometheus scrape: /healthz, /livez, /readyz and /metrics.
+"""The HTTPS endpoints a kubelet and Prometheus scrape: /healthz, /livez, /readyz and /metrics.
 
 Checks are named callables returning ``True`` when healthy (an exception counts as failing).
 ``/healthz`` and ``/livez`` run the liveness checks; ``/readyz`` runs those and the readiness
 checks. Like the Kubernetes components, a healthy answer is ``200 ok``; a failing one is ``500``
 with one ``[+]name ok`` / ``[-]name failed`` line per check (also shown on success with
 ``?verbose``), and ``/healthz/<name>`` runs a single check. ``/metrics`` serves
-:data:`polyccm.metrics.REGISTRY` in the Prometheus text format. The server runs on a daemon
-thread, one thread per request, so a slow scrape never blocks a probe.
+:data:`polyccm.metrics.REGISTRY` in the Prometheus text format. The server speaks TLS only
+(:mod:`polyccm.serving.certs` makes its context) and asks ``access`` first whether each request
+may be answered (:class:`polyccm.serving.delegated.DelegatedAuth` in the process). It runs on a
+daemon thread, one thread per request, so a slow scrape never blocks a probe.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 import socket
 import ssl
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +30,9 @@ from polyccm import metrics
 log = logging.getLogger(__name__)
 
 Check = Callable[[], bool]
+Answer = tuple[int, str, bytes]
+"""Status, content type and body."""
+Access = Callable[[str, str | None], Answer | None]
 
 
 def _run_checks(checks: Mapping[str, Check]) -> list[tuple[str, bool]]:
@@ -61,34 +67,35 @@ class _TlsServer(ThreadingHTTPServer):
         )
         return wrapped, address
 
-
-def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
-    """A server context for ``--tls-cert-file`` / ``--tls-private-key-file``."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert_file, key_file)
-    return context
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that fails the handshake (plain HTTP, an untrusted certificate) or hangs up
+        is its own problem: one debug line, not a traceback on stderr."""
+        error = sys.exc_info()[1]
+        if isinstance(error, OSError):  # ssl.SSLError, resets, timeouts
+            log.debug("secure port: %s from %s", error, client_address[0])
+            return
+        log.exception("secure port: error answering %s", client_address[0])
 
 
 class HealthServer:
-    """Serves health, readiness and metrics on ``bind_address:port`` (port 0 picks one)."""
+    """Serves health, readiness and metrics over HTTPS on ``bind_address:port`` (port 0 picks
+    one). ``access(path, authorization_header)`` returns ``None`` for a request that may be
+    answered, else the refusal (status, content type, body); without it everyone is answered."""
 
     def __init__(
         self,
         bind_address: str,
         port: int,
         *,
+        tls: ssl.SSLContext,
         checks: Mapping[str, Check] | None = None,
         ready_checks: Mapping[str, Check] | None = None,
-        tls: ssl.SSLContext | None = None,
+        access: Access | None = None,
     ) -> None:
         self.checks: dict[str, Check] = {"ping": lambda: True, **(checks or {})}
         self.ready_checks: dict[str, Check] = dict(ready_checks or {})
-        self._server: ThreadingHTTPServer = (
-            _TlsServer((bind_address, port), self._handler_class(), tls)
-            if tls is not None
-            else ThreadingHTTPServer((bind_address, port), self._handler_class())
-        )
+        self.access = access
+        self._server = _TlsServer((bind_address, port), self._handler_class(), tls)
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -114,7 +121,7 @@ class HealthServer:
 
     # -- answering ------------------------------------------------------------------------
 
-    def answer(self, path: str, query: Mapping[str, list[str]]) -> tuple[int, str, bytes]:
+    def answer(self, path: str, query: Mapping[str, list[str]]) -> Answer:
         """Status, content type and body for a GET of ``path``."""
         if path == "/metrics":
             return 200, CONTENT_TYPE_LATEST, generate_latest(metrics.REGISTRY)
@@ -144,9 +151,14 @@ class HealthServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = 30.0  # seconds a connection may idle, the TLS handshake included
+
             def do_GET(self) -> None:
                 parts = urlsplit(self.path)
-                status, content_type, body = server.answer(
+                refusal = None
+                if server.access is not None:
+                    refusal = server.access(parts.path, self.headers.get("Authorization"))
+                status, content_type, body = refusal or server.answer(
                     parts.path, parse_qs(parts.query, keep_blank_values=True)
                 )
                 self.send_response(status)

@@ -1,16 +1,29 @@
 """Builders and waiters for tests against the real API server: nodes as a kubelet registers
-them, LoadBalancer services, events, and polling with a deadline. Shared by the core's and the
-providers' tests."""
+them, LoadBalancer services, events, ServiceAccount tokens and kubeconfigs, and polling with a
+deadline. Shared by the core's and the providers' tests."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import pytest
-from polyccm.kube.api import EVENTS, LEASES, NODES, SERVICES, ApiError, KubeApi
+from polyccm.kube.api import EVENTS, LEASES, NODES, SERVICES, ApiError, KubeApi, Resource
 from polyccm.objects import UNINITIALIZED_TAINT
+
+from polyccm_testing.devenv.state import write_kubeconfig
+
+if TYPE_CHECKING:
+    from polyccm_testing.devenv.controlplane import ControlPlane
+
+SERVICE_ACCOUNTS = Resource("v1", "serviceaccounts", namespaced=True)
+CLUSTER_ROLES = Resource("rbac.authorization.k8s.io/v1", "clusterroles", namespaced=False)
+CLUSTER_ROLE_BINDINGS = Resource(
+    "rbac.authorization.k8s.io/v1", "clusterrolebindings", namespaced=False
+)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:
@@ -126,3 +139,62 @@ def lease_holder(api: KubeApi, namespace: str, name: str = "cloud-controller-man
     except ApiError:
         return ""
     return str(lease.get("spec", {}).get("holderIdentity") or "")
+
+
+def make_service_account(
+    api: KubeApi, namespace: str, name: str, *, cluster_role: str | None = None
+) -> str:
+    """Create ServiceAccount ``namespace/name``, bound to ``cluster_role`` when given by a
+    ClusterRoleBinding, whose name is returned (delete it after: it outlives the namespace)."""
+    api.create(SERVICE_ACCOUNTS, {"metadata": {"name": name}}, namespace)
+    if cluster_role is None:
+        return ""
+    binding = f"{namespace}-{name}"
+    api.create(
+        CLUSTER_ROLE_BINDINGS,
+        {
+            "metadata": {"name": binding},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": cluster_role,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        },
+    )
+    return binding
+
+
+def service_account_token(
+    api: KubeApi, namespace: str, name: str, *, expiration_seconds: int = 3600
+) -> str:
+    """A fresh token of ServiceAccount ``namespace/name`` from the TokenRequest API (each call
+    returns a different one)."""
+    answer = api.request(
+        "POST",
+        f"/api/v1/namespaces/{quote(namespace, safe='')}/serviceaccounts/{quote(name, safe='')}"
+        "/token",
+        body={
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": expiration_seconds},
+        },
+    )
+    return str(answer["status"]["token"])
+
+
+def service_account_kubeconfig(
+    api: KubeApi, control_plane: ControlPlane, directory: Path, *, namespace: str, name: str
+) -> Path:
+    """A kubeconfig for ``control_plane`` (its CA verified) that authenticates as ServiceAccount
+    ``namespace/name`` with a TokenRequest token; written in a folder of its own in ``directory``,
+    readable by the owner only."""
+    folder = directory / f"{namespace}.{name}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return write_kubeconfig(
+        folder,
+        server=control_plane.api_url,
+        ca_cert=control_plane.ca_cert,
+        token=service_account_token(api, namespace, name),
+        name=name,
+    )

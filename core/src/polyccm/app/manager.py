@@ -1,5 +1,6 @@
-"""The controller manager: connects to the API, serves health and metrics, elects a leader and
-runs the selected controllers for one leadership term at a time.
+"""The controller manager: connects to the API, serves health and metrics on the secure port
+(:mod:`polyccm.serving`), elects a leader and runs the selected controllers for one leadership
+term at a time.
 
 Controllers are wired from one table, :data:`CONTROLLERS`, mapping each stable name to a
 constructor that returns ``None`` when the provider lacks the capability (the controller then
@@ -30,7 +31,6 @@ import logging
 import os
 import signal
 import socket
-import ssl
 import sys
 import threading
 import time
@@ -49,10 +49,12 @@ from polyccm.controllers.nodelifecycle import CloudNodeLifecycleController
 from polyccm.controllers.route import RouteController
 from polyccm.controllers.service import ServiceController
 from polyccm.events import EventRecorder
-from polyccm.health import HealthServer, tls_context
+from polyccm.health import HealthServer
 from polyccm.kube.api import NO_RETRIES, NODES, SERVICES, KubeApi
 from polyccm.kube.informer import Informer, slim_node
 from polyccm.leaderelection import LeaderElector
+from polyccm.serving import certs
+from polyccm.serving.delegated import DelegatedAuth
 
 log = logging.getLogger(__name__)
 
@@ -351,9 +353,14 @@ def run_manager(
     configuration: Configuration,
     *,
     provider_controllers: Mapping[str, ControllerFactory] | None = None,
+    authentication: Configuration | None = None,
+    authorization: Configuration | None = None,
 ) -> int:
     """Run the controller manager until SIGTERM or SIGINT; returns the exit status.
-    ``provider_controllers`` are the provider's own, selected by name like the built-in ones."""
+    ``provider_controllers`` are the provider's own, selected by name like the built-in ones.
+    ``authentication`` and ``authorization`` are the API servers that review the secure port's
+    requests (``--authentication-kubeconfig``, ``--authorization-kubeconfig``); by default
+    ``configuration``'s."""
     api = KubeApi(
         configuration,
         qps=options.kube_api_qps,
@@ -370,31 +377,42 @@ def run_manager(
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     health: HealthServer | None = None
+    access: DelegatedAuth | None = None
     if options.secure_port:
-        tls = None
-        if options.tls_cert_file and options.tls_private_key_file:
-            try:
-                tls = tls_context(options.tls_cert_file, options.tls_private_key_file)
-            except (OSError, ssl.SSLError) as error:
-                print(
-                    f"polyccm: error: cannot load --tls-cert-file {options.tls_cert_file} / "
-                    f"--tls-private-key-file {options.tls_private_key_file}: "
-                    f"{error.strerror or error}",
-                    file=sys.stderr,
-                )
-                return 2
+        try:
+            tls = certs.server_context(
+                cert_file=options.tls_cert_file,
+                key_file=options.tls_private_key_file,
+                cert_dir=options.cert_dir,
+                bind_address=options.bind_address,
+            )
+        except certs.CertificateError as error:
+            print(f"polyccm: error: {error}", file=sys.stderr)
+            return 2
+        auth = options.delegated_auth
+        access = DelegatedAuth.connect(
+            authentication or configuration,
+            authorization or configuration,
+            user_agent=api.user_agent,
+            always_allow_paths=auth.always_allow_paths,
+            token_ttl=auth.token_cache_ttl,
+            authorized_ttl=auth.authorized_cache_ttl,
+            unauthorized_ttl=auth.unauthorized_cache_ttl,
+        )
         try:
             health = HealthServer(
                 options.bind_address,
                 options.secure_port,
+                tls=tls,
                 checks={
                     "leader-election": lambda: manager.elector is None or manager.elector.healthy(),
                     "controllers": manager.controllers_healthy,
                 },
                 ready_checks={"informers-synced": manager.ready},
-                tls=tls,
+                access=access.check,
             )
         except OSError as error:
+            access.close()
             print(
                 f"polyccm: error: cannot serve on {options.bind_address}:{options.secure_port}: "
                 f"{error.strerror or error}",
@@ -403,10 +421,11 @@ def run_manager(
             return 2
         health.start()
         log.info(
-            "serving /healthz, /readyz and /metrics over %s on %s:%d",
-            "HTTPS" if options.tls_cert_file else "HTTP",
+            "serving /healthz, /livez, /readyz and /metrics over HTTPS on %s:%d; "
+            "answered without review: %s",
             options.bind_address,
             health.port,
+            ", ".join(auth.always_allow_paths) or "nothing",
         )
     log.info("polyccm %s starting (pid %d)", options.provider, os.getpid())
     try:
@@ -414,4 +433,6 @@ def run_manager(
     finally:
         if health is not None:
             health.stop()
+        if access is not None:
+            access.close()
         api.close()

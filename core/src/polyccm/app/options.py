@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from polyccm import flagtypes
+from polyccm import serving as serving_package
+from polyccm.serving import delegated
 
 #: Controller names with their upstream aliases, in start order.
 CONTROLLER_ALIASES: dict[str, tuple[str, ...]] = {
@@ -45,6 +47,21 @@ class LeaderElection:
 
 
 @dataclass(frozen=True)
+class DelegatedAuth:
+    """Who may read the secure port (``--authentication-*``, ``--authorization-*``): see
+    :mod:`polyccm.serving.delegated`."""
+
+    authentication_kubeconfig: str | None = None
+    """API server for TokenReviews; ``None``: the one of ``--kubeconfig`` (or in-cluster)."""
+    authorization_kubeconfig: str | None = None
+    """API server for SubjectAccessReviews; ``None``: as above."""
+    token_cache_ttl: float = 10.0
+    authorized_cache_ttl: float = 10.0
+    unauthorized_cache_ttl: float = 10.0
+    always_allow_paths: tuple[str, ...] = delegated.DEFAULT_ALWAYS_ALLOW_PATHS
+
+
+@dataclass(frozen=True)
 class ManagerOptions:
     """Everything the controller manager needs besides the provider."""
 
@@ -70,6 +87,8 @@ class ManagerOptions:
     verbosity: int = 2
     tls_cert_file: str | None = None
     tls_private_key_file: str | None = None
+    cert_dir: str = ""
+    delegated_auth: DelegatedAuth = field(default_factory=DelegatedAuth)
 
 
 def resolve_controllers(
@@ -123,12 +142,17 @@ def _bool_flag(parser: argparse._ArgumentGroup, name: str, default: bool, help_t
 
 
 def _duration_flag(
-    parser: argparse._ArgumentGroup, name: str, default: str, help_text: str
+    parser: argparse._ArgumentGroup,
+    name: str,
+    default: str,
+    help_text: str,
+    kind: Callable[[str], float] = flagtypes.positive_duration,
 ) -> None:
-    """A positive Go-style duration flag whose default is written once, as users write it."""
+    """A Go-style duration flag (positive unless ``kind`` says otherwise) whose default is
+    written once, as users write it."""
     parser.add_argument(
         name,
-        type=flagtypes.positive_duration,
+        type=kind,
         default=flagtypes.parse_duration(default),
         metavar="DURATION",
         help=f"{help_text} (default {default})",
@@ -269,41 +293,101 @@ def add_manager_flags(
         help="lease namespace (default kube-system)",
     )
 
+    _add_serving_flags(parser)
+
+
+def _add_serving_flags(parser: argparse.ArgumentParser) -> None:
+    """The secure port's flags (and ``--v``, which upstream lists among them)."""
     serving = parser.add_argument_group("serving flags")
     serving.add_argument(
         "--bind-address",
         type=flagtypes.ip_address,
         default="0.0.0.0",
         metavar="IP",
-        help="address for /healthz, /readyz and /metrics (default 0.0.0.0)",
+        help="address of the secure port (default 0.0.0.0)",
     )
     serving.add_argument(
         "--secure-port",
         type=flagtypes.port,
         default=10258,
         metavar="PORT",
-        help="port for /healthz, /readyz and /metrics; 0 disables (default 10258)",
+        help="HTTPS port for /healthz, /livez, /readyz and /metrics; 0 disables (default 10258)",
     )
     serving.add_argument(
         "--tls-cert-file",
         metavar="FILE",
-        help="serve HTTPS with this certificate (with --tls-private-key-file); plain HTTP without",
+        help="certificate (chain) to serve HTTPS with, with --tls-private-key-file; without "
+        "them a self-signed one is used (see --cert-dir)",
     )
     serving.add_argument(
         "--tls-private-key-file", metavar="FILE", help="the key of --tls-cert-file"
     )
-    serving.add_argument("--cert-dir", help=argparse.SUPPRESS)
-    _bool_flag(serving, "--profiling", True, "accepted for compatibility")
-    serving.add_argument("--authentication-kubeconfig", help=argparse.SUPPRESS)
-    serving.add_argument("--authorization-kubeconfig", help=argparse.SUPPRESS)
     serving.add_argument(
-        "--authentication-skip-lookup",
-        type=flagtypes.parse_bool,
-        nargs="?",
-        const=True,
-        default=False,
-        help=argparse.SUPPRESS,
+        "--cert-dir",
+        default="",
+        metavar="DIR",
+        help=f"where the self-signed certificate {serving_package.PAIR_NAME}.crt/.key is kept: "
+        "made there when absent or expired, reused across restarts; empty (the default): "
+        "made in memory at each start; ignored with --tls-cert-file",
     )
+    _bool_flag(serving, "--profiling", True, "accepted for compatibility")
+
+    auth = parser.add_argument_group(
+        "secure port authentication and authorization flags",
+        "Each request to the secure port is authenticated by the API server (TokenReview of "
+        "its bearer token; no token: user system:anonymous) and authorized by it "
+        "(SubjectAccessReview of the path, verb get), as upstream's delegated auth. "
+        "polyccm's ServiceAccount needs the ClusterRole system:auth-delegator.",
+    )
+    auth.add_argument(
+        "--authentication-kubeconfig",
+        metavar="FILE",
+        help="kubeconfig of the API server that reviews bearer tokens (tokenreviews); default: "
+        "the connection of --kubeconfig (in-cluster config without it)",
+    )
+    auth.add_argument(
+        "--authorization-kubeconfig",
+        metavar="FILE",
+        help="kubeconfig of the API server that reviews access (subjectaccessreviews); "
+        "default: the connection of --kubeconfig (in-cluster config without it)",
+    )
+    _duration_flag(
+        auth,
+        "--authentication-token-webhook-cache-ttl",
+        "10s",
+        "how long a token review's answer is reused",
+        flagtypes.non_negative_duration,
+    )
+    _duration_flag(
+        auth,
+        "--authorization-webhook-cache-authorized-ttl",
+        "10s",
+        "how long an allowing access review is reused",
+        flagtypes.non_negative_duration,
+    )
+    _duration_flag(
+        auth,
+        "--authorization-webhook-cache-unauthorized-ttl",
+        "10s",
+        "how long a denying access review is reused",
+        flagtypes.non_negative_duration,
+    )
+    auth.add_argument(
+        "--authorization-always-allow-paths",
+        type=delegated.parse_always_allow_paths,
+        default=delegated.DEFAULT_ALWAYS_ALLOW_PATHS,
+        metavar="PATHS",
+        help="paths answered to anyone, without a token or a review; each starts with '/', a "
+        f"trailing * makes a prefix (default {','.join(delegated.DEFAULT_ALWAYS_ALLOW_PATHS)})",
+    )
+    for flag in ("--authentication-skip-lookup", "--authentication-tolerate-lookup-failure"):
+        _bool_flag(
+            auth,
+            flag,
+            False,
+            "accepted for compatibility: upstream's client-CA ConfigMap lookup; polyccm "
+            "authenticates bearer tokens only, never client certificates",
+        )
     serving.add_argument(
         "-v",
         "--v",
@@ -358,4 +442,13 @@ def options_from_namespace(provider: str, ns: argparse.Namespace) -> ManagerOpti
         verbosity=ns.v,
         tls_cert_file=ns.tls_cert_file,
         tls_private_key_file=ns.tls_private_key_file,
+        cert_dir=ns.cert_dir,
+        delegated_auth=DelegatedAuth(
+            authentication_kubeconfig=ns.authentication_kubeconfig,
+            authorization_kubeconfig=ns.authorization_kubeconfig,
+            token_cache_ttl=ns.authentication_token_webhook_cache_ttl,
+            authorized_cache_ttl=ns.authorization_webhook_cache_authorized_ttl,
+            unauthorized_cache_ttl=ns.authorization_webhook_cache_unauthorized_ttl,
+            always_allow_paths=ns.authorization_always_allow_paths,
+        ),
     )
