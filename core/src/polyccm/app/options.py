@@ -377,8 +377,9 @@ def _add_serving_flags(parser: argparse.ArgumentParser) -> None:
         type=delegated.parse_always_allow_paths,
         default=delegated.DEFAULT_ALWAYS_ALLOW_PATHS,
         metavar="PATHS",
-        help="paths answered to anyone, without a token or a review; each starts with '/', a "
-        f"trailing * makes a prefix (default {','.join(delegated.DEFAULT_ALWAYS_ALLOW_PATHS)})",
+        help="paths answered without an access review, so without a token (one that is sent "
+        "is still reviewed: a rejected token is 401); each starts with '/', a trailing * "
+        f"makes a prefix (default {','.join(delegated.DEFAULT_ALWAYS_ALLOW_PATHS)})",
     )
     for flag in ("--authentication-skip-lookup", "--authentication-tolerate-lookup-failure"):
         _bool_flag(
