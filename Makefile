@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # `make demo PROVIDER=<name>` runs polyccm_<name>.demo (each provider package has one).
 PROVIDER ?= aws
 
-.PHONY: all test lint sync uv binaries demo clean-state
+.PHONY: all test lint sync uv binaries image image-tools demo clean-state
 
 all: test
 
@@ -33,8 +33,18 @@ lint: sync
 	$(UV) run --no-sync mypy
 	$(UV) run --no-sync lint-imports
 
-test: lint binaries
+test: lint binaries image-tools
 	$(UV) run --no-sync pytest $(PYTEST_ARGS)
+
+# `make image PROVIDER=<name>` builds that provider's image with buildah on a local Debian base
+# (no Docker engine needed) into dist/polyccm-<name>.oci.tar; see deploy/images/README.md.
+image: sync
+	$(UV) run --no-sync python -m polyccm_testing.images build $(PROVIDER)
+
+# buildah and debootstrap, installed with apt-get when missing and we are root; when they cannot
+# be, this says why and tests/test_image.py is skipped.
+image-tools: sync
+	$(UV) run --no-sync python -m polyccm_testing.images tools --if-possible
 
 demo: binaries
 	$(UV) run --no-sync python -m polyccm_$(PROVIDER).demo

@@ -28,25 +28,8 @@ from polyccm_testing.workspace import (
 )
 
 IMAGES = ROOT / "deploy" / "images"
-MANIFESTS = ROOT / "deploy" / "manifests"
 DOCKERFILE = IMAGES / "Dockerfile"
 DOCKERIGNORE = IMAGES / "Dockerfile.dockerignore"
-KUBE_SYSTEM = "kube-system"
-SERVICE_ACCOUNT = "cloud-controller-manager"
-SHUTDOWN_TAINT = "node.cloudprovider.kubernetes.io/shutdown"
-FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
-#: Providers whose controllers include routes, so their Deployment passes --cluster-cidr.
-ROUTE_PROVIDERS = {"aws", "gce"}
-#: How each provider gets its credentials in its Deployment: env var -> (Secret, key).
-SECRET_ENV = {
-    "aws": {},
-    "gce": {},
-    "digitalocean": {"DO_ACCESS_TOKEN": ("digitalocean", "access-token")},
-    "packet": {
-        "METAL_API_KEY": ("metal-cloud-config", "api-key"),
-        "METAL_PROJECT_ID": ("metal-cloud-config", "project-id"),
-    },
-}
 
 
 # -- the workspace ---------------------------------------------------------------------------
@@ -143,16 +126,35 @@ def test_entrypoint_provider_names_are_the_installed_providers() -> None:
         assert options.provider == provider
 
 
+def run_command(arguments: str) -> str:
+    """A ``RUN`` instruction's shell command, without its ``--mount=...`` options."""
+    while arguments.startswith("--mount="):
+        arguments = arguments.split(None, 1)[1]
+    return arguments
+
+
 def test_dockerfile_base_image_user_and_install_command() -> None:
     stages = dockerfile_stages()
     assert re.fullmatch(r"python:3\.11-slim(-\w+)?", global_args()["PYTHON_IMAGE"])
+    # One base for both stages: the environment refers to the base's interpreter by path.
     for stage in ("build", "runtime"):
         assert stages[stage][0] == ("FROM", f"${{PYTHON_IMAGE}} AS {stage}")
     users = [rest for keyword, rest in stages["runtime"] if keyword == "USER"]
-    assert len(users) == 1
-    uid, _, gid = users[0].partition(":")
-    assert uid.isdigit() and int(uid) > 0 and gid.isdigit() and int(gid) > 0, users
-    syncs = [rest for keyword, rest in stages["build"] if keyword == "RUN" and "uv sync" in rest]
+    assert users == ["65532:65532"]
+    runtime_runs = [run_command(rest) for keyword, rest in stages["runtime"] if keyword == "RUN"]
+    assert len(runtime_runs) == 1
+    assert "useradd --uid 65532 --gid 65532" in runtime_runs[0]
+    # Nothing is installed in the runtime stage, and the base's own pip is taken out.
+    assert not re.search(r"\b(apt-get|apt|pip|uv) install\b", runtime_runs[0])
+    assert "pip uninstall --yes --quiet pip setuptools wheel" in runtime_runs[0]
+    build_runs = [run_command(rest) for keyword, rest in stages["build"] if keyword == "RUN"]
+    # uv comes pinned from the package index, into an environment of the build stage only.
+    build_args = dict(
+        rest.partition("=")[::2] for keyword, rest in stages["build"] if keyword == "ARG"
+    )
+    assert re.fullmatch(r"\d+\.\d+\.\d+", build_args["UV_VERSION"])
+    assert [r for r in build_runs if '"uv==${UV_VERSION}"' in r]
+    syncs = [r for r in build_runs if "uv sync" in r]
     assert len(syncs) == 1
     words = shlex.split(syncs[0])
     assert {"--frozen", "--no-dev", "--no-editable"} <= set(words)
@@ -327,8 +329,9 @@ def test_each_image_installs_the_core_and_its_provider_only(provider: str) -> No
 def test_build_stage_commands_install_one_provider_from_a_copy_of_the_context(
     tmp_path: Path,
 ) -> None:
-    """The build stage's RUN lines, relocated from /opt/polyccm and /src to a scratch directory
-    and from the image's python to this one, on the files the ignore file lets through."""
+    """The build stage's RUN lines, relocated from /opt/polyccm and /tmp/uv-tool to a scratch
+    directory and from the image's python to this one, on the files the ignore file lets
+    through. The CA secret is absent, as in a build not given one."""
     provider = "aws"
     source = tmp_path / "src"
     for path in build_context():
@@ -336,6 +339,7 @@ def test_build_stage_commands_install_one_provider_from_a_copy_of_the_context(
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / path, target)
     environment = tmp_path / "opt-polyccm"
+    relocated = {"/opt/polyccm": str(environment), "/tmp/uv-tool": str(tmp_path / "uv-tool")}
     build = dockerfile_stages()["build"]
     env = dict(os.environ)
     for key in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "PYTHONPATH"):
@@ -345,16 +349,16 @@ def test_build_stage_commands_install_one_provider_from_a_copy_of_the_context(
             for pair in shlex.split(rest):
                 key, _, value = pair.partition("=")
                 env[key] = value.replace("/opt/polyccm", str(environment))
+        elif keyword == "ARG" and "=" in rest:
+            key, _, value = rest.partition("=")
+            env[key] = value
     env["PROVIDER"] = provider
-    uv_dir = str(Path(uv_command()).parent)
-    env["PATH"] = f"{uv_dir}{os.pathsep}{env.get('PATH', '')}"
-    base_python = getattr(sys, "_base_executable", sys.executable)
-    runs = [rest for keyword, rest in build if keyword == "RUN"]
+    env["UV_PYTHON"] = getattr(sys, "_base_executable", sys.executable)
+    runs = [run_command(rest) for keyword, rest in build if keyword == "RUN"]
     assert runs
     for command in runs:
-        command = command.replace("/opt/polyccm", str(environment)).replace(
-            "/usr/local/bin/python3.11", base_python
-        )
+        for path, scratch in relocated.items():
+            command = command.replace(path, scratch)
         result = subprocess.run(
             ["sh", "-c", command], cwd=source, env=env, capture_output=True, text=True, timeout=600
         )
