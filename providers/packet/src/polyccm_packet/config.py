@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from polyccm import logredact
@@ -83,6 +84,18 @@ class MetalConfig:
         return (namespace or "metallb-system", name or "config")
 
 
+def load_config_keys(cloud_config: str | Path | None) -> dict[str, object]:
+    """The keys of the ``--cloud-config`` file (none without one); :class:`ConfigError` for a
+    file that cannot be read or is no JSON object."""
+    if not cloud_config:
+        return {}
+    try:
+        text = Path(cloud_config).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"--cloud-config {cloud_config}: {error.strerror}") from None
+    return parse_config_file(text, source=str(cloud_config))
+
+
 def parse_config_file(text: str, *, source: str = "cloud config") -> dict[str, object]:
     """The keys of upstream's JSON config; :class:`ConfigError` for anything but an object."""
     try:
@@ -104,15 +117,7 @@ def read_config(
     keys = file_keys or {}
 
     def pick(variables: tuple[str, ...], *names: str) -> str:
-        for variable in variables:
-            value = environ.get(variable, "").strip()
-            if value:
-                return value
-        for name in names:
-            found = keys.get(name)
-            if found not in (None, ""):
-                return str(found).strip()
-        return ""
+        return _pick(environ, keys, variables, *names)
 
     api_key = pick(("METAL_API_KEY", "PACKET_AUTH_TOKEN"), "apiKey")
     if not api_key:
@@ -144,11 +149,12 @@ def read_config(
     api_url = pick(("METAL_API_URL",), "base-url") or DEFAULT_API_URL
     if urlsplit(api_url).scheme not in ("http", "https") or not urlsplit(api_url).netloc:
         raise ConfigError(f"METAL_API_URL (base-url) must be an http(s) URL: {api_url!r}")
+    metro, facility = placement(environ, keys)
     return MetalConfig(
         api_key=api_key,
         project_id=project_id,
-        metro=pick(("METAL_METRO", "METAL_METRO_NAME"), "metro"),
-        facility=pick(("METAL_FACILITY", "METAL_FACILITY_NAME"), "facility"),
+        metro=metro,
+        facility=facility,
         load_balancer=load_balancer,
         local_asn=local_asn,
         bgp_pass=bgp_pass,
@@ -156,3 +162,27 @@ def read_config(
         metadata_url=(environ.get("METAL_METADATA_URL", "").strip() or DEFAULT_METADATA_URL),
         cluster_id=pick(("METAL_CLUSTER_ID",), "clusterID") or cluster_name,
     )
+
+
+def placement(environ: Mapping[str, str], file_keys: Mapping[str, object]) -> tuple[str, str]:
+    """``(metro, facility)``: where Elastic IPs are reserved, as :func:`read_config` reads them
+    (and ``polyccm check-service`` too, which needs neither key nor project)."""
+    return (
+        _pick(environ, file_keys, ("METAL_METRO", "METAL_METRO_NAME"), "metro"),
+        _pick(environ, file_keys, ("METAL_FACILITY", "METAL_FACILITY_NAME"), "facility"),
+    )
+
+
+def _pick(
+    environ: Mapping[str, str], keys: Mapping[str, object], variables: tuple[str, ...], *names: str
+) -> str:
+    """The first of ``variables`` set in ``environ``, else the first of ``names`` in ``keys``."""
+    for variable in variables:
+        value = environ.get(variable, "").strip()
+        if value:
+            return value
+    for name in names:
+        found = keys.get(name)
+        if found not in (None, ""):
+            return str(found).strip()
+    return ""

@@ -8,6 +8,12 @@ BGP (MetalLB or kube-vip, see :mod:`polyccm_packet.bgp`). The reservation is alw
 by those tags before one is requested, so a restart or a new leader finds the address a former
 term reserved instead of reserving a second. A ``spec.loadBalancerIP`` that names an address the
 project already reserved is used as it is and never released: it belongs to the operator.
+
+Where a new address is reserved follows upstream's order: the service's annotation
+``metal.equinix.com/eip-metro``, then ``metal.equinix.com/eip-facility``, then ``METAL_METRO``,
+then ``METAL_FACILITY``. :func:`build_spec` reads the service before any call to Metal (it is
+also what ``polyccm check-service`` runs); a reservation found outside the place asked for is
+kept, with a warning, since a new one would change the service's address.
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import ipaddress
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from polyccm.cloud import LoadBalancer, LoadBalancerIngress, LoadBalancerStatus
@@ -27,8 +35,106 @@ from polyccm_packet.api import MetalClient, NotFound
 USAGE_TAG = "usage=cloud-provider-equinix-metal-auto"
 #: Annotation naming the reservation backing the service (what an operator greps the API for).
 RESERVATION_ANNOTATION = "metal.equinix.com/ip-reservation-id"
+EIP_METRO_ANNOTATION = "metal.equinix.com/eip-metro"
+EIP_FACILITY_ANNOTATION = "metal.equinix.com/eip-facility"
+#: Every service annotation this provider reads (upstream's names), and what it asks for.
+ANNOTATIONS: Mapping[str, str] = {
+    EIP_METRO_ANNOTATION: "the metro (code or id) a new Elastic IP is reserved in",
+    EIP_FACILITY_ANNOTATION: "the facility a new Elastic IP is reserved in, when no metro is given",
+}
 
 Reservation = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a service's new Elastic IP is reserved."""
+
+    kind: str
+    """``metro`` or ``facility`` (the reservation request's field)."""
+    code: str
+    """A code (``da``, ``da11``) or, for a metro, its id."""
+    source: str
+    """What asked for it: an annotation or a setting."""
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.code}"
+
+
+@dataclass(frozen=True)
+class ElasticIpSpec:
+    """What ensure makes of a service before it calls Metal."""
+
+    address: str
+    """``spec.loadBalancerIP``: the project's reservation to use as it is (none: our own)."""
+    placement: Placement | None
+    """Where a new reservation goes; ``None`` when nothing says (ensure refuses to reserve)."""
+    warnings: tuple[str, ...] = ()
+
+
+def build_spec(service: Service, metro: str, facility: str) -> ElasticIpSpec:
+    """``service``'s Elastic IP as its spec and annotations ask for it, given the configured
+    ``metro`` and ``facility``. Raises :class:`InvalidServiceSpec` for a ``spec.loadBalancerIP``
+    that is no IPv4 address (Elastic IPs here are IPv4 /32s). Annotations that cannot count
+    (a facility beside a metro, either beside ``spec.loadBalancerIP``) are warnings."""
+    asked = {name: str(service.annotations.get(name) or "").strip() for name in ANNOTATIONS}
+    address = service.load_balancer_ip
+    if address:
+        try:
+            parsed: object = ipaddress.ip_address(address)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, ipaddress.IPv4Address):
+            raise InvalidServiceSpec(
+                f"spec.loadBalancerIP {address!r} is not an IPv4 address (an Elastic IP here is a "
+                "public IPv4 /32)"
+            )
+        ignored = tuple(
+            f"annotation {name} is ignored: spec.loadBalancerIP {address} names the Elastic IP"
+            for name, value in asked.items()
+            if value
+        )
+        return ElasticIpSpec(address, None, ignored)
+    metro_asked, facility_asked = asked[EIP_METRO_ANNOTATION], asked[EIP_FACILITY_ANNOTATION]
+    warnings: tuple[str, ...] = ()
+    if metro_asked and facility_asked:
+        warnings = (
+            f"annotation {EIP_FACILITY_ANNOTATION} is ignored: {EIP_METRO_ANNOTATION} is set "
+            "(a metro is chosen before a facility)",
+        )
+    choices = (
+        ("metro", metro_asked, f"annotation {EIP_METRO_ANNOTATION}"),
+        ("facility", facility_asked, f"annotation {EIP_FACILITY_ANNOTATION}"),
+        ("metro", metro, "METAL_METRO"),
+        ("facility", facility, "METAL_FACILITY"),
+    )
+    placement = next((Placement(k, code, src) for k, code, src in choices if code), None)
+    return ElasticIpSpec("", placement, warnings)
+
+
+def no_placement() -> InvalidServiceSpec:
+    """What ensure raises when it must reserve an address and nothing says where."""
+    return InvalidServiceSpec(
+        f"no metro or facility to reserve an Elastic IP in: annotate the service with "
+        f"{EIP_METRO_ANNOTATION} (or {EIP_FACILITY_ANNOTATION}), or configure METAL_METRO "
+        "(or METAL_FACILITY)"
+    )
+
+
+def placement_warnings(reservation: Reservation, spec: ElasticIpSpec) -> tuple[str, ...]:
+    """A warning when ``reservation`` (found by its tags) is not where ``spec`` asks for a new
+    one: it is kept, since another address would change the service's IP."""
+    placement = spec.placement
+    where = (reservation.get(placement.kind) if placement is not None else None) or {}
+    if placement is None or not where:
+        return ()  # nothing asked, or a reservation placed by metro holds no facility
+    if placement.code.lower() in (str(where.get("code", "")).lower(), str(where.get("id", ""))):
+        return ()
+    return (
+        f"Elastic IP {reservation.get('address')} is in {placement.kind} {where.get('code')}, "
+        f"not in {placement} ({placement.source}); it is kept, as a new address would change "
+        "the service's IP",
+    )
 
 
 def service_tag(service: Service) -> str:
@@ -54,6 +160,18 @@ class ElasticIpLoadBalancer(LoadBalancer):
     def tags_for(self, service: Service) -> list[str]:
         return [USAGE_TAG, service_tag(service), cluster_tag(self.cluster_id)]
 
+    def cluster_marks(self) -> frozenset[str]:
+        """The tags every reservation of this cluster's services carries (beside its
+        ``service=`` tag)."""
+        return frozenset({USAGE_TAG, cluster_tag(self.cluster_id)})
+
+    def spec_for(self, service: Service) -> ElasticIpSpec:
+        return build_spec(service, self.api.config.metro, self.api.config.facility)
+
+    def get_load_balancer_name(self, cluster_name: str, service: Service) -> str:
+        """Upstream's name: the three tags, joined by colons."""
+        return ":".join(self.tags_for(service))
+
     def reservations(self) -> list[Reservation]:
         """The project's public IPv4 reservations (Elastic IPs and device blocks)."""
         body = self.api.call(
@@ -70,9 +188,8 @@ class ElasticIpLoadBalancer(LoadBalancer):
                 return reservation
         return None
 
-    def _named(self, service: Service) -> Reservation:
-        """The project's reservation holding ``spec.loadBalancerIP``."""
-        address = service.load_balancer_ip
+    def _named(self, address: str) -> Reservation:
+        """The project's reservation holding ``address`` (``spec.loadBalancerIP``)."""
         for reservation in self.reservations():
             if reservation.get("address") == address and int(reservation.get("cidr", 0)) == 32:
                 return reservation
@@ -82,16 +199,17 @@ class ElasticIpLoadBalancer(LoadBalancer):
         )
 
     @staticmethod
-    def _status(reservation: Reservation) -> LoadBalancerStatus:
+    def _status(reservation: Reservation, warnings: tuple[str, ...] = ()) -> LoadBalancerStatus:
         return LoadBalancerStatus(
             ingress=(LoadBalancerIngress(ip=str(reservation["address"])),),
+            warnings=warnings,
             service_annotations={RESERVATION_ANNOTATION: str(reservation["id"])},
         )
 
     def get_load_balancer(self, cluster_name: str, service: Service) -> LoadBalancerStatus | None:
         if service.load_balancer_ip:
             try:
-                return self._status(self._named(service))
+                return self._status(self._named(service.load_balancer_ip))
             except InvalidServiceSpec:
                 return None
         found = self._own(service)
@@ -100,21 +218,24 @@ class ElasticIpLoadBalancer(LoadBalancer):
     def ensure_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> LoadBalancerStatus:
-        if service.load_balancer_ip:
-            return self._status(self._named(service))
+        spec = self.spec_for(service)
+        if spec.address:
+            return self._status(self._named(spec.address), spec.warnings)
         found = self._own(service)
         if found is None:
-            found = self._reserve(service)
-        return self._status(found)
+            return self._status(self._reserve(service, spec), spec.warnings)
+        return self._status(found, spec.warnings + placement_warnings(found, spec))
 
-    def _reserve(self, service: Service) -> Reservation:
+    def _reserve(self, service: Service, spec: ElasticIpSpec) -> Reservation:
         from equinix.services import metalv1
 
+        if spec.placement is None:
+            raise no_placement()
         config = self.api.config
-        placement = {"metro": config.metro} if config.metro else {"facility": config.facility}
         body = metalv1.IPReservationRequestInput(
             type="public_ipv4", quantity=1, tags=self.tags_for(service),
-            details=f"{service.namespace}/{service.name}", **placement,
+            details=f"{service.namespace}/{service.name}",
+            **{spec.placement.kind: spec.placement.code},
         )  # fmt: skip
         reserved: Reservation = self.api.call(
             "ips.request_ip_reservation",

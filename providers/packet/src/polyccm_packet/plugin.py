@@ -25,6 +25,7 @@ from polyccm.rbac import PolicyRule
 if TYPE_CHECKING:
     from polyccm.cloud import CloudProvider
     from polyccm.controllers import Controller, ControllerContext
+    from polyccm.ops.contract import ServiceChecker
 
 PROVIDER = "packet"
 #: The API key the emulator launched by polyccm-dev accepts (and the only one): fake.
@@ -96,6 +97,19 @@ def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
     from polyccm_packet.provider import MetalProvider
 
     return MetalProvider.from_settings(settings)
+
+
+@hookimpl
+def polyccm_build_service_checker(settings: ProviderSettings) -> ServiceChecker | None:
+    """The offline Service check of ``polyccm check-service``: from ``--cloud-config`` and the
+    ``METAL_METRO``/``METAL_FACILITY`` variables, without the SDK, a key or any call."""
+    if settings.provider != PROVIDER:
+        return None
+    import os
+
+    from polyccm_packet.checker import MetalServiceChecker
+
+    return MetalServiceChecker.from_settings(settings.cloud_config, os.environ)
 
 
 def emulator_launch(

@@ -13,27 +13,22 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from polyccm.cloud import CloudProvider, InstancesV2, LoadBalancer, ProviderContext
-from polyccm.errors import ConfigError
+from polyccm.ops.contract import LoadBalancerPlanner, Orphans
 from polyccm.plugins import ProviderSettings
 
 from polyccm_packet.api import MetalClient
-from polyccm_packet.config import MetalConfig, parse_config_file, read_config
+from polyccm_packet.config import MetalConfig, load_config_keys, read_config
 from polyccm_packet.instances import MetalInstances
 from polyccm_packet.load_balancer import ElasticIpLoadBalancer
+from polyccm_packet.orphans import MetalOrphans
+from polyccm_packet.planning import MetalLoadBalancerPlanner
 
 
 def config_from(
     environ: Mapping[str, str], cloud_config: str | Path | None, *, cluster_name: str = "kubernetes"
 ) -> MetalConfig:
     """The settings of ``cloud_config`` (a path, or ``None``) overridden by ``environ``."""
-    keys: dict[str, object] = {}
-    if cloud_config:
-        try:
-            text = Path(cloud_config).read_text(encoding="utf-8")
-        except OSError as error:
-            raise ConfigError(f"--cloud-config {cloud_config}: {error.strerror}") from None
-        keys = parse_config_file(text, source=str(cloud_config))
-    return read_config(environ, keys, cluster_name=cluster_name)
+    return read_config(environ, load_config_keys(cloud_config), cluster_name=cluster_name)
 
 
 class MetalProvider(CloudProvider):
@@ -46,6 +41,8 @@ class MetalProvider(CloudProvider):
         self.api = api or MetalClient(config)
         self._instances = MetalInstances(self.api)
         self._load_balancer = ElasticIpLoadBalancer(self.api)
+        self._planner = MetalLoadBalancerPlanner(self.api)
+        self._orphans = MetalOrphans(self._load_balancer)
 
     @classmethod
     def from_settings(cls, settings: ProviderSettings) -> MetalProvider:
@@ -65,3 +62,9 @@ class MetalProvider(CloudProvider):
 
     def load_balancer(self) -> LoadBalancer:
         return self._load_balancer
+
+    def load_balancer_planner(self) -> LoadBalancerPlanner:
+        return self._planner
+
+    def orphans(self) -> Orphans:
+        return self._orphans

@@ -1,0 +1,49 @@
+"""``polyccm check-service`` for Equinix Metal: the checks ensure makes of a service.
+
+:func:`~polyccm_packet.load_balancer.build_spec` (``spec.loadBalancerIP``, the annotations
+``metal.equinix.com/eip-metro`` and ``metal.equinix.com/eip-facility``) with the controller's
+messages, and the refusal ensure would meet when it has to reserve an address with no metro or
+facility to put it in. Built from the cloud config and the ``METAL_METRO``/``METAL_FACILITY``
+variables alone: no key, no project, no call. Without either, where the cluster reserves its
+addresses is unknown, and that refusal is not predicted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from polyccm.errors import InvalidServiceSpec
+from polyccm.objects import Service
+from polyccm.ops.contract import Problem, ServiceChecker
+
+from polyccm_packet.config import load_config_keys, placement
+from polyccm_packet.load_balancer import build_spec, no_placement
+
+
+class MetalServiceChecker(ServiceChecker):
+    """Offline validation of Services for the Equinix Metal provider."""
+
+    def __init__(self, metro: str, facility: str, *, placement_known: bool) -> None:
+        self.metro = metro
+        self.facility = facility
+        self.placement_known = placement_known
+        """Whether ``metro`` and ``facility`` are the cluster's (a cloud config or a variable
+        said so), so that neither being set is a refusal to predict."""
+
+    @classmethod
+    def from_settings(
+        cls, cloud_config: str | Path | None, environ: Mapping[str, str]
+    ) -> MetalServiceChecker:
+        metro, facility = placement(environ, load_config_keys(cloud_config))
+        return cls(metro, facility, placement_known=bool(cloud_config or metro or facility))
+
+    def check_service(self, service: Service) -> list[Problem]:
+        try:
+            spec = build_spec(service, self.metro, self.facility)
+        except InvalidServiceSpec as error:
+            return [Problem.error(error)]
+        problems = list(Problem.warnings(spec.warnings))
+        if not spec.address and spec.placement is None and self.placement_known:
+            problems.append(Problem.error(no_placement()))
+        return problems

@@ -1,0 +1,137 @@
+"""``polyccm plan --provider packet`` against the real kube-apiserver and the Metal emulator:
+Elastic IPs reserved by upstream's CCM (through Metal's API, with its tags and its cluster id,
+the kube-system namespace's UID) are adopted as they are, services without one would get one,
+and the plan sends no write to Metal (the emulator's call records) and needs no write to the
+cluster (a read-only ServiceAccount)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from polyccm.kube.api import NAMESPACES, SERVICES, KubeApi
+from polyccm.objects import Service
+from polyccm_packet.load_balancer import EIP_FACILITY_ANNOTATION, EIP_METRO_ANNOTATION
+from polyccm_packet.testing import MetalApi, MetalCloudUnderTest, control, provider_for
+from polyccm_testing.devenv.controlplane import ControlPlane
+from polyccm_testing.kubeobjects import make_service
+from polyccm_testing.opstools import CommandResult, read_only_kubeconfig, run_polyccm
+
+pytestmark = pytest.mark.usefixtures("clean_nodes")
+
+USAGE = "usage=cloud-provider-equinix-metal-auto"
+
+
+def upstream_tags(namespace: str, name: str, cluster_id: str) -> list[str]:
+    """The tags upstream's CCM puts on a service's Elastic IP."""
+    digest = base64.b64encode(hashlib.sha256(f"{namespace}/{name}".encode()).digest()).decode()
+    return [USAGE, f"service={digest}", f"cluster={cluster_id}"]
+
+
+def plan(control_plane: ControlPlane, kubeconfig: Path | None = None) -> CommandResult:
+    return run_polyccm(
+        [
+            "plan",
+            "--provider=packet",
+            f"--kubeconfig={kubeconfig or control_plane.kubeconfig}",
+            "-o",
+            "json",
+        ]
+    )
+
+
+def balancers(result: CommandResult, namespace: str) -> dict[str, dict[str, Any]]:
+    """This test's services' plans, by service name."""
+    document = json.loads(result.stdout)
+    return {
+        entry["service"].split("/")[1]: entry
+        for entry in document["loadBalancers"]
+        if entry["service"].startswith(f"{namespace}/")
+    }
+
+
+def writes(metal: Mapping[str, str]) -> int:
+    return int(MetalCloudUnderTest(metal).write_calls())
+
+
+def test_upstream_elastic_ips_are_adopted_read_only(
+    metal: Mapping[str, str],
+    kube_api: KubeApi,
+    control_plane: ControlPlane,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    # Upstream tags with the kube-system namespace's UID: the id a migrating operator gives.
+    cluster_id = kube_api.get(NAMESPACES, "kube-system")["metadata"]["uid"]
+    monkeypatch.setenv("METAL_CLUSTER_ID", cluster_id)
+    api = MetalApi(metal)
+    made = {}
+    for name in ("web", "api"):
+        make_service(kube_api, namespace, name)
+        made[name] = api.request_ip(tags=upstream_tags(namespace, name, cluster_id))
+    before = set(MetalCloudUnderTest(metal).load_balancer_resources())
+    control(metal).reset_calls()
+    kubeconfig = read_only_kubeconfig(kube_api, control_plane, namespace, tmp_path)
+
+    result = plan(control_plane, kubeconfig)
+
+    assert result.status == 0, result
+    found = balancers(result, namespace)
+    assert {n: (p["action"], p["differences"], p["problems"]) for n, p in found.items()} == {
+        "web": ("adopt", [], []),
+        "api": ("adopt", [], []),
+    }
+    assert found["web"]["loadBalancer"] == ":".join(upstream_tags(namespace, "web", cluster_id))
+    calls = control(metal).calls()
+    assert calls.get("findIPReservations", 0) >= 2
+    assert writes(metal) == 0, calls
+    assert set(MetalCloudUnderTest(metal).load_balancer_resources()) == before
+
+
+def test_what_ensure_would_do_create_fail_and_warn(
+    metal: Mapping[str, str], kube_api: KubeApi, control_plane: ControlPlane, namespace: str
+) -> None:
+    ours = provider_for(metal).load_balancer()
+    make_service(kube_api, namespace, "kept")
+    ours.ensure_load_balancer("kubernetes", Service(kube_api.get(SERVICES, "kept", namespace)), [])
+    make_service(kube_api, namespace, "fresh")
+    make_service(
+        kube_api,
+        namespace,
+        "elsewhere",
+        lambda s: s["metadata"]["annotations"].update(
+            {EIP_FACILITY_ANNOTATION: "sv15", EIP_METRO_ANNOTATION: "ny"}
+        ),
+    )
+    make_service(
+        kube_api, namespace, "unheld", lambda s: s["spec"].update(loadBalancerIP="198.51.100.7")
+    )
+    writes_before = writes(metal)
+
+    result = plan(control_plane)
+
+    assert result.status == 1, result
+    found = balancers(result, namespace)
+    assert found["kept"]["action"] == "adopt"
+    assert found["fresh"]["action"] == "create"
+    assert found["fresh"]["differences"][0] == {
+        "aspect": "elastic-ip",
+        "detail": "reserve a public IPv4 /32 in metro da",
+    }
+    elsewhere = found["elsewhere"]
+    assert elsewhere["action"] == "create"
+    assert elsewhere["differences"][0]["detail"] == "reserve a public IPv4 /32 in metro ny"
+    assert [p["severity"] for p in elsewhere["problems"]] == ["warning"]
+    assert EIP_FACILITY_ANNOTATION in elsewhere["problems"][0]["message"]
+    unheld = found["unheld"]
+    assert unheld["action"] == "fail"
+    assert "198.51.100.7" in unheld["problems"][0]["message"]
+    assert unheld["problems"][0]["eventReason"] == "SyncLoadBalancerFailed"
+    assert writes(metal) == writes_before
+    assert len(MetalCloudUnderTest(metal).elastic_ips()) == 1
