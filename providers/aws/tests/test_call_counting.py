@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+import boto3
+import pytest
 from polyccm import cloudcalls, metrics
+from polyccm_aws.config import CloudConfig
 from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
 from polyccm_aws.testing import CLUSTER, World
@@ -49,3 +52,26 @@ def test_every_call_the_provider_sends_is_counted_by_operation(
         exposed
     )
     assert cloudcalls.calls_made("aws", "elbv2:CreateLoadBalancer") >= 1
+
+
+def test_the_emulator_tells_callers_apart_by_their_application_id(
+    aws: EmulatorControl, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the HA end-to-end test relies on to say which polyccm process called the cloud:
+    ``AWS_SDK_UA_APP_ID`` in a process's environment reaches the emulator in every request."""
+    node = world.node(world.instances(1)[0])
+    aws.reset_calls()
+    monkeypatch.setenv("AWS_SDK_UA_APP_ID", "first")
+    boto3.client("ec2").describe_instances()
+    boto3.client("elb").describe_load_balancers()
+    monkeypatch.setenv("AWS_SDK_UA_APP_ID", "second")
+    provider = AwsProvider(CloudConfig(), cluster_name=CLUSTER)
+    provider.instances_v2().instances_metadata([node])
+    monkeypatch.delenv("AWS_SDK_UA_APP_ID")
+    boto3.client("ec2").describe_vpcs()
+
+    callers = aws.calls_by_agent()
+    assert callers["first"] == {"DescribeInstances": 1, "DescribeLoadBalancers": 1}
+    assert callers["second"]["DescribeInstances"] >= 1
+    assert set(callers) == {"first", "second", "-"}
+    assert callers["-"] == {"DescribeVpcs": 1}, "no application id: '-'"

@@ -4,8 +4,10 @@
 the ``emulator`` extra) behind a small WSGI layer that
 
 * counts every API call per action (``GET /_polyccm/calls``; ``?by=service`` keys them as
-  ``ec2:DescribeInstances``, ``elb:...``, ``elbv2:...``; ``DELETE`` resets the counters), so tests
-  and benchmarks can measure how many cloud calls an operation costs;
+  ``ec2:DescribeInstances``, ``elb:...``, ``elbv2:...``; ``?by=agent`` keys them by the caller's
+  application id, the ``app/<id>`` botocore puts in its User-Agent from ``AWS_SDK_UA_APP_ID``,
+  as ``<id>:DescribeInstances``, ``-:...`` without one; ``DELETE`` resets the counters), so
+  tests and benchmarks can measure how many cloud calls an operation costs, and who made them;
 * fails the next N calls of an action on request (``POST /_polyccm/faults`` with JSON
   ``{"action": "DescribeInstances", "count": 2, "code": "RequestLimitExceeded"}``; ``code`` may
   also be ``Throttling``, ``ServiceUnavailable`` (HTTP 503) or ``InternalError`` (HTTP 500);
@@ -150,6 +152,15 @@ def _text(start_response: StartResponse, status: int, body: str) -> Iterable[byt
     return [data]
 
 
+def _agent(environ: Mapping[str, Any]) -> str:
+    """The application id in a request's User-Agent (botocore sends ``app/<id>`` when
+    ``AWS_SDK_UA_APP_ID`` is set), or ``-``."""
+    for part in str(environ.get("HTTP_USER_AGENT", "")).split():
+        if part.startswith("app/") and len(part) > 4:
+            return part[4:]
+    return "-"
+
+
 class FaultInjector:
     """WSGI middleware around moto: counts calls, injects faults, serves the control endpoints
     and the instance metadata service."""
@@ -166,6 +177,7 @@ class FaultInjector:
         self._lock = threading.Lock()
         self._calls: Counter[str] = Counter()
         self._by_service: Counter[str] = Counter()
+        self._by_agent: Counter[str] = Counter()
         self._faults: list[Fault] = []
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -182,6 +194,7 @@ class FaultInjector:
             if action:
                 self._calls[action] += 1
                 self._by_service[f"{service}:{action}"] += 1
+                self._by_agent[f"{_agent(environ)}:{action}"] += 1
                 fault = next((f for f in self._faults if f.matches(action, service)), None)
                 if fault is not None:
                     fault.count -= 1
@@ -235,11 +248,14 @@ class FaultInjector:
             if name == "health":
                 return {"ok": True}
             if name == "calls" and method == "GET":
-                by_service = "by=service" in str(environ.get("QUERY_STRING", ""))
-                return dict(self._by_service if by_service else self._calls)
+                query = str(environ.get("QUERY_STRING", ""))
+                if "by=service" in query:
+                    return dict(self._by_service)
+                return dict(self._by_agent if "by=agent" in query else self._calls)
             if name == "calls" and method == "DELETE":
                 self._calls.clear()
                 self._by_service.clear()
+                self._by_agent.clear()
                 return {}
             if name == "faults" and method == "POST":
                 length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -255,6 +271,7 @@ class FaultInjector:
                 self._faults.clear()
                 self._calls.clear()
                 self._by_service.clear()
+                self._by_agent.clear()
                 if self._reset_backends is not None:
                     self._reset_backends()
                 if self._metadata is not None:
@@ -310,6 +327,16 @@ class EmulatorControl:
         result: Mapping[str, int] = self._request(
             "GET", "calls?by=service" if by_service else "calls"
         )
+        return result
+
+    def calls_by_agent(self) -> dict[str, Counter[str]]:
+        """Calls per action since the last reset, per caller: the application id its
+        User-Agent carries (``AWS_SDK_UA_APP_ID``), ``-`` for callers without one."""
+        answer: Mapping[str, int] = self._request("GET", "calls?by=agent")
+        result: dict[str, Counter[str]] = {}
+        for key, count in answer.items():
+            agent, action = key.rsplit(":", 1)
+            result.setdefault(agent, Counter())[action] += count
         return result
 
     def reset_calls(self) -> None:
