@@ -1,6 +1,6 @@
 """Elastic IPs as load balancers: tagged as upstream tags them, found by tag before any
 request (a restart or a second leader reserves nothing more), an operator's reservation used
-and never released."""
+and never released, reserved where upstream's annotations or the config say."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from polyccm.errors import InvalidServiceSpec
 from polyccm.objects import Service
+from polyccm_packet.load_balancer import EIP_FACILITY_ANNOTATION, EIP_METRO_ANNOTATION
 from polyccm_packet.testing import MetalApi, MetalCloudUnderTest, control, provider_for
 
 
@@ -21,6 +22,11 @@ def service(name: str = "web", namespace: str = "shop", ip: str = "") -> Service
         spec["loadBalancerIP"] = ip
     return Service({"metadata": {"name": name, "namespace": namespace, "uid": "u-1"},
                     "spec": spec})  # fmt: skip
+
+
+def annotated(name: str, annotations: Mapping[str, str]) -> Service:
+    raw = service(name).raw
+    return Service({**raw, "metadata": {**raw["metadata"], "annotations": dict(annotations)}})
 
 
 def reservations(metal: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -88,3 +94,51 @@ def test_a_load_balancer_ip_the_project_does_not_hold_is_refused(
 ) -> None:
     with pytest.raises(InvalidServiceSpec, match=r"203\.0\.113\.9"):
         provider_for(metal).load_balancer().ensure_load_balancer("k", service(ip="203.0.113.9"), [])
+
+
+def test_the_eip_annotations_choose_where_a_new_address_is_reserved(
+    metal: Mapping[str, str],
+) -> None:
+    balancer = provider_for(metal).load_balancer()
+
+    balancer.ensure_load_balancer("k", annotated("north", {EIP_METRO_ANNOTATION: "ny"}), [])
+    balancer.ensure_load_balancer("k", annotated("west", {EIP_FACILITY_ANNOTATION: "sv15"}), [])
+    balancer.ensure_load_balancer("k", service("home"), [])
+
+    where = {r["details"]: (r["metro"]["code"], (r.get("facility") or {}).get("code"))
+             for r in reservations(metal)}  # fmt: skip
+    assert where == {
+        "shop/north": ("ny", None), "shop/west": ("sv", "sv15"), "shop/home": ("da", None)
+    }  # fmt: skip
+
+
+def test_an_address_found_in_another_metro_is_kept_with_a_warning(
+    metal: Mapping[str, str],
+) -> None:
+    balancer = provider_for(metal).load_balancer()
+    first = balancer.ensure_load_balancer("k", service(), [])
+
+    moved = balancer.ensure_load_balancer("k", annotated("web", {EIP_METRO_ANNOTATION: "am"}), [])
+
+    assert moved.ingress == first.ingress
+    assert len(reservations(metal)) == 1
+    (warning,) = moved.warnings
+    assert f"is in metro da, not in metro am (annotation {EIP_METRO_ANNOTATION})" in warning
+
+
+def test_with_no_metro_or_facility_anywhere_nothing_is_reserved(
+    metal: Mapping[str, str],
+) -> None:
+    unplaced = {k: v for k, v in metal.items() if "METRO" not in k}
+
+    with pytest.raises(InvalidServiceSpec, match="no metro or facility"):
+        provider_for(unplaced).load_balancer().ensure_load_balancer("k", service(), [])
+    assert reservations(metal) == []
+
+
+def test_an_ipv6_load_balancer_ip_is_refused_before_any_call(metal: Mapping[str, str]) -> None:
+    control(metal).reset_calls()
+
+    with pytest.raises(InvalidServiceSpec, match="not an IPv4 address"):
+        provider_for(metal).load_balancer().ensure_load_balancer("k", service(ip="2001:db8::1"), [])
+    assert control(metal).calls() == {}
