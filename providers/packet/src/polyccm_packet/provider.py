@@ -4,6 +4,11 @@ Built by the plugin when ``--provider packet`` is chosen; importing this module 
 ``equinix`` SDK's ``metalv1``. Settings come from upstream's JSON config (``--cloud-config``)
 overridden by the ``METAL_*`` variables; the cluster id tagging Elastic IPs is
 ``--cluster-name`` unless ``METAL_CLUSTER_ID`` says otherwise. Metal has no routes.
+
+``polyccm plan`` and ``polyccm orphans`` get :mod:`polyccm_packet.planning` and
+:mod:`polyccm_packet.orphans`. Every call is counted under the ``metalv1`` method's name, and
+Metal's reads are its ``find_*`` and ``get_*`` methods, so the core's default classifier
+(``CloudProvider.read_only_call``) tells reads from writes.
 """
 
 from __future__ import annotations
