@@ -9,7 +9,8 @@ process running on the ServiceAccount's token alone does its job: every request 
 recorded with the API server's answer, none is refused, and every permission the roles grant is
 used, while requests outside the role are refused. Then each rule is taken out in turn and the
 same process is refused a request that rule grants; and every grant is one upstream's
-cloud-controller-manager has too.
+cloud-controller-manager has too. On the same token its HTTPS port serves the probes' paths to
+anyone and /metrics to the metrics-reader's subject, through the system:auth-delegator binding.
 
 Run as a program (``python tests/test_deploy.py --provider=fake ARGS``) this file is that
 recorded polyccm process (see :func:`recorded_polyccm`).
@@ -43,7 +44,17 @@ from polyccm.kube.api import EVENTS, LEASES, NODES, SECRETS, SERVICES, ApiError,
 from polyccm.objects import UNINITIALIZED_TAINT
 from polyccm.plugins import plugin_manager
 from polyccm_testing.devenv.binaries import BinaryError, kustomize_path
-from polyccm_testing.kubeobjects import make_node, make_service, reasons_for, wait_for
+from polyccm_testing.devenv.processes import free_ports
+from polyccm_testing.kubeobjects import (
+    make_node,
+    make_service,
+    make_service_account,
+    reasons_for,
+    service_account_kubeconfig,
+    service_account_token,
+    wait_for,
+)
+from polyccm_testing.secureport import secure_get
 from polyccm_testing.workspace import ROOT, workspace_providers
 
 KUSTOMIZE = ROOT / "deploy" / "kustomize"
@@ -73,6 +84,8 @@ SECRET_ENV = {
     },
 }
 CREDENTIAL_FILES = {"digitalocean": "digitalocean.env", "packet": "metal-cloud-config.env"}
+#: The base's binding of the ServiceAccount to system:auth-delegator (the secure port's reviews).
+AUTH_DELEGATOR_BINDING = "cloud-controller-manager:auth-delegator"
 PLACEHOLDER = "REPLACE_WITH_"
 
 
@@ -687,38 +700,11 @@ def granted_rules(objects: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
     return granted
 
 
-def service_account_kubeconfig(kube_api: KubeApi, control_plane: Any, directory: Path) -> Path:
-    """A kubeconfig holding a TokenRequest token of the ServiceAccount."""
-    answer = kube_api.request(
-        "POST",
-        f"/api/v1/namespaces/{KUBE_SYSTEM}/serviceaccounts/{SERVICE_ACCOUNT}/token",
-        body={
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
-        },
+def account_kubeconfig(api: KubeApi, control_plane: Any, directory: Path) -> Path:
+    """A kubeconfig holding a TokenRequest token of polyccm's ServiceAccount."""
+    return service_account_kubeconfig(
+        api, control_plane, directory, namespace=KUBE_SYSTEM, name=SERVICE_ACCOUNT
     )
-    token = answer["status"]["token"]
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "test",
-                "cluster": {
-                    "server": control_plane.api_url,
-                    "certificate-authority": str(control_plane.ca_cert),
-                },
-            }
-        ],
-        "users": [{"name": SERVICE_ACCOUNT, "user": {"token": token}}],
-        "contexts": [{"name": "ccm", "context": {"cluster": "test", "user": SERVICE_ACCOUNT}}],
-        "current-context": "ccm",
-    }
-    path = directory / "cloud-controller-manager.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
 
 
 def forbidden(call: Callable[[], Any]) -> bool:
@@ -777,7 +763,7 @@ def test_service_account_alone_runs_every_controller_and_nothing_more(
     clean_nodes: None,
     tmp_path: Path,
 ) -> None:
-    kubeconfig = service_account_kubeconfig(kube_api, control_plane, tmp_path)
+    kubeconfig = account_kubeconfig(kube_api, control_plane, tmp_path)
     account = KubeApi.from_kubeconfig(str(kubeconfig), qps=0.0, user_agent="polyccm-tests")
     suffix = secrets.token_hex(3)
     new, stray, old, lost = (f"{n}-{suffix}" for n in ("new", "stray", "old", "lost"))
@@ -981,8 +967,8 @@ def test_service_account_may_review_tokens_and_access_for_its_secure_port(
 ) -> None:
     """The system:auth-delegator binding: on its own token, polyccm's ServiceAccount creates the
     TokenReviews and SubjectAccessReviews its secure port asks about a scrape's token."""
-    kubeconfig = service_account_kubeconfig(kube_api, control_plane, tmp_path)
-    token = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"]
+    kubeconfig = account_kubeconfig(kube_api, control_plane, tmp_path)
+    token = service_account_token(kube_api, KUBE_SYSTEM, SERVICE_ACCOUNT)
     account = KubeApi.from_kubeconfig(str(kubeconfig), qps=0.0, user_agent="polyccm-tests")
     try:
         wait_for(lambda: not forbidden(lambda: account.list(NODES)), 10, "the bindings in force")
@@ -1035,6 +1021,72 @@ def test_metrics_reader_lets_its_service_account_get_metrics(kube_api: KubeApi) 
         )
     finally:
         remove(kube_api, objects)
+
+
+@pytest.mark.timeout(120)
+def test_secure_port_serves_probes_and_the_metrics_reader_through_the_auth_delegator_binding(
+    kube_api: KubeApi,
+    control_plane: Any,
+    applied_rbac: list[dict[str, Any]],
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """polyccm on the ServiceAccount's token alone serves the probes' paths to anyone and
+    /metrics to the metrics-reader's subject, asking the API server through the
+    system:auth-delegator binding; without that binding its reviews are refused, and so is a
+    scrape."""
+    objects = rendered(METRICS_READER)
+    # The subject: a ServiceAccount of the test's namespace in place of a Prometheus's.
+    make_service_account(kube_api, namespace, "scraper")
+    only(objects, "ClusterRoleBinding")["subjects"] = [
+        {"kind": "ServiceAccount", "name": "scraper", "namespace": namespace}
+    ]
+    remove(kube_api, objects)
+    for obj in objects:
+        kube_api.request("POST", collection_path(kube_api, obj), body=obj)
+    (port,) = free_ports(1)
+    process = start_recorded(
+        tmp_path,
+        account_kubeconfig(kube_api, control_plane, tmp_path),
+        {"instances": [], "hold": {}, "gates": str(tmp_path)},
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+    )
+    try:
+        # The kubelet's probes: HTTPS, no token.
+        for path in ("/healthz", "/readyz", "/livez"):
+            wait_for(lambda p=path: secure_get(port, p).status == 200, 30, f"{path} answered")
+        assert secure_get(port, "/metrics").status == 403  # system:anonymous
+        own = service_account_token(kube_api, KUBE_SYSTEM, SERVICE_ACCOUNT)
+        assert secure_get(port, "/metrics", token=own).status == 403
+        scraper = service_account_token(kube_api, namespace, "scraper")
+        scraped = secure_get(port, "/metrics", token=scraper)
+        assert scraped.status == 200 and "# TYPE" in scraped.body, scraped.status
+
+        # Without system:auth-delegator: a token not reviewed yet is refused (401).
+        remove(kube_api, [only(applied_rbac, "ClusterRoleBinding", AUTH_DELEGATOR_BINDING)])
+        wait_for(
+            lambda: not account_may(kube_api, "authentication.k8s.io", "tokenreviews", "create"),
+            10,
+            "TokenReviews refused to the ServiceAccount",
+        )
+        fresh = service_account_token(kube_api, namespace, "scraper")
+        assert secure_get(port, "/metrics", token=fresh).status == 401
+        assert secure_get(port, "/healthz").status == 200
+    finally:
+        stop(process)
+        remove(kube_api, objects)
+    reviews = {
+        (r.resource, r.status)
+        for r in recorded_requests(tmp_path / RECORD_FILE)
+        if r.resource in ("tokenreviews", "subjectaccessreviews")
+    }
+    assert reviews == {
+        ("tokenreviews", 201),
+        ("subjectaccessreviews", 201),
+        ("tokenreviews", 403),
+    }, reviews
 
 
 # -- RBAC: every rule is needed --------------------------------------------------------------
@@ -1114,7 +1166,7 @@ def test_without_this_rule_polyccm_is_refused_what_it_grants(
     node = f"new-{secrets.token_hex(3)}"
     make_node(kube_api, node, tainted=True, pod_cidrs=("10.244.9.0/24",))
     make_service(kube_api, namespace, "web")
-    kubeconfig = service_account_kubeconfig(kube_api, control_plane, tmp_path)
+    kubeconfig = account_kubeconfig(kube_api, control_plane, tmp_path)
     scenario = {"instances": [node], "hold": {}, "gates": str(tmp_path)}
     # Leader election only where the rule is the Lease's: without it the controllers start
     # at once.
