@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,13 +17,13 @@ from typing import Any
 import pytest
 from polyccm.kube.api import NAMESPACES, SERVICES, KubeApi
 from polyccm.objects import Service
+from polyccm_packet import provider as packet_provider
+from polyccm_packet.config import MetalConfig
 from polyccm_packet.load_balancer import EIP_FACILITY_ANNOTATION, EIP_METRO_ANNOTATION
 from polyccm_packet.testing import MetalApi, MetalCloudUnderTest, control, provider_for
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.kubeobjects import make_service
 from polyccm_testing.opstools import CommandResult, read_only_kubeconfig, run_polyccm
-
-pytestmark = pytest.mark.usefixtures("clean_nodes")
 
 USAGE = "usage=cloud-provider-equinix-metal-auto"
 
@@ -59,6 +60,7 @@ def writes(metal: Mapping[str, str]) -> int:
     return int(MetalCloudUnderTest(metal).write_calls())
 
 
+@pytest.mark.usefixtures("clean_nodes")
 def test_upstream_elastic_ips_are_adopted_read_only(
     metal: Mapping[str, str],
     kube_api: KubeApi,
@@ -94,6 +96,7 @@ def test_upstream_elastic_ips_are_adopted_read_only(
     assert set(MetalCloudUnderTest(metal).load_balancer_resources()) == before
 
 
+@pytest.mark.usefixtures("clean_nodes")
 def test_what_ensure_would_do_create_fail_and_warn(
     metal: Mapping[str, str], kube_api: KubeApi, control_plane: ControlPlane, namespace: str
 ) -> None:
@@ -135,3 +138,35 @@ def test_what_ensure_would_do_create_fail_and_warn(
     assert unheld["problems"][0]["eventReason"] == "SyncLoadBalancerFailed"
     assert writes(metal) == writes_before
     assert len(MetalCloudUnderTest(metal).elastic_ips()) == 1
+
+
+# Every Metal operation the provider sends, and whether it only reads.
+OPERATIONS = {
+    "devices.find_device_by_id": True,
+    "devices.find_project_devices": True,
+    "devices.find_bgp_sessions": True,
+    "devices.get_bgp_neighbor_data": True,
+    "devices.create_bgp_session": False,
+    "bgp.find_bgp_config_by_project": True,
+    "bgp.request_bgp_config": False,
+    "ips.find_ip_reservations": True,
+    "ips.find_ip_address_by_id": True,
+    "ips.request_ip_reservation": False,
+    "ips.delete_ip_address": False,
+}
+
+
+def test_the_read_only_guard_knows_every_operation_the_provider_sends() -> None:
+    package = Path(packet_provider.__file__).parent
+    sent = {
+        match
+        for path in package.glob("*.py")
+        for match in re.findall(
+            r'"((?:devices|bgp|ips|metros|projects)\.[a-z_]+)"', path.read_text()
+        )
+    }
+    provider = packet_provider.MetalProvider(MetalConfig(api_key="unused", project_id="p-1"))
+
+    assert sent == set(OPERATIONS)
+    # The guard gets the method's name, as MetalClient.call passes it to cloudcalls.record.
+    assert {op: provider.read_only_call(op.split(".")[1]) for op in OPERATIONS} == OPERATIONS
