@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from polyccm.cloud import default_load_balancer_name
 from polyccm.errors import InvalidServiceSpec
 from polyccm.objects import Service
 
@@ -236,6 +237,13 @@ def load_balancer_spec(service: Service, *, default_name: str) -> LoadBalancerSp
         disowned=disowned,
         warnings=tuple(warnings),
     )
+
+
+def service_spec(service: Service) -> LoadBalancerSpec:
+    """The load balancer ``service`` asks for, named ``a`` + its UID unless the ``name``
+    annotation says otherwise: what ensure, ``polyccm plan`` and ``polyccm check-service`` all
+    check first. No cloud call."""
+    return load_balancer_spec(service, default_name=default_load_balancer_name(service))
 
 
 def _forwarding_rules(

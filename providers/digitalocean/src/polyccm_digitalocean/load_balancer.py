@@ -31,7 +31,7 @@ from polyccm_digitalocean.annotations import (
     CERTIFICATE_NAME,
     LOAD_BALANCER_ID,
     LoadBalancerSpec,
-    load_balancer_spec,
+    service_spec,
 )
 from polyccm_digitalocean.api import DigitalOceanApi, NotFound
 from polyccm_digitalocean.instances import droplet_id_from_provider_id
@@ -49,7 +49,8 @@ def droplet_ids(nodes: Sequence[Node]) -> list[int]:
     return sorted(i for i in ids if i is not None)
 
 
-def _rule(rule: Mapping[str, Any]) -> tuple[Any, ...]:
+def rule_key(rule: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What makes two forwarding rules the same rule (DigitalOcean fills in the rest)."""
     return (rule["entry_protocol"], int(rule["entry_port"]), rule["target_protocol"],
             int(rule["target_port"]), rule.get("certificate_id") or "",
             bool(rule.get("tls_passthrough")))  # fmt: skip
@@ -61,7 +62,7 @@ def differences(desired: Mapping[str, Any], current: Balancer) -> list[str]:
     for key, want in desired.items():
         have = current.get(key)
         if key == "forwarding_rules":
-            same = sorted(map(_rule, want)) == sorted(map(_rule, have or ()))
+            same = sorted(map(rule_key, want)) == sorted(map(rule_key, have or ()))
         elif key == "droplet_ids":
             same = sorted(want) == sorted(have or ())
         elif key == "region":
@@ -112,14 +113,11 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                 return dict(found)
         return None
 
-    def _spec(self, service: Service) -> LoadBalancerSpec:
-        return load_balancer_spec(service, default_name=self.get_load_balancer_name("", service))
-
     # -- the contract -----------------------------------------------------------------------
 
     def get_load_balancer(self, cluster_name: str, service: Service) -> LoadBalancerStatus | None:
         try:
-            spec = self._spec(service)
+            spec = service_spec(service)
         except InvalidServiceSpec:
             spec = None
         balancer = self._find(service, spec)
@@ -130,7 +128,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
     def ensure_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> LoadBalancerStatus:
-        spec = self._spec(service)  # every check before any cloud call
+        spec = service_spec(service)  # every check before any cloud call
         balancer = self._find(service, spec)
         if spec.disowned:
             if balancer is None:
@@ -173,7 +171,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
     def update_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> None:
-        spec = self._spec(service)
+        spec = service_spec(service)
         balancer = self._find(service, spec)
         if spec.disowned:
             return
@@ -189,7 +187,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
 
     def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
         try:
-            spec: LoadBalancerSpec | None = self._spec(service)
+            spec: LoadBalancerSpec | None = service_spec(service)
         except InvalidServiceSpec:
             spec = None
         if spec is not None and spec.disowned:

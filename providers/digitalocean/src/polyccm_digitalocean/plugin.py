@@ -16,6 +16,7 @@ from polyccm.plugins import EmulatorLaunch, EmulatorRegistry, ProviderRegistry, 
 
 if TYPE_CHECKING:
     from polyccm.cloud import CloudProvider
+    from polyccm.ops.contract import ServiceChecker
 
 PROVIDER = "digitalocean"
 #: The bearer token the emulator launched by polyccm-dev accepts (and the only one): fake, and
@@ -39,6 +40,16 @@ def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
     from polyccm_digitalocean.provider import DigitalOceanProvider
 
     return DigitalOceanProvider.from_environment()
+
+
+@hookimpl
+def polyccm_build_service_checker(settings: ProviderSettings) -> ServiceChecker | None:
+    """The offline Service check of ``polyccm check-service`` (no token, no API needed)."""
+    if settings.provider != PROVIDER:
+        return None
+    from polyccm_digitalocean.checker import DigitalOceanServiceChecker
+
+    return DigitalOceanServiceChecker()
 
 
 def emulator_launch(

@@ -1,4 +1,5 @@
-"""The DigitalOcean cloud provider: droplets (InstancesV2) and load balancers; no routes.
+"""The DigitalOcean cloud provider: droplets (InstancesV2) and load balancers; no routes; the
+planning and leaked-load-balancer search of ``polyccm plan`` and ``polyccm orphans``.
 
 Built by the plugin when ``--provider digitalocean`` is chosen; importing this module imports
 pydo. The region comes from ``REGION`` or, without it, from the droplet metadata service (the
@@ -16,11 +17,14 @@ from collections.abc import Callable, Mapping
 
 from polyccm.cloud import CloudProvider, InstancesV2, LoadBalancer, ProviderContext
 from polyccm.errors import ConfigError
+from polyccm.ops.contract import LoadBalancerPlanner, Orphans
 
 from polyccm_digitalocean.api import DigitalOceanApi, DigitalOceanApiError
 from polyccm_digitalocean.config import DigitalOceanConfig, read_environment
 from polyccm_digitalocean.instances import DigitalOceanInstances
 from polyccm_digitalocean.load_balancer import DigitalOceanLoadBalancer
+from polyccm_digitalocean.orphans import DigitalOceanOrphans
+from polyccm_digitalocean.planning import DigitalOceanLoadBalancerPlanner
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +92,13 @@ class DigitalOceanProvider(CloudProvider):
 
     def load_balancer(self) -> LoadBalancer:
         return self._load_balancer
+
+    def load_balancer_planner(self) -> LoadBalancerPlanner:
+        return DigitalOceanLoadBalancerPlanner(self.api, region=self.region,
+                                               vpc_id=self.config.vpc_id)  # fmt: skip
+
+    def orphans(self) -> Orphans:
+        return DigitalOceanOrphans(self.api, cluster_id=self.config.cluster_id)
 
     def has_cluster_id(self) -> bool:
         # Load balancers are found by id and name, not by a cluster tag, so the id is optional

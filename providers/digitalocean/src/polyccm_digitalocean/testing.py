@@ -245,3 +245,46 @@ class DigitalOceanCloudUnderTest:
         """Droplet ids behind the service's load balancer."""
         balancer = self._balancer(service)
         return frozenset(str(i) for i in (balancer or {}).get("droplet_ids", ()))
+
+
+def upstream_load_balancer(
+    api: JsonApi,
+    name: str,
+    droplet_ids: Sequence[int],
+    node_ports: Mapping[int, int],
+    *,
+    protocol: str = "tcp",
+    **fields: Any,
+) -> dict[str, Any]:
+    """Create, through the API, the load balancer upstream's CCM (DEFAULT_LB_TYPE=REGIONAL, no
+    annotations beyond ``protocol`` and ``fields``) makes for a Service whose ports map to
+    ``node_ports``: its request as ``buildLoadBalancerRequest`` words it, with kube-proxy's
+    health check and upstream's health-check defaults. Left out: godo's health-check
+    ``proxy_protocol`` and the ``k8s:<cluster id>`` tag, which DigitalOcean's OpenAPI document
+    does not have (so the emulator refuses them)."""
+    body: dict[str, Any] = {
+        "name": name,
+        "region": TEST_REGION,
+        "droplet_ids": list(droplet_ids),
+        "forwarding_rules": [
+            {"entry_protocol": protocol, "entry_port": port, "target_protocol": protocol,
+             "target_port": node_port}
+            for port, node_port in node_ports.items()
+        ],
+        "health_check": {"protocol": "http", "port": 10256, "path": "/healthz",
+                         "check_interval_seconds": 3, "response_timeout_seconds": 5,
+                         "unhealthy_threshold": 3, "healthy_threshold": 5},
+        "sticky_sessions": {"type": "none"},
+        "algorithm": "round_robin",
+        "redirect_http_to_https": False,
+        "enable_proxy_protocol": False,
+        "enable_backend_keepalive": False,
+        "disable_lets_encrypt_dns_records": False,
+        "firewall": {"allow": [], "deny": []},
+        "type": "REGIONAL",
+        "network": "EXTERNAL",
+        "network_stack": "IPV4",
+        **fields,
+    }  # fmt: skip
+    balancer: dict[str, Any] = api.ok("POST", "/v2/load_balancers", body)["load_balancer"]
+    return balancer

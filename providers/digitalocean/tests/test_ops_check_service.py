@@ -1,0 +1,126 @@
+"""``polyccm check-service --provider digitalocean``: every annotation the provider knows is
+walked, and for each the command prints exactly what ensure raises or warns on the emulator
+(the same function checks both, so the lines are the Warning events' messages)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+from polyccm.errors import InvalidServiceSpec
+from polyccm.objects import Service
+from polyccm_digitalocean import annotations as ann
+from polyccm_digitalocean.testing import DigitalOceanApi, provider_for
+from polyccm_testing.opstools import run_polyccm
+
+ERROR, WARNING, CLEAN = "error", "warning", ""
+
+#: One case per annotation: a value, and whether ensure refuses it, warns about it or takes it.
+CASES: dict[str, tuple[str, str]] = {
+    ann.NAME: ("web server", ERROR),
+    ann.PROTOCOL: ("ftp", ERROR),
+    ann.HTTP_PORTS: ("8080", ERROR),
+    ann.TLS_PORTS: ("80", ERROR),
+    ann.HTTP2_PORTS: ("80", ERROR),
+    ann.HTTP3_PORT: ("80,443", ERROR),
+    ann.TLS_PASSTHROUGH: ("maybe", ERROR),
+    ann.CERTIFICATE_ID: ("c0ffee00-0000-4000-8000-000000000001", WARNING),
+    ann.CERTIFICATE_NAME: ("web", WARNING),
+    ann.HOSTNAME: ("web.example.com", CLEAN),
+    ann.REDIRECT_HTTP_TO_HTTPS: ("true", WARNING),
+    ann.DISABLE_LETS_ENCRYPT_DNS_RECORDS: ("nope", ERROR),
+    ann.SIZE_SLUG: ("lb-huge", ERROR),
+    ann.SIZE_UNIT: ("0", ERROR),
+    ann.STICKY_TYPE: ("cookies", ERROR),
+    ann.STICKY_COOKIE_NAME: ("session", WARNING),
+    ann.STICKY_COOKIE_TTL: ("soon", ERROR),
+    ann.PROXY_PROTOCOL: ("on", ERROR),
+    ann.BACKEND_KEEPALIVE: ("on", ERROR),
+    ann.IDLE_TIMEOUT: ("5", ERROR),
+    ann.HC_PATH: ("/ready", WARNING),
+    ann.HC_PORT: ("80", WARNING),
+    ann.HC_PROTOCOL: ("tcp", WARNING),
+    ann.HC_INTERVAL: ("5", WARNING),
+    ann.HC_TIMEOUT: ("5", WARNING),
+    ann.HC_UNHEALTHY: ("3", WARNING),
+    ann.HC_HEALTHY: ("3", WARNING),
+    ann.OVERRIDE_HEALTH_CHECK: ("sure", ERROR),
+    ann.ALLOW_RULES: ("host:192.0.2.1", ERROR),
+    ann.DENY_RULES: ("cidr:300.0.0.0/8", ERROR),
+    ann.TYPE: ("GLOBALISH", ERROR),
+    ann.NETWORK: ("PUBLIC", ERROR),
+    ann.NETWORK_STACK: ("IPV6", ERROR),
+    ann.DISOWN: ("perhaps", ERROR),
+}
+
+
+def service_name(annotation: str) -> str:
+    return annotation.rsplit("/", 1)[1].removeprefix("do-loadbalancer-")
+
+
+def manifest(name: str, annotations: Mapping[str, str]) -> dict[str, Any]:
+    """A Service as the API server stores it (uid, node port), so ensure can take it too."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "default", "uid": str(uuid.uuid4()),
+                     "annotations": dict(annotations)},
+        "spec": {"type": "LoadBalancer",
+                 "ports": [{"name": "http", "protocol": "TCP", "port": 80, "nodePort": 30080}]},
+    }  # fmt: skip
+
+
+def check_service(*manifests: Mapping[str, Any]) -> tuple[int, list[str]]:
+    text = yaml.safe_dump_all(list(manifests))
+    result = run_polyccm(["check-service", "--provider=digitalocean", "-f", "-"], stdin=text)
+    assert not result.stderr, result
+    return result.status, result.stdout.splitlines()
+
+
+def test_the_cases_walk_every_annotation_the_provider_knows() -> None:
+    assert set(CASES) == ann.KNOWN | {ann.DISOWN}
+
+
+def test_each_annotation_gets_exactly_what_ensure_raises_or_warns(
+    do: Mapping[str, str],
+) -> None:
+    # certificate-name is looked up by ensure (only): let it name a certificate that exists.
+    DigitalOceanApi(do).ok("POST", "/v2/certificates", {
+        "name": "web", "type": "custom", "private_key": "k", "leaf_certificate": "c",
+    })  # fmt: skip
+    manifests = {a: manifest(service_name(a), {a: value}) for a, (value, _) in CASES.items()}
+
+    status, lines = check_service(*manifests.values())
+
+    balancer = provider_for(do).load_balancer()
+    expected: list[str] = []
+    for annotation, raw in manifests.items():
+        prefix = f"default/{service_name(annotation)}: "
+        try:
+            answer = balancer.ensure_load_balancer("kubernetes", Service(raw), [])
+        except InvalidServiceSpec as error:
+            said = [f"{prefix}error: {error}"]
+        else:
+            said = [f"{prefix}warning: {warning}" for warning in answer.warnings]
+        severity = CASES[annotation][1]
+        assert [line.split(": ")[1] for line in said] == ([severity] if severity else []), said
+        assert all(annotation in line for line in said), said
+        expected += said
+    assert lines == expected
+    assert status == 1
+
+
+def test_a_misspelled_annotation_is_named_and_a_clean_service_passes() -> None:
+    misspelled = ann.PREFIX + "sizeslug"
+
+    status, lines = check_service(manifest("typo", {misspelled: "lb-small"}))
+    clean_status, clean_lines = check_service(manifest("web", {ann.SIZE_UNIT: "3"}))
+
+    assert status == 1
+    assert lines == [
+        f"default/typo: warning: annotation {misspelled} is not a DigitalOcean load-balancer "
+        "annotation; ignored (misspelled?)"
+    ]
+    assert (clean_status, clean_lines) == (0, [])

@@ -1,0 +1,183 @@
+"""``polyccm plan --provider digitalocean`` against the real kube-apiserver and the emulator:
+load balancers upstream's CCM made (its ``a<uid>`` names, its request, its id annotation or
+not) are adopted as they are, and what ensure would change is listed change by change, with
+no write to DigitalOcean (the emulator's call records) nor to the cluster (a read-only
+ServiceAccount)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from polyccm.cloud import default_load_balancer_name
+from polyccm.controllers import nodeinfo
+from polyccm.controllers.service import FINALIZER
+from polyccm.kube.api import NODES, SERVICES, KubeApi
+from polyccm.objects import Node, Service
+from polyccm_digitalocean import annotations as ann
+from polyccm_digitalocean.testing import (
+    TEST_REGION,
+    DigitalOceanApi,
+    control,
+    provider_for,
+    upstream_load_balancer,
+)
+from polyccm_testing.devenv.controlplane import ControlPlane
+from polyccm_testing.kubeobjects import make_node, make_service
+from polyccm_testing.opstools import CommandResult, read_only_kubeconfig, run_polyccm
+
+pytestmark = pytest.mark.usefixtures("clean_nodes")
+
+READS = ("_get", "_list")
+
+
+@pytest.fixture
+def cloud(do: Mapping[str, str], monkeypatch: pytest.MonkeyPatch) -> DigitalOceanApi:
+    """The emulator, reached by ``polyccm`` through the environment upstream's CCM reads."""
+    monkeypatch.setenv("REGION", TEST_REGION)
+    return DigitalOceanApi(do)
+
+
+def writes(do: Mapping[str, str]) -> dict[str, int]:
+    """Calls so far of every operation that is not a read."""
+    return {op: n for op, n in control(do).calls().items() if not op.endswith(READS)}
+
+
+def plan(kubeconfig: Path) -> tuple[CommandResult, dict[str, Any]]:
+    result = run_polyccm(
+        ["plan", "--provider=digitalocean", f"--kubeconfig={kubeconfig}", "-o", "json"]
+    )
+    assert result.stdout, result
+    document: dict[str, Any] = json.loads(result.stdout)
+    return result, document
+
+
+def cluster_nodes(do: Mapping[str, str], kube_api: KubeApi, count: int) -> list[Node]:
+    """``count`` droplets, registered as nodes that cloud-node already initialised."""
+    provider = provider_for(do)
+    nodes = []
+    for droplet in DigitalOceanApi(do).create_droplets(count, prefix="plan"):
+        bare = Node({"metadata": {"name": droplet["name"]}, "spec": {}})
+        metadata = provider.instances_v2().instance_metadata(bare)
+        provider_id, addresses = nodeinfo.initial_fields(bare, metadata)
+        make_node(kube_api, droplet["name"], tainted=False, provider_id=provider_id,
+                  addresses=tuple((a.type, a.address) for a in addresses or ()))  # fmt: skip
+        nodes.append(Node(kube_api.get(NODES, droplet["name"])))
+    return nodes
+
+
+def droplet_ids(nodes: list[Node]) -> list[int]:
+    return [int(node.provider_id.rsplit("/", 1)[1]) for node in nodes]
+
+
+def upstream_service(
+    kube_api: KubeApi, namespace: str, name: str, annotations: Mapping[str, str] | None = None
+) -> Service:
+    """A LoadBalancer Service as the service controller leaves it (its finalizer on)."""
+
+    def tweak(body: dict[str, Any]) -> None:
+        body["metadata"]["annotations"].update(annotations or {})
+        body["metadata"]["finalizers"] = [FINALIZER]
+
+    return Service(make_service(kube_api, namespace, name, tweak))
+
+
+def node_ports(service: Service) -> dict[int, int]:
+    return {port.port: port.node_port for port in service.ports}
+
+
+def annotate(kube_api: KubeApi, service: Service, annotations: Mapping[str, str]) -> None:
+    patch = {"metadata": {"annotations": dict(annotations)}}
+    kube_api.patch(SERVICES, service.name, patch, service.namespace)
+
+
+def test_load_balancers_upstream_made_are_adopted_and_nothing_is_written(
+    do: Mapping[str, str],
+    cloud: DigitalOceanApi,
+    kube_api: KubeApi,
+    control_plane: ControlPlane,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    nodes = cluster_nodes(do, kube_api, 2)
+    backends = droplet_ids(nodes)
+    # Upstream wrote the id annotation on "web"; "api" predates it (found by name, as upstream
+    # finds it); "site" asks for http with the PROXY protocol.
+    web = upstream_service(kube_api, namespace, "web")
+    made = upstream_load_balancer(cloud, default_load_balancer_name(web), backends,
+                                  node_ports(web))  # fmt: skip
+    annotate(kube_api, web, {ann.LOAD_BALANCER_ID: made["id"]})
+    api = upstream_service(kube_api, namespace, "api")
+    upstream_load_balancer(cloud, default_load_balancer_name(api), backends, node_ports(api))
+    site = upstream_service(kube_api, namespace, "site",
+                            {ann.PROTOCOL: "http", ann.PROXY_PROTOCOL: "true"})  # fmt: skip
+    upstream_load_balancer(cloud, default_load_balancer_name(site), backends, node_ports(site),
+                           protocol="http", enable_proxy_protocol=True)  # fmt: skip
+    read_only = read_only_kubeconfig(kube_api, control_plane, namespace, tmp_path)
+    before = writes(do)
+
+    result, document = plan(read_only)
+
+    assert result.status == 0, result
+    assert {p["service"]: (p["action"], p["differences"]) for p in document["loadBalancers"]} == {
+        f"{namespace}/{name}": ("adopt", []) for name in ("web", "api", "site")
+    }
+    assert document["nodes"] == []
+    assert writes(do) == before
+    assert len(cloud.ok("GET", "/v2/load_balancers")["load_balancers"]) == 3
+
+
+def test_what_ensure_would_change_is_listed_and_not_done(
+    do: Mapping[str, str],
+    cloud: DigitalOceanApi,
+    kube_api: KubeApi,
+    control_plane: ControlPlane,
+    namespace: str,
+) -> None:
+    nodes = cluster_nodes(do, kube_api, 2)
+    first, second = droplet_ids(nodes)
+    # "grown": upstream pointed it at the first node only, and it checks health on a port.
+    grown = upstream_service(kube_api, namespace, "grown")
+    upstream_load_balancer(cloud, default_load_balancer_name(grown), [first], node_ports(grown),
+                           health_check={"protocol": "tcp", "port": 30999})  # fmt: skip
+    # "renamed": its id annotation finds it, and the name annotation renames it in place.
+    renamed = upstream_service(kube_api, namespace, "renamed")
+    made = upstream_load_balancer(cloud, default_load_balancer_name(renamed), [first, second],
+                                  node_ports(renamed))  # fmt: skip
+    annotate(kube_api, renamed, {ann.LOAD_BALANCER_ID: made["id"], ann.NAME: "shop"})
+    make_service(kube_api, namespace, "fresh")
+    make_service(kube_api, namespace, "refused", lambda s: s["metadata"]["annotations"].update(
+        {ann.TLS_PORTS: "80"}))  # fmt: skip
+    make_service(kube_api, namespace, "typo", lambda s: s["metadata"]["annotations"].update(
+        {ann.PREFIX + "sizeslug": "lb-small"}))  # fmt: skip
+    before = writes(do)
+
+    result, document = plan(control_plane.kubeconfig)
+
+    assert result.status == 1, result
+    plans = {p["service"].split("/")[1]: p for p in document["loadBalancers"]}
+    assert {name: p["action"] for name, p in plans.items()} == {
+        "grown": "update", "renamed": "update", "fresh": "create", "refused": "fail",
+        "typo": "create",
+    }  # fmt: skip
+    assert plans["grown"]["differences"] == [  # DigitalOcean's default path is "/"
+        {"aspect": "health-check", "detail": "protocol 'tcp' -> 'http', port 30999 -> 10256, "
+                                             "path '/' -> '/healthz'"},
+        {"aspect": "backends", "detail": f"add droplet {second}"},
+    ]  # fmt: skip
+    assert plans["renamed"]["differences"] == [
+        {"aspect": "attributes", "detail": f"name '{made['name']}' -> 'shop'"}
+    ]
+    assert plans["renamed"]["loadBalancer"] == "shop"
+    fresh = plans["fresh"]["differences"]
+    (port,) = Service(kube_api.get(SERVICES, "fresh", namespace)).ports
+    assert {"aspect": "listeners", "detail": f"add tcp:80 -> tcp:{port.node_port}"} in fresh
+    assert {"aspect": "backends", "detail": f"droplets {first}, {second}"} in fresh
+    (refusal,) = plans["refused"]["problems"]
+    assert refusal["severity"] == "error" and ann.TLS_PORTS in refusal["message"]
+    (warning,) = plans["typo"]["problems"]
+    assert warning["severity"] == "warning" and "sizeslug" in warning["message"]
+    assert writes(do) == before
