@@ -1,5 +1,6 @@
 """polyccm's conformance kit, run for the DigitalOcean provider on the emulator: instances and
-load balancers (no zones on DigitalOcean, no routes)."""
+load balancers (no zones on DigitalOcean, no routes), and the operator-tools promises
+(OperatorToolsConformance)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ from collections.abc import Mapping
 
 import pytest
 from polyccm_digitalocean.testing import DigitalOceanCloudUnderTest
-from polyccm_testing.conformance import CloudUnderTest, ProviderConformance
+from polyccm_testing.conformance import (
+    CloudUnderTest,
+    OperatorToolsConformance,
+    ProviderConformance,
+)
 
 
-class TestDigitalOceanConformance(ProviderConformance):
+class TestDigitalOceanConformance(ProviderConformance, OperatorToolsConformance):
     zones = False
 
     @pytest.fixture

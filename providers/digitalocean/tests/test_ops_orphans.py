@@ -29,8 +29,6 @@ from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.kubeobjects import make_node, make_service
 from polyccm_testing.opstools import CommandResult, run_polyccm
 
-pytestmark = pytest.mark.usefixtures("clean_nodes")
-
 
 def orphans(control_plane: ControlPlane, *extra: str) -> CommandResult:
     return run_polyccm([
@@ -48,7 +46,11 @@ def some_default_name() -> str:
 
 @pytest.fixture
 def leaky(
-    do: Mapping[str, str], kube_api: KubeApi, namespace: str, monkeypatch: pytest.MonkeyPatch
+    do: Mapping[str, str],
+    kube_api: KubeApi,
+    namespace: str,
+    clean_nodes: None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> dict[str, dict[str, Any]]:
     """Load balancers by role: "live" (named for its Service), "moved" (its Service was made
     again with the id annotation of the one before), "deleted" and "retyped" (leaked), and the

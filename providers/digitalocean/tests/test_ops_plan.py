@@ -7,6 +7,7 @@ ServiceAccount)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from polyccm.controllers.service import FINALIZER
 from polyccm.kube.api import NODES, SERVICES, KubeApi
 from polyccm.objects import Node, Service
 from polyccm_digitalocean import annotations as ann
+from polyccm_digitalocean import provider as do_provider
+from polyccm_digitalocean.config import DigitalOceanConfig
 from polyccm_digitalocean.testing import (
     TEST_REGION,
     DigitalOceanApi,
@@ -28,8 +31,6 @@ from polyccm_digitalocean.testing import (
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.kubeobjects import make_node, make_service
 from polyccm_testing.opstools import CommandResult, read_only_kubeconfig, run_polyccm
-
-pytestmark = pytest.mark.usefixtures("clean_nodes")
 
 READS = ("_get", "_list")
 
@@ -94,6 +95,7 @@ def annotate(kube_api: KubeApi, service: Service, annotations: Mapping[str, str]
     kube_api.patch(SERVICES, service.name, patch, service.namespace)
 
 
+@pytest.mark.usefixtures("clean_nodes")
 def test_load_balancers_upstream_made_are_adopted_and_nothing_is_written(
     do: Mapping[str, str],
     cloud: DigitalOceanApi,
@@ -130,6 +132,7 @@ def test_load_balancers_upstream_made_are_adopted_and_nothing_is_written(
     assert len(cloud.ok("GET", "/v2/load_balancers")["load_balancers"]) == 3
 
 
+@pytest.mark.usefixtures("clean_nodes")
 def test_what_ensure_would_change_is_listed_and_not_done(
     do: Mapping[str, str],
     cloud: DigitalOceanApi,
@@ -181,3 +184,33 @@ def test_what_ensure_would_change_is_listed_and_not_done(
     (warning,) = plans["typo"]["problems"]
     assert warning["severity"] == "warning" and "sizeslug" in warning["message"]
     assert writes(do) == before
+
+
+# Every pydo operation the provider sends, and whether it only reads.
+OPERATIONS = {
+    "regions.list": True,
+    "droplets.get": True,
+    "droplets.list": True,
+    "certificates.list": True,
+    "load_balancers.get": True,
+    "load_balancers.list": True,
+    "load_balancers.create": False,
+    "load_balancers.update": False,
+    "load_balancers.delete": False,
+    "load_balancers.add_droplets": False,
+    "load_balancers.remove_droplets": False,
+}
+
+
+def test_the_read_only_guard_knows_every_operation_the_provider_sends() -> None:
+    package = Path(do_provider.__file__).parent
+    sent = {
+        match
+        for path in package.glob("*.py")
+        for match in re.findall(r'"((?:[a-z]+_)*[a-z]+s\.[a-z_]+)"', path.read_text())
+    }
+    provider = do_provider.DigitalOceanProvider(DigitalOceanConfig(token="unused"), region="nyc3")
+
+    assert sent == set(OPERATIONS)
+    # The guard gets the operation as DigitalOceanApi.call passes it to cloudcalls.record.
+    assert {op: provider.read_only_call(op) for op in OPERATIONS} == OPERATIONS
