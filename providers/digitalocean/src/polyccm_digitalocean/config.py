@@ -37,7 +37,8 @@ class DigitalOceanConfig:
     api_url: str = DEFAULT_API_URL
     """``DO_OVERRIDE_URL``: another API endpoint (an emulator); https only."""
     cluster_id: str = ""
-    """``DO_CLUSTER_ID``: the DOKS cluster id; tags load balancers ``k8s:<id>``."""
+    """``DO_CLUSTER_ID``: the DOKS cluster id (logged); ``polyccm orphans`` takes load balancers
+    upstream tagged ``k8s:<id>`` for this cluster's."""
     vpc_id: str = ""
     """``DO_CLUSTER_VPC_ID``: the VPC new load balancers are placed in."""
     region: str = ""
