@@ -8,13 +8,18 @@ import textwrap
 from typing import Any
 
 import pytest
-from polyccm_testing.conformance import CloudUnderTest, FakeCloudUnderTest, ProviderConformance
+from polyccm_testing.conformance import (
+    CloudUnderTest,
+    FakeCloudUnderTest,
+    OperatorToolsConformance,
+    ProviderConformance,
+)
 from polyccm_testing.pytest_plugin import STATE_DIR_VARIABLE
 
 pytest_plugins = ("pytester",)
 
 
-class TestFakeCloudConformance(ProviderConformance):
+class TestFakeCloudConformance(ProviderConformance, OperatorToolsConformance):
     @pytest.fixture
     def cloud(self) -> CloudUnderTest:
         return FakeCloudUnderTest()

@@ -1,6 +1,6 @@
 """polyccm's conformance kit, run for the AWS provider on the emulator: instances, classic ELB
 load balancers and VPC routes (ProviderConformance), and NLBs (LoadBalancerConformance with
-the NLB annotation)."""
+the NLB annotation); with both, the operator-tools promises (OperatorToolsConformance)."""
 
 from __future__ import annotations
 
@@ -12,17 +12,18 @@ from polyccm_aws.testing import AwsCloudUnderTest
 from polyccm_testing.conformance import (
     CloudUnderTest,
     LoadBalancerConformance,
+    OperatorToolsConformance,
     ProviderConformance,
 )
 
 
-class TestAwsConformance(ProviderConformance):
+class TestAwsConformance(ProviderConformance, OperatorToolsConformance):
     @pytest.fixture
     def cloud(self, aws: EmulatorControl) -> CloudUnderTest:
         return AwsCloudUnderTest(aws)
 
 
-class TestAwsNlbConformance(LoadBalancerConformance):
+class TestAwsNlbConformance(LoadBalancerConformance, OperatorToolsConformance):
     @pytest.fixture
     def cloud(self, aws: EmulatorControl) -> CloudUnderTest:
         return AwsCloudUnderTest(aws)

@@ -25,7 +25,7 @@ from polyccm_aws.naming import elb_security_group_description, elb_security_grou
 from polyccm_aws.network import no_subnets_error
 from polyccm_aws.security_groups import SecurityGroupInUse, node_security_group
 from polyccm_aws.sg_rules import group_rule, load_balancer_rules
-from polyccm_aws.tagging import SERVICE_NAME_TAG
+from polyccm_aws.tagging import SERVICE_NAME_TAG, tag_list, tag_map
 
 log = logging.getLogger(__name__)
 
@@ -182,14 +182,22 @@ class ClassicElb(BalancerKind):
                 log.warning("load balancer %s: %s", name, error)
         changed = self._sync_listeners(spec, name, existing) or changed
         changed = self._sync_proxy_protocol(spec, name, existing) or changed
-        if spec.additional_tags:
-            self._api.call(
-                "elb",
-                "add_tags",
-                LoadBalancerNames=[name],
-                Tags=[{"Key": k, "Value": v} for k, v in sorted(spec.additional_tags.items())],
-            )
+        self._sync_tags(spec, name)
         return changed
+
+    def _sync_tags(self, spec: LoadBalancerSpec, name: str) -> None:
+        """Add the annotated tags the ELB lacks (or has with another value); never remove."""
+        if not spec.additional_tags:
+            return
+        answer = self._api.call("elb", "describe_tags", LoadBalancerNames=[name])
+        current = {
+            key: value
+            for description in answer.get("TagDescriptions") or ()
+            for key, value in tag_map(description.get("Tags")).items()
+        }
+        missing = {k: v for k, v in spec.additional_tags.items() if current.get(k) != v}
+        if missing:
+            self._api.call("elb", "add_tags", LoadBalancerNames=[name], Tags=tag_list(missing))
 
     def _sync_listeners(self, spec: LoadBalancerSpec, name: str, existing: Description) -> bool:
         actual = [d["Listener"] for d in existing.get("ListenerDescriptions") or ()]

@@ -558,6 +558,20 @@ def _nlb_spec(
     )
 
 
+def config_warnings(spec: LoadBalancerSpec, config: CloudConfig) -> tuple[str, ...]:
+    """Warnings that depend on the cloud config as well as the service (ensure returns them
+    with the spec's own): annotated security groups on an NLB outside Managed mode."""
+    if spec.is_nlb and spec.security_groups and not config.nlb_security_groups_managed:
+        return (
+            ann.warning(
+                ann.SECURITY_GROUPS,
+                ",".join(spec.security_groups),
+                "no effect on an NLB unless the cloud config sets NLBSecurityGroupMode = Managed",
+            ),
+        )
+    return ()
+
+
 def select_target_nodes(
     labels: Mapping[str, str], node_labels: list[Mapping[str, str]]
 ) -> list[bool]:

@@ -25,7 +25,7 @@ from polyccm_aws import annotations as ann
 from polyccm_aws.api import AwsApiError, error_code
 from polyccm_aws.instance_store import Instance
 from polyccm_aws.lb_kind import BalancerKind, wanted_backends
-from polyccm_aws.lb_spec import LoadBalancerSpec, PortMapping
+from polyccm_aws.lb_spec import LoadBalancerSpec, PortMapping, config_warnings
 from polyccm_aws.naming import (
     NLB_SECURITY_GROUP_DESCRIPTION,
     nlb_security_group_name,
@@ -118,14 +118,7 @@ class NetworkLb(BalancerKind):
                 self._groups.set_rules(group[0], load_balancer_rules(ports, spec.source_ranges))
         self.sync_node_rules(name, self._desired_node_rules(name, spec, subnets), instances)
         status = nlb_status(description)
-        if spec.security_groups and not self._config.nlb_security_groups_managed:
-            ignored = ann.warning(
-                ann.SECURITY_GROUPS,
-                ",".join(spec.security_groups),
-                "no effect on an NLB unless the cloud config sets NLBSecurityGroupMode = Managed",
-            )
-            status = dataclasses.replace(status, warnings=(ignored,))
-        return status
+        return dataclasses.replace(status, warnings=config_warnings(spec, self._config))
 
     @staticmethod
     def _check_static_addresses(spec: LoadBalancerSpec, subnets: list[str]) -> None:
@@ -348,7 +341,7 @@ class NetworkLb(BalancerKind):
             self._api.call("elbv2", "delete_listener", ListenerArn=listener["ListenerArn"])
             for action in listener.get("DefaultActions") or ():
                 if action.get("TargetGroupArn"):
-                    self._delete_target_group(str(action["TargetGroupArn"]))
+                    self.delete_target_group(str(action["TargetGroupArn"]))
 
     def _target_groups(self, load_balancer_arn: str) -> dict[str, Description]:
         """The target groups the load balancer's listeners use."""
@@ -414,7 +407,7 @@ class NetworkLb(BalancerKind):
             self._api.call("elbv2", "modify_listener", **params)
         old = str(actions[0].get("TargetGroupArn", ""))
         if recreate and old and old != group["TargetGroupArn"]:
-            self._delete_target_group(old)
+            self.delete_target_group(old)
 
     def _sync_health_check(self, group: Description, mapping: PortMapping) -> None:
         check = mapping.health_check
@@ -597,13 +590,14 @@ class NetworkLb(BalancerKind):
             self._api.call("elbv2", "delete_load_balancer", LoadBalancerArn=arn)
         self.sync_node_rules(name, set(), {})
         for group_arn in target_groups:
-            self._delete_target_group(group_arn)
+            self.delete_target_group(group_arn)
         self._delete_leftover_target_groups(service)
         security_groups += self._managed_groups(service, cluster_name, set(security_groups))
         self._groups.delete_owned(security_groups)
         return description is not None
 
-    def _delete_target_group(self, arn: str) -> None:
+    def delete_target_group(self, arn: str) -> None:
+        """Delete target group ``arn``; gone already is fine, in use is retried shortly."""
         try:
             self._api.call("elbv2", "delete_target_group", TargetGroupArn=arn)
         except AwsApiError as error:
@@ -630,7 +624,7 @@ class NetworkLb(BalancerKind):
                 if tags.get(SERVICE_NAME_TAG) == service.key and self._tagging.has_cluster_tag(
                     description.get("Tags")
                 ):
-                    self._delete_target_group(str(description["ResourceArn"]))
+                    self.delete_target_group(str(description["ResourceArn"]))
 
     def _attached(self, group: Description) -> bool:
         """Whether a target group still serves a load balancer that exists."""

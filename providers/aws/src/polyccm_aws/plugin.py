@@ -15,6 +15,7 @@ from polyccm.plugins import EmulatorLaunch, EmulatorRegistry, ProviderRegistry, 
 
 if TYPE_CHECKING:
     from polyccm.cloud import CloudProvider
+    from polyccm.ops.contract import ServiceChecker
 
 PROVIDER = "aws"
 
@@ -36,6 +37,17 @@ def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
     return AwsProvider.discover(
         load_cloud_config(settings.cloud_config), cluster_name=settings.cluster_name
     )
+
+
+@hookimpl
+def polyccm_build_service_checker(settings: ProviderSettings) -> ServiceChecker | None:
+    """The offline Service check of ``polyccm check-service`` (no boto3, no call)."""
+    if settings.provider != PROVIDER:
+        return None
+    from polyccm_aws.checker import AwsServiceChecker
+    from polyccm_aws.config import load_cloud_config
+
+    return AwsServiceChecker(load_cloud_config(settings.cloud_config))
 
 
 def emulator_launch(port: int, state_dir: Path) -> EmulatorLaunch:

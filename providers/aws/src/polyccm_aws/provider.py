@@ -23,7 +23,9 @@ import botocore.session
 from botocore.exceptions import BotoCoreError, InvalidIMDSEndpointError
 from botocore.utils import IMDSFetcher, resolve_imds_endpoint_mode
 from polyccm.cloud import CloudProvider, InstancesV2, LoadBalancer, ProviderContext, Routes
+from polyccm.cloudcalls import looks_like_read
 from polyccm.errors import ConfigError
+from polyccm.ops.contract import LoadBalancerPlanner, Orphans
 
 from polyccm_aws.api import AwsApi, AwsApiError, resolve_region
 from polyccm_aws.config import CloudConfig
@@ -31,6 +33,8 @@ from polyccm_aws.instance_store import InstanceStore
 from polyccm_aws.instances import AwsInstances
 from polyccm_aws.load_balancer import AwsLoadBalancer
 from polyccm_aws.node_directory import NodeDirectory
+from polyccm_aws.orphans import AwsOrphans
+from polyccm_aws.planning import AwsLoadBalancerPlanner
 from polyccm_aws.routes import AwsRoutes
 from polyccm_aws.tagging import ClusterId, ClusterTagging, OwnInstance, resolve_cluster_id
 from polyccm_aws.zones import Zones
@@ -146,6 +150,15 @@ class AwsProvider(CloudProvider):
             directory=self.directory,
         )
         self._routes = AwsRoutes(self.api, config, self.tagging, self.store, self.directory)
+        self._planner = AwsLoadBalancerPlanner(
+            self.api,
+            config,
+            self.tagging,
+            store=self.store,
+            zones=self.zones,
+            directory=self.directory,
+        )
+        self._orphans = AwsOrphans(self.api, config, self.tagging, self.zones)
 
     @classmethod
     def discover(
@@ -185,3 +198,14 @@ class AwsProvider(CloudProvider):
 
     def routes(self) -> Routes:
         return self._routes
+
+    def load_balancer_planner(self) -> LoadBalancerPlanner:
+        return self._planner
+
+    def orphans(self) -> Orphans:
+        return self._orphans
+
+    def read_only_call(self, operation: str) -> bool:
+        """Describe/Get/List calls, and STS AssumeRole (credentials for ``RoleARN``, which
+        changes nothing)."""
+        return looks_like_read(operation) or operation == "sts:AssumeRole"

@@ -15,8 +15,10 @@ The test methods are inherited. They run against the emulator and the real contr
 ``provider.initialize``). A capability the provider does not offer (its accessor returns
 ``None``) makes that class's tests skip, naming it. :class:`InstancesConformance`,
 :class:`LoadBalancerConformance` and :class:`RoutesConformance` test one capability each;
-:class:`ProviderConformance` is all three. :class:`FakeCloudUnderTest` is the adapter of the
-reference fake cloud, and shows what an adapter does.
+:class:`ProviderConformance` is all three. :class:`OperatorToolsConformance` tests the
+optional operator-tools contract (``polyccm plan`` and ``orphans``); add it to a provider's
+test class's bases when the provider implements it. :class:`FakeCloudUnderTest` is the
+adapter of the reference fake cloud, and shows what an adapter does.
 """
 
 from polyccm_testing.conformance.cloud_under_test import CloudUnderTest
@@ -24,6 +26,7 @@ from polyccm_testing.conformance.cluster import KitCluster
 from polyccm_testing.conformance.fakecloud import FakeCloudUnderTest
 from polyccm_testing.conformance.instances import InstancesConformance
 from polyccm_testing.conformance.load_balancer import LoadBalancerConformance
+from polyccm_testing.conformance.operator_tools import OperatorToolsConformance
 from polyccm_testing.conformance.routes import RoutesConformance
 
 
@@ -37,6 +40,7 @@ __all__ = [
     "InstancesConformance",
     "KitCluster",
     "LoadBalancerConformance",
+    "OperatorToolsConformance",
     "ProviderConformance",
     "RoutesConformance",
 ]
