@@ -20,19 +20,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import yaml
 from polyccm.cli import main
-from polyccm.kube.api import KubeApi, Resource
+from polyccm.kube.api import KubeApi
 from polyccm.plugins import plugin_manager
+
+from polyccm_testing.kubeobjects import (
+    CLUSTER_ROLES,
+    make_service_account,
+    service_account_kubeconfig,
+)
 
 if TYPE_CHECKING:
     from polyccm_testing.devenv.controlplane import ControlPlane
 
-SERVICE_ACCOUNTS = Resource("v1", "serviceaccounts", namespaced=True)
-CLUSTER_ROLES = Resource("rbac.authorization.k8s.io/v1", "clusterroles", namespaced=False)
-CLUSTER_ROLE_BINDINGS = Resource(
-    "rbac.authorization.k8s.io/v1", "clusterrolebindings", namespaced=False
-)
 READ_ONLY_RULES = [
     {"apiGroups": [""], "resources": ["nodes", "services"], "verbs": ["get", "list", "watch"]}
 ]
@@ -87,14 +87,8 @@ def read_only_kubeconfig(
 ) -> Path:
     """A kubeconfig for a new ServiceAccount in ``namespace`` whose only rights are get, list
     and watch on nodes and services (:data:`READ_ONLY_RULES`), with a TokenRequest token. The
-    ClusterRole and its binding are named after the account; deleting ``namespace`` does not
-    remove them, so their names are unique."""
+    ClusterRole and its binding outlive ``namespace``, so their names are unique."""
     name = f"polyccm-read-only-{secrets.token_hex(3)}"
-    api.create(
-        SERVICE_ACCOUNTS,
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
-        namespace,
-    )
     api.create(
         CLUSTER_ROLES,
         {
@@ -104,46 +98,5 @@ def read_only_kubeconfig(
             "rules": READ_ONLY_RULES,
         },
     )
-    api.create(
-        CLUSTER_ROLE_BINDINGS,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": name},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": name,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-        },
-    )
-    answer = api.request(
-        "POST",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
-        body={
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
-        },
-    )
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "test",
-                "cluster": {
-                    "server": control_plane.api_url,
-                    "certificate-authority": str(control_plane.ca_cert),
-                },
-            }
-        ],
-        "users": [{"name": name, "user": {"token": answer["status"]["token"]}}],
-        "contexts": [{"name": name, "context": {"cluster": "test", "user": name}}],
-        "current-context": name,
-    }
-    path = directory / f"{name}.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
+    make_service_account(api, namespace, name, cluster_role=name)
+    return service_account_kubeconfig(api, control_plane, directory, namespace=namespace, name=name)
