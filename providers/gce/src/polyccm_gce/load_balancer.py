@@ -16,7 +16,9 @@ For a service whose load balancer is named ``<lb>`` (``a`` + UID without dashes,
   ``loadBalancerIP`` when set (a static address the user reserved in the region).
 
 Each piece is read first and written only when missing or different, so a second ensure writes
-nothing, and a load balancer cloud-provider-gcp made (the same names) is adopted, not doubled.
+nothing, and a load balancer cloud-provider-gcp made (the same names) is adopted, not doubled
+(its firewall's ports, consecutive ones merged into ranges as upstream writes them, count as
+the same ports). Validation (:mod:`polyccm_gce.service_spec`) comes before any call.
 Delete removes them in reverse order; the shared health check and its firewall go when the last
 pool using them is gone. The internal load balancer (``networking.gke.io/load-balancer-type:
 Internal``: backend services and instance groups) is not built: such a service is refused with
@@ -38,14 +40,11 @@ from polyccm.objects import Node, Service
 from polyccm_gce.api import GceApi, GceApiError, Json
 from polyccm_gce.instances import InstanceLookup
 from polyccm_gce.naming import InstanceRef, InvalidProviderID, instance_ref, parse_provider_id
+from polyccm_gce.service_spec import port_key, port_ranges, validate_service
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-INTERNAL_ANNOTATIONS = (
-    "networking.gke.io/load-balancer-type",
-    "cloud.google.com/load-balancer-type",
-)
 #: Where Google's load-balancer health checks come from.
 PROBER_RANGES = ("35.191.0.0/16", "130.211.0.0/22", "209.85.152.0/22", "209.85.204.0/22")
 NODES_HEALTH_CHECK_PORT = 10256
@@ -140,7 +139,7 @@ class GceLoadBalancer(LoadBalancer):
     def ensure_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> LoadBalancerStatus:
-        protocol, ports = _check(service)
+        protocol, ports = validate_service(service)
         name = self.get_load_balancer_name(cluster_name, service)
         description = json.dumps({"kubernetes.io/service-name": service.key})
         check, check_port, shared = self._health_check_of(service, name)
@@ -215,9 +214,9 @@ class GceLoadBalancer(LoadBalancer):
         tags = self.node_tags or (tuple(current.target_tags) if current is not None else ())
         wanted: dict[str, Any] = {
             "source_ranges": sorted(sources),
-            "allowed": [(protocol, sorted(ports, key=_port_key))],
+            "allowed": [(protocol, sorted(ports, key=port_key))],
         }
-        allowed = [compute_v1.Allowed(I_p_protocol=protocol, ports=sorted(ports, key=_port_key))]
+        allowed = [compute_v1.Allowed(I_p_protocol=protocol, ports=sorted(ports, key=port_key))]
         if current is None:
             target_tags = list(tags) or self._target_tags(nodes)
             body = compute_v1.Firewall(
@@ -232,12 +231,13 @@ class GceLoadBalancer(LoadBalancer):
             return
         have = {
             "source_ranges": sorted(current.source_ranges),
-            "allowed": [(a.I_p_protocol, sorted(a.ports, key=_port_key)) for a in current.allowed],
+            "allowed": [(a.I_p_protocol, sorted(a.ports, key=port_key)) for a in current.allowed],
         }
         changes = compute_v1.Firewall()
         if have["source_ranges"] != wanted["source_ranges"]:
             changes.source_ranges = wanted["source_ranges"]
-        if have["allowed"] != wanted["allowed"]:
+        # Upstream writes consecutive ports as one range (80-81): the same rule.
+        if have["allowed"] not in (wanted["allowed"], [(protocol, port_ranges(ports))]):
             changes.allowed = allowed
         if self.node_tags and sorted(current.target_tags) != sorted(self.node_tags):
             changes.target_tags = list(self.node_tags)
@@ -466,32 +466,6 @@ def _instance_refs(urls: Sequence[str]) -> list[compute_v1.InstanceReference]:
 
 def instance_ref_or_name(url: str) -> str:
     return url.rstrip("/").rsplit("/", 1)[-1]
-
-
-def _port_key(port: str) -> tuple[int, str]:
-    head = port.split("-", 1)[0]
-    return (int(head) if head.isdigit() else 0, port)
-
-
-def _check(service: Service) -> tuple[str, list[str]]:
-    """The one protocol and the ports of the service; InvalidServiceSpec for what the legacy
-    network load balancer cannot do."""
-    for key in INTERNAL_ANNOTATIONS:
-        if service.annotations.get(key, "").lower() == "internal":
-            raise InvalidServiceSpec(
-                f"{key}: Internal is not supported yet by polyccm's GCE provider (only the "
-                "external network load balancer is); remove the annotation or use "
-                "cloud-provider-gcp for internal load balancers"
-            )
-    if not service.ports:
-        raise InvalidServiceSpec("the service has no ports")
-    protocols = {port.protocol.upper() or "TCP" for port in service.ports}
-    if len(protocols) > 1 or not protocols <= {"TCP", "UDP"}:
-        raise InvalidServiceSpec(
-            f"ports use {', '.join(sorted(protocols))}: a GCE network load balancer serves one "
-            "protocol, TCP or UDP"
-        )
-    return protocols.pop(), sorted({str(port.port) for port in service.ports}, key=_port_key)
 
 
 def _status(rule: compute_v1.ForwardingRule) -> LoadBalancerStatus:

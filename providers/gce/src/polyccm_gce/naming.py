@@ -9,6 +9,7 @@ instance maps back to its node without listing nodes.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from polyccm.kube.api import JsonObject
@@ -92,8 +93,16 @@ class NodeDirectory:
             on_delete=self._on_node_deleted,
         )
 
+    def learn(self, nodes: Iterable[Node]) -> NodeDirectory:
+        """Know ``nodes`` (a listing, outside any term: the operator commands); itself."""
+        for node in nodes:
+            self._know(node)
+        return self
+
     def _on_node(self, raw: JsonObject) -> None:
-        node = Node(raw)
+        self._know(Node(raw))
+
+    def _know(self, node: Node) -> None:
         try:
             ref = parse_provider_id(node.provider_id)
         except InvalidProviderID:
@@ -114,5 +123,9 @@ class NodeDirectory:
 
     def node_of(self, zone: str, instance: str) -> str:
         """The node on ``instance`` in ``zone``; the instance name when no node says."""
+        return self.node_at(zone, instance) or instance
+
+    def node_at(self, zone: str, instance: str) -> str | None:
+        """The node whose providerID names ``instance`` in ``zone``, or None."""
         with self._lock:
-            return self._by_instance.get((zone, instance), instance)
+            return self._by_instance.get((zone, instance))

@@ -15,6 +15,7 @@ from polyccm.plugins import EmulatorLaunch, EmulatorRegistry, ProviderRegistry, 
 
 if TYPE_CHECKING:
     from polyccm.cloud import CloudProvider
+    from polyccm.ops.contract import ServiceChecker
 
 PROVIDER = "gce"
 
@@ -31,11 +32,31 @@ def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
     if settings.provider != PROVIDER:
         return None
     from polyccm_gce.config import load_cloud_config
-    from polyccm_gce.provider import GceProvider
+    from polyccm_gce.provider import GceProvider, cluster_id_from_kubeconfig
 
+    options = settings.options
     return GceProvider.discover(
-        load_cloud_config(settings.cloud_config), cluster_name=settings.cluster_name
+        load_cloud_config(settings.cloud_config),
+        cluster_name=settings.cluster_name,
+        # Read only outside a term (polyccm plan, orphans); a term reads it in initialize.
+        cluster_id_source=lambda: cluster_id_from_kubeconfig(
+            getattr(options, "kubeconfig", None), getattr(options, "master", None)
+        ),
     )
+
+
+@hookimpl
+def polyccm_build_service_checker(settings: ProviderSettings) -> ServiceChecker | None:
+    """The offline Service check of ``polyccm check-service --provider gce``. gce.conf, when
+    given, is read (a broken one is reported as the manager reports it) but changes nothing:
+    the network load balancer's validation depends on the Service alone."""
+    if settings.provider != PROVIDER:
+        return None
+    from polyccm_gce.checker import GceServiceChecker
+    from polyccm_gce.config import load_cloud_config
+
+    load_cloud_config(settings.cloud_config)
+    return GceServiceChecker()
 
 
 def emulator_launch(port: int, state_dir: Path) -> EmulatorLaunch:

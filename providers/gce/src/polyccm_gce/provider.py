@@ -11,7 +11,13 @@ zone, or every zone of its region with ``multizone``; the load balancers live in
 The cluster id (the ``<cluster-id>`` of the shared health check ``k8s-<cluster-id>-node``) is
 upstream's: the ``uid`` of the ConfigMap ``kube-system/ingress-uid``, made with a fresh id when
 it does not exist. It is read in :meth:`GceProvider.initialize`, so :meth:`has_cluster_id` is
-always true, as upstream's is.
+always true, as upstream's is. The operator commands (``polyccm plan``, ``orphans``) run no
+``initialize``: there the id is read once, read-only, through ``cluster_id_source`` (the plugin
+gives one on the command's kubeconfig), so that they name the shared health check as the
+controllers do.
+
+The operator tools' parts are :mod:`polyccm_gce.planning` (``plan``) and
+:mod:`polyccm_gce.orphans` (``orphans``); they read with the same clients.
 """
 
 from __future__ import annotations
@@ -22,19 +28,25 @@ import secrets
 import threading
 import urllib.error
 import urllib.request
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from google.cloud import compute_v1
 from polyccm.cloud import CloudProvider, InstancesV2, LoadBalancer, ProviderContext, Routes
 from polyccm.errors import ConfigError
-from polyccm.kube.api import CONFIGMAPS, ApiError
+from polyccm.kube.api import CONFIGMAPS, ApiError, KubeApi, load_configuration
 
 from polyccm_gce.api import SCOPES, GceApi
 from polyccm_gce.config import CloudConfig
 from polyccm_gce.instances import GceInstances, InstanceLookup
 from polyccm_gce.load_balancer import GceLoadBalancer
 from polyccm_gce.naming import NodeDirectory, last, region_of
+from polyccm_gce.orphans import GceOrphans
+from polyccm_gce.planning import GceLoadBalancerPlanner
 from polyccm_gce.routes import GceRoutes
+
+if TYPE_CHECKING:
+    from polyccm.ops.contract import LoadBalancerPlanner, Orphans
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +68,34 @@ def metadata(path: str) -> str | None:
             return str(answer.read().decode()).strip() or None
     except (OSError, urllib.error.URLError):
         return None
+
+
+def existing_cluster_id(api: KubeApi) -> str | None:
+    """The cluster id in ConfigMap ``kube-system/ingress-uid``, or None when there is none."""
+    namespace, name = CLUSTER_ID_CONFIGMAP
+    try:
+        found = api.get(CONFIGMAPS, name, namespace)
+    except ApiError as error:
+        if error.not_found:
+            return None
+        raise
+    return str(found.get("data", {}).get(CLUSTER_ID_KEY, "")) or None
+
+
+def cluster_id_from_kubeconfig(kubeconfig: str | None, master: str | None) -> str | None:
+    """:func:`existing_cluster_id` through its own connection (``--kubeconfig``,
+    ``--master``), for the operator commands; never writes. :class:`ConfigError` when the
+    ConfigMap cannot be read."""
+    api = KubeApi(load_configuration(kubeconfig, master), user_agent="polyccm-gce")
+    namespace, name = CLUSTER_ID_CONFIGMAP
+    try:
+        return existing_cluster_id(api)
+    except ApiError as error:
+        raise ConfigError(
+            f"cannot read the GCE cluster id from ConfigMap {namespace}/{name}: {error}"
+        ) from None
+    finally:
+        api.close()
 
 
 def application_default_credentials() -> tuple[Any, str | None]:
@@ -85,6 +125,7 @@ class GceProvider(CloudProvider):
         cluster_name: str = "kubernetes",
         route_inserts_per_second: float = 10.0,
         route_insert_burst: int = 20,
+        cluster_id_source: Callable[[], str | None] | None = None,
     ) -> None:
         self.config = config
         self.api = api
@@ -96,6 +137,7 @@ class GceProvider(CloudProvider):
         self.network_url = f"{api.endpoint}projects/{network_project}/global/networks/{network}"
         self._cluster_id: str | None = None
         self._cluster_id_lock = threading.Lock()
+        self._cluster_id_source = cluster_id_source
         self.lookup = InstanceLookup(api, zones or (local_zone,))
         self.directory = NodeDirectory()
         self._instances = GceInstances(self.lookup)
@@ -115,9 +157,17 @@ class GceProvider(CloudProvider):
             node_tags=config.node_tags,
             cluster_id=self.cluster_id,
         )
+        self._planner = GceLoadBalancerPlanner(self._load_balancer)
+        self._orphans = GceOrphans(self._load_balancer, self._routes)
 
     @classmethod
-    def discover(cls, config: CloudConfig, *, cluster_name: str = "kubernetes") -> GceProvider:
+    def discover(
+        cls,
+        config: CloudConfig,
+        *,
+        cluster_name: str = "kubernetes",
+        cluster_id_source: Callable[[], str | None] | None = None,
+    ) -> GceProvider:
         """The provider with credentials, project and zones found as upstream finds them."""
         if config.token_url and config.token_url != "nil":
             log.warning(
@@ -140,13 +190,33 @@ class GceProvider(CloudProvider):
                 api.client(compute_v1.ZonesClient).list, filter=f'name eq "{region_of(zone)}-.*"'
             )
             zones = tuple(sorted(item.name for item in listed)) or zones
-        return cls(config, api=api, local_zone=zone, zones=zones, cluster_name=cluster_name)
+        return cls(
+            config,
+            api=api,
+            local_zone=zone,
+            zones=zones,
+            cluster_name=cluster_name,
+            cluster_id_source=cluster_id_source,
+        )
 
     def has_cluster_id(self) -> bool:
         return True
 
     def cluster_id(self) -> str:
-        """The cluster id read in :meth:`initialize` (the cluster name before that)."""
+        """The cluster id read in :meth:`initialize`; without a term, the one
+        ``cluster_id_source`` reads (once); else the cluster name."""
+        if self._cluster_id is None and self._cluster_id_source is not None:
+            with self._cluster_id_lock:
+                if self._cluster_id is None and self._cluster_id_source is not None:
+                    self._cluster_id = self._cluster_id_source()
+                    self._cluster_id_source = None
+                    if self._cluster_id is None:
+                        log.warning(
+                            "no ConfigMap %s/%s: polyccm would make a new cluster id; "
+                            "the shared health check is named after %r meanwhile",
+                            *CLUSTER_ID_CONFIGMAP,
+                            self.cluster_name,
+                        )
         return self._cluster_id or self.cluster_name
 
     def initialize(self, context: ProviderContext) -> None:
@@ -163,15 +233,9 @@ class GceProvider(CloudProvider):
 
     def _read_cluster_id(self, context: ProviderContext) -> str:
         namespace, name = CLUSTER_ID_CONFIGMAP
-        try:
-            found = context.api.get(CONFIGMAPS, name, namespace)
-        except ApiError as error:
-            if error.status != 404:
-                raise
-        else:
-            value = str(found.get("data", {}).get(CLUSTER_ID_KEY, ""))
-            if value:
-                return value
+        found_id = existing_cluster_id(context.api)
+        if found_id:
+            return found_id
         new = secrets.token_hex(8)
         body = {
             "apiVersion": "v1",
@@ -187,6 +251,12 @@ class GceProvider(CloudProvider):
             found = context.api.get(CONFIGMAPS, name, namespace)
             return str(found.get("data", {}).get(CLUSTER_ID_KEY, "")) or new
         return new
+
+    def load_balancer_planner(self) -> LoadBalancerPlanner:
+        return self._planner
+
+    def orphans(self) -> Orphans:
+        return self._orphans
 
     def instances_v2(self) -> InstancesV2:
         return self._instances

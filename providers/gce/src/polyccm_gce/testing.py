@@ -337,6 +337,18 @@ def gce_provider(
     )
 
 
+def operator_config(emulator: RunningEmulator, directory: Path) -> Path:
+    """The gce.conf (in ``directory``) with which ``polyccm plan|orphans --provider gce``
+    reaches ``emulator``: its project, network, ``api-endpoint`` and ``local-zone``."""
+    from polyccm_gce.emulator.devconfig import dev_config
+
+    config = directory / "gce.conf"
+    config.write_text(
+        dev_config(int(emulator.endpoint.rsplit(":", 1)[1])) + f"local-zone = {ZONE}\n"
+    )
+    return config
+
+
 def write_calls(calls: Mapping[str, int]) -> int:
     """Mutating calls in an emulator call count (``compute.routes.insert``...)."""
     return sum(n for method, n in calls.items() if method.rsplit(".", 1)[-1] not in _READS)

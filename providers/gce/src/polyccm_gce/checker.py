@@ -1,0 +1,22 @@
+"""``polyccm check-service`` for GCE: the validation ``ensure_load_balancer`` runs first
+(:func:`polyccm_gce.service_spec.validate_service`), offline, with its messages. The network
+load balancer returns no warnings, so a problem is the one error ensure would raise."""
+
+from __future__ import annotations
+
+from polyccm.errors import InvalidServiceSpec
+from polyccm.objects import Service
+from polyccm.ops.contract import Problem, ServiceChecker
+
+from polyccm_gce.service_spec import validate_service
+
+
+class GceServiceChecker(ServiceChecker):
+    """Checks Services with the provider's own validation; no cloud, no cluster."""
+
+    def check_service(self, service: Service) -> list[Problem]:
+        try:
+            validate_service(service)
+        except InvalidServiceSpec as error:
+            return [Problem.error(error)]
+        return []

@@ -1,0 +1,348 @@
+"""``polyccm orphans`` for GCE: the cluster's forwarding rules, target pools, firewalls, HTTP
+health checks and routes that no Service or Node accounts for.
+
+GCE resources carry no tags, so the marks are names, descriptions and what a piece points at,
+as upstream and polyccm make them:
+
+* **A Service's load balancer** ``<lb>`` (``a`` + UID, 32 characters): the forwarding rule and
+  target pool ``<lb>``, the firewalls ``k8s-fw-<lb>`` and ``k8s-<lb>-http-hc``, the health
+  check ``<lb>``; each described ``{"kubernetes.io/service-name": ...}``. Those names alone say
+  nothing of the cluster (``<lb>`` has no cluster in it), so the pieces of one ``<lb>`` are taken
+  for this cluster's only when one of them shows it: the pool uses this cluster's shared health
+  check ``k8s-<cluster-id>-node``, or holds the instance of one of its Nodes, or a firewall
+  targets only its nodes' network tags (``node-tags``, else the tags its instances carry). They
+  are orphans, all together, when no Service claims ``<lb>``.
+* **The shared health check** ``k8s-<cluster-id>-node`` and its firewall
+  ``k8s-<cluster-id>-node-http-hc``: orphans when no target pool outside the orphans uses the
+  check and no claiming Service would (``externalTrafficPolicy: Cluster``).
+* **Routes** named ``<cluster[:26]>-<node UID>``, described ``k8s-node-route``, on the
+  cluster's network (the route controller's own listing): orphans when their next-hop instance
+  is no Node's (the route controller's mapping, from providerIDs).
+
+Deletion order: forwarding rules and routes, then target pools, then health checks and
+firewalls. Each piece is read again first and kept (an error) when it no longer carries its
+marks; "in use" is retried shortly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.cloud import compute_v1
+from polyccm.cloud import Route
+from polyccm.errors import CloudError, RetryAfter
+from polyccm.objects import Node, Service
+from polyccm.ops.contract import CloudResource, Orphans, claims_load_balancer
+
+from polyccm_gce.api import GceApi, GceApiError, Json
+from polyccm_gce.load_balancer import (
+    GceLoadBalancer,
+    firewall_name,
+    health_check_firewall_name,
+    nodes_health_check_name,
+)
+from polyccm_gce.naming import NodeDirectory, instance_ref, last
+from polyccm_gce.routes import DESCRIPTION, GceRoutes, route_prefix
+
+FORWARDING_RULE, TARGET_POOL, HEALTH_CHECK, FIREWALL, ROUTE = (
+    "forwarding-rule",
+    "target-pool",
+    "http-health-check",
+    "firewall",
+    "route",
+)
+ORDER = {FORWARDING_RULE: 0, ROUTE: 0, TARGET_POOL: 1, HEALTH_CHECK: 2, FIREWALL: 2}
+LOAD_BALANCER_NAME = re.compile(r"a[0-9a-f]{31}")
+NODE_UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+SERVICE_NAME = "kubernetes.io/service-name"
+IN_USE = "resourceInUseByAnotherResource"
+IN_USE_RETRY_SECONDS = 5.0
+FIREWALL_PREFIX = firewall_name("")
+CHECK_FIREWALL_AROUND = tuple(health_check_firewall_name("", "\0", shared=False).split("\0"))
+
+
+def described_service(description: str) -> str | None:
+    """The ``kubernetes.io/service-name`` of a description, or None (no such JSON)."""
+    try:
+        decoded = json.loads(description or "")
+    except ValueError:
+        return None
+    value = decoded.get(SERVICE_NAME) if isinstance(decoded, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _load_balancer_of_firewall(name: str) -> str | None:
+    """``<lb>`` of ``k8s-fw-<lb>`` or ``k8s-<lb>-http-hc``."""
+    head, tail = CHECK_FIREWALL_AROUND
+    if name.startswith(FIREWALL_PREFIX):
+        inner = name.removeprefix(FIREWALL_PREFIX)
+    elif name.startswith(head) and name.endswith(tail):
+        inner = name[len(head) : len(name) - len(tail)]
+    else:
+        return None
+    return inner if LOAD_BALANCER_NAME.fullmatch(inner) else None
+
+
+@dataclass
+class _LoadBalancer:
+    """The pieces found under one ``<lb>`` name, and what shows they are this cluster's."""
+
+    name: str
+    pieces: list[tuple[str, str]] = field(default_factory=list)
+    services: list[str] = field(default_factory=list)
+    marks: list[str] = field(default_factory=list)
+
+    @property
+    def service(self) -> str:
+        """The Service the pieces were made for (upstream describes a health check by its own
+        name, not the Service's)."""
+        return next((s for s in self.services if "/" in s), "")
+
+
+class GceOrphans(Orphans):
+    """Finds and deletes this cluster's leaked load-balancer pieces and routes."""
+
+    def __init__(self, balancer: GceLoadBalancer, routes: GceRoutes) -> None:
+        self._lb = balancer
+        self._api: GceApi = balancer.api
+        self._routes = routes
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def _health_checks(self) -> list[Json]:
+        """Every legacy HTTP health check (REST, in pages)."""
+        found: list[Json] = []
+        token = ""
+        while True:
+            query = "?maxResults=500" + (f"&pageToken={token}" if token else "")
+            page = self._api.rest("compute.httpHealthChecks.list", "GET", _CHECKS + query)
+            found += page.get("items") or []
+            token = str(page.get("nextPageToken") or "")
+            if not token:
+                return found
+
+    def _listed(self) -> tuple[list[Any], list[Any], list[Any], list[Json]]:
+        lb = self._lb
+        return (
+            self._api.items(lb._rules.list, region=lb.region),
+            self._api.items(lb._pools.list, region=lb.region),
+            self._api.items(lb._firewalls.list),
+            self._health_checks(),
+        )
+
+    # -- finding ----------------------------------------------------------------------------------
+
+    def find_orphans(
+        self, cluster_name: str, services: Sequence[Service], nodes: Sequence[Node]
+    ) -> list[CloudResource]:
+        lb = self._lb
+        claiming = [s for s in services if claims_load_balancer(s)]
+        claimed = {lb.get_load_balancer_name(cluster_name, s) for s in claiming}
+        directory = NodeDirectory().learn(nodes)
+        tags = frozenset(lb._target_tags(nodes)) if nodes else frozenset()
+        shared = nodes_health_check_name(lb.cluster_id())
+        rules, pools, firewalls, checks = self._listed()
+        groups: dict[str, _LoadBalancer] = {}
+
+        def piece(kind: str, name: str, lb_name: str, description: str) -> _LoadBalancer | None:
+            service = described_service(description)
+            if service is None or not LOAD_BALANCER_NAME.fullmatch(lb_name):
+                return None
+            group = groups.setdefault(lb_name, _LoadBalancer(lb_name))
+            group.pieces.append((kind, name))
+            group.services.append(service)
+            return group
+
+        for rule in rules:
+            piece(FORWARDING_RULE, rule.name, rule.name, rule.description)
+        for pool in pools:
+            group = piece(TARGET_POOL, pool.name, pool.name, pool.description)
+            if group is None:
+                continue
+            if shared in {last(url) for url in pool.health_checks}:
+                group.marks.append(f"its target pool uses this cluster's health check {shared}")
+            for url in pool.instances:
+                ref = instance_ref(url)
+                node = directory.node_at(ref.zone, ref.name) if ref else None
+                if node is not None:
+                    group.marks.append(f"its target pool holds node {node}'s instance")
+                    break
+        for firewall in firewalls:
+            owner = _load_balancer_of_firewall(firewall.name)
+            group = piece(FIREWALL, firewall.name, owner or "", firewall.description)
+            targets = set(firewall.target_tags)
+            if group is not None and targets and targets <= tags:
+                group.marks.append(
+                    f"firewall {firewall.name} targets this cluster's node tags "
+                    f"{', '.join(sorted(targets))}"
+                )
+        for check in checks:
+            name = str(check.get("name", ""))
+            piece(HEALTH_CHECK, name, name, str(check.get("description", "")))
+
+        found: list[CloudResource] = []
+        orphaned: set[str] = set()
+        for group in groups.values():
+            if group.name in claimed or not group.marks:
+                continue
+            orphaned.add(group.name)
+            found += self._resources(group, services)
+        found += self._shared(
+            shared,
+            in_use=any(
+                shared in {last(url) for url in pool.health_checks}
+                for pool in pools
+                if pool.name not in orphaned
+            )
+            or any(lb._health_check_of(s, "")[2] for s in claiming),
+            checks=checks,
+            firewalls=firewalls,
+        )
+        found += self._orphan_routes(cluster_name, nodes, directory)
+        return found
+
+    def _resources(
+        self, group: _LoadBalancer, services: Sequence[Service]
+    ) -> Iterator[CloudResource]:
+        service = group.service
+        reason = _unclaimed(self._lb, group.name, service, services)
+        mark = f"{'; '.join(dict.fromkeys(group.marks))}; {SERVICE_NAME} {service or group.name}"
+        for kind, name in group.pieces:
+            yield CloudResource(
+                kind=kind,
+                id=name,
+                mark=mark,
+                reason=reason,
+                delete_order=ORDER[kind],
+                details={"loadBalancer": group.name, "service": service},
+            )
+
+    def _shared(
+        self, shared: str, *, in_use: bool, checks: Sequence[Json], firewalls: Sequence[Any]
+    ) -> list[CloudResource]:
+        """The shared health check and its firewall, when nothing uses or will use them."""
+        if in_use:
+            return []
+        cluster_id = self._lb.cluster_id()
+        firewall = health_check_firewall_name(cluster_id, shared, shared=True)
+        present = [(HEALTH_CHECK, shared)] if any(c.get("name") == shared for c in checks) else []
+        if any(f.name == firewall for f in firewalls):
+            present.append((FIREWALL, firewall))
+        return [
+            CloudResource(
+                kind=kind,
+                id=name,
+                mark=f"name {name} (cluster id {cluster_id})",
+                reason="no load balancer of a live Service uses the shared health check",
+                delete_order=ORDER[kind],
+                details={"clusterId": cluster_id},
+            )
+            for kind, name in present
+        ]
+
+    def _orphan_routes(
+        self, cluster_name: str, nodes: Sequence[Node], directory: NodeDirectory
+    ) -> list[CloudResource]:
+        prefix = route_prefix(cluster_name)
+        names = {node.name for node in nodes}
+        routes = GceRoutes(
+            self._api, self._routes.lookup, directory, network_url=self._routes.network_url
+        )
+        found = []
+        for route in routes.list_routes(cluster_name):
+            if not NODE_UID.fullmatch(route.name.removeprefix(prefix)):
+                continue
+            if route.target_node in names:
+                continue
+            gone = "; its instance is gone too" if route.blackhole else ""
+            found.append(
+                CloudResource(
+                    kind=ROUTE,
+                    id=route.name,
+                    mark=f"name {prefix}<node uid>, description {DESCRIPTION}, this network",
+                    reason=f"node {route.target_node} no longer exists{gone}",
+                    delete_order=ORDER[ROUTE],
+                    details={"destination": route.destination_cidr, "node": route.target_node},
+                )
+            )
+        return found
+
+    # -- deleting ---------------------------------------------------------------------------------
+
+    def delete_orphan(self, cluster_name: str, resource: CloudResource) -> None:
+        lb, name = self._lb, resource.id
+        try:
+            if resource.kind == FORWARDING_RULE:
+                rule = lb._rule(name)
+                if rule is not None:
+                    _still_marked(resource, rule.description)
+                    lb._delete(lb._rules.delete_unary, region=lb.region, forwarding_rule=name)
+            elif resource.kind == TARGET_POOL:
+                pool = lb._pool(name)
+                if pool is not None:
+                    _still_marked(resource, pool.description)
+                    lb._delete(lb._pools.delete_unary, region=lb.region, target_pool=name)
+            elif resource.kind == FIREWALL:
+                firewall = lb._get(lb._firewalls.get, firewall=name)
+                if firewall is not None:
+                    _still_marked(resource, firewall.description)
+                    lb._delete(lb._firewalls.delete_unary, firewall=name)
+            elif resource.kind == HEALTH_CHECK:
+                check = lb._check_get(name)
+                if check is not None:
+                    _still_marked(resource, str(check.get("description", "")))
+                    lb._delete_check(name)
+            elif resource.kind == ROUTE:
+                self._delete_route(cluster_name, name)
+            else:
+                raise CloudError(f"unknown kind of resource {resource.kind!r}")
+        except GceApiError as error:
+            if error.reason == IN_USE:
+                raise RetryAfter(str(error), IN_USE_RETRY_SECONDS) from error
+            raise
+
+    def _delete_route(self, cluster_name: str, name: str) -> None:
+        client = self._api.client(compute_v1.RoutesClient)
+        try:
+            route = self._api.invoke(client.get, project=self._api.project, route=name)
+        except GceApiError as error:
+            if error.not_found:
+                return
+            raise
+        own_network = last(route.network) == last(self._routes.network_url)
+        if not (
+            route.name.startswith(route_prefix(cluster_name))
+            and route.description == DESCRIPTION
+            and own_network
+        ):
+            raise CloudError(f"route {name} no longer carries this cluster's marks; kept")
+        self._routes.delete_route(cluster_name, Route(name, "", route.dest_range))
+
+
+_CHECKS = "global/httpHealthChecks"
+
+
+def _still_marked(resource: CloudResource, description: str) -> None:
+    """A load-balancer piece still describes its Service (the shared pieces are marked by their
+    name, which is what was read)."""
+    if resource.details.get("clusterId"):
+        return
+    if described_service(description) is None:
+        raise CloudError(
+            f"{resource.kind} {resource.id} no longer carries this cluster's marks; kept"
+        )
+
+
+def _unclaimed(lb: GceLoadBalancer, name: str, service: str, services: Sequence[Service]) -> str:
+    """Why no Service accounts for load balancer ``name``, made for ``service``."""
+    current: Mapping[str, Service] = {s.key: s for s in services}
+    found = current.get(service)
+    if found is None:
+        return f"service {service} no longer exists" if service else "made for no known service"
+    if lb.get_load_balancer_name("", found) != name:
+        return f"service {service} was created again (its uid is not {name[1:]}...)"
+    return f"service {service} no longer wants a load balancer"

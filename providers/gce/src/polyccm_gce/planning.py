@@ -1,0 +1,272 @@
+"""``polyccm plan`` for GCE: the ensure code itself, run with its writes recorded, not sent.
+
+:class:`RecordingApi` is a :class:`~polyccm_gce.api.GceApi` over the same clients whose reads
+(``get``, ``list``, ``aggregatedList``, operation waits) go to GCE and whose every other call is
+written down instead of sent, answered by an operation already DONE. It remembers what the plan
+made and deleted, so that ensure, reading a piece again, finds it as it would after the real
+write (a deleted forwarding rule is not there; a planned one is). :class:`GceLoadBalancerPlanner`
+runs the provider's own :meth:`~polyccm_gce.load_balancer.GceLoadBalancer.ensure_load_balancer`
+on such an API: validation, names, adoption and comparison are the controller's, and the
+recorded calls are exactly the writes it would make. None means ``adopt``; a forwarding rule
+inserted that was not there means ``create``; anything else ``update``, each call one
+:class:`~polyccm.ops.contract.Difference`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from google.cloud import compute_v1
+from polyccm.cloudcalls import looks_like_read
+from polyccm.errors import InvalidServiceSpec
+from polyccm.objects import Node, Service
+from polyccm.ops.contract import (
+    ADOPT,
+    BACKENDS,
+    CREATE,
+    FAIL,
+    HEALTH_CHECK,
+    LISTENERS,
+    UPDATE,
+    Difference,
+    LoadBalancerPlan,
+    LoadBalancerPlanner,
+    Problem,
+)
+
+from polyccm_gce.api import DONE, GceApi, GceApiError, Json, method_id
+from polyccm_gce.load_balancer import GceLoadBalancer
+from polyccm_gce.naming import last
+
+T = TypeVar("T")
+FIREWALL = "firewall"
+"""GCE's word for what the other clouds call security groups."""
+_SCOPE_FIELDS = frozenset({"project", "region", "zone"})
+RULE_INSERT, RULE_DELETE = "compute.forwardingRules.insert", "compute.forwardingRules.delete"
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    """A write ensure would have sent: its discovery method id, the resource's name, and the
+    request (the SDK's fields, or the REST body)."""
+
+    method: str
+    name: str
+    request: Mapping[str, Any]
+
+
+def _name_in(fields: Mapping[str, Any]) -> str:
+    """The resource a call is about: its body's name, else its name field."""
+    for key, value in fields.items():
+        name = getattr(value, "name", None) if key.endswith("_resource") else None
+        if isinstance(name, str) and name:
+            return name
+    for key, value in fields.items():
+        if key not in _SCOPE_FIELDS and isinstance(value, str):
+            return value
+    return ""
+
+
+class RecordingApi(GceApi):
+    """``api``'s clients, with every call that is not a read recorded in :attr:`calls` and
+    answered as done, and later reads of what was recorded answered as GCE would answer them."""
+
+    def __init__(self, api: GceApi) -> None:
+        # Not GceApi.__init__: the same clients (made on first use), session and settings.
+        vars(self).update(vars(api))
+        self.calls: list[RecordedCall] = []
+        self._made: dict[tuple[str, str], Any] = {}
+        self._gone: set[tuple[str, str]] = set()
+
+    def forget(self) -> None:
+        """Start a new plan: nothing recorded."""
+        self.calls.clear()
+        self._made.clear()
+        self._gone.clear()
+
+    def _read(self, method: str, name: str, send: Callable[[], T]) -> T:
+        key = (method.split(".")[1], name)
+        if key in self._gone:
+            raise GceApiError(method, 404, "notFound", f"{name} (deleted by this plan)")
+        if key in self._made:
+            made: T = self._made[key]
+            return made
+        return send()
+
+    def _write(self, method: str, name: str, request: Mapping[str, Any], body: Any) -> None:
+        self.calls.append(RecordedCall(method, name, request))
+        key = (method.split(".")[1], name)
+        verb = method.rsplit(".", 1)[1]
+        if verb == "insert":
+            self._made[key] = body
+            self._gone.discard(key)
+        elif verb == "delete":
+            self._made.pop(key, None)
+            self._gone.add(key)
+
+    def invoke(self, rpc: Callable[..., T], **fields: Any) -> T:
+        method = method_id(type(rpc.__self__), rpc.__name__)  # type: ignore[attr-defined]
+        name = _name_in(fields)
+        if looks_like_read(method):
+            return self._read(method, name, lambda: super(RecordingApi, self).invoke(rpc, **fields))
+        body = next((v for k, v in fields.items() if k.endswith("_resource")), None)
+        self._write(method, name, fields, body)
+        return cast(T, compute_v1.Operation(status=DONE, name="planned"))
+
+    def rest(self, method: str, http_method: str, path: str, *, body: Any = None) -> Json:
+        name = str((body or {}).get("name") or last(path))
+        if looks_like_read(method):
+            return self._read(
+                method, name, lambda: super(RecordingApi, self).rest(method, http_method, path)
+            )
+        self._write(method, name, dict(body or {}), body)
+        return {"status": "DONE", "name": "planned"}
+
+
+class GceLoadBalancerPlanner(LoadBalancerPlanner):
+    """Plans with a copy of the provider's :class:`GceLoadBalancer` over a
+    :class:`RecordingApi` (the same code, clients and instance lookup; the writes held back)."""
+
+    def __init__(self, balancer: GceLoadBalancer) -> None:
+        self._recorder = RecordingApi(balancer.api)
+        self._balancer = copy.copy(balancer)
+        self._balancer.api = self._recorder
+
+    def plan_load_balancer(
+        self, cluster_name: str, service: Service, nodes: Sequence[Node]
+    ) -> LoadBalancerPlan:
+        name = self._balancer.get_load_balancer_name(cluster_name, service)
+        self._recorder.forget()
+        try:
+            self._balancer.ensure_load_balancer(cluster_name, service, nodes)
+        except InvalidServiceSpec as error:
+            return LoadBalancerPlan(FAIL, name, problems=(Problem.error(error),))
+        calls = self._recorder.calls
+        methods = {call.method for call in calls}
+        changes = tuple(d for call in calls for d in describe(call))
+        if RULE_INSERT in methods and RULE_DELETE not in methods:
+            return LoadBalancerPlan(CREATE, name, changes)
+        return LoadBalancerPlan(UPDATE if changes else ADOPT, name, changes)
+
+
+# -- recorded calls as differences -------------------------------------------------------------
+
+
+def describe(call: RecordedCall) -> list[Difference]:
+    """One or more differences for a recorded write."""
+    describer = _DESCRIBERS.get(call.method)
+    if describer is None:
+        return [Difference(call.method.split(".")[1], f"{call.method} {call.name}")]
+    return describer(call.name, call.request)
+
+
+def _names(urls: Sequence[str]) -> str:
+    """``zone/instance`` for instance URLs, the last segment for anything else."""
+    shown = []
+    for url in urls:
+        parts = url.rstrip("/").split("/")
+        shown.append("/".join(parts[-3::2]) if "instances" in parts else parts[-1])
+    return ", ".join(sorted(shown)) or "none"
+
+
+def _check(check: Mapping[str, Any]) -> str:
+    return (
+        f"HTTP :{check['port']}{check['requestPath']} every {check['checkIntervalSec']}s, "
+        f"timeout {check['timeoutSec']}s, healthy after {check['healthyThreshold']}, "
+        f"unhealthy after {check['unhealthyThreshold']}"
+    )
+
+
+def _allowed(firewall: compute_v1.Firewall) -> str:
+    return "; ".join(f"{a.I_p_protocol} {','.join(a.ports)}" for a in firewall.allowed)
+
+
+def _firewall_insert(name: str, request: Mapping[str, Any]) -> list[Difference]:
+    body: compute_v1.Firewall = request["firewall_resource"]
+    return [
+        Difference(
+            FIREWALL,
+            f"create {name}: allow {_allowed(body)} from {', '.join(body.source_ranges)} "
+            f"to tags {', '.join(body.target_tags) or 'none'}",
+        )
+    ]
+
+
+def _firewall_patch(name: str, request: Mapping[str, Any]) -> list[Difference]:
+    body: compute_v1.Firewall = request["firewall_resource"]
+    found = []
+    if body.source_ranges:
+        found.append(Difference(FIREWALL, f"{name}: sources {', '.join(body.source_ranges)}"))
+    if body.allowed:
+        found.append(Difference(FIREWALL, f"{name}: allow {_allowed(body)}"))
+    if body.target_tags:
+        found.append(Difference(FIREWALL, f"{name}: target tags {', '.join(body.target_tags)}"))
+    return found
+
+
+def _pool_insert(name: str, request: Mapping[str, Any]) -> list[Difference]:
+    body: compute_v1.TargetPool = request["target_pool_resource"]
+    return [
+        Difference(
+            BACKENDS,
+            f"create target pool {name} (session affinity {body.session_affinity}) with "
+            f"{_names(body.instances)}",
+        ),
+        Difference(HEALTH_CHECK, f"target pool {name} uses {_names(body.health_checks)}"),
+    ]
+
+
+def _pool_change(
+    aspect: str, verb: str, listed: str, field_name: str
+) -> Callable[[str, Mapping[str, Any]], list[Difference]]:
+    """A target pool's add/remove of instances or health checks: ``listed`` items of the
+    request, each naming a URL in ``field_name``."""
+
+    def describe(name: str, request: Mapping[str, Any]) -> list[Difference]:
+        change = next(v for k, v in request.items() if k.endswith("_request_resource"))
+        urls = [getattr(item, field_name) for item in getattr(change, listed)]
+        return [Difference(aspect, f"target pool {name}: {verb} {_names(urls)}")]
+
+    return describe
+
+
+def _rule_insert(name: str, request: Mapping[str, Any]) -> list[Difference]:
+    body: compute_v1.ForwardingRule = request["forwarding_rule_resource"]
+    address = f" on {body.I_p_address}" if body.I_p_address else ""
+    return [
+        Difference(
+            LISTENERS,
+            f"create forwarding rule {name}: {body.I_p_protocol} {body.port_range}{address}",
+        )
+    ]
+
+
+def _one(aspect: str, text: str) -> Callable[[str, Mapping[str, Any]], list[Difference]]:
+    return lambda name, _request: [Difference(aspect, text.format(name=name))]
+
+
+_DESCRIBERS: dict[str, Callable[[str, Mapping[str, Any]], list[Difference]]] = {
+    "compute.httpHealthChecks.insert": lambda name, body: [
+        Difference(HEALTH_CHECK, f"create {name}: {_check(body)}")
+    ],
+    "compute.httpHealthChecks.patch": lambda name, body: [
+        Difference(HEALTH_CHECK, f"set {name} to {_check(body)}")
+    ],
+    "compute.firewalls.insert": _firewall_insert,
+    "compute.firewalls.patch": _firewall_patch,
+    "compute.targetPools.insert": _pool_insert,
+    "compute.targetPools.delete": _one(BACKENDS, "delete target pool {name} to make it again"),
+    "compute.targetPools.addInstance": _pool_change(BACKENDS, "add", "instances", "instance"),
+    "compute.targetPools.removeInstance": _pool_change(BACKENDS, "remove", "instances", "instance"),
+    "compute.targetPools.addHealthCheck": _pool_change(
+        HEALTH_CHECK, "use", "health_checks", "health_check"
+    ),
+    "compute.targetPools.removeHealthCheck": _pool_change(
+        HEALTH_CHECK, "stop using", "health_checks", "health_check"
+    ),
+    RULE_INSERT: _rule_insert,
+    RULE_DELETE: _one(LISTENERS, "delete forwarding rule {name} to make it again"),
+}

@@ -1,0 +1,112 @@
+"""``polyccm check-service --provider gce``: every annotation the provider knows, walked through
+the command offline, each message compared with the one ensure raises against the emulator.
+The table below must list exactly the provider's annotation table
+(``service_spec.KNOWN_ANNOTATIONS``), so an annotation added there fails here until it has a
+case."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from polyccm.errors import InvalidServiceSpec
+from polyccm.objects import Service
+from polyccm_gce.service_spec import KNOWN_ANNOTATIONS
+from polyccm_gce.testing import CLUSTER, RunningEmulator, gce_provider, node_for
+from polyccm_testing.opstools import run_polyccm
+
+# annotation -> (a value it refuses, a value it accepts)
+CASES: dict[str, tuple[str, str]] = {
+    "networking.gke.io/load-balancer-type": ("Internal", "External"),
+    "cloud.google.com/load-balancer-type": ("internal", "external"),
+}
+
+
+def manifest(name: str, annotations: dict[str, str], **spec: Any) -> dict[str, Any]:
+    """A Service as a user writes it (no namespace, no node ports, no protocols)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80}], **spec},
+    }
+
+
+def ensure_refuses(emulator: RunningEmulator, raw: dict[str, Any]) -> str:
+    """The message ensure_load_balancer raises for ``raw`` (completed as the API server
+    would) against the emulator."""
+    raw = json.loads(json.dumps(raw))
+    raw["metadata"].update(namespace="default", uid="5f0e1d2c-3b4a-5968-7788-99aabbccddee")
+    for index, port in enumerate(raw["spec"]["ports"]):
+        port.setdefault("protocol", "TCP")
+        port["nodePort"] = 30000 + index
+    emulator.api().create_instance("check-a")
+    with pytest.raises(InvalidServiceSpec) as refused:
+        gce_provider(emulator.endpoint).load_balancer().ensure_load_balancer(
+            CLUSTER, Service(raw), [node_for("check-a")]
+        )
+    return str(refused.value)
+
+
+def test_the_cases_are_the_providers_annotation_table() -> None:
+    assert set(CASES) == KNOWN_ANNOTATIONS
+
+
+@pytest.mark.parametrize("annotation", sorted(CASES))
+def test_every_annotation_is_checked_with_the_controllers_message(
+    annotation: str, emulator: RunningEmulator
+) -> None:
+    refused, accepted = CASES[annotation]
+    documents = [
+        manifest("refused", {annotation: refused}),
+        manifest("accepted", {annotation: accepted}),
+    ]
+
+    result = run_polyccm(
+        ["check-service", "--provider=gce", "-f", "-"], stdin=yaml.safe_dump_all(documents)
+    )
+
+    assert result.status == 1, result.stderr
+    message = ensure_refuses(emulator, documents[0])
+    assert result.stdout == f"default/refused: error: {message}\n"
+    assert emulator.control.calls().get("compute.forwardingRules.insert") is None
+
+
+def test_what_the_network_load_balancer_cannot_serve_is_reported_and_a_clean_service_is_not(
+    emulator: RunningEmulator, tmp_path: Path
+) -> None:
+    mixed = manifest(
+        "mixed",
+        {},
+        ports=[{"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "http", "port": 80}],
+    )
+    mixed["metadata"]["namespace"] = "shop"
+    clean = tmp_path / "clean.yaml"
+    clean.write_text(yaml.safe_dump(manifest("web", {}, externalTrafficPolicy="Local")))
+    both = tmp_path / "both.json"
+    both.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [mixed]}))
+
+    fine = run_polyccm(["check-service", "--provider=gce", "-f", str(clean)])
+    found = run_polyccm(["check-service", "--provider=gce", "-f", str(both)])
+
+    assert (fine.status, fine.stdout, fine.stderr) == (0, "", "")
+    assert found.status == 1
+    assert found.stdout == f"shop/mixed: error: {ensure_refuses(emulator, mixed)}\n"
+
+
+def test_a_broken_gce_conf_is_a_usage_error(tmp_path: Path) -> None:
+    config = tmp_path / "gce.conf"
+    config.write_text("[global]\nproject = typo\n")
+    clean = tmp_path / "web.yaml"
+    clean.write_text(yaml.safe_dump(manifest("web", {})))
+
+    result = run_polyccm(
+        ["check-service", "--provider=gce", f"--cloud-config={config}", "-f", str(clean)]
+    )
+
+    assert result.status == 2
+    assert "unknown key 'project'" in result.stderr
+    assert result.stderr.count("\n") == 1
