@@ -1,14 +1,19 @@
 """polyccm's conformance kit, run for the GCE provider on the in-process emulator: instances,
-legacy network load balancers and routes (ProviderConformance)."""
+legacy network load balancers and routes (ProviderConformance), and the operator tools'
+planner and orphans (OperatorToolsConformance)."""
 
 from __future__ import annotations
 
 import pytest
 from polyccm_gce.testing import GceCloudUnderTest, RunningEmulator
-from polyccm_testing.conformance import CloudUnderTest, ProviderConformance
+from polyccm_testing.conformance import (
+    CloudUnderTest,
+    OperatorToolsConformance,
+    ProviderConformance,
+)
 
 
-class TestGceConformance(ProviderConformance):
+class TestGceConformance(ProviderConformance, OperatorToolsConformance):
     @pytest.fixture
     def cloud(self, emulator: RunningEmulator) -> CloudUnderTest:
         return GceCloudUnderTest(emulator)
