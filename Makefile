@@ -49,6 +49,17 @@ image-tools: sync
 demo: binaries
 	$(UV) run --no-sync python -m polyccm_$(PROVIDER).demo
 
+# The benchmark of issue 13 (bench/README.md): every provider at 100/10, 1,000/100 and
+# 5,000/500 nodes/services, with the Go peers for AWS; results in bench/results/.
+# BENCH_ARGS passes more flags (e.g. BENCH_ARGS="--providers aws --scales 1000/100").
+BENCH_ARGS ?=
+bench: binaries
+	$(UV) run --no-sync python -m bench $(BENCH_ARGS)
+
+# The smallest scale only (under 5 minutes); results in bench/results/quick/ (not committed).
+bench-quick: binaries
+	$(UV) run --no-sync python -m bench --quick $(BENCH_ARGS)
+
 clean-state:
 	-$(UV) run --no-sync polyccm-dev down --state-dir .state/dev
 	rm -rf .state

@@ -147,8 +147,12 @@ def start(
     binaries: ControlPlaneBinaries | None = None,
     progress: Progress | None = None,
     die_with_caller: bool = False,
+    apiserver_args: Sequence[str] = (),
 ) -> ControlPlane:
     """Start etcd, kube-apiserver and the emulators named in ``clouds`` in ``state_dir``.
+
+    ``apiserver_args`` are added to kube-apiserver's command line (an audit policy and log, for
+    a benchmark that counts each client's requests); they are kept for its restarts.
 
     The processes outlive the caller unless ``die_with_caller`` is set: then the kernel kills
     them when the calling process dies, even by SIGKILL (test sessions use this; it needs
@@ -180,6 +184,7 @@ def start(
             binaries=binaries,
             say=say,
             die_with_caller=die_with_caller,
+            apiserver_args=apiserver_args,
         )
 
 
@@ -414,6 +419,7 @@ def _start_fresh(
     binaries: ControlPlaneBinaries | None,
     say: Progress,
     die_with_caller: bool,
+    apiserver_args: Sequence[str] = (),
 ) -> ControlPlane:
     if binaries is None:
         from polyccm_testing.devenv.binaries import BinaryError, ensure_binaries
@@ -434,7 +440,9 @@ def _start_fresh(
         token_file.write_text(f'{recorded.admin_token},{ADMIN_USER},{ADMIN_USER},"{ADMIN_GROUP}"\n')
         token_file.chmod(0o600)
         etcd_url = launch.etcd(binaries.etcd)
-        launch.apiserver(binaries.kube_apiserver, etcd_url=etcd_url, keys=keys)
+        launch.apiserver(
+            binaries.kube_apiserver, etcd_url=etcd_url, keys=keys, extra_args=apiserver_args
+        )
         state_files.write_kubeconfig(
             directory, server=recorded.api_url, ca_cert=keys.ca_cert, token=recorded.admin_token
         )
@@ -581,7 +589,9 @@ class _Launcher:
         self.say(f"starting etcd ({binary})")
         return self._retrying(ETCD, make_argv, wait).url
 
-    def apiserver(self, binary: Path, *, etcd_url: str, keys: pki.Pki) -> None:
+    def apiserver(
+        self, binary: Path, *, etcd_url: str, keys: pki.Pki, extra_args: Sequence[str] = ()
+    ) -> None:
         """Start kube-apiserver; return once /readyz is ok and the ``default`` namespace exists."""
         token_file = self.directory / state_files.TOKEN_FILE
 
@@ -605,6 +615,7 @@ class _Launcher:
                 f"--service-account-key-file={keys.service_account_public_key}",
                 f"--service-account-signing-key-file={keys.service_account_key}",
                 "--profiling=false",
+                *extra_args,
             ]
             return argv, url
 

@@ -1,0 +1,128 @@
+"""The CCMs the benchmark runs, each with the same knobs: polyccm, the upstream AWS CCM and the
+framework floor (k8s.io/cloud-provider's controllers over its fake cloud).
+
+Every one runs without leader election, with ``--kube-api-qps``/``--kube-api-burst``,
+``--concurrent-node-syncs`` and ``--concurrent-service-syncs`` from :class:`Knobs`, the same
+node-monitor period, cloud routes off, its own ServiceAccount's kubeconfig, and its secure port
+on a free loopback port with the health and metrics paths open (so the harness reads them
+without a token). polyccm's readiness is ``/readyz``; the Go CCMs serve only ``/healthz``.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.clouds import AwsCloud, BenchCloud
+from bench.processes import CcmProcess, Health, free_port
+
+ALWAYS_ALLOWED = "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"
+_METRIC_LINE = re.compile(
+    r"^polyccm_cloud_api_calls_total\{(?P<labels>[^}]*)\}\s+(?P<value>[0-9.eE+-]+)$", re.M
+)
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """What every CCM is given alike."""
+
+    kube_api_qps: float = 1000.0
+    kube_api_burst: int = 100
+    node_workers: int = 4
+    service_workers: int = 4
+    node_monitor_period: float = 5.0
+
+    def common_flags(self) -> list[str]:
+        return [
+            "--leader-elect=false",
+            f"--kube-api-qps={self.kube_api_qps:g}",
+            f"--kube-api-burst={self.kube_api_burst}",
+            f"--concurrent-node-syncs={self.node_workers}",
+            f"--concurrent-service-syncs={self.service_workers}",
+            f"--node-monitor-period={self.node_monitor_period:g}s",
+            "--configure-cloud-routes=false",
+            "--bind-address=127.0.0.1",
+            ALWAYS_ALLOWED,
+        ]
+
+
+@dataclass(frozen=True)
+class Ccm:
+    """One kind of CCM: how it is named in the tables, whose identity it runs as, and whether
+    it calls the emulator and exposes polyccm's call metric."""
+
+    key: str
+    label: str
+    identity: str
+    calls_cloud: bool = True
+    has_call_metric: bool = False
+    binary: Path | None = None
+
+    def start(self, cloud: BenchCloud, kubeconfig: Path, knobs: Knobs, log: Path) -> CcmProcess:
+        port = free_port()
+        if self.key == "polyccm":
+            argv = [
+                sys.executable,
+                "-m",
+                "polyccm.cli",
+                f"--provider={cloud.name}",
+                f"--kubeconfig={kubeconfig}",
+                f"--secure-port={port}",
+                *knobs.common_flags(),
+                *cloud.polyccm_args(),
+            ]
+            return CcmProcess(argv, cloud.polyccm_env(), log, Health(port, "/readyz"))
+        assert self.binary is not None
+        go_flags = [
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            f"--secure-port={port}",
+            "--webhook-secure-port=0",
+            "--use-service-account-credentials=false",
+            "--allocate-node-cidrs=false",
+            "--v=1",
+            *knobs.common_flags(),
+        ]
+        if self.key == "aws-go":
+            assert isinstance(cloud, AwsCloud)
+            argv = [
+                str(self.binary),
+                "--cloud-provider=aws",
+                f"--cloud-config={cloud.go_cloud_config()}",
+                *go_flags,
+            ]
+            return CcmProcess(argv, cloud.go_env(), log, Health(port, "/healthz"))
+        argv = [str(self.binary), "--cloud-provider=fake", *go_flags]
+        return CcmProcess(argv, {}, log, Health(port, "/healthz"))
+
+
+POLYCCM = Ccm("polyccm", "polyccm", "bench-polyccm", has_call_metric=True)
+
+
+def aws_go(binary: Path) -> Ccm:
+    return Ccm("aws-go", "cloud-provider-aws v1.37.1", "bench-aws-ccm", binary=binary)
+
+
+def fake_go(binary: Path) -> Ccm:
+    return Ccm(
+        "fake-go", "framework floor (fake cloud)", "bench-fake-ccm", calls_cloud=False,
+        binary=binary,
+    )  # fmt: skip
+
+
+IDENTITIES = ("bench-polyccm", "bench-aws-ccm", "bench-fake-ccm", "bench-bound")
+
+
+def metric_calls(text: str, provider: str) -> Counter[str]:
+    """``polyccm_cloud_api_calls_total`` of ``provider`` by operation, from /metrics text."""
+    counts: Counter[str] = Counter()
+    for match in _METRIC_LINE.finditer(text):
+        labels = dict(_LABEL.findall(match.group("labels")))
+        if labels.get("provider") == provider:
+            counts[labels.get("operation", "")] += round(float(match.group("value")))
+    return counts

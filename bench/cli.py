@@ -1,0 +1,207 @@
+"""``python -m bench``: run the scenarios for each provider, write bench/results/, say progress.
+
+Each provider gets its own control plane (etcd and kube-apiserver with an audit log of the
+benchmark's identities) and emulator. At each scale, the bare client sets the bound, then
+polyccm runs the scenario, then (AWS) the upstream CCM and the framework floor run the same
+scenario on the same control plane and emulator, one after the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench import audit, cluster
+from bench.ccms import IDENTITIES, POLYCCM, Ccm, Knobs, aws_go, fake_go
+from bench.clouds import CLOUDS
+from bench.report import ProviderResult, ScaleResult, write
+from bench.scenario import Context, Scale, Timing, run_bound, run_ccm
+
+FULL_SCALES = (Scale(100, 10), Scale(1000, 100), Scale(5000, 500))
+QUICK_SCALES = (Scale(100, 10),)
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def say(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def parse_scales(text: str) -> tuple[Scale, ...]:
+    """``100/10,1000/100`` -> scales (nodes/services)."""
+    scales = []
+    for item in text.split(","):
+        nodes, _, services = item.strip().partition("/")
+        try:
+            scale = Scale(int(nodes), int(services))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not NODES/SERVICES (e.g. 1000/100)"
+            ) from None
+        if scale.nodes < 1 or scale.services < 1:
+            raise argparse.ArgumentTypeError(f"{item!r}: both numbers must be at least 1")
+        scales.append(scale)
+    return tuple(scales)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="Benchmark polyccm against the emulators, the Go CCM and the bound.",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="the smallest scale only, short quiet period"
+    )
+    parser.add_argument(
+        "--providers",
+        default=",".join(CLOUDS),
+        help=f"comma-separated providers (default {','.join(CLOUDS)})",
+    )
+    parser.add_argument("--scales", type=parse_scales, help="e.g. 100/10,1000/100 (NODES/SERVICES)")
+    parser.add_argument("--no-peers", action="store_true", help="polyccm and the bound only")
+    parser.add_argument("--quiet", type=float, help="seconds of the quiet period")
+    parser.add_argument(
+        "--phase-timeout", type=float, default=600.0, help="seconds a phase may take (600)"
+    )
+    parser.add_argument(
+        "--go-time-box",
+        type=float,
+        default=300.0,
+        help="seconds the upstream Go CCM may spend initialising nodes at 5,000 nodes and "
+        "more; it skips its later phases when cut (300)",
+    )
+    parser.add_argument("--out", type=Path, help="results directory (bench/results)")
+    args = parser.parse_args(argv)
+    providers = [p.strip() for p in args.providers.split(",") if p.strip()]
+    unknown = [p for p in providers if p not in CLOUDS]
+    if unknown or not providers:
+        parser.error(
+            f"unknown provider {', '.join(unknown) or '(none)'}; known: {', '.join(CLOUDS)}"
+        )
+    args.providers = providers
+    if args.scales is None:
+        args.scales = QUICK_SCALES if args.quick else FULL_SCALES
+    if args.quiet is None:
+        args.quiet = 15.0 if args.quick else 60.0
+    if args.out is None:
+        args.out = RESULTS / "quick" if args.quick else RESULTS
+    return args
+
+
+def peers_for(provider: str, no_peers: bool) -> tuple[list[Ccm], list[str]]:
+    """The Go CCMs run beside polyccm for ``provider``, and what was skipped."""
+    if provider != "aws":
+        return [], []
+    if no_peers:
+        return [], ["Go peers (--no-peers)"]
+    from bench.peers import find_peers
+
+    peers = find_peers(say)
+    ccms = []
+    if peers.aws is not None:
+        ccms.append(aws_go(peers.aws))
+    if peers.fake is not None:
+        ccms.append(fake_go(peers.fake))
+    for reason in peers.missing:
+        say(reason)
+    return ccms, list(peers.missing)
+
+
+def run_provider(provider: str, args: argparse.Namespace, command: str) -> ProviderResult:
+    from polyccm_testing.devenv import controlplane
+
+    began = time.monotonic()
+    knobs = Knobs()
+    peers, skipped = peers_for(provider, args.no_peers)
+    cloud_class = CLOUDS[provider]
+    result = ProviderResult(
+        provider=provider,
+        balancer_kind=cloud_class.balancer_kind,
+        command=command,
+        settings=[
+            f"{args.quiet:.0f} s",
+            f"every CCM: --kube-api-qps={knobs.kube_api_qps:g} "
+            f"--kube-api-burst={knobs.kube_api_burst} "
+            f"--concurrent-node-syncs={knobs.node_workers} "
+            f"--concurrent-service-syncs={knobs.service_workers} "
+            f"--node-monitor-period={knobs.node_monitor_period:g}s, routes off, no leader "
+            "election, its own ServiceAccount",
+            f"quiet period {args.quiet:.0f} s; a phase may take {args.phase_timeout:.0f} s",
+            *cloud_class.notes,
+        ],
+        skipped=skipped,
+    )
+    with tempfile.TemporaryDirectory(prefix=f"polyccm-bench-{provider}-") as name:
+        directory = Path(name)
+        users = [cluster.username(identity) for identity in IDENTITIES]
+        flags, audit_log = audit.apiserver_args(directory / "audit", users)
+        say(f"{provider}: starting etcd, kube-apiserver and the {provider} emulator")
+        plane = controlplane.start(
+            directory / "plane", clouds=(provider,), die_with_caller=True, apiserver_args=flags
+        )
+        try:
+            admin = plane.kube_api(qps=0)
+            cluster.ensure_namespace(admin)
+            kubeconfigs = {
+                identity: cluster.make_identity(admin, identity, directory, plane.ca_cert)
+                for identity in IDENTITIES
+            }
+            cloud = cloud_class(plane.env, directory)
+            cloud.reset()
+            cloud.learn_harness_operations()
+            say(f"{provider}: the harness's own cloud operations: "
+                f"{', '.join(sorted(cloud.harness_operations))}")  # fmt: skip
+            for scale in args.scales:
+                time_box = args.go_time_box if scale.nodes >= 5000 else None
+                context = Context(
+                    admin=admin,
+                    cloud=cloud,
+                    kubeconfigs=kubeconfigs,
+                    audit_log=audit_log,
+                    directory=directory,
+                    knobs=knobs,
+                    timing=Timing(quiet=args.quiet, phase_timeout=args.phase_timeout),
+                    say=say,
+                )
+                say(f"{provider} {scale.label}: the bare client's bound")
+                bound = run_bound(context, scale)
+                runs = [run_ccm(context, POLYCCM, scale)]
+                for peer in peers:
+                    say(f"{provider} {scale.label}: {peer.label}")
+                    boxed = Context(**{**vars(context), "timing": Timing(
+                        quiet=args.quiet, phase_timeout=args.phase_timeout,
+                        node_time_box=time_box if peer.key == "aws-go" else None,
+                    )})  # fmt: skip
+                    runs.append(run_ccm(boxed, peer, scale))
+                result.scales.append(ScaleResult(scale, bound, runs))
+                result.seconds = time.monotonic() - began
+                write(result, args.out)
+        finally:
+            plane.stop()
+    result.seconds = time.monotonic() - began
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    command = "python -m bench " + shlex.join(sys.argv[1:] if argv is None else list(argv))
+    began = time.monotonic()
+    failures: list[str] = []
+    for provider in args.providers:
+        result = run_provider(provider, args, command.strip())
+        paths = write(result, args.out)
+        say(f"{provider}: results in {', '.join(str(p) for p in paths)}")
+        for scale_result in result.scales:
+            for run in scale_result.runs:
+                if run.mismatches:
+                    failures.append(f"{provider} {scale_result.scale.label}: call counts differ")
+                if run.key == "polyccm" and any(p.seconds is None for p in run.phases.values()):
+                    failures.append(f"{provider} {scale_result.scale.label}: polyccm timed out")
+    say(f"done in {(time.monotonic() - began) / 60:.1f} min")
+    for failure in failures:
+        say(f"FAILED: {failure}")
+    return 1 if failures else 0

@@ -1,0 +1,343 @@
+"""Each provider's side of the benchmark: its world built through the emulator's own API,
+instances made and terminated as a user would, the emulator's call counts, and how polyccm
+(and, for AWS, the Go CCM) is pointed at it.
+
+Call counts come from the emulator (``/_polyccm/calls``) under the emulator's names; the
+harness's own calls while a CCM runs (instances made and terminated in the churn phase) are
+learnt once, from a probe instance made and terminated before any CCM runs, and left out of
+the CCM's counts (:attr:`BenchCloud.harness_operations`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, ClassVar
+
+CLUSTER = "kubernetes"
+
+
+def normalise(operation: str) -> str:
+    """An operation name in a form both the emulators' and polyccm's metric names reduce to
+    (``loadBalancers_get``, ``load_balancers.get`` -> ``loadbalancersget``)."""
+    return re.sub(r"[^a-z0-9]", "", operation.lower())
+
+
+class BenchCloud:
+    """What the scenario needs of a provider's emulator; each provider subclasses it."""
+
+    name: ClassVar[str]
+    #: The load balancer the provider makes for a Service, as the tables name it.
+    balancer_kind: ClassVar[str] = "load balancers"
+    #: What changes the provider's emulator was given to measure the CCM rather than waits.
+    notes: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, env: Mapping[str, str], directory: Path) -> None:
+        self.env = dict(env)
+        self.directory = directory
+        self.harness_operations: frozenset[str] = frozenset()
+        self._probe = 0
+
+    # -- to implement -------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget every resource and count; build the cluster's world (network, CCM host)."""
+        raise NotImplementedError
+
+    def create(self, names: list[str]) -> list[str]:
+        """Instances for ``names`` (node name prefixes or names); their node names."""
+        raise NotImplementedError
+
+    def terminate(self, nodes: list[str]) -> None:
+        raise NotImplementedError
+
+    def calls(self) -> Counter[str]:
+        """Calls the emulator received so far, by operation."""
+        raise NotImplementedError
+
+    def polyccm_args(self) -> list[str]:
+        """Flags polyccm needs for this cloud, beyond :class:`bench.ccms.Knobs`."""
+        return []
+
+    def polyccm_env(self) -> dict[str, str]:
+        return dict(self.env)
+
+    def service_annotations(self, index: int) -> dict[str, str]:
+        del index
+        return {}
+
+    # -- shared ---------------------------------------------------------------------------
+
+    def learn_harness_operations(self) -> None:
+        """Make and terminate one instance, no CCM running: the operations that took are the
+        harness's own (they are left out of every CCM's counts)."""
+        before = self.calls()
+        self._probe += 1
+        (node,) = self.create([f"probe-{self._probe}"])
+        self.terminate([node])
+        self.harness_operations = frozenset((self.calls() - before).keys())
+
+    def ccm_calls(self, since: Counter[str]) -> Counter[str]:
+        """Calls since ``since``, the harness's own left out."""
+        delta = self.calls() - since
+        return Counter({k: v for k, v in delta.items() if k not in self.harness_operations})
+
+
+def _parallel(action: Any, items: list[Any], workers: int = 8) -> list[Any]:
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(action, items))
+
+
+# -- AWS --------------------------------------------------------------------------------------
+
+
+class AwsCloud(BenchCloud):
+    """moto behind polyccm's AWS emulator: a VPC with two zones, instances by RunInstances,
+    half the Services as classic ELBs and half as NLBs."""
+
+    name = "aws"
+    balancer_kind = "load balancers (half classic ELB, half NLB)"
+    REGION = "us-east-1"
+
+    def __init__(self, env: Mapping[str, str], directory: Path) -> None:
+        from polyccm_aws.emulator import EmulatorControl
+        from polyccm_aws.testing import FOREIGN_VARIABLES, isolated_environment
+
+        super().__init__(env, directory)
+        for variable in FOREIGN_VARIABLES:
+            os.environ.pop(variable, None)
+        self.env = isolated_environment(
+            {k: v for k, v in env.items() if k.startswith("AWS_") or k == "KUBECONFIG"}
+        )
+        self.env.pop("KUBECONFIG", None)
+        os.environ.update(self.env)
+        os.environ["AWS_SDK_UA_APP_ID"] = "polyccm-bench"
+        self.control = EmulatorControl(self.env["AWS_ENDPOINT_URL"])
+        self.world: Any = None
+        self._ids: dict[str, str] = {}
+
+    def reset(self) -> None:
+        from polyccm_aws.testing import World
+
+        self.control.reset()
+        self.world = World(CLUSTER)
+        self.world.instances(1, ccm_host=True, tags={self.world.cluster_tag: "owned"})
+        self._ids.clear()
+
+    def create(self, names: list[str]) -> list[str]:
+        made: list[str] = []
+        zones = sorted(self.world.public)
+        # RunInstances in pieces of 500, alternating zones, as an autoscaling group would.
+        for start in range(0, len(names), 500):
+            count = min(500, len(names) - start)
+            zone = zones[(start // 500) % len(zones)]
+            for instance in self.world.instances(count, zone=zone):
+                self._ids[instance["PrivateDnsName"]] = instance["InstanceId"]
+                made.append(instance["PrivateDnsName"])
+        return made
+
+    def terminate(self, nodes: list[str]) -> None:
+        self.world.ec2.terminate_instances(InstanceIds=[self._ids.pop(n) for n in nodes])
+
+    def calls(self) -> Counter[str]:
+        return Counter(self.control.calls(by_service=True))
+
+    def cloud_config(self) -> Path:
+        path = self.directory / "aws-cloud.conf"
+        path.write_text(f"[Global]\nRegion = {self.REGION}\n")
+        return path
+
+    def polyccm_args(self) -> list[str]:
+        return [f"--cloud-config={self.cloud_config()}", f"--cluster-name={CLUSTER}"]
+
+    def go_cloud_config(self) -> Path:
+        """cloud.conf for the upstream CCM: no instance metadata, so region, zone, VPC, subnet
+        and cluster id are given."""
+        zone = sorted(self.world.public)[0]
+        path = self.directory / "aws-go-cloud.conf"
+        path.write_text(
+            "[Global]\n"
+            f"Region = {self.REGION}\n"
+            f"Zone = {zone}\n"
+            f"VPC = {self.world.vpc_id}\n"
+            f"SubnetID = {self.world.public[zone]}\n"
+            f"KubernetesClusterID = {CLUSTER}\n"
+        )
+        return path
+
+    def go_env(self) -> dict[str, str]:
+        env = {k: v for k, v in self.env.items() if k != "AWS_EC2_METADATA_SERVICE_ENDPOINT"}
+        env.update(AWS_EC2_METADATA_DISABLED="true", AWS_REGION=self.REGION)
+        return env
+
+    def service_annotations(self, index: int) -> dict[str, str]:
+        if index % 2:
+            return {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}
+        return {}
+
+
+# -- GCE --------------------------------------------------------------------------------------
+
+
+class GceCloud(BenchCloud):
+    """The GCE emulator: VMs by instances.insert in one zone (operations done at once),
+    network load balancers (forwarding rule, target pool, health check, firewall)."""
+
+    name = "gce"
+    balancer_kind = "network load balancers"
+    notes = ("the emulator's operations finish at once (pending and running 0 s)",)
+
+    def __init__(self, env: Mapping[str, str], directory: Path) -> None:
+        from polyccm_gce.emulator.control import EmulatorControl
+        from polyccm_gce.testing import ComputeApi
+
+        super().__init__(env, directory)
+        self.control = EmulatorControl(env["POLYCCM_GCE_API_ENDPOINT"])
+        self.compute = ComputeApi(env["POLYCCM_GCE_API_ENDPOINT"], env["GOOGLE_CLOUD_PROJECT"])
+        self._config = Path(env["POLYCCM_GCE_CLOUD_CONFIG"]).read_text()
+
+    def reset(self) -> None:
+        from polyccm_gce.testing import ZONE
+
+        self.control.reset()
+        self.control.configure(pending_seconds=0.0, running_seconds=0.0)
+        self.compute.create_instance(
+            "ccm-host", zone=ZONE, labels={"polyccm-ccm-host": "true"}, tags=[f"{CLUSTER}-node"]
+        )
+
+    def _insert(self, name: str) -> str:
+        from polyccm_gce.testing import ZONE
+
+        body = {
+            "name": name,
+            "machineType": f"zones/{ZONE}/machineTypes/e2-medium",
+            "networkInterfaces": [{"accessConfigs": [{"type": "ONE_TO_ONE_NAT"}]}],
+            "disks": [
+                {
+                    "boot": True,
+                    "autoDelete": True,
+                    "initializeParams": {
+                        "sourceImage": "projects/debian-cloud/global/images/debian-12"
+                    },
+                }
+            ],
+            "canIpForward": True,
+            "tags": {"items": [f"{CLUSTER}-node"]},
+        }
+        # No wait: the emulator finishes operations at once (reset() set it so).
+        self.compute.request("POST", f"zones/{ZONE}/instances", body)
+        return name
+
+    def create(self, names: list[str]) -> list[str]:
+        return _parallel(self._insert, names)
+
+    def terminate(self, nodes: list[str]) -> None:
+        from polyccm_gce.testing import ZONE
+
+        _parallel(lambda n: self.compute.request("DELETE", f"zones/{ZONE}/instances/{n}"), nodes)
+
+    def calls(self) -> Counter[str]:
+        return Counter(self.control.calls())
+
+    def polyccm_args(self) -> list[str]:
+        config = self.directory / "gce.conf"
+        config.write_text(self._config)
+        return [f"--cloud-config={config}", f"--cluster-name={CLUSTER}"]
+
+
+# -- DigitalOcean -----------------------------------------------------------------------------
+
+
+class DigitalOceanCloud(BenchCloud):
+    """The DigitalOcean emulator: droplets by ``POST /v2/droplets`` (ten a request), load
+    balancers active one second after they are made."""
+
+    name = "digitalocean"
+    LB_ACTIVE_DELAY = 1.0
+    notes = (f"load balancers turn active {LB_ACTIVE_DELAY:g} s after they are made",)
+
+    def __init__(self, env: Mapping[str, str], directory: Path) -> None:
+        from polyccm_digitalocean.testing import DigitalOceanApi, control
+
+        super().__init__(env, directory)
+        self.control = control(env)
+        self.api = DigitalOceanApi(env)
+        self._ids: dict[str, int] = {}
+
+    def reset(self) -> None:
+        self.control.reset()
+        self.control.configure(lb_active_delay=self.LB_ACTIVE_DELAY)
+        self._ids.clear()
+
+    def create(self, names: list[str]) -> list[str]:
+        def ten(chunk: list[str]) -> list[dict[str, Any]]:
+            body = {"names": chunk, "region": "nyc3", "size": "s-1vcpu-1gb",
+                    "image": "ubuntu-24-04-x64", "tags": ["k8s"]}  # fmt: skip
+            droplets: list[dict[str, Any]] = self.api.ok("POST", "/v2/droplets", body)["droplets"]
+            return droplets
+
+        chunks = [names[i : i + 10] for i in range(0, len(names), 10)]
+        made: list[str] = []
+        for droplets in _parallel(ten, chunks):
+            for droplet in droplets:
+                self._ids[droplet["name"]] = int(droplet["id"])
+                made.append(droplet["name"])
+        return made
+
+    def terminate(self, nodes: list[str]) -> None:
+        _parallel(lambda n: self.api.delete_droplet(self._ids.pop(n)), nodes)
+
+    def calls(self) -> Counter[str]:
+        return Counter(self.control.calls())
+
+    def polyccm_env(self) -> dict[str, str]:
+        return {**self.env, "REGION": "nyc3"}
+
+
+# -- Equinix Metal ----------------------------------------------------------------------------
+
+
+class PacketCloud(BenchCloud):
+    """The Equinix Metal emulator: devices by ``POST /projects/{id}/devices``, Elastic IPs for
+    Services (``METAL_LOAD_BALANCER=kube-vip://``) with BGP peers on each node."""
+
+    name = "packet"
+    balancer_kind = "Elastic IPs (kube-vip)"
+
+    def __init__(self, env: Mapping[str, str], directory: Path) -> None:
+        from polyccm_packet.testing import MetalApi, control
+
+        super().__init__(env, directory)
+        self.env.update(METAL_LOAD_BALANCER="kube-vip://", METAL_LOCAL_ASN="65000")
+        self.control = control(self.env)
+        self.api = MetalApi(self.env)
+        self._ids: dict[str, str] = {}
+
+    def reset(self) -> None:
+        self.control.reset()
+        self._ids.clear()
+
+    def _device(self, name: str) -> str:
+        body = {"hostname": name, "metro": "da", "plan": "c3.small.x86",
+                "operating_system": "ubuntu_24_04", "tags": []}  # fmt: skip
+        device = self.api.ok("POST", f"/projects/{self.api.project_id}/devices", body)
+        self._ids[name] = str(device["id"])
+        return name
+
+    def create(self, names: list[str]) -> list[str]:
+        return _parallel(self._device, names)
+
+    def terminate(self, nodes: list[str]) -> None:
+        _parallel(lambda n: self.api.ok("DELETE", f"/devices/{self._ids.pop(n)}"), nodes)
+
+    def calls(self) -> Counter[str]:
+        return Counter(self.control.calls())
+
+
+CLOUDS: dict[str, type[BenchCloud]] = {
+    cloud.name: cloud for cloud in (AwsCloud, GceCloud, DigitalOceanCloud, PacketCloud)
+}

@@ -1,0 +1,390 @@
+"""One scenario, for one CCM (or the bare client) at one scale, phase by phase:
+
+1. **start**: the CCM starts; until its health path answers (instances already exist);
+2. **nodes**: N nodes registered at once (tainted, then Ready), until every one is initialised;
+3. **services**: M LoadBalancer Services created at once, until every one has an ingress;
+4. **rest**: once the cloud calls have stopped, a quiet period of several node-monitor periods;
+5. **churn**: 10% of the instances terminated (their nodes turn NotReady, as without kubelet)
+   and as many new ones registered, until the old nodes are deleted by the CCM and the new
+   ones initialised (then until the cloud calls stop, for the load balancers' updates);
+6. **delete**: every Service deleted at once, until every one is gone (finalizer removed).
+
+For each phase: its seconds, the CCM's cloud calls by operation (the emulator's count, the
+harness's own calls left out) and its kube-apiserver requests and writes (audit log). For the
+run: start-to-ready, peak RSS, and, for polyccm, its own call metric compared with the
+emulator's count.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from polyccm.kube.api import KubeApi
+
+from bench import cluster
+from bench.audit import AuditLog, Window
+from bench.bound import BareClient
+from bench.ccms import Ccm, Knobs, metric_calls
+from bench.clouds import BenchCloud, normalise
+
+PHASES = ("start", "nodes", "services", "rest", "churn", "delete")
+#: Cloud calls are "stopped" once none came for this long.
+SETTLED_AFTER = 5.0
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Scale:
+    nodes: int
+    services: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.nodes}/{self.services}"
+
+    @property
+    def churned(self) -> int:
+        return max(1, self.nodes // 10)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How long phases may take and how long the quiet period lasts."""
+
+    quiet: float = 30.0
+    phase_timeout: float = 600.0
+    #: A CCM whose node phase is cut by this (seconds) skips its later phases.
+    node_time_box: float | None = None
+
+
+@dataclass
+class Phase:
+    seconds: float | None = None
+    """``None``: not done within the time allowed (or not run)."""
+    limit: float | None = None
+    """The time allowed, when it was not done within it."""
+    calls: dict[str, int] = field(default_factory=dict)
+    requests: int = 0
+    writes: int = 0
+    note: str = ""
+
+
+@dataclass
+class Run:
+    """What one CCM did at one scale."""
+
+    key: str
+    label: str
+    nodes: int
+    services: int
+    ready_seconds: float | None = None
+    peak_rss_mib: float | None = None
+    phases: dict[str, Phase] = field(default_factory=dict)
+    requests: int = 0
+    """kube-apiserver requests of the whole run (the audit log's count), and the writes."""
+    writes: int = 0
+    metric_calls: dict[str, int] | None = None
+    mismatches: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def total_calls(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for phase in self.phases.values():
+            total.update(phase.calls)
+        return total
+
+
+@dataclass
+class Context:
+    """What every run of one provider shares."""
+
+    admin: KubeApi
+    cloud: BenchCloud
+    kubeconfigs: Mapping[str, Path]
+    audit_log: Path
+    directory: Path
+    knobs: Knobs
+    timing: Timing
+    say: Say
+
+
+def compare(polyccm: Counter[str], emulator: Counter[str]) -> list[str]:
+    """One line per operation whose counts differ (names compared in a normal form)."""
+    ours: Counter[str] = Counter()
+    for name, count in polyccm.items():
+        ours[normalise(name)] += count
+    theirs: Counter[str] = Counter()
+    shown: dict[str, str] = {}
+    for name, count in emulator.items():
+        theirs[normalise(name)] += count
+        shown[normalise(name)] = name
+    for name in ours:
+        shown.setdefault(name, name)
+    return [
+        f"{shown[key]}: polyccm counted {ours[key]}, the emulator received {theirs[key]}"
+        for key in sorted(set(ours) | set(theirs))
+        if ours[key] != theirs[key]
+    ]
+
+
+class _Clock:
+    """Phase windows in wall-clock time (for the audit log) and their call snapshots."""
+
+    def __init__(self, cloud: BenchCloud | None) -> None:
+        self.cloud = cloud
+        self.windows: list[Window] = []
+        self._name = ""
+        self._wall = 0.0
+        self._mono = 0.0
+        self._calls: Counter[str] = Counter()
+
+    def begin(self, name: str) -> None:
+        self._name = name
+        self._wall = time.time()
+        self._mono = time.monotonic()
+        self._calls = self.cloud.calls() if self.cloud is not None else Counter()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self._mono
+
+    def end(self, seconds: float | None, limit: float | None = None) -> Phase:
+        """Close the phase: ``seconds`` it took (``None``: not done within ``limit``) and the
+        CCM's cloud calls during it."""
+        self.windows.append(Window(self._name, self._wall, time.time()))
+        calls = {} if self.cloud is None else dict(self.cloud.ccm_calls(self._calls))
+        return Phase(seconds=seconds, limit=None if seconds is not None else limit, calls=calls)
+
+
+def settle(cloud: BenchCloud | None, limit: float = 120.0) -> None:
+    """Return once the emulator received no call for :data:`SETTLED_AFTER` seconds."""
+    if cloud is None:
+        return
+    deadline = time.monotonic() + limit
+    last = cloud.calls()
+    quiet_since = time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = cloud.calls()
+        if now != last:
+            last, quiet_since = now, time.monotonic()
+        elif time.monotonic() - quiet_since >= SETTLED_AFTER:
+            return
+
+
+def _all_initialised(expected: set[str]) -> Callable[[Mapping[str, bool]], bool]:
+    def done(items: Mapping[str, bool]) -> bool:
+        return all(items.get(name) for name in expected)
+
+    return done
+
+
+def _services_served(count: int) -> Callable[[Mapping[str, bool]], bool]:
+    return lambda items: len(items) == count and all(items.values())
+
+
+def run_ccm(context: Context, ccm: Ccm, scale: Scale) -> Run:
+    """The whole scenario for ``ccm`` at ``scale``, on a cleared cluster and a reset cloud."""
+    say = context.say
+    cloud = context.cloud
+    admin = context.admin
+    run = Run(ccm.key, ccm.label, scale.nodes, scale.services)
+    cluster.clear(admin)
+    cloud.reset()
+    say(f"creating {scale.nodes} instances through the {cloud.name} emulator's API")
+    names = cloud.create([f"node-{i:05d}" for i in range(scale.nodes)])
+    clock = _Clock(cloud if ccm.calls_cloud else None)
+    audit = AuditLog(context.audit_log)
+    nodes = cluster.node_tracker(admin)
+    services = cluster.service_tracker(admin)
+    clock.begin("start")
+    process = ccm.start(cloud, context.kubeconfigs[ccm.identity], context.knobs,
+                        context.directory / f"{ccm.key}-{scale.nodes}.log")  # fmt: skip
+    try:
+        run.ready_seconds = process.wait_ready()
+        run.phases["start"] = clock.end(run.ready_seconds)
+        if run.ready_seconds is None:
+            run.notes.append(f"never ready; last lines of its log:\n{process.tail()}")
+            say(f"{ccm.label} did not become ready:\n{process.tail()}")
+            return run
+        say(f"{ccm.label} ready in {run.ready_seconds:.2f} s")
+        _Phases(context, scale, run, clock, names, nodes, services).all()
+        run.peak_rss_mib = process.peak_rss_mib()
+        if ccm.has_call_metric:
+            run.metric_calls = dict(metric_calls(process.metrics(), cloud.name))
+    finally:
+        process.stop()
+        nodes.stop()
+        services.stop()
+    if run.metric_calls is not None:
+        emulator = run.total_calls()
+        run.mismatches = compare(Counter(run.metric_calls), emulator)
+        if run.mismatches:
+            say("!" * 78)
+            say(f"MISMATCH: polyccm's polyccm_cloud_api_calls_total and the {cloud.name} emulator")
+            for line in run.mismatches:
+                say(f"  {line}")
+            say("!" * 78)
+    _count_requests(run, audit, cluster.username(ccm.identity), clock.windows)
+    say(f"{ccm.label} peak RSS {run.peak_rss_mib or 0:.0f} MiB")
+    return run
+
+
+@dataclass
+class _Phases:
+    """The phases after start, in order; each records its :class:`Phase` in ``run``."""
+
+    context: Context
+    scale: Scale
+    run: Run
+    clock: _Clock
+    names: list[str]
+    nodes: cluster.Tracker[bool]
+    services: cluster.Tracker[bool]
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    elapsed: float = 0.0
+    """Seconds the last phase took (or ran for, when not done)."""
+
+    def say(self, message: str) -> None:
+        self.context.say(f"{self.run.label} {self.scale.label}: {message}")
+
+    def all(self) -> None:
+        if self.register_nodes():
+            self.create_services()
+            self.rest()
+            self.churn()
+            self.delete_services()
+
+    def _close(self, name: str, done: bool, limit: float, note: str = "") -> Phase:
+        self.elapsed = self.clock.elapsed()
+        if name in ("churn", "delete"):
+            settle(self.clock.cloud)
+        phase = self.run.phases[name] = self.clock.end(self.elapsed if done else None, limit)
+        if not done:
+            phase.note = note
+        return phase
+
+    def register_nodes(self) -> bool:
+        timing = self.context.timing
+        limit = timing.node_time_box or timing.phase_timeout
+        self.clock.begin("nodes")
+        cluster.register_nodes(self.context.admin, self.names)
+        done = self.nodes.wait(_all_initialised(set(self.names)), limit)
+        count = sum(self.nodes.snapshot().values())
+        phase = self._close("nodes", done, limit, f"{count} of {self.scale.nodes} in {limit:.0f} s")
+        self.say(f"{count}/{self.scale.nodes} nodes initialised in {self.elapsed:.1f} s, "
+                 f"{sum(phase.calls.values())} cloud calls")  # fmt: skip
+        if not done:
+            self.run.notes.append(
+                f"node initialisation stopped after {limit:.0f} s; later phases not run"
+            )
+        return done
+
+    def create_services(self) -> None:
+        limit = self.context.timing.phase_timeout
+        cloud = self.context.cloud
+        self.bodies = [
+            cluster.service_body(i, cloud.service_annotations(i))
+            for i in range(self.scale.services)
+        ]
+        self.clock.begin("services")
+        cluster.create_services(self.context.admin, self.bodies)
+        done = self.services.wait(_services_served(self.scale.services), limit)
+        served = sum(self.services.snapshot().values())
+        note = f"{served} of {self.scale.services} in {limit:.0f} s"
+        phase = self._close("services", done, limit, note)
+        self.say(f"{served}/{self.scale.services} services with an ingress in "
+                 f"{self.elapsed:.1f} s, {sum(phase.calls.values())} cloud calls")  # fmt: skip
+
+    def rest(self) -> None:
+        quiet = self.context.timing.quiet
+        settle(self.clock.cloud)
+        self.clock.begin("rest")
+        time.sleep(quiet)
+        phase = self.run.phases["rest"] = self.clock.end(quiet)
+        self.say(f"{sum(phase.calls.values())} cloud calls in {quiet:.0f} s at rest")
+
+    def churn(self) -> None:
+        limit = self.context.timing.phase_timeout
+        admin = self.context.admin
+        cloud = self.context.cloud
+        self.clock.begin("churn")
+        victims = self.names[: self.scale.churned]
+        cloud.terminate(victims)
+        cluster.burst(lambda name: cluster.node_gone(admin, name), victims)
+        fresh = cloud.create([f"node-new-{i:05d}" for i in range(self.scale.churned)])
+        cluster.register_nodes(admin, fresh)
+        gone, expected = set(victims), set(fresh)
+        done = self.nodes.wait(
+            lambda items: not gone & items.keys() and all(items.get(n) for n in expected), limit
+        )
+        left = len(gone & self.nodes.snapshot().keys())
+        note = f"{left} terminated nodes still there after {limit:.0f} s"
+        phase = self._close("churn", done, limit, note)
+        self.say(f"{self.scale.churned} nodes replaced in {self.elapsed:.1f} s, "
+                 f"{sum(phase.calls.values())} cloud calls until quiet")  # fmt: skip
+
+    def delete_services(self) -> None:
+        limit = self.context.timing.phase_timeout
+        self.clock.begin("delete")
+        names = [str(body["metadata"]["name"]) for body in self.bodies]
+        cluster.delete_services(self.context.admin, names)
+        done = self.services.wait(lambda items: not items, limit)
+        left = len(self.services.snapshot())
+        phase = self._close("delete", done, limit, f"{left} still there after {limit:.0f} s")
+        self.say(f"every service deleted in {self.elapsed:.1f} s, "
+                 f"{sum(phase.calls.values())} cloud calls")  # fmt: skip
+
+
+def _count_requests(run: Run, audit: AuditLog, user: str, windows: list[Window]) -> None:
+    for name, requests in audit.count(user, windows).items():
+        run.requests += requests.total
+        run.writes += requests.writes
+        if name in run.phases:
+            run.phases[name].requests = requests.total
+            run.phases[name].writes = requests.writes
+
+
+def run_bound(context: Context, scale: Scale) -> Run:
+    """The bare client through the nodes, services and delete phases."""
+    say = context.say
+    admin = context.admin
+    run = Run("bound", "bare client (bound)", scale.nodes, scale.services)
+    cluster.clear(admin)
+    clock = _Clock(None)
+    audit = AuditLog(context.audit_log)
+    nodes = cluster.node_tracker(admin)
+    services = cluster.service_tracker(admin)
+    client = BareClient(context.kubeconfigs["bench-bound"], context.knobs)
+    limit = context.timing.phase_timeout
+    try:
+        names = [f"node-{i:05d}" for i in range(scale.nodes)]
+        clock.begin("nodes")
+        cluster.register_nodes(admin, names)
+        done = nodes.wait(_all_initialised(set(names)), limit)
+        run.phases["nodes"] = clock.end(clock.elapsed() if done else None, limit)
+        clock.begin("services")
+        bodies = [cluster.service_body(i, {}) for i in range(scale.services)]
+        cluster.create_services(admin, bodies)
+        done = services.wait(_services_served(scale.services), limit)
+        run.phases["services"] = clock.end(clock.elapsed() if done else None, limit)
+        clock.begin("delete")
+        cluster.delete_services(admin, [str(b["metadata"]["name"]) for b in bodies])
+        done = services.wait(lambda items: not items, limit)
+        run.phases["delete"] = clock.end(clock.elapsed() if done else None, limit)
+    finally:
+        client.stop()
+        nodes.stop()
+        services.stop()
+    _count_requests(run, audit, cluster.username("bench-bound"), clock.windows)
+    seconds = {name: phase.seconds for name, phase in run.phases.items()}
+    say(f"bound {scale.label}: " + ", ".join(
+        f"{name} {value:.1f} s" if value is not None else f"{name} timed out"
+        for name, value in seconds.items()
+    ))  # fmt: skip
+    return run

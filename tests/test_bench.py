@@ -1,0 +1,53 @@
+"""The benchmark harness cannot rot: ``python -m bench --quick`` for AWS without the Go peers,
+on its own control plane and emulator, produces sane figures (every node initialised, every
+Service served and deleted, polyccm's call metric equal to the emulator's count, memory and
+requests measured) and writes its table and chart."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.timeout(420)
+def test_quick_benchmark_measures_polyccm_and_the_bound(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--providers", "aws", "--no-peers",
+         "--quiet", "5", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
+    assert "nodes initialised" in completed.stdout, "progress is printed while it runs"
+
+    sys.path.insert(0, str(ROOT))
+    try:
+        from bench.report import load
+    finally:
+        sys.path.remove(str(ROOT))
+    result = load(tmp_path / "aws.json")
+    (scale,) = result.scales
+    assert (scale.scale.nodes, scale.scale.services) == (100, 10)
+    (polyccm,) = scale.runs
+    assert polyccm.key == "polyccm"
+    assert polyccm.ready_seconds is not None and polyccm.ready_seconds > 0
+    for name in ("nodes", "services", "churn", "delete"):
+        assert polyccm.phases[name].seconds is not None, f"{name} finished"
+        assert scale.bound is not None
+    assert sum(polyccm.phases["services"].calls.values()) > 0, "load balancers cost calls"
+    assert polyccm.metric_calls, "polyccm's metric was scraped"
+    assert polyccm.mismatches == [], "polyccm_cloud_api_calls_total agrees with the emulator"
+    assert polyccm.requests > polyccm.writes > 200, "two writes per node at least (audit log)"
+    assert polyccm.peak_rss_mib is not None and 30 < polyccm.peak_rss_mib < 2048
+    bound = scale.bound
+    assert bound is not None
+    assert all(bound.phases[n].seconds is not None for n in ("nodes", "services", "delete"))
+
+    table = (tmp_path / "aws.md").read_text()
+    assert "| 100 tainted nodes initialised |" in table
+    assert "agree" in table and "MISMATCH" not in table
+    assert (tmp_path / "aws.png").read_bytes().startswith(b"\x89PNG")
