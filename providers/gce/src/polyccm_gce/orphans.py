@@ -164,22 +164,19 @@ class GceOrphans(Orphans):
             if group is None:
                 continue
             if shared in {last(url) for url in pool.health_checks}:
-                group.marks.append(f"its target pool uses this cluster's health check {shared}")
+                group.marks.append(f"pool uses health check {shared}")
             for url in pool.instances:
                 ref = instance_ref(url)
                 node = directory.node_at(ref.zone, ref.name) if ref else None
                 if node is not None:
-                    group.marks.append(f"its target pool holds node {node}'s instance")
+                    group.marks.append(f"pool holds node {node}'s instance")
                     break
         for firewall in firewalls:
             owner = _load_balancer_of_firewall(firewall.name)
             group = piece(FIREWALL, firewall.name, owner or "", firewall.description)
             targets = set(firewall.target_tags)
             if group is not None and targets and targets <= tags:
-                group.marks.append(
-                    f"firewall {firewall.name} targets this cluster's node tags "
-                    f"{', '.join(sorted(targets))}"
-                )
+                group.marks.append(f"firewall targets node tags {', '.join(sorted(targets))}")
         for check in checks:
             name = str(check.get("name", ""))
             piece(HEALTH_CHECK, name, name, str(check.get("description", "")))
@@ -210,7 +207,7 @@ class GceOrphans(Orphans):
     ) -> Iterator[CloudResource]:
         service = group.service
         reason = _unclaimed(self._lb, group.name, service, services)
-        mark = f"{'; '.join(dict.fromkeys(group.marks))}; {SERVICE_NAME} {service or group.name}"
+        mark = f"{group.marks[0]}, {SERVICE_NAME}={service or group.name}"
         for kind, name in group.pieces:
             yield CloudResource(
                 kind=kind,
