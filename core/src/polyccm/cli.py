@@ -33,6 +33,7 @@ from polyccm.app.options import (
     options_from_namespace,
     resolve_controllers,
 )
+from polyccm.cloud import CloudProvider
 from polyccm.errors import ConfigError
 from polyccm.kube.api import KubeconfigError, load_configuration
 
@@ -182,6 +183,27 @@ def parse_command_line(
     return CommandLine(options, namespace, controllers)
 
 
+def build_checked_provider(parsed: CommandLine, manager: pluggy.PluginManager) -> CloudProvider:
+    """The provider ``parsed`` names, built by its plugin and checked as at start-up: the
+    route controller's ``--cluster-cidr`` and the cluster id (:class:`UsageError` otherwise)."""
+    options = parsed.options
+    settings = plugins.ProviderSettings(
+        provider=options.provider,
+        cloud_config=options.cloud_config,
+        cluster_name=options.cluster_name,
+        options=parsed.namespace,
+    )
+    provider = plugins.build_provider(manager, settings)
+    from polyccm.app.manager import route_controller_problem
+
+    problem = route_controller_problem(options, provider)
+    if problem:
+        raise UsageError(problem)
+    if not provider.has_cluster_id() and not options.allow_untagged_cloud:
+        raise UsageError(_NO_CLUSTER_ID.format(provider=options.provider))
+    return provider
+
+
 def _rbac_requested(argv: Sequence[str]) -> list[str] | None:
     """The arguments of ``rbac`` when ``argv`` asks for it (``rbac --provider X`` or
     ``--provider X rbac``), else ``None``."""
@@ -328,20 +350,7 @@ def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None
             return commands.run(*operator_command, manager)
         parsed = parse_command_line(args, manager)
         options = parsed.options
-        settings = plugins.ProviderSettings(
-            provider=options.provider,
-            cloud_config=options.cloud_config,
-            cluster_name=options.cluster_name,
-            options=parsed.namespace,
-        )
-        provider = plugins.build_provider(manager, settings)
-        from polyccm.app.manager import route_controller_problem
-
-        problem = route_controller_problem(options, provider)
-        if problem:
-            raise UsageError(problem)
-        if not provider.has_cluster_id() and not options.allow_untagged_cloud:
-            raise UsageError(_NO_CLUSTER_ID.format(provider=options.provider))
+        provider = build_checked_provider(parsed, manager)
         configuration = load_configuration(options.kubeconfig, options.master)
         authentication = _review_configuration(
             "--authentication-kubeconfig", options.delegated_auth.authentication_kubeconfig

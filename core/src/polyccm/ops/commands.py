@@ -27,12 +27,12 @@ import pluggy
 from polyccm import cloudcalls, plugins
 from polyccm.app.options import ManagerOptions
 from polyccm.cli import (
-    _NO_CLUSTER_ID,
     PROG,
     USAGE_ERROR,
     UsageError,
     _configure_logging,
     _Parser,
+    build_checked_provider,
     parse_command_line,
 )
 from polyccm.cloud import CloudProvider
@@ -106,24 +106,12 @@ def _connect(
     manager: pluggy.PluginManager,
     extra: Callable[[argparse.ArgumentParser], None],
 ) -> tuple[ManagerOptions, argparse.Namespace, CloudProvider, KubeApi]:
-    """Parse the flags, build the provider (reads only) and connect to the cluster."""
+    """Parse the flags, build the provider as the manager does and connect to the cluster."""
     parsed = parse_command_line(argv, manager, prog=f"{PROG} {command}", extra=extra)
     options = parsed.options
-    settings = plugins.ProviderSettings(
-        provider=options.provider,
-        cloud_config=options.cloud_config,
-        cluster_name=options.cluster_name,
-        options=parsed.namespace,
-    )
-    with cloudcalls.reads_only(cloudcalls.looks_like_read):
-        provider = plugins.build_provider(manager, settings)
-    from polyccm.app.manager import route_controller_problem
-
-    problem = route_controller_problem(options, provider)
-    if problem:
-        raise UsageError(problem)
-    if not provider.has_cluster_id() and not options.allow_untagged_cloud:
-        raise UsageError(_NO_CLUSTER_ID.format(provider=options.provider))
+    # As at start-up: building may read the cloud (the cluster id), with the provider's own
+    # credentials (STS included), before its read_only_call can be asked.
+    provider = build_checked_provider(parsed, manager)
     configuration = load_kube_configuration(options.kubeconfig, options.master)
     _configure_logging(options.verbosity, configuration)
     if options.verbosity < 4:
