@@ -202,6 +202,32 @@ def test_concurrent_lookups_are_merged(world: World, aws: EmulatorControl) -> No
     assert aws.calls()["DescribeInstances"] <= 3
 
 
+def test_workers_wanting_the_same_many_instances_share_one_lookup(
+    world: World, aws: EmulatorControl
+) -> None:
+    # Four service workers ensuring load balancers at once each want every backend: one
+    # DescribeInstances answers them all (each asked alone before: 4 calls of 300 ids).
+    nodes = [world.node(i) for i in world.instances(150) + world.instances(150, "us-east-1b")]
+    instances = AwsProvider(CloudConfig(), cluster_name=CLUSTER, cache_ttl=60.0).instances_v2()
+    start = threading.Barrier(4)
+    answers: list[int] = []
+
+    def look_up() -> None:
+        start.wait()
+        found = instances.instances_exist(nodes)
+        answers.append(sum(found.values()))
+
+    aws.reset_calls()
+    threads = [threading.Thread(target=look_up) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert answers == [300] * 4
+    assert aws.calls()["DescribeInstances"] == 1
+
+
 def test_throttling_is_retried_then_succeeds(
     world: World, aws: EmulatorControl, provider: AwsProvider
 ) -> None:
