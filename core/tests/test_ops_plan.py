@@ -293,3 +293,17 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str) -> None
     assert result.status == 2
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_providers_own_controllers_are_named_as_not_planned() -> None:
+    from polyccm.app.options import ManagerOptions
+    from polyccm.ops.plan import make_plan
+
+    options = ManagerOptions(provider="fake", controllers=frozenset({"service", "fake-bgp"}))
+
+    result = make_plan(FakeCloud(), options, [], [])
+
+    assert result.not_planned == (
+        "fake-bgp: a controller of the provider's own; plan does not cover it",
+    )
+    assert not result.changes

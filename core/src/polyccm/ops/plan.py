@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from polyccm.app.options import ManagerOptions
+from polyccm.app.options import CONTROLLER_ALIASES, ManagerOptions
 from polyccm.cloud import CloudProvider, InstanceMetadata, InstancesV2, LoadBalancer
 from polyccm.controllers import nodeinfo, nodelifecycle
 from polyccm.controllers.route import plan_routes
@@ -117,7 +117,10 @@ def make_plan(
     Raises :class:`PlanNotSupported` when the service controller is selected and the provider
     offers load balancers but cannot plan them."""
     selected = options.controllers
-    not_planned: list[str] = []
+    not_planned = [
+        f"{name}: a controller of the provider's own; plan does not cover it"
+        for name in sorted(selected - set(CONTROLLER_ALIASES))
+    ]
     node_changes: list[NodeChange] = []
     instances = provider.instances_v2()
     for controller in ("cloud-node", "cloud-node-lifecycle"):
