@@ -20,10 +20,11 @@ from typing import Any
 import boto3
 import pytest
 import yaml
-from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi
+from polyccm.kube.api import NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
 from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.testing import CLUSTER, World, isolated_environment
+from polyccm_testing.demo import service_gone
 from polyccm_testing.images.build import BuiltImage, build_image, megabytes
 from polyccm_testing.images.buildah import Container, buildah, inspect_image, remove_image, stop
 from polyccm_testing.images.tools import ToolsMissing, ensure_tools
@@ -148,14 +149,6 @@ def hostname(api: KubeApi, namespace: str, name: str) -> str:
     return str((ingress or [{}])[0].get("hostname") or "")
 
 
-def gone(api: KubeApi, namespace: str, name: str) -> bool:
-    try:
-        api.get(SERVICES, name, namespace)
-    except ApiError as error:
-        return error.not_found
-    return False
-
-
 def test_the_images_polyccm_initialises_nodes_and_runs_a_load_balancer_to_its_end(
     aws_image: LoadedImage,
     kube_api: KubeApi,
@@ -232,7 +225,7 @@ def test_the_images_polyccm_initialises_nodes_and_runs_a_load_balancer_to_its_en
             }
 
             kube_api.delete(SERVICES, "web", namespace)
-            running(lambda: gone(kube_api, namespace, "web"), "the service finalised")
+            running(lambda: service_gone(kube_api, namespace, "web"), "the service finalised")
             assert boto3.client("elb").describe_load_balancers()["LoadBalancerDescriptions"] == []
             groups = boto3.client("ec2").describe_security_groups()["SecurityGroups"]
             assert not [g for g in groups if g["GroupName"] == f"k8s-elb-{lb_name}"]
