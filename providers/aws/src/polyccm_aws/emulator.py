@@ -13,6 +13,7 @@ the ``emulator`` extra) behind a small WSGI layer that
   also be ``Throttling``, ``ServiceUnavailable`` (HTTP 503) or ``InternalError`` (HTTP 500);
   ``action`` ``*`` matches every call; ``DELETE`` clears pending faults);
 * resets everything, moto's state included, on ``POST /_polyccm/reset``;
+* gives a new classic ELB AWS's default health check (moto gives none);
 * answers as the instance metadata service (IMDSv2: ``PUT /latest/api/token``, then
   ``GET /latest/meta-data/...`` with the token) of the instance tagged
   ``polyccm.dev/ccm-host=true``, so that "the instance polyccm runs on" is chosen through the
@@ -25,6 +26,7 @@ the ``emulator`` extra) behind a small WSGI layer that
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import ipaddress
 import json
@@ -379,12 +381,46 @@ def find_ccm_host() -> HostMetadata | None:
     return None
 
 
+#: The health check AWS gives a classic ELB made without ConfigureHealthCheck (the API's default
+#: in AWS's Classic Load Balancer guide: a TCP ping every 30 s, 5 s timeout, unhealthy after 2
+#: failures, healthy after 10 successes), pinging the first listener's instance port.
+DEFAULT_ELB_HEALTH_CHECK = {
+    "interval": "30",
+    "timeout": "5",
+    "unhealthy_threshold": "2",
+    "healthy_threshold": "10",
+}
+
+
+def give_classic_elbs_a_default_health_check() -> None:
+    """Make moto answer as AWS does: a classic ELB has a health check from its creation. moto
+    leaves it out until ConfigureHealthCheck, and a client that reads it first (upstream's AWS
+    CCM does) fails on the missing field."""
+    from moto.elb.models import ELBBackend
+
+    original = ELBBackend.create_load_balancer
+    if getattr(original, "polyccm_default_health_check", False):
+        return
+
+    @functools.wraps(original)
+    def create_load_balancer(self: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        balancer = original(self, name, *args, **kwargs)
+        if balancer.health_check is None and balancer.listeners:
+            port = balancer.listeners[0].instance_port
+            self.configure_health_check(name, target=f"TCP:{port}", **DEFAULT_ELB_HEALTH_CHECK)
+        return balancer
+
+    create_load_balancer.polyccm_default_health_check = True  # type: ignore[attr-defined]
+    ELBBackend.create_load_balancer = create_load_balancer
+
+
 def build_app() -> FaultInjector:
     """moto's multi-service WSGI app wrapped in the fault injector, with the emulated instance
-    metadata service."""
+    metadata service and AWS's default health check on new classic ELBs."""
     from moto.moto_api._internal.models import moto_api_backend
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
+    give_classic_elbs_a_default_health_check()
     return FaultInjector(
         DomainDispatcherApplication(create_backend_app),
         moto_api_backend.reset,
