@@ -411,7 +411,7 @@ def give_classic_elbs_a_default_health_check() -> None:
         return balancer
 
     create_load_balancer.polyccm_default_health_check = True  # type: ignore[attr-defined]
-    ELBBackend.create_load_balancer = create_load_balancer
+    ELBBackend.create_load_balancer = create_load_balancer  # type: ignore[method-assign]
 
 
 def build_app() -> FaultInjector:
