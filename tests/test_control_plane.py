@@ -17,14 +17,10 @@ import urllib.request
 from typing import Any
 
 import pytest
-from polyccm.kube.api import CONFIGMAPS, NAMESPACES, NODES, SERVICES, ApiError, KubeApi, Resource
+from polyccm.kube.api import CONFIGMAPS, NAMESPACES, NODES, SERVICES, ApiError, KubeApi
 from polyccm_testing.devenv.cleanup import delete_all_nodes, delete_namespace
 from polyccm_testing.devenv.controlplane import ControlPlane
-
-CLUSTER_ROLES = Resource("rbac.authorization.k8s.io/v1", "clusterroles", namespaced=False)
-CLUSTER_ROLE_BINDINGS = Resource(
-    "rbac.authorization.k8s.io/v1", "clusterrolebindings", namespaced=False
-)
+from polyccm_testing.kubeobjects import user_with_cluster_role
 
 
 def make_node(name: str, **labels: str) -> dict[str, Any]:
@@ -112,27 +108,10 @@ def test_rbac_decides_what_an_authenticated_user_may_do(
     as_user = {"Authorization": f"Bearer {control_plane.admin_token}", "Impersonate-User": user}
     assert http_get(control_plane, "/api/v1/nodes", as_user)[0] == 403
 
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": user},
-        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}],
-    }
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": user},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-    }
-    kube_api.create(CLUSTER_ROLES, role)
-    kube_api.create(CLUSTER_ROLE_BINDINGS, binding)
-    try:
+    rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]
+    with user_with_cluster_role(kube_api, user, rules):
         assert http_get(control_plane, "/api/v1/nodes", as_user)[0] == 200
         assert http_get(control_plane, "/api/v1/namespaces", as_user)[0] == 403
-    finally:
-        kube_api.delete(CLUSTER_ROLE_BINDINGS, user)
-        kube_api.delete(CLUSTER_ROLES, user)
 
 
 def test_the_namespace_fixture_gives_a_fresh_active_namespace(

@@ -36,16 +36,21 @@ from polyccm.controllers import (
     Node,
     PolicyRule,
     RateLimitingQueue,
-    Resource,
     process_one,
     run_workers,
 )
 from polyccm.hookspecs import hookimpl
-from polyccm.kube.api import LEASES, ApiError, KubeApi, load_configuration
+from polyccm.kube.api import LEASES, KubeApi, load_configuration
 from polyccm.leaderelection import micro_time
 from polyccm.plugins import ProviderRegistry, ProviderSettings, plugin_manager
 from polyccm_testing.fake import FakeCloud
-from polyccm_testing.kubeobjects import make_node, reasons_for, stays, wait_for
+from polyccm_testing.kubeobjects import (
+    make_node,
+    reasons_for,
+    stays,
+    user_with_cluster_role,
+    wait_for,
+)
 
 PROVIDER = "labelcloud"
 LABEL = "labelcloud.example.com/seen"
@@ -430,11 +435,6 @@ def test_polyccm_process_runs_the_provider_controller_and_stops_on_sigterm(
 
 # -- RBAC -----------------------------------------------------------------------------------
 
-CLUSTER_ROLES = Resource("rbac.authorization.k8s.io/v1", "clusterroles", namespaced=False)
-CLUSTER_ROLE_BINDINGS = Resource(
-    "rbac.authorization.k8s.io/v1", "clusterrolebindings", namespaced=False
-)
-
 
 def _rbac(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
     status, out, err = _main(capsys, LabelCloudPlugin(), "rbac", *args)
@@ -468,19 +468,8 @@ def _allowed(api: KubeApi, user: str, attributes: dict[str, str]) -> bool:
 def test_the_generated_cluster_role_grants_what_the_provider_controller_declared(
     capsys: pytest.CaptureFixture[str], kube_api: KubeApi
 ) -> None:
-    role = _rbac(capsys)
-    user = f"labelcloud-{secrets.token_hex(3)}"
-    role["metadata"]["name"] = user  # beside the real one, which other tests apply
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": user},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-    }
-    kube_api.create(CLUSTER_ROLES, role)
-    try:
-        kube_api.create(CLUSTER_ROLE_BINDINGS, binding)
+    user = f"labelcloud-{secrets.token_hex(3)}"  # beside the real role, which other tests apply
+    with user_with_cluster_role(kube_api, user, _rbac(capsys)["rules"]):
         config = {"namespace": "kube-system", "resource": "configmaps", "verb": "get"}
 
         def may_read_config() -> bool:
@@ -494,13 +483,6 @@ def test_the_generated_cluster_role_grants_what_the_provider_controller_declared
             user,
             {"group": "coordination.k8s.io", "resource": "leases", "verb": "update"},
         )
-    finally:
-        for resource in (CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES):
-            try:
-                kube_api.delete(resource, user)
-            except ApiError as error:
-                if not error.not_found:
-                    raise
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from polyccm_testing.fake_main import COMMAND as FAKE_MAIN
 from polyccm_testing.kubeobjects import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
+    make_cluster_role,
     make_service_account,
     service_account_kubeconfig,
     service_account_token,
@@ -111,13 +112,7 @@ def accounts(kube_api: KubeApi) -> Iterator[Accounts]:
     kube_api.create(NAMESPACES, {"metadata": {"name": namespace}})
     accounts = Accounts(namespace)
     reader_role = accounts.reader_role
-    kube_api.create(
-        CLUSTER_ROLES,
-        {
-            "metadata": {"name": reader_role},
-            "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
-        },
-    )
+    make_cluster_role(kube_api, reader_role, [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}])
     bindings = [
         make_service_account(kube_api, namespace, "reviewer", cluster_role=AUTH_DELEGATOR),
         make_service_account(kube_api, namespace, "reader", cluster_role=reader_role),

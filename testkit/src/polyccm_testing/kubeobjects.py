@@ -1,11 +1,12 @@
 """Builders and waiters for tests against the real API server: nodes as a kubelet registers
-them, LoadBalancer services, events, ServiceAccount tokens and kubeconfigs, and polling with a
-deadline. Shared by the core's and the providers' tests."""
+them, LoadBalancer services, events, ClusterRoles and their bindings, ServiceAccount tokens and
+kubeconfigs, and polling with a deadline. Shared by the core's and the providers' tests."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -141,6 +142,48 @@ def lease_holder(api: KubeApi, namespace: str, name: str = "cloud-controller-man
     return str(lease.get("spec", {}).get("holderIdentity") or "")
 
 
+def make_cluster_role(api: KubeApi, name: str, rules: list[dict[str, Any]]) -> None:
+    """Create ClusterRole ``name`` granting ``rules`` (delete it after: it outlives any
+    namespace)."""
+    api.create(CLUSTER_ROLES, {"metadata": {"name": name}, "rules": rules})
+
+
+def bind_cluster_role(api: KubeApi, name: str, cluster_role: str, subject: dict[str, str]) -> None:
+    """Create ClusterRoleBinding ``name`` giving ClusterRole ``cluster_role`` to ``subject`` (a
+    ``User``, ``Group`` or ``ServiceAccount`` entry of the binding's subjects)."""
+    api.create(
+        CLUSTER_ROLE_BINDINGS,
+        {
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": cluster_role,
+            },
+            "subjects": [subject],
+        },
+    )
+
+
+@contextmanager
+def user_with_cluster_role(api: KubeApi, user: str, rules: list[dict[str, Any]]) -> Iterator[None]:
+    """For the block, User ``user`` (a name to impersonate or to review access for; no account
+    behind it) holds ClusterRole ``user`` granting ``rules``; the role and its binding are
+    deleted after."""
+    make_cluster_role(api, user, rules)
+    try:
+        subject = {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}
+        bind_cluster_role(api, user, user, subject)
+        yield
+    finally:
+        for resource in (CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES):
+            try:
+                api.delete(resource, user)
+            except ApiError as error:
+                if not error.not_found:
+                    raise
+
+
 def make_service_account(
     api: KubeApi, namespace: str, name: str, *, cluster_role: str | None = None
 ) -> str:
@@ -150,18 +193,8 @@ def make_service_account(
     if cluster_role is None:
         return ""
     binding = f"{namespace}-{name}"
-    api.create(
-        CLUSTER_ROLE_BINDINGS,
-        {
-            "metadata": {"name": binding},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": cluster_role,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-        },
-    )
+    subject = {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+    bind_cluster_role(api, binding, cluster_role, subject)
     return binding
 
 

@@ -25,7 +25,7 @@ from polyccm.kube.api import KubeApi
 from polyccm.plugins import plugin_manager
 
 from polyccm_testing.kubeobjects import (
-    CLUSTER_ROLES,
+    make_cluster_role,
     make_service_account,
     service_account_kubeconfig,
 )
@@ -89,14 +89,6 @@ def read_only_kubeconfig(
     and watch on nodes and services (:data:`READ_ONLY_RULES`), with a TokenRequest token. The
     ClusterRole and its binding outlive ``namespace``, so their names are unique."""
     name = f"polyccm-read-only-{secrets.token_hex(3)}"
-    api.create(
-        CLUSTER_ROLES,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": name},
-            "rules": READ_ONLY_RULES,
-        },
-    )
+    make_cluster_role(api, name, READ_ONLY_RULES)
     make_service_account(api, namespace, name, cluster_role=name)
     return service_account_kubeconfig(api, control_plane, directory, namespace=namespace, name=name)
