@@ -17,10 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from polyccm import cloudcalls
 from polyccm.controllers import nodeinfo
-from polyccm.kube.api import MERGE_PATCH, SERVICES, KubeApi, Resource
+from polyccm.kube.api import (
+    CONFIGMAPS,
+    MERGE_PATCH,
+    SERVICES,
+    ApiError,
+    KubeApi,
+    Resource,
+    load_configuration,
+)
 from polyccm.objects import Node, Service
 from polyccm.ops.contract import ADOPT, BACKENDS, CREATE, LISTENERS, UPDATE, Difference
 from polyccm_gce import upstream_made
@@ -36,7 +43,7 @@ from polyccm_gce.testing import (
     write_calls,
 )
 from polyccm_testing.devenv.controlplane import ControlPlane
-from polyccm_testing.kubeobjects import make_node, make_service
+from polyccm_testing.kubeobjects import make_node, make_service, wait_for
 from polyccm_testing.opstools import CommandResult, read_only_kubeconfig, run_polyccm
 
 pytestmark = pytest.mark.usefixtures("clean_nodes")
@@ -115,15 +122,24 @@ def load_balancers(result: CommandResult) -> dict[str, dict[str, Any]]:
     return {p["service"].split("/")[1]: p for p in document["loadBalancers"]}
 
 
+def readable(api: KubeApi) -> bool:
+    try:
+        api.get(CONFIGMAPS, "ingress-uid", "kube-system")
+    except ApiError as error:
+        if error.status == 403:
+            return False
+        raise
+    return True
+
+
 @pytest.fixture
 def reader(
-    kube_api: KubeApi, control_plane: ControlPlane, namespace: str, tmp_path: Path
+    kube_api: KubeApi, control_plane: ControlPlane, namespace: str, cluster_id: str, tmp_path: Path
 ) -> Iterator[Path]:
     """A kubeconfig that may only read nodes and services, and (as the GCE provider needs
     for its shared health check's name) the ConfigMap kube-system/ingress-uid."""
     path = read_only_kubeconfig(kube_api, control_plane, namespace, tmp_path)
-    account = yaml.safe_load(path.read_text())["users"][0]["name"]
-    name = f"{account}-cluster-id"
+    name = f"{namespace}-cluster-id"
     kube_api.create(
         ROLES,
         {
@@ -148,13 +164,24 @@ def reader(
             "kind": "RoleBinding",
             "metadata": {"name": name},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+            # The test namespace's ServiceAccounts: the read-only one is its only user.
+            "subjects": [
+                {
+                    "kind": "Group",
+                    "name": f"system:serviceaccounts:{namespace}",
+                    "apiGroup": "rbac.authorization.k8s.io",
+                }
+            ],
         },
         "kube-system",
     )
+    as_reader = KubeApi(load_configuration(str(path)))
     try:
+        # The API server's authorizer learns a new binding a moment after it is made.
+        wait_for(lambda: readable(as_reader), what="the ConfigMap readable with the binding")
         yield path
     finally:
+        as_reader.close()
         kube_api.delete(ROLE_BINDINGS, name, "kube-system")
         kube_api.delete(ROLES, name, "kube-system")
 
