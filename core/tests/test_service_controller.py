@@ -271,6 +271,34 @@ def test_backends_follow_node_changes_but_not_readiness(
     wait_for(lambda: backends(fake_cloud, f"{namespace}/follow") == (), what="deleted node removed")
 
 
+def test_a_burst_of_new_nodes_updates_each_load_balancer_a_few_times_not_once_per_node(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from polyccm.controllers.service import NODE_SYNC_INTERVAL
+
+    initialised_nodes(kube_api, fake_cloud, "burst-0")
+    make_service(kube_api, namespace, "burst")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "burst"))
+    names = [f"burst-{i}" for i in range(1, 61)]
+    updates = fake_cloud.count("update_load_balancer")
+
+    began = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda name: initialised_nodes(kube_api, fake_cloud, name), names))
+    elapsed = time.monotonic() - began
+    wait_for(
+        lambda: len(backends(fake_cloud, f"{namespace}/burst")) == 61,
+        timeout=30,
+        what="every new node a backend",
+    )
+
+    # One sync per interval at most while the burst lasts, and the one that completes it.
+    assert fake_cloud.count("update_load_balancer") - updates <= elapsed / NODE_SYNC_INTERVAL + 2
+
+
 def test_failed_backend_update_is_reported_and_retried(
     kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
 ) -> None:

@@ -9,6 +9,9 @@ the finalizer managed.
 Node changes reach the load balancers through one "node sync": when the set of backend nodes
 changes (not the nodes' readiness, which is not a filter), every managed service's load balancer
 gets ``update_load_balancer``; services whose update failed are retried on the next node sync.
+Node syncs start at most once per :data:`NODE_SYNC_INTERVAL`, so a burst of node changes (a
+scale-up, a cluster's first nodes) costs each load balancer a few updates, not one per node,
+and with no load balancer to manage a sync computes nothing.
 A service whose last ensure failed still gets its backends updated when it holds the finalizer
 (its load balancer may exist, adopted or half-made), so an annotation problem never freezes the
 backends of a working load balancer. One service is only ever handled by one thread: the worker
@@ -50,6 +53,9 @@ MAX_RETRY_DELAY = 300.0
 CONFLICT_RETRIES = 5
 NODE_SYNC_PERIOD = 100.0
 """Seconds between node syncs even without node changes, to retry failed updates."""
+NODE_SYNC_INTERVAL = 1.0
+"""Fewest seconds from one node sync to the next: a burst of node changes (a scale-up of
+thousands) is then a few syncs with the set as it stands, not one per node event."""
 
 # Spec fields whose change needs the load balancer re-synced (upstream needsUpdate).
 _SPEC_FIELDS = (
@@ -417,11 +423,13 @@ class ServiceController(Controller):
         return backend_set(Node(raw) for raw in self.context.nodes.list())
 
     def _node_sync_loop(self, stop: threading.Event) -> None:
+        last = 0.0
         while not stop.is_set():
             self._node_sync.wait(NODE_SYNC_PERIOD)
-            self._node_sync.clear()
-            if stop.is_set():
+            if stop.wait(max(0.0, last + NODE_SYNC_INTERVAL - time.monotonic())):
                 return
+            self._node_sync.clear()
+            last = time.monotonic()
             try:
                 self.node_sync()
             except LeadershipLost:
@@ -434,15 +442,18 @@ class ServiceController(Controller):
         """Update every managed load balancer whose backend set is not the current one: those
         last given another set, and those whose ensure has not succeeded yet but which hold
         the finalizer (their load balancer may exist)."""
-        nodes = self.backend_nodes()
-        current = backend_identity(nodes)
         with self._lock:
             applied = dict(self._applied)
-        stale = [key for key, given in applied.items() if given != current]
-        for cached in self.context.services.list():
-            unapplied = Service(cached)
-            if unapplied.key not in applied and FINALIZER in unapplied.finalizers:
-                stale.append(unapplied.key)
+        unapplied = [
+            service.key
+            for service in map(Service, self.context.services.list())
+            if service.key not in applied and FINALIZER in service.finalizers
+        ]
+        if not applied and not unapplied:
+            return  # no load balancer: the backend set need not even be computed
+        nodes = self.backend_nodes()
+        current = backend_identity(nodes)
+        stale = [key for key, given in applied.items() if given != current] + unapplied
         if not stale:
             return
         started = time.monotonic()
