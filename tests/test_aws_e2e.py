@@ -17,7 +17,7 @@ from typing import Any
 import boto3
 import pytest
 from polyccm.app.options import LeaderElection, ManagerOptions
-from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi
+from polyccm.kube.api import NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
 from polyccm_aws.config import CloudConfig
 from polyccm_aws.emulator import EmulatorControl
@@ -28,6 +28,7 @@ from polyccm_aws.testing import (
     World,
     isolated_environment,
 )
+from polyccm_testing.demo import service_gone
 from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
 from polyccm_testing.manager import RunningManager, start_manager
 
@@ -68,14 +69,6 @@ def register(api: KubeApi, instance: Mapping[str, Any]) -> str:
 def hostname(api: KubeApi, namespace: str, name: str) -> str:
     ingress = Service(api.get(SERVICES, name, namespace)).load_balancer_status.get("ingress")
     return str((ingress or [{}])[0].get("hostname") or "")
-
-
-def gone(api: KubeApi, namespace: str, name: str) -> bool:
-    try:
-        api.get(SERVICES, name, namespace)
-    except ApiError as error:
-        return error.not_found
-    return False
 
 
 def polyccm_command(control_plane: Any, *flags: str) -> list[str]:
@@ -143,7 +136,7 @@ def test_nodes_and_a_load_balancer_through_the_whole_stack(
     wait_for(lambda: len(balancers()[0]["Instances"]) == 3, what="the new node behind the ELB")
 
     kube_api.delete(SERVICES, "web", namespace)
-    wait_for(lambda: gone(kube_api, namespace, "web"), what="service finalised")
+    wait_for(lambda: service_gone(kube_api, namespace, "web"), what="service finalised")
     assert balancers() == []
     groups = boto3.client("ec2").describe_security_groups()["SecurityGroups"]
     assert not [g for g in groups if g["GroupName"] == f"k8s-elb-{lb_name}"]
@@ -256,13 +249,13 @@ def test_killing_the_manager_never_leaks_the_load_balancer(
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)
     kube_api.delete(SERVICES, "survivor", namespace)
-    assert not gone(kube_api, namespace, "survivor"), "the finalizer holds the service"
+    assert not service_gone(kube_api, namespace, "survivor"), "the finalizer holds the service"
     assert len(balancers()) == 1
 
     second = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for(
-            lambda: gone(kube_api, namespace, "survivor"),
+            lambda: service_gone(kube_api, namespace, "survivor"),
             timeout=45,
             what="the restarted manager to finish the deletion",
         )

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi
+from polyccm.kube.api import NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node
 from polyccm_digitalocean.annotations import LOAD_BALANCER_ID
 from polyccm_digitalocean.demo import running_ccm
 from polyccm_digitalocean.testing import DigitalOceanApi, control, running_emulator
+from polyccm_testing.demo import service_gone
 from polyccm_testing.kubeobjects import events_for, make_node, make_service, stays, wait_for
 
 
@@ -74,14 +75,7 @@ def test_polyccm_initialises_droplets_serves_a_load_balancer_and_cleans_up(
 
         kube_api.delete(SERVICES, "web", namespace)
 
-        def gone() -> bool:
-            try:
-                kube_api.get(SERVICES, "web", namespace)
-            except ApiError as error:
-                return error.not_found
-            return False
-
-        wait_for(gone, 30, "the service finalised")
+        wait_for(lambda: service_gone(kube_api, namespace, "web"), 30, "the service finalised")
         assert cloud.ok("GET", "/v2/load_balancers")["load_balancers"] == []
         time.sleep(0.5)
         text = log.read_text()

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from polyccm.app.options import LeaderElection, ManagerOptions
-from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi
+from polyccm.kube.api import NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
 from polyccm_gce.testing import (
     CLUSTER,
@@ -25,6 +25,7 @@ from polyccm_gce.testing import (
     emulator_thread,
     gce_provider,
 )
+from polyccm_testing.demo import service_gone
 from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
 from polyccm_testing.manager import RunningManager, start_manager
 
@@ -72,14 +73,6 @@ def ingress_ip(api: KubeApi, namespace: str, name: str) -> str:
     return str((ingress or [{}])[0].get("ip") or "")
 
 
-def gone(api: KubeApi, namespace: str, name: str) -> bool:
-    try:
-        api.get(SERVICES, name, namespace)
-    except ApiError as error:
-        return error.not_found
-    return False
-
-
 def test_nodes_routes_and_a_load_balancer_through_the_whole_stack(
     kube_api: KubeApi, namespace: str, gce: RunningEmulator, manager: Callable[..., None]
 ) -> None:
@@ -125,7 +118,7 @@ def test_nodes_routes_and_a_load_balancer_through_the_whole_stack(
     assert {url.rsplit("/", 1)[-1] for url in pool["instances"]} == set(names)
 
     kube_api.delete(SERVICES, "web", namespace)
-    wait_for(lambda: gone(kube_api, namespace, "web"), what="service finalised")
+    wait_for(lambda: service_gone(kube_api, namespace, "web"), what="service finalised")
     assert compute.list_all(f"regions/{REGION}/forwardingRules") == []
     assert compute.list_all(f"regions/{REGION}/targetPools") == []
     assert compute.list_all("global/httpHealthChecks") == []

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi
+from polyccm.kube.api import NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node
 from polyccm_packet.demo import bgp_peers, running_ccm
 from polyccm_packet.testing import MetalApi, MetalCloudUnderTest, control, running_emulator
+from polyccm_testing.demo import service_gone
 from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
 
 PASSWORD = "E2eBgpMd5Secret9"
@@ -78,14 +79,7 @@ def test_polyccm_initialises_devices_peers_them_and_serves_an_elastic_ip(
 
         kube_api.delete(SERVICES, "web", namespace)
 
-        def gone() -> bool:
-            try:
-                kube_api.get(SERVICES, "web", namespace)
-            except ApiError as error:
-                return error.not_found
-            return False
-
-        wait_for(gone, 30, "the service finalised")
+        wait_for(lambda: service_gone(kube_api, namespace, "web"), 30, "the service finalised")
         assert cloud.elastic_ips() == []
         time.sleep(0.5)
         text = log.read_text()
