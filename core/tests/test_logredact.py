@@ -16,8 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import urllib3
 import yaml
 from polyccm import logredact
+from polyccm.kube.api import KubeApi, RetryPolicy
+from polyccm.kube.config import Configuration
 from polyccm.logredact import MASK, RedactingFilter, add_secret, redact, secrets_in_environment
 
 SESSION_TOKEN = "FQoGZXIvYXdzEBYaDNWapeRJuoclm7nxH/v5qqTczDEO54OtYLH8Mi0HSx/31QYE9kLTAf+I1T6=="
@@ -114,6 +117,55 @@ def test_ordinary_messages_are_left_alone() -> None:
         "basic checks passed; token bucket refilled",
     ):
         assert redact(message) == message
+
+
+def test_a_retry_warning_names_the_request_and_the_unreachable_server() -> None:
+    # A path whose last word names a secret (tokenreviews) is no key: the error after it, and the
+    # host and port it names, stay readable.
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    logredact.install([handler])
+    logger = logging.getLogger("polyccm.kube.api")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    configuration = Configuration()
+    configuration.host = "https://127.0.0.1:1"
+    api = KubeApi(configuration, qps=0, retry=RetryPolicy(max_retries=2, initial_backoff=0.01))
+    try:
+        with pytest.raises(urllib3.exceptions.NewConnectionError):
+            api.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews", body={})
+    finally:
+        api.close()
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2, lines  # the warning, then the retry at debug level
+    for line in lines:
+        assert line.startswith(
+            "POST /apis/authentication.k8s.io/v1/tokenreviews: HTTPSConnection(host='127.0.0.1', "
+            "port=1): Failed to establish a new connection"
+        ), line
+        assert MASK not in line
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("GET /api/v1/namespaces/ns/secrets: timed out", "secrets: timed out"),
+        ("service ns/web-token: EnsuredLoadBalancer", "web-token: EnsuredLoadBalancer"),
+        (
+            f"POST /v1/tokenreviews: token={SESSION_TOKEN}",
+            f"POST /v1/tokenreviews: token={MASK}",
+        ),
+        (f"GET /v1/tokenreviews?token={STS_SECRET}", f"GET /v1/tokenreviews?token={MASK}"),
+        (f"POST /v1/serviceaccounts/sa/token: {JWT}", f"POST /v1/serviceaccounts/sa/token: {MASK}"),
+    ],
+)
+def test_a_path_ending_in_a_secret_word_is_kept_and_what_follows_it_still_masked(
+    text: str, kept: str
+) -> None:
+    assert redact(text).endswith(kept)
 
 
 def test_environment_secrets_are_found_by_name_not_references_to_them() -> None:

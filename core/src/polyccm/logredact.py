@@ -17,7 +17,8 @@ replaces
 
 Shapes matter because a secret can be printed before the process learns its value: botocore
 logs the AssumeRole answer while parsing it, before the credentials reach polyccm.
-Identifiers stay readable (access key ids, role ARNs, request ids), so the log stays useful.
+Identifiers stay readable (access key ids, role ARNs, request ids, request paths such as
+``/apis/authentication.k8s.io/v1/tokenreviews``), so the log stays useful.
 """
 
 from __future__ import annotations
@@ -39,8 +40,11 @@ _SECRET_WORD = (
     r"|client[_-]key[_-]data|signature"
 )
 # Bounded, and starting where a name starts: a key is matched in linear time even inside a long
-# base64 blob (an unanchored, unbounded prefix made that quadratic: 14 s for 10 kB).
-_KEY = rf"(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]{{0,40}}?(?:{_SECRET_WORD})[A-Za-z0-9_.-]{{0,40}}"
+# base64 blob (an unanchored, unbounded prefix made that quadratic: 14 s for 10 kB). A word right
+# after a slash is the end of a path, not a key: "POST .../v1/tokenreviews: <error>" (a request
+# and what went wrong with it) and "ns/web-token: <error>" (an object) hold no secret, and taking
+# them for keys masked the error, host and port included.
+_KEY = rf"(?<![A-Za-z0-9_./-])[A-Za-z0-9_.-]{{0,40}}?(?:{_SECRET_WORD})[A-Za-z0-9_.-]{{0,40}}"
 # Names that contain a secret word but hold none: pagination and idempotency tokens, and EC2's
 # instance-metadata option (``httpTokens``: required or optional).
 _NOT_SECRET = re.compile(
