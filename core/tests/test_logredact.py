@@ -19,8 +19,7 @@ import pytest
 import urllib3
 import yaml
 from polyccm import logredact
-from polyccm.kube.api import KubeApi, RetryPolicy
-from polyccm.kube.config import Configuration
+from polyccm.kube.api import KubeApi, RetryPolicy, load_configuration
 from polyccm.logredact import MASK, RedactingFilter, add_secret, redact, secrets_in_environment
 
 SESSION_TOKEN = "FQoGZXIvYXdzEBYaDNWapeRJuoclm7nxH/v5qqTczDEO54OtYLH8Mi0HSx/31QYE9kLTAf+I1T6=="
@@ -119,9 +118,23 @@ def test_ordinary_messages_are_left_alone() -> None:
         assert redact(message) == message
 
 
-def test_a_retry_warning_names_the_request_and_the_unreachable_server() -> None:
+def test_a_retry_warning_names_the_request_and_the_unreachable_server(tmp_path: Path) -> None:
     # A path whose last word names a secret (tokenreviews) is no key: the error after it, and the
     # host and port it names, stay readable.
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {"token": "opaque-admin-token-42"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    configuration = load_configuration(str(kubeconfig))
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     logredact.install([handler])
@@ -129,8 +142,6 @@ def test_a_retry_warning_names_the_request_and_the_unreachable_server() -> None:
     level = logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
-    configuration = Configuration()
-    configuration.host = "https://127.0.0.1:1"
     api = KubeApi(configuration, qps=0, retry=RetryPolicy(max_retries=2, initial_backoff=0.01))
     try:
         with pytest.raises(urllib3.exceptions.NewConnectionError):
@@ -213,7 +224,6 @@ def test_the_filter_masks_arguments_tracebacks_and_stacks_for_any_formatter() ->
 
 def test_the_kubernetes_token_and_client_key_are_known_secrets(tmp_path: Path) -> None:
     from polyccm.cli import _kube_secrets
-    from polyccm.kube.api import load_configuration
 
     key_data = base64.b64encode(PEM_KEY.encode()).decode()
     kubeconfig = tmp_path / "kubeconfig"
