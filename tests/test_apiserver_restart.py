@@ -17,7 +17,6 @@ from typing import Any
 
 import boto3
 import pytest
-from polyccm.app.options import LeaderElection, ManagerOptions
 from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
 from polyccm_aws.config import CloudConfig
@@ -25,7 +24,7 @@ from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
 from polyccm_aws.testing import CLUSTER, World
 from polyccm_testing.kubeobjects import make_service, set_ready, wait_for
-from polyccm_testing.manager import start_manager
+from polyccm_testing.manager import manager_options, start_manager
 
 NODE_COUNT = 200
 SERVICE_COUNT = 30
@@ -36,14 +35,11 @@ DOWN_AFTER = 0.4
 @pytest.fixture
 def manager(control_plane: Any, clean_nodes: None, aws: EmulatorControl) -> Iterator[None]:
     """polyccm with the AWS provider, running on a thread for the test."""
-    options = ManagerOptions(
-        provider="aws",
-        kubeconfig=str(control_plane.kubeconfig),
+    options = manager_options(
+        "aws",
+        control_plane.kubeconfig,
         cluster_name=CLUSTER,
         configure_cloud_routes=False,
-        secure_port=0,
-        kube_api_qps=0,
-        leader_election=LeaderElection(enabled=False),
         concurrent_service_syncs=2,
     )
     provider = AwsProvider(

@@ -16,7 +16,6 @@ from typing import Any
 
 import boto3
 import pytest
-from polyccm.app.options import LeaderElection, ManagerOptions
 from polyccm.kube.api import NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
 from polyccm_aws.config import CloudConfig
@@ -30,7 +29,7 @@ from polyccm_aws.testing import (
 )
 from polyccm_testing.demo import service_gone
 from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
-from polyccm_testing.manager import RunningManager, start_manager
+from polyccm_testing.manager import RunningManager, manager_options, start_manager
 
 ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-"
 
@@ -42,14 +41,11 @@ def manager(
     running: list[RunningManager] = []
 
     def start(**overrides: Any) -> None:
-        options = ManagerOptions(
-            provider="aws",
-            kubeconfig=str(control_plane.kubeconfig),
+        options = manager_options(
+            "aws",
+            control_plane.kubeconfig,
             cluster_name=CLUSTER,
             configure_cloud_routes=False,
-            secure_port=0,
-            kube_api_qps=0,
-            leader_election=LeaderElection(enabled=False),
             node_monitor_period=1.0,
         )
         provider = AwsProvider(CloudConfig(), cluster_name=CLUSTER, cache_ttl=0.0, max_attempts=2)

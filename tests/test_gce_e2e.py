@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from polyccm.app.options import LeaderElection, ManagerOptions
 from polyccm.kube.api import NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
 from polyccm_gce.testing import (
@@ -27,7 +26,7 @@ from polyccm_gce.testing import (
 )
 from polyccm_testing.demo import service_gone
 from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
-from polyccm_testing.manager import RunningManager, start_manager
+from polyccm_testing.manager import RunningManager, manager_options, start_manager
 
 
 @pytest.fixture
@@ -43,14 +42,11 @@ def manager(
     running: list[RunningManager] = []
 
     def start(**overrides: Any) -> None:
-        options = ManagerOptions(
-            provider="gce",
-            kubeconfig=str(control_plane.kubeconfig),
+        options = manager_options(
+            "gce",
+            control_plane.kubeconfig,
             cluster_name=CLUSTER,
             configure_cloud_routes=False,
-            secure_port=0,
-            kube_api_qps=0,
-            leader_election=LeaderElection(enabled=False),
             node_monitor_period=1.0,
         )
         provider = gce_provider(gce.endpoint)

@@ -8,9 +8,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from polyccm.app.options import LeaderElection, ManagerOptions
 from polyccm_testing.fake import FakeCloud
-from polyccm_testing.manager import RunningManager
+from polyccm_testing.manager import RunningManager, manager_options
 from polyccm_testing.manager import start_manager as start_manager_with
 
 CLUSTER_CIDR = "10.244.0.0/16"
@@ -27,16 +26,13 @@ def start_manager(control_plane: Any, clean_nodes: None) -> Iterator[Callable[..
     running: list[RunningManager] = []
 
     def start(cloud: FakeCloud, **overrides: Any) -> RunningManager:
-        options = ManagerOptions(
-            provider="fake",
-            kubeconfig=str(control_plane.kubeconfig),
+        options = manager_options(
+            "fake",
+            control_plane.kubeconfig,
             cluster_cidrs=(CLUSTER_CIDR,),
             node_monitor_period=0.5,
             route_reconciliation_period=1.0,
             node_status_update_frequency=1.0,
-            secure_port=0,
-            kube_api_qps=0,
-            leader_election=LeaderElection(enabled=False),
         )
         handle = start_manager_with(dataclasses.replace(options, **overrides), cloud)
         running.append(handle)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from polyccm import cloudcalls
 from polyccm.app.manager import ControllerManager
-from polyccm.app.options import LeaderElection, ManagerOptions
+from polyccm.app.options import LeaderElection
 from polyccm.kube.api import NODES, KubeApi, load_configuration
 from polyccm.objects import UNINITIALIZED_TAINT, Node
 from polyccm_testing.fake import FakeCloud
@@ -26,6 +26,7 @@ from polyccm_testing.fake_main import CALL_LOG_VARIABLE
 from polyccm_testing.fake_main import COMMAND as FAKE_MAIN
 from polyccm_testing.kubeobjects import lease_holder as holder
 from polyccm_testing.kubeobjects import make_node, make_service, stays, wait_for
+from polyccm_testing.manager import manager_options
 
 
 def initialised(api: KubeApi, name: str) -> bool:
@@ -104,14 +105,7 @@ def test_without_leader_election_a_failing_initialize_ends_the_process_with_stat
     control_plane: Any, fake_cloud: FakeCloud
 ) -> None:
     fake_cloud.fail("initialize", RuntimeError("no credentials"))
-    options = ManagerOptions(
-        provider="fake",
-        kubeconfig=str(control_plane.kubeconfig),
-        cluster_cidrs=("10.244.0.0/16",),
-        secure_port=0,
-        kube_api_qps=0,
-        leader_election=LeaderElection(enabled=False),
-    )
+    options = manager_options("fake", control_plane.kubeconfig, cluster_cidrs=("10.244.0.0/16",))
     api = KubeApi(load_configuration(options.kubeconfig), qps=0)
     try:
         assert ControllerManager(options, fake_cloud, api).run(threading.Event()) == 1

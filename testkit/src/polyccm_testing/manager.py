@@ -4,9 +4,11 @@ that drive a provider through the whole set of controllers without starting a pr
 from __future__ import annotations
 
 import threading
+from pathlib import Path
+from typing import Any
 
 from polyccm.app.manager import ControllerManager
-from polyccm.app.options import ManagerOptions
+from polyccm.app.options import LeaderElection, ManagerOptions
 from polyccm.cloud import CloudProvider
 from polyccm.kube.api import KubeApi, load_configuration
 
@@ -30,6 +32,18 @@ class RunningManager:
         self.thread.join(timeout=90)
         self.manager.api.close()
         assert not self.thread.is_alive(), "the manager did not stop"
+
+
+def manager_options(provider: str, kubeconfig: str | Path, **fields: Any) -> ManagerOptions:
+    """Options of a manager under test for ``provider`` on the API server of ``kubeconfig``: no
+    leader election, no client-side rate limit, no serving port, unless ``fields`` (any other
+    :class:`~polyccm.app.options.ManagerOptions` field too) say otherwise."""
+    defaults: dict[str, Any] = {
+        "secure_port": 0,
+        "kube_api_qps": 0,
+        "leader_election": LeaderElection(enabled=False),
+    }
+    return ManagerOptions(provider=provider, kubeconfig=str(kubeconfig), **{**defaults, **fields})
 
 
 def start_manager(options: ManagerOptions, provider: CloudProvider) -> RunningManager:
