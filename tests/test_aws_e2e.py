@@ -17,7 +17,7 @@ from typing import Any
 import boto3
 import pytest
 from polyccm.kube.api import NODES, SERVICES, KubeApi
-from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
+from polyccm.objects import UNINITIALIZED_TAINT, Node
 from polyccm_aws.config import CloudConfig
 from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.naming import target_group_name
@@ -28,7 +28,13 @@ from polyccm_aws.testing import (
     isolated_environment,
 )
 from polyccm_testing.demo import service_gone
-from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
+from polyccm_testing.kubeobjects import (
+    events_for,
+    ingress_hostname,
+    make_node,
+    make_service,
+    wait_for,
+)
 from polyccm_testing.manager import RunningManager, manager_options, start_manager
 
 ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-"
@@ -60,11 +66,6 @@ def register(api: KubeApi, instance: Mapping[str, Any]) -> str:
     name = str(instance["PrivateDnsName"])
     make_node(api, name)
     return name
-
-
-def hostname(api: KubeApi, namespace: str, name: str) -> str:
-    ingress = Service(api.get(SERVICES, name, namespace)).load_balancer_status.get("ingress")
-    return str((ingress or [{}])[0].get("hostname") or "")
 
 
 def polyccm_command(control_plane: Any, *flags: str) -> list[str]:
@@ -119,7 +120,7 @@ def test_nodes_and_a_load_balancer_through_the_whole_stack(
 
     service = make_service(kube_api, namespace, "web")
     lb_name = ("a" + service["metadata"]["uid"].replace("-", ""))[:32]
-    assert wait_for(lambda: hostname(kube_api, namespace, "web"), what="ELB hostname")
+    assert wait_for(lambda: ingress_hostname(kube_api, namespace, "web"), what="ELB hostname")
     (elb,) = balancers()
     assert elb["LoadBalancerName"] == lb_name, "the upstream name, so switching adopts it"
     assert {i["InstanceId"] for i in elb["Instances"]} == {
@@ -218,7 +219,11 @@ def test_throttling_surfaces_as_an_event_then_succeeds_on_retry(
         )
 
     wait_for(throttled, what="the throttling reported on the service")
-    wait_for(lambda: hostname(kube_api, namespace, "busy"), timeout=40, what="retried with backoff")
+    wait_for(
+        lambda: ingress_hostname(kube_api, namespace, "busy"),
+        timeout=40,
+        what="retried with backoff",
+    )
     assert len(balancers()) == 1
 
 
@@ -240,7 +245,7 @@ def test_killing_the_manager_never_leaks_the_load_balancer(
     first = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         make_service(kube_api, namespace, "survivor")
-        wait_for(lambda: hostname(kube_api, namespace, "survivor"), what="the ELB")
+        wait_for(lambda: ingress_hostname(kube_api, namespace, "survivor"), what="the ELB")
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)
@@ -385,7 +390,9 @@ def test_switching_from_cloud_provider_aws_adopts_its_resources_by_the_instance_
     )
     try:
         for name in ("fast", "classic"):
-            wait_for(lambda n=name: hostname(kube_api, namespace, n), what=f"{name} adopted")
+            wait_for(
+                lambda n=name: ingress_hostname(kube_api, namespace, n), what=f"{name} adopted"
+            )
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)

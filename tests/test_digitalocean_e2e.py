@@ -18,18 +18,20 @@ from polyccm_digitalocean.annotations import LOAD_BALANCER_ID
 from polyccm_digitalocean.demo import running_ccm
 from polyccm_digitalocean.testing import DigitalOceanApi, control, running_emulator
 from polyccm_testing.demo import service_gone
-from polyccm_testing.kubeobjects import events_for, make_node, make_service, stays, wait_for
+from polyccm_testing.kubeobjects import (
+    events_for,
+    ingress_ip,
+    make_node,
+    make_service,
+    stays,
+    wait_for,
+)
 
 
 @pytest.fixture(scope="module")
 def do_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mapping[str, str]]:
     with running_emulator(tmp_path_factory.mktemp("do-e2e"), lb_active_delay=0.5) as env:
         yield env
-
-
-def ingress_ip(api: KubeApi, namespace: str) -> str:
-    status = api.get(SERVICES, "web", namespace).get("status", {})
-    return str(((status.get("loadBalancer") or {}).get("ingress") or [{}])[0].get("ip") or "")
 
 
 @pytest.mark.timeout(180)
@@ -58,7 +60,7 @@ def test_polyccm_initialises_droplets_serves_a_load_balancer_and_cleans_up(
             assert node.labels["topology.kubernetes.io/region"] == "nyc3"
 
         make_service(kube_api, namespace, "web")
-        wait_for(lambda: ingress_ip(kube_api, namespace), 60, "the load balancer's IP")
+        wait_for(lambda: ingress_ip(kube_api, namespace, "web"), 60, "the load balancer's IP")
         (balancer,) = cloud.ok("GET", "/v2/load_balancers")["load_balancers"]
         annotations = kube_api.get(SERVICES, "web", namespace)["metadata"]["annotations"]
         assert annotations[LOAD_BALANCER_ID] == balancer["id"]

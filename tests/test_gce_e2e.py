@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from polyccm.kube.api import NODES, SERVICES, KubeApi
-from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
+from polyccm.objects import UNINITIALIZED_TAINT, Node
 from polyccm_gce.testing import (
     CLUSTER,
     PROJECT,
@@ -25,7 +25,7 @@ from polyccm_gce.testing import (
     gce_provider,
 )
 from polyccm_testing.demo import service_gone
-from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
+from polyccm_testing.kubeobjects import events_for, ingress_ip, make_node, make_service, wait_for
 from polyccm_testing.manager import RunningManager, manager_options, start_manager
 
 
@@ -62,11 +62,6 @@ def network_condition(api: KubeApi, name: str) -> tuple[str, str] | None:
         if condition["type"] == "NetworkUnavailable":
             return str(condition["status"]), str(condition["reason"])
     return None
-
-
-def ingress_ip(api: KubeApi, namespace: str, name: str) -> str:
-    ingress = Service(api.get(SERVICES, name, namespace)).load_balancer_status.get("ingress")
-    return str((ingress or [{}])[0].get("ip") or "")
 
 
 def test_nodes_routes_and_a_load_balancer_through_the_whole_stack(

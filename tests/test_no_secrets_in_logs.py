@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 import yaml
-from polyccm.kube.api import NODES, SERVICES, KubeApi
-from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
+from polyccm.kube.api import NODES, KubeApi
+from polyccm.objects import UNINITIALIZED_TAINT, Node
 from polyccm_aws.testing import (
     CLUSTER,
     FOREIGN_VARIABLES,
@@ -31,7 +31,7 @@ from polyccm_aws.testing import (
     isolated_environment,
     point_boto3_at,
 )
-from polyccm_testing.kubeobjects import make_node, make_service, wait_for
+from polyccm_testing.kubeobjects import ingress_hostname, make_node, make_service, wait_for
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/polyccm-controller"
 
@@ -47,11 +47,6 @@ def bearer_token(kubeconfig: Path) -> str:
     config = yaml.safe_load(kubeconfig.read_text())
     (user,) = config["users"]
     return str(user["user"]["token"])
-
-
-def hostname(api: KubeApi, namespace: str, name: str) -> str:
-    ingress = Service(api.get(SERVICES, name, namespace)).load_balancer_status.get("ingress")
-    return str((ingress or [{}])[0].get("hostname") or "")
 
 
 @pytest.mark.timeout(180)
@@ -104,7 +99,7 @@ def test_highest_verbosity_logs_the_wire_traffic_but_no_secret(
 
         wait_for(initialised, 60, "both nodes initialised")
         make_service(kube_api, namespace, "web")
-        wait_for(lambda: hostname(kube_api, namespace, "web"), 60, "the ELB's hostname")
+        wait_for(lambda: ingress_hostname(kube_api, namespace, "web"), 60, "the ELB's hostname")
     finally:
         process.send_signal(signal.SIGTERM)
         try:

@@ -17,7 +17,7 @@ from polyccm.objects import UNINITIALIZED_TAINT, Node
 from polyccm_packet.demo import bgp_peers, running_ccm
 from polyccm_packet.testing import MetalApi, MetalCloudUnderTest, control, running_emulator
 from polyccm_testing.demo import service_gone
-from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
+from polyccm_testing.kubeobjects import events_for, ingress_ip, make_node, make_service, wait_for
 
 PASSWORD = "E2eBgpMd5Secret9"
 
@@ -26,11 +26,6 @@ PASSWORD = "E2eBgpMd5Secret9"
 def metal_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mapping[str, str]]:
     with running_emulator(tmp_path_factory.mktemp("metal-e2e")) as env:
         yield env
-
-
-def ingress_ip(api: KubeApi, namespace: str) -> str:
-    status = api.get(SERVICES, "web", namespace).get("status", {})
-    return str(((status.get("loadBalancer") or {}).get("ingress") or [{}])[0].get("ip") or "")
 
 
 @pytest.mark.timeout(180)
@@ -73,7 +68,7 @@ def test_polyccm_initialises_devices_peers_them_and_serves_an_elastic_ip(
         assert config["asn"] == 65100
 
         make_service(kube_api, namespace, "web")
-        ip = wait_for(lambda: ingress_ip(kube_api, namespace), 30, "the Elastic IP")
+        ip = wait_for(lambda: ingress_ip(kube_api, namespace, "web"), 30, "the Elastic IP")
         (reserved,) = cloud.elastic_ips()
         assert (reserved["address"], reserved["cidr"]) == (ip, 32)
 

@@ -1,6 +1,7 @@
 """Builders and waiters for tests against the real API server: nodes as a kubelet registers
-them, LoadBalancer services, events, ClusterRoles and their bindings, ServiceAccount tokens and
-kubeconfigs, and polling with a deadline. Shared by the core's and the providers' tests."""
+them, LoadBalancer services and their ingress, events, ClusterRoles and their bindings,
+ServiceAccount tokens and kubeconfigs, and polling with a deadline. Shared by the core's and
+the providers' tests."""
 
 from __future__ import annotations
 
@@ -119,6 +120,24 @@ def make_service(
     for tweak in tweaks:
         tweak(body)
     return api.create(SERVICES, body, namespace)
+
+
+def ingress_ip(api: KubeApi, namespace: str, name: str) -> str:
+    """The IP of Service ``namespace/name``'s first load-balancer ingress; empty while it has
+    none."""
+    return _first_ingress(api, namespace, name, "ip")
+
+
+def ingress_hostname(api: KubeApi, namespace: str, name: str) -> str:
+    """The hostname of Service ``namespace/name``'s first load-balancer ingress (an AWS load
+    balancer's DNS name); empty while it has none."""
+    return _first_ingress(api, namespace, name, "hostname")
+
+
+def _first_ingress(api: KubeApi, namespace: str, name: str, field: str) -> str:
+    status = api.get(SERVICES, name, namespace).get("status") or {}
+    ingress = (status.get("loadBalancer") or {}).get("ingress") or [{}]
+    return str(ingress[0].get(field) or "")
 
 
 def events_for(api: KubeApi, namespace: str, name: str) -> list[tuple[str, str, str]]:
