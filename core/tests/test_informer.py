@@ -323,15 +323,15 @@ def test_a_cut_watch_resumes_without_missing_or_repeating_events(
     assert sorted(informer.keys()) == names[1:]
 
 
-class _GoneAfterGate(KubeApi):
-    """The real API, except that one chosen watch answers 410 Gone (as after a disconnection
-    long enough for etcd to compact the informer's resourceVersion), once the gate opens."""
+class _WatchInterceptor(KubeApi):
+    """The real API, with :meth:`_before_watch` run as each watch is opened: it may wait, or
+    raise what a broken network or a compacted etcd would."""
 
     def __init__(self, api: KubeApi) -> None:
         super().__init__(api.configuration, qps=0)
-        self.gate = threading.Event()
-        self.fail_next_watch = False
-        self.watch_calls = 0
+
+    def _before_watch(self, resource_version: str) -> None:
+        raise NotImplementedError
 
     def watch(
         self,
@@ -342,11 +342,7 @@ class _GoneAfterGate(KubeApi):
         timeout_seconds: int = 300,
         **query: Any,
     ) -> Iterator[JsonObject]:
-        self.watch_calls += 1
-        if self.fail_next_watch:
-            self.fail_next_watch = False
-            self.gate.wait(30)
-            raise ApiError(410, "Expired", f"too old resource version: {resource_version}")
+        self._before_watch(resource_version)
         return super().watch(
             resource,
             namespace,
@@ -354,6 +350,24 @@ class _GoneAfterGate(KubeApi):
             timeout_seconds=timeout_seconds,
             **query,
         )
+
+
+class _GoneAfterGate(_WatchInterceptor):
+    """One chosen watch answers 410 Gone (as after a disconnection long enough for etcd to
+    compact the informer's resourceVersion), once the gate opens."""
+
+    def __init__(self, api: KubeApi) -> None:
+        super().__init__(api)
+        self.gate = threading.Event()
+        self.fail_next_watch = False
+        self.watch_calls = 0
+
+    def _before_watch(self, resource_version: str) -> None:
+        self.watch_calls += 1
+        if self.fail_next_watch:
+            self.fail_next_watch = False
+            self.gate.wait(30)
+            raise ApiError(410, "Expired", f"too old resource version: {resource_version}")
 
 
 def test_a_410_relists_and_reports_what_changed_meanwhile(
@@ -393,33 +407,18 @@ def test_a_410_relists_and_reports_what_changed_meanwhile(
     seen.wait_for_call("add", "after")
 
 
-class _RefusedAtFirst(KubeApi):
-    """The real API behind a network that refuses the first ``failures`` watch connections."""
+class _RefusedAtFirst(_WatchInterceptor):
+    """A network that refuses the first ``failures`` watch connections."""
 
     def __init__(self, api: KubeApi, failures: int) -> None:
-        super().__init__(api.configuration, qps=0)
+        super().__init__(api)
         self.failures = failures
         self.attempts: list[float] = []
 
-    def watch(
-        self,
-        resource: Resource,
-        namespace: str | None = None,
-        *,
-        resource_version: str,
-        timeout_seconds: int = 300,
-        **query: Any,
-    ) -> Iterator[JsonObject]:
+    def _before_watch(self, resource_version: str) -> None:
         self.attempts.append(time.monotonic())
         if len(self.attempts) <= self.failures:
             raise ConnectionRefusedError("connection refused")
-        return super().watch(
-            resource,
-            namespace,
-            resource_version=resource_version,
-            timeout_seconds=timeout_seconds,
-            **query,
-        )
 
 
 def test_watch_errors_reconnect_with_growing_backoff_and_lose_nothing(
