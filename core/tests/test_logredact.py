@@ -36,6 +36,21 @@ PEM_KEY = (
 )
 
 
+def _kubeconfig(directory: Path, server: str, user: dict[str, str]) -> Path:
+    """A kubeconfig in ``directory`` whose one context is ``user`` on ``server``."""
+    path = directory / "kubeconfig"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
 @pytest.fixture(autouse=True)
 def no_known_secrets() -> Iterator[None]:
     logredact.forget_secrets()
@@ -121,19 +136,7 @@ def test_ordinary_messages_are_left_alone() -> None:
 def test_a_retry_warning_names_the_request_and_the_unreachable_server(tmp_path: Path) -> None:
     # A path whose last word names a secret (tokenreviews) is no key: the error after it, and the
     # host and port it names, stay readable.
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
-                "users": [{"name": "u", "user": {"token": "opaque-admin-token-42"}}],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
+    kubeconfig = _kubeconfig(tmp_path, "https://127.0.0.1:1", {"token": "opaque-admin-token-42"})
     configuration = load_configuration(str(kubeconfig))
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
@@ -226,28 +229,12 @@ def test_the_kubernetes_token_and_client_key_are_known_secrets(tmp_path: Path) -
     from polyccm.cli import _kube_secrets
 
     key_data = base64.b64encode(PEM_KEY.encode()).decode()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
-                "users": [
-                    {
-                        "name": "u",
-                        "user": {
-                            "token": "opaque-admin-token-42",
-                            "client-certificate-data": key_data,
-                            "client-key-data": key_data,
-                        },
-                    }
-                ],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
+    user = {
+        "token": "opaque-admin-token-42",
+        "client-certificate-data": key_data,
+        "client-key-data": key_data,
+    }
+    kubeconfig = _kubeconfig(tmp_path, "https://127.0.0.1:6443", user)
     for value in _kube_secrets(load_configuration(str(kubeconfig))):
         add_secret(value)
     # Bare values, with no key name or shape to give them away: masked because they are known.
