@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from polyccm.errors import InvalidServiceSpec
+from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
 from polyccm_gce import load_balancer
+from polyccm_gce.service_spec import LEGACY_FINALIZER, RBS_ANNOTATION
 from polyccm_gce.testing import (
     REGION,
     ComputeApi,
@@ -188,3 +189,26 @@ def test_what_the_network_load_balancer_cannot_do_is_refused_before_any_write(
         provider.load_balancer().ensure_load_balancer("c", service, nodes)
 
     assert emulator.control.calls() == {}
+
+
+def test_a_service_of_the_regional_backend_service_controller_is_left_to_it(
+    provider: Any, nodes: list[Any], api: ComputeApi, emulator: RunningEmulator
+) -> None:
+    lb = provider.load_balancer()
+    lb.ensure_load_balancer("c", service_for("other"), nodes)  # the shared check is in use
+    rbs = service_for("rbs", annotations={RBS_ANNOTATION: "enabled"})
+    emulator.control.reset_calls()
+
+    for call in (
+        lambda: lb.ensure_load_balancer("c", rbs, nodes),
+        lambda: lb.update_load_balancer("c", rbs, nodes),
+        lambda: lb.ensure_load_balancer_deleted("c", rbs),
+    ):
+        with pytest.raises(ImplementedElsewhere, match=RBS_ANNOTATION):
+            call()
+
+    assert emulator.control.calls() == {}
+    # Upstream's own finalizer says the target-pool load balancer is this controller's.
+    rbs.raw["metadata"]["finalizers"] = [LEGACY_FINALIZER]
+    lb.ensure_load_balancer("c", rbs, nodes)
+    assert lb.get_load_balancer_name("c", rbs) in names(api, f"regions/{REGION}/forwardingRules")

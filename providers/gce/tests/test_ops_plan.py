@@ -32,6 +32,7 @@ from polyccm.objects import Node, Service
 from polyccm.ops.contract import ADOPT, BACKENDS, CREATE, LISTENERS, UPDATE, Difference
 from polyccm_gce import upstream_made
 from polyccm_gce.routes import DESCRIPTION, route_name
+from polyccm_gce.service_spec import RBS_ANNOTATION
 from polyccm_gce.testing import (
     CLUSTER,
     ZONE,
@@ -204,6 +205,9 @@ def test_load_balancers_and_routes_made_by_upstream_plan_as_adopt_and_nothing_el
         ports=[{"name": "http", "port": 80}, {"name": "alt", "port": 81}],
     )
     local = service(kube_api, namespace, "local", externalTrafficPolicy="Local")
+    # GKE's regional backend-service controller builds this one: upstream skips it.
+    make_service(kube_api, namespace, "rbs", lambda body: body["metadata"]["annotations"].update(
+        {RBS_ANNOTATION: "enabled"}))  # fmt: skip
     instances = [n.name for n in nodes]
     made = {
         "web": upstream_made.network_load_balancer(
@@ -240,7 +244,8 @@ def test_load_balancers_and_routes_made_by_upstream_plan_as_adopt_and_nothing_el
             "problems": [],
         }
         for key, name in made.items()
-    }
+    } | {"rbs": {"service": f"{namespace}/rbs", "action": "skip", "loadBalancer": "",
+                 "differences": [], "problems": []}}  # fmt: skip
     calls = emulator.control.calls()
     assert write_calls(calls) == 0, calls
     assert calls["compute.forwardingRules.get"] == 2  # it did read the cloud

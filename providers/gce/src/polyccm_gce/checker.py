@@ -1,10 +1,11 @@
 """``polyccm check-service`` for GCE: the validation ``ensure_load_balancer`` runs first
 (:func:`polyccm_gce.service_spec.validate_service`), offline, with its messages. The network
-load balancer returns no warnings, so a problem is the one error ensure would raise."""
+load balancer returns no warnings, so a problem is the one error ensure would raise; a Service
+another controller builds (GKE's regional backend-service load balancer) is not checked."""
 
 from __future__ import annotations
 
-from polyccm.errors import InvalidServiceSpec
+from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
 from polyccm.objects import Service
 from polyccm.ops.contract import Problem, ServiceChecker
 
@@ -17,6 +18,8 @@ class GceServiceChecker(ServiceChecker):
     def check_service(self, service: Service) -> list[Problem]:
         try:
             validate_service(service)
+        except ImplementedElsewhere:
+            return []  # the other controller's to check
         except InvalidServiceSpec as error:
             return [Problem.error(error)]
         return []

@@ -23,6 +23,9 @@ Delete removes them in reverse order; the shared health check and its firewall g
 pool using them is gone. The internal load balancer (``networking.gke.io/load-balancer-type:
 Internal``: backend services and instance groups) is not built: such a service is refused with
 :class:`~polyccm.errors.InvalidServiceSpec`, which the service controller reports as a Warning.
+A service GKE's regional backend-service controller owns (``cloud.google.com/l4-rbs: enabled``,
+its finalizers, or a forwarding rule ``<lb>`` with a backend service) is neither built, updated
+nor deleted: :class:`~polyccm.errors.ImplementedElsewhere`, as upstream answers.
 """
 
 from __future__ import annotations
@@ -34,13 +37,19 @@ from typing import Any, TypeVar
 
 from google.cloud import compute_v1
 from polyccm.cloud import LoadBalancer, LoadBalancerIngress, LoadBalancerStatus
-from polyccm.errors import InvalidServiceSpec
+from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
 from polyccm.objects import Node, Service
 
 from polyccm_gce.api import GceApi, GceApiError, Json
 from polyccm_gce.instances import InstanceLookup
 from polyccm_gce.naming import InstanceRef, InvalidProviderID, instance_ref, parse_provider_id
-from polyccm_gce.service_spec import port_key, port_ranges, validate_service
+from polyccm_gce.service_spec import (
+    check_ours,
+    implemented_elsewhere,
+    port_key,
+    port_ranges,
+    validate_service,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -141,6 +150,11 @@ class GceLoadBalancer(LoadBalancer):
     ) -> LoadBalancerStatus:
         protocol, ports = validate_service(service)
         name = self.get_load_balancer_name(cluster_name, service)
+        existing = self._rule(name)
+        if existing is not None and existing.backend_service:
+            reason = implemented_elsewhere(service, rule_backend_service=existing.backend_service)
+            if reason is not None:
+                raise ImplementedElsewhere(f"service {service.key}: {reason}")
         description = json.dumps({"kubernetes.io/service-name": service.key})
         check, check_port, shared = self._health_check_of(service, name)
         self._ensure_health_check(check, check_port, description)
@@ -161,8 +175,9 @@ class GceLoadBalancer(LoadBalancer):
             ports=ports,
             nodes=nodes,
         )
-        self._ensure_pool(name, description, service, nodes, check)
-        rule = self._ensure_rule(name, description, service, protocol, ports)
+        if self._ensure_pool(name, description, service, nodes, check):
+            existing = None  # made again, with its pool
+        rule = self._ensure_rule(name, description, service, protocol, ports, rule=existing)
         return _status(rule)
 
     def _health_check_of(self, service: Service, name: str) -> tuple[str, int, bool]:
@@ -259,14 +274,16 @@ class GceLoadBalancer(LoadBalancer):
 
     def _ensure_pool(
         self, name: str, description: str, service: Service, nodes: Sequence[Node], check: str
-    ) -> None:
+    ) -> bool:
+        """Make or correct the pool; True when its forwarding rule was deleted on the way."""
         affinity = "CLIENT_IP" if service.session_affinity == "ClientIP" else "NONE"
         check_url = f"{self.api.base}{_checks_path(check)}"
         pool = self._pool(name)
+        remade = False
         if pool is not None and (pool.session_affinity or "NONE") != affinity:
             # A pool's affinity cannot change: make it again, as upstream does.
             self._delete_rule_and_pool(name)
-            pool = None
+            pool, remade = None, True
         if pool is None:
             refs = list(self._refs(nodes).values())
             body = compute_v1.TargetPool(
@@ -278,7 +295,7 @@ class GceLoadBalancer(LoadBalancer):
             )
             self._insert(self._pools.insert_unary, region=self.region, target_pool_resource=body)
             self._add_instances(name, refs[POOL_CREATE_LIMIT:])
-            return
+            return remade
         self._sync_pool(pool, nodes)
         checks = [instance_ref_or_name(url) for url in pool.health_checks]
         if checks != [check]:
@@ -303,6 +320,7 @@ class GceLoadBalancer(LoadBalancer):
                     )
                 ),
             )
+        return False
 
     def _sync_pool(self, pool: compute_v1.TargetPool, nodes: Sequence[Node]) -> None:
         """Add and remove instances so the pool holds exactly the nodes' instances."""
@@ -340,11 +358,18 @@ class GceLoadBalancer(LoadBalancer):
             )
 
     def _ensure_rule(
-        self, name: str, description: str, service: Service, protocol: str, ports: list[str]
+        self,
+        name: str,
+        description: str,
+        service: Service,
+        protocol: str,
+        ports: list[str],
+        *,
+        rule: compute_v1.ForwardingRule | None,
     ) -> compute_v1.ForwardingRule:
+        """``rule``: the forwarding rule as read at the start of this ensure (None: none)."""
         numbers = [int(p) for p in ports]
         port_range = f"{min(numbers)}-{max(numbers)}"
-        rule = self._rule(name)
         if rule is not None:
             same = (
                 rule.I_p_protocol == protocol
@@ -391,6 +416,7 @@ class GceLoadBalancer(LoadBalancer):
     def update_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> None:
+        check_ours(service)
         pool = self._pool(self.get_load_balancer_name(cluster_name, service))
         if pool is None:
             raise GceApiError(
@@ -415,6 +441,7 @@ class GceLoadBalancer(LoadBalancer):
         self._delete(self._pools.delete_unary, region=self.region, target_pool=name)
 
     def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
+        check_ours(service)
         name = self.get_load_balancer_name(cluster_name, service)
         self._delete_rule_and_pool(name)
         self._delete(self._firewalls.delete_unary, firewall=firewall_name(name))

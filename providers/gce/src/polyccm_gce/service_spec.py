@@ -2,15 +2,21 @@
 validation ``ensure_load_balancer`` runs before any cloud call, shared with ``polyccm
 check-service`` (no SDK import here, so the offline check stays light).
 
-:data:`KNOWN_ANNOTATIONS` is every annotation this validation reads; the check-service test walks
-it, so a new one cannot be added without a case.
+:data:`KNOWN_ANNOTATIONS` is every annotation this validation refuses values of; the
+check-service test walks it, so a new one cannot be added without a case.
+
+A Service of GKE's regional-backend-service load balancer (``cloud.google.com/l4-rbs:
+enabled``, or that controller's finalizers) is another controller's, as cloud-provider-gcp's
+``shouldProcessNetLB`` decides: :func:`implemented_elsewhere` says why, and ensure, update and
+delete raise :class:`~polyccm.errors.ImplementedElsewhere` for it, so no second load balancer
+is built and nothing of the other controller's is deleted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from polyccm.errors import InvalidServiceSpec
+from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
 from polyccm.objects import Service
 
 INTERNAL_ANNOTATIONS = (
@@ -19,6 +25,41 @@ INTERNAL_ANNOTATIONS = (
 )
 """Upstream's annotations asking for the internal load balancer (value ``Internal``)."""
 KNOWN_ANNOTATIONS = frozenset(INTERNAL_ANNOTATIONS)
+RBS_ANNOTATION = "cloud.google.com/l4-rbs"
+"""Upstream's opt-in to the regional-backend-service network load balancer (value ``enabled``),
+built by GKE's L4 controller, not by a cloud controller manager."""
+RBS_ENABLED = "enabled"
+LEGACY_FINALIZER = "gke.networking.io/l4-netlb-v1"
+"""The finalizer cloud-provider-gcp puts on the Services whose target-pool load balancer it
+made: such a Service stays this controller's whatever else it carries."""
+RBS_FINALIZERS = ("gke.networking.io/l4-netlb-v2", "gke.networking.io/l4-netlb-v3")
+"""The finalizers of GKE's L4 controller on the Services it builds load balancers for."""
+
+
+def implemented_elsewhere(service: Service, *, rule_backend_service: str = "") -> str | None:
+    """Why another controller builds ``service``'s load balancer, or None when this one does:
+    upstream's rule for a Service without ``loadBalancerClass``, with RBS not the default.
+    ``rule_backend_service``: the backend service of an existing forwarding rule ``<lb>`` (an
+    RBS rule; a target-pool rule has none)."""
+    if LEGACY_FINALIZER in service.finalizers:
+        return None
+    if service.annotations.get(RBS_ANNOTATION) == RBS_ENABLED:
+        return f"annotation {RBS_ANNOTATION}: {RBS_ENABLED}"
+    held = [f for f in RBS_FINALIZERS if f in service.finalizers]
+    if held:
+        return f"finalizer {held[0]}"
+    if rule_backend_service:
+        return f"its forwarding rule sends to backend service {rule_backend_service}"
+    return None
+
+
+def check_ours(service: Service) -> None:
+    """:class:`ImplementedElsewhere` when :func:`implemented_elsewhere` names a reason."""
+    reason = implemented_elsewhere(service)
+    if reason is not None:
+        raise ImplementedElsewhere(
+            f"service {service.key}: GKE's regional backend-service load balancer ({reason})"
+        )
 
 
 def port_key(port: str) -> tuple[int, str]:
@@ -41,7 +82,9 @@ def port_ranges(ports: Sequence[str]) -> list[str]:
 
 def validate_service(service: Service) -> tuple[str, list[str]]:
     """The one protocol (``TCP`` or ``UDP``) and the ports (sorted) of ``service``;
-    :class:`InvalidServiceSpec` for what the network load balancer cannot do."""
+    :class:`InvalidServiceSpec` for what the network load balancer cannot do,
+    :class:`ImplementedElsewhere` for an external load balancer another controller builds
+    (checked in upstream's order: the internal scheme first, then the owner, then ports)."""
     for key in INTERNAL_ANNOTATIONS:
         if service.annotations.get(key, "").lower() == "internal":
             raise InvalidServiceSpec(
@@ -49,6 +92,7 @@ def validate_service(service: Service) -> tuple[str, list[str]]:
                 "external network load balancer is); remove the annotation or use "
                 "cloud-provider-gcp for internal load balancers"
             )
+    check_ours(service)
     if not service.ports:
         raise InvalidServiceSpec("the service has no ports")
     protocols = {port.protocol.upper() or "TCP" for port in service.ports}
