@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
-from polyccm_gce import load_balancer
+from polyccm_gce import load_balancer, upstream_made
 from polyccm_gce.service_spec import LEGACY_FINALIZER, RBS_ANNOTATION
 from polyccm_gce.testing import (
     REGION,
@@ -81,61 +81,21 @@ def test_local_traffic_policy_gets_its_own_health_check(
 def test_a_load_balancer_made_by_cloud_provider_gcp_is_adopted(
     provider: Any, nodes: list[Any], api: ComputeApi, emulator: RunningEmulator
 ) -> None:
-    service = service_for()
-    name = provider.load_balancer().get_load_balancer_name("c", service)
-    check = f"k8s-{CLUSTER_ID}-node"
-    api.do(
-        "POST",
-        "global/httpHealthChecks",
-        {
-            "name": check,
-            "port": 10256,
-            "requestPath": "/healthz",
-            "checkIntervalSec": 8,
-            "timeoutSec": 1,
-            "healthyThreshold": 1,
-            "unhealthyThreshold": 3,
-        },
-    )
-    for fw, ports, sources in (
-        (f"k8s-{CLUSTER_ID}-node-http-hc", ["10256"], list(load_balancer.PROBER_RANGES)),
-        (f"k8s-fw-{name}", ["80"], ["0.0.0.0/0"]),
-    ):
-        api.do(
-            "POST",
-            "global/firewalls",
-            {
-                "name": fw,
-                "network": "global/networks/default",
-                "sourceRanges": sources,
-                "targetTags": ["cluster-node"],
-                "allowed": [{"IPProtocol": "tcp", "ports": ports}],
-            },
+    cluster, local = service_for(), service_for("local", externalTrafficPolicy="Local",
+                                                healthCheckNodePort=31999)  # fmt: skip
+    for service in (cluster, local):
+        upstream_made.network_load_balancer(
+            api,
+            service,
+            cluster_id=CLUSTER_ID,
+            instances=[n.name for n in nodes],
+            tags=["cluster-node"],
+            firewall_ports=["80"],
         )
-    api.do(
-        "POST",
-        f"regions/{REGION}/targetPools",
-        {
-            "name": name,
-            "healthChecks": [f"global/httpHealthChecks/{check}"],
-            "instances": [
-                f"zones/{n.provider_id.split('/')[-2]}/instances/{n.name}" for n in nodes
-            ],
-        },
-    )
-    api.do(
-        "POST",
-        f"regions/{REGION}/forwardingRules",
-        {
-            "name": name,
-            "IPProtocol": "TCP",
-            "portRange": "80-80",
-            "target": f"regions/{REGION}/targetPools/{name}",
-        },
-    )
     emulator.control.reset_calls()
 
-    provider.load_balancer().ensure_load_balancer("c", service, nodes)
+    for service in (cluster, local):
+        provider.load_balancer().ensure_load_balancer("c", service, nodes)
 
     assert write_calls(emulator.control.calls()) == 0
 
@@ -212,3 +172,108 @@ def test_a_service_of_the_regional_backend_service_controller_is_left_to_it(
     rbs.raw["metadata"]["finalizers"] = [LEGACY_FINALIZER]
     lb.ensure_load_balancer("c", rbs, nodes)
     assert lb.get_load_balancer_name("c", rbs) in names(api, f"regions/{REGION}/forwardingRules")
+
+
+def test_every_piece_carries_upstreams_description_byte_for_byte(
+    provider: Any, nodes: list[Any], api: ComputeApi
+) -> None:
+    lb = provider.load_balancer()
+    cluster = service_for("web", namespace="shop")
+    local = service_for("local", externalTrafficPolicy="Local", healthCheckNodePort=31999)
+    lb.ensure_load_balancer("c", cluster, nodes)
+    lb.ensure_load_balancer("c", local, nodes)
+    web, own = lb.get_load_balancer_name("c", cluster), lb.get_load_balancer_name("c", local)
+    address = api.get(f"regions/{REGION}/forwardingRules/{web}")["IPAddress"]
+    local_address = api.get(f"regions/{REGION}/forwardingRules/{own}")["IPAddress"]
+
+    def described(path: str) -> tuple[str, list[str] | None]:
+        found = api.get(path)
+        return found["description"], found.get("destinationRanges")
+
+    web_only = '{"kubernetes.io/service-name":"shop/web"}'
+    assert described(f"regions/{REGION}/forwardingRules/{web}") == (web_only, None)
+    assert described(f"regions/{REGION}/targetPools/{web}") == (web_only, None)
+    assert described(f"global/firewalls/k8s-fw-{web}") == (
+        f'{{"kubernetes.io/service-name":"shop/web", "kubernetes.io/service-ip":"{address}"}}',
+        [address],
+    )
+    assert described(f"global/httpHealthChecks/k8s-{CLUSTER_ID}-node") == (
+        f'{{"kubernetes.io/service-name":"k8s-{CLUSTER_ID}-node"}}',
+        None,
+    )
+    assert described(f"global/firewalls/k8s-{CLUSTER_ID}-node-http-hc") == (
+        f'{{"kubernetes.io/cluster-id":"{CLUSTER_ID}"}}',
+        None,
+    )
+    assert described(f"global/httpHealthChecks/{own}") == (
+        f'{{"kubernetes.io/service-name":"{own}"}}',
+        None,
+    )
+    assert described(f"global/firewalls/k8s-{own}-http-hc") == (
+        '{"kubernetes.io/service-name":"default/local", '
+        f'"kubernetes.io/service-ip":"{local_address}"}}',
+        [local_address],
+    )
+
+
+def test_earlier_descriptions_are_corrected_once_and_another_spacing_is_left_alone(
+    provider: Any, nodes: list[Any], api: ComputeApi, emulator: RunningEmulator
+) -> None:
+    lb = provider.load_balancer()
+    service = service_for()
+    name = lb.get_load_balancer_name("c", service)
+    lb.ensure_load_balancer("c", service, nodes)
+    address = api.get(f"regions/{REGION}/forwardingRules/{name}")["IPAddress"]
+    check, firewall = f"k8s-{CLUSTER_ID}-node", f"k8s-fw-{name}"
+    # As earlier polyccm left them: the Service everywhere, any destination.
+    earlier = '{"kubernetes.io/service-name": "default/web"}'
+    api.do("PATCH", f"global/httpHealthChecks/{check}", {"name": check, "description": earlier})
+    api.do("PUT", f"global/firewalls/{firewall}", {
+        **{k: v for k, v in api.get(f"global/firewalls/{firewall}").items()
+           if k in ("name", "network", "sourceRanges", "targetTags", "allowed")},
+        "description": earlier,
+    })  # fmt: skip
+    emulator.control.reset_calls()
+
+    lb.ensure_load_balancer("c", service, nodes)
+
+    assert write_calls(emulator.control.calls()) == 2
+    assert api.get(f"global/httpHealthChecks/{check}")["description"] == (
+        f'{{"kubernetes.io/service-name":"{check}"}}'
+    )
+    corrected = api.get(f"global/firewalls/{firewall}")
+    assert corrected["destinationRanges"] == [address]
+    assert corrected["description"] == (
+        f'{{"kubernetes.io/service-name":"default/web", "kubernetes.io/service-ip":"{address}"}}'
+    )
+    spaced = (
+        f'{{"kubernetes.io/service-name": "default/web", "kubernetes.io/service-ip": "{address}"}}'
+    )
+    api.do("PATCH", f"global/firewalls/{firewall}", {"name": firewall, "description": spaced})
+    emulator.control.reset_calls()
+
+    lb.ensure_load_balancer("c", service, nodes)
+
+    assert write_calls(emulator.control.calls()) == 0
+
+
+def test_the_firewalls_follow_the_rules_new_address(
+    provider: Any, nodes: list[Any], api: ComputeApi
+) -> None:
+    lb = provider.load_balancer()
+    for reserved in ("first", "second"):
+        api.do("POST", f"regions/{REGION}/addresses", {"name": reserved})
+    first, second = (api.get(f"regions/{REGION}/addresses/{n}")["address"]
+                     for n in ("first", "second"))  # fmt: skip
+    service = service_for(externalTrafficPolicy="Local", healthCheckNodePort=31999,
+                          loadBalancerIP=first)  # fmt: skip
+    name = lb.get_load_balancer_name("c", service)
+    lb.ensure_load_balancer("c", service, nodes)
+    service.raw["spec"]["loadBalancerIP"] = second
+
+    lb.ensure_load_balancer("c", service, nodes)
+
+    for firewall in (f"k8s-fw-{name}", f"k8s-{name}-http-hc"):
+        found = api.get(f"global/firewalls/{firewall}")
+        assert found["destinationRanges"] == [second], firewall
+        assert f'"kubernetes.io/service-ip":"{second}"' in found["description"]

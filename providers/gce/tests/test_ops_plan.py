@@ -329,7 +329,6 @@ def test_update_create_and_fail_are_planned_with_their_differences(
     lb = created["loadBalancer"]
     assert created["action"] == "create"
     assert [(d["aspect"], d["detail"]) for d in created["differences"]] == [
-        ("firewall", f"create k8s-fw-{lb}: allow udp 53 from 0.0.0.0/0 to tags {TAG}"),
         (
             "backends",
             f"create target pool {lb} (session affinity NONE) with "
@@ -337,6 +336,7 @@ def test_update_create_and_fail_are_planned_with_their_differences(
         ),
         ("health-check", f"target pool {lb} uses k8s-{cluster_id}-node"),
         ("listeners", f"create forwarding rule {lb}: UDP 53-53"),
+        ("firewall", f"create k8s-fw-{lb}: allow udp 53 from 0.0.0.0/0 to tags {TAG}"),
     ]
     assert new.key == created["service"]
     (problem,) = planned["internal"]["problems"]

@@ -1,24 +1,31 @@
 """The legacy network load balancer, built as cloud-provider-gcp builds it, with its names.
 
-For a service whose load balancer is named ``<lb>`` (``a`` + UID without dashes, 32 chars):
+For a service whose load balancer is named ``<lb>`` (``a`` + UID without dashes, 32 chars),
+in the order ensure makes them:
 
 * an HTTP health check: the shared ``k8s-<cluster-id>-node`` (kube-proxy's ``:10256/healthz``)
   for ``externalTrafficPolicy: Cluster``, or ``<lb>`` on the service's ``healthCheckNodePort``
   (``/healthz``) for ``Local``;
-* a health-check firewall from Google's prober ranges: ``k8s-<cluster-id>-node-http-hc`` for
-  the shared check, ``k8s-<lb>-http-hc`` for a per-service one;
-* the firewall ``k8s-fw-<lb>`` letting ``loadBalancerSourceRanges`` (default anywhere) reach
-  the service ports on the nodes' network tags (``node-tags`` from gce.conf, else the tags the
-  backend instances carry);
 * the target pool ``<lb>`` in the cluster's region with the nodes' instances (created with the
   first 200, the rest added 1,000 at a time) and the health check;
 * the forwarding rule ``<lb>`` (the service ports' range, TCP or UDP) to the pool, on the
-  ``loadBalancerIP`` when set (a static address the user reserved in the region).
+  ``loadBalancerIP`` when set (a static address the user reserved in the region);
+* a health-check firewall from Google's prober ranges: ``k8s-<cluster-id>-node-http-hc`` for
+  the shared check, ``k8s-<lb>-http-hc`` (to the rule's address) for a per-service one;
+* the firewall ``k8s-fw-<lb>`` letting ``loadBalancerSourceRanges`` (default anywhere) reach
+  the service ports at the rule's address (``destinationRanges``, as upstream) on the nodes'
+  network tags (``node-tags`` from gce.conf, else the tags the backend instances carry).
 
-Each piece is read first and written only when missing or different, so a second ensure writes
-nothing, and a load balancer cloud-provider-gcp made (the same names) is adopted, not doubled
-(its firewall's ports, consecutive ones merged into ranges as upstream writes them, count as
-the same ports). Validation (:mod:`polyccm_gce.service_spec`) comes before any call.
+The firewalls come last because they name the rule's address (upstream reserves the address
+first instead); the service's status is written only once all are there. Descriptions are
+upstream's exact bytes (:mod:`polyccm_gce.descriptions`), read by what they say. Each piece is
+read first and written only when missing or different, so a second ensure writes nothing, and
+a load balancer cloud-provider-gcp made (the same names) is adopted, not doubled (its
+firewall's ports, consecutive ones merged into ranges as upstream writes them, count as the
+same ports); when the rule's address changes (a new ``loadBalancerIP``), the firewalls follow
+it. The shared check's firewall gets no destination: upstream gives it the address of whichever
+load balancer made it first, and compares it with nothing. Validation
+(:mod:`polyccm_gce.service_spec`) comes before any call.
 Delete removes them in reverse order; the shared health check and its firewall go when the last
 pool using them is gone. The internal load balancer (``networking.gke.io/load-balancer-type:
 Internal``: backend services and instance groups) is not built: such a service is refused with
@@ -30,7 +37,6 @@ nor deleted: :class:`~polyccm.errors.ImplementedElsewhere`, as upstream answers.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -41,6 +47,13 @@ from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
 from polyccm.objects import Node, Service
 
 from polyccm_gce.api import GceApi, GceApiError, Json
+from polyccm_gce.descriptions import (
+    cluster_description,
+    firewall_description,
+    health_check_description,
+    says,
+    service_description,
+)
 from polyccm_gce.instances import InstanceLookup
 from polyccm_gce.naming import InstanceRef, InvalidProviderID, instance_ref, parse_provider_id
 from polyccm_gce.service_spec import (
@@ -155,29 +168,35 @@ class GceLoadBalancer(LoadBalancer):
             reason = implemented_elsewhere(service, rule_backend_service=existing.backend_service)
             if reason is not None:
                 raise ImplementedElsewhere(f"service {service.key}: {reason}")
-        description = json.dumps({"kubernetes.io/service-name": service.key})
+        description = service_description(service.key)
         check, check_port, shared = self._health_check_of(service, name)
-        self._ensure_health_check(check, check_port, description)
+        self._ensure_health_check(check, check_port)
+        if self._ensure_pool(name, description, service, nodes, check):
+            existing = None  # made again, with its pool
+        rule = self._ensure_rule(name, description, service, protocol, ports, rule=existing)
+        address = rule.I_p_address  # empty only in a plan that would create the rule
         self._ensure_firewall(
             health_check_firewall_name(self.cluster_id(), check, shared=shared),
-            description=description,
+            description=(
+                cluster_description(self.cluster_id())
+                if shared
+                else firewall_description(service.key, address)
+            ),
+            destination="" if shared else address,
             sources=list(PROBER_RANGES),
             protocol="tcp",
             ports=[str(check_port)],
             nodes=nodes,
         )
-        sources = list(service.load_balancer_source_ranges) or ["0.0.0.0/0"]
         self._ensure_firewall(
             firewall_name(name),
-            description=description,
-            sources=sources,
+            description=firewall_description(service.key, address),
+            destination=address,
+            sources=list(service.load_balancer_source_ranges) or ["0.0.0.0/0"],
             protocol=protocol.lower(),
             ports=ports,
             nodes=nodes,
         )
-        if self._ensure_pool(name, description, service, nodes, check):
-            existing = None  # made again, with its pool
-        rule = self._ensure_rule(name, description, service, protocol, ports, rule=existing)
         return _status(rule)
 
     def _health_check_of(self, service: Service, name: str) -> tuple[str, int, bool]:
@@ -185,13 +204,14 @@ class GceLoadBalancer(LoadBalancer):
             return name, service.health_check_node_port, False
         return nodes_health_check_name(self.cluster_id()), NODES_HEALTH_CHECK_PORT, True
 
-    def _ensure_health_check(self, name: str, port: int, description: str) -> None:
+    def _ensure_health_check(self, name: str, port: int) -> None:
         wanted: dict[str, Any] = {
             "name": name,
             "port": port,
             "requestPath": HEALTH_CHECK_PATH,
             **NODES_CHECK_TIMING,
         }
+        description = health_check_description(name)
         current = self._check_get(name)
         if current is None:
             body = {**wanted, "description": description}
@@ -202,9 +222,14 @@ class GceLoadBalancer(LoadBalancer):
             except GceApiError as error:
                 if not error.already_exists:
                     raise
-        elif any(current.get(key) != value for key, value in wanted.items()):
+        elif any(current.get(key) != value for key, value in wanted.items()) or not says(
+            str(current.get("description", "")), description
+        ):
             self.api.rest_mutate(
-                "compute.httpHealthChecks.patch", "PATCH", _checks_path(name), wanted
+                "compute.httpHealthChecks.patch",
+                "PATCH",
+                _checks_path(name),
+                {**wanted, "description": description},
             )
 
     def _target_tags(self, nodes: Sequence[Node]) -> list[str]:
@@ -220,11 +245,14 @@ class GceLoadBalancer(LoadBalancer):
         name: str,
         *,
         description: str,
+        destination: str,
         sources: list[str],
         protocol: str,
         ports: list[str],
         nodes: Sequence[Node],
     ) -> None:
+        """``destination``: the one address the firewall lets traffic to ("": any, and an
+        existing firewall's destination is left as it is)."""
         current = self._get(self._firewalls.get, firewall=name)
         tags = self.node_tags or (tuple(current.target_tags) if current is not None else ())
         wanted: dict[str, Any] = {
@@ -242,13 +270,15 @@ class GceLoadBalancer(LoadBalancer):
                 allowed=allowed,
                 target_tags=target_tags,
             )
+            if destination:
+                body.destination_ranges = [destination]
             self._insert(self._firewalls.insert_unary, firewall_resource=body)
             return
         have = {
             "source_ranges": sorted(current.source_ranges),
             "allowed": [(a.I_p_protocol, sorted(a.ports, key=port_key)) for a in current.allowed],
         }
-        changes = compute_v1.Firewall()
+        changes = compute_v1.Firewall(name=name)  # GCE requires the name in a patch
         if have["source_ranges"] != wanted["source_ranges"]:
             changes.source_ranges = wanted["source_ranges"]
         # Upstream writes consecutive ports as one range (80-81): the same rule.
@@ -256,7 +286,11 @@ class GceLoadBalancer(LoadBalancer):
             changes.allowed = allowed
         if self.node_tags and sorted(current.target_tags) != sorted(self.node_tags):
             changes.target_tags = list(self.node_tags)
-        if changes != compute_v1.Firewall():
+        if destination and list(current.destination_ranges) != [destination]:
+            changes.destination_ranges = [destination]
+        if not says(current.description, description):
+            changes.description = description
+        if changes != compute_v1.Firewall(name=name):
             self.api.run(self._firewalls.patch_unary, firewall=name, firewall_resource=changes)
 
     def _instance_url(self, ref: InstanceRef) -> str:
