@@ -277,3 +277,22 @@ def test_the_firewalls_follow_the_rules_new_address(
         found = api.get(f"global/firewalls/{firewall}")
         assert found["destinationRanges"] == [second], firewall
         assert f'"kubernetes.io/service-ip":"{second}"' in found["description"]
+
+
+def test_a_health_check_timing_is_raised_to_upstreams_and_never_lowered(
+    provider: Any, nodes: list[Any], api: ComputeApi, emulator: RunningEmulator
+) -> None:
+    lb = provider.load_balancer()
+    lb.ensure_load_balancer("c", service_for(), nodes)
+    check = f"k8s-{CLUSTER_ID}-node"
+    # Tuned by hand: a slower interval (kept, as upstream keeps it), a hasty timeout (raised).
+    api.do("PATCH", f"global/httpHealthChecks/{check}",
+           {"name": check, "checkIntervalSec": 30, "timeoutSec": 0})  # fmt: skip
+    emulator.control.reset_calls()
+
+    lb.ensure_load_balancer("c", service_for(), nodes)
+    lb.ensure_load_balancer("c", service_for(), nodes)
+
+    found = api.get(f"global/httpHealthChecks/{check}")
+    assert (found["checkIntervalSec"], found["timeoutSec"]) == (30, 1)
+    assert emulator.control.calls()["compute.httpHealthChecks.patch"] == 1

@@ -71,7 +71,8 @@ T = TypeVar("T")
 PROBER_RANGES = ("35.191.0.0/16", "130.211.0.0/22", "209.85.152.0/22", "209.85.204.0/22")
 NODES_HEALTH_CHECK_PORT = 10256
 HEALTH_CHECK_PATH = "/healthz"
-#: Upstream's timings for the shared nodes check and a per-service one.
+#: Upstream's timings for the shared nodes check and a per-service one: the least an existing
+#: check keeps (a longer interval or timeout, a higher threshold, set by hand, stays).
 NODES_CHECK_TIMING = {
     "checkIntervalSec": 8,
     "timeoutSec": 1,
@@ -222,7 +223,11 @@ class GceLoadBalancer(LoadBalancer):
             except GceApiError as error:
                 if not error.already_exists:
                     raise
-        elif any(current.get(key) != value for key, value in wanted.items()) or not says(
+            return
+        # As upstream's mergeHTTPHealthChecks: a timing is raised to the default, never lowered.
+        for key, least in NODES_CHECK_TIMING.items():
+            wanted[key] = max(int(current.get(key) or 0), least)
+        if any(current.get(key) != value for key, value in wanted.items()) or not says(
             str(current.get("description", "")), description
         ):
             self.api.rest_mutate(
