@@ -168,3 +168,23 @@ def test_udp_ports_forward_udp() -> None:
     result = spec_of(ports=[{"name": "dns", "protocol": "UDP", "port": 53, "nodePort": 30053}])
 
     assert rules(result)[53]["entry_protocol"] == "udp"
+
+
+def test_source_ranges_are_the_allow_list_before_the_allow_rules() -> None:
+    ranges = ["10.1.2.3/8", "2001:DB8::1/32", "10.0.0.0/8", "192.0.2.7/32"]
+
+    result = spec_of({ann.ALLOW_RULES: "ip:203.0.113.1", ann.DENY_RULES: "cidr:10.9.0.0/16"},
+                     loadBalancerSourceRanges=ranges)  # fmt: skip
+
+    assert result.body["firewall"] == {
+        "allow": ["cidr:10.0.0.0/8", "cidr:2001:db8::/32", "cidr:192.0.2.7/32"],
+        "deny": ["cidr:10.9.0.0/16"],
+    }
+    (warning,) = result.warnings
+    assert ann.ALLOW_RULES in warning and "loadBalancerSourceRanges" in warning
+    assert spec_of({ann.ALLOW_RULES: "ip:203.0.113.1"}).body["firewall"]["allow"] == [
+        "ip:203.0.113.1"
+    ]
+    for bad in ("10.0.0.0", "10.0.0.0/33", "example"):
+        with pytest.raises(InvalidServiceSpec, match="loadBalancerSourceRanges"):
+            spec_of(loadBalancerSourceRanges=[bad])

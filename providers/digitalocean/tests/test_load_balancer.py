@@ -9,10 +9,16 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from polyccm.cloud import default_load_balancer_name
 from polyccm.errors import InvalidServiceSpec, RetryAfter
 from polyccm.objects import Node, Service
 from polyccm_digitalocean import annotations as ann
-from polyccm_digitalocean.testing import DigitalOceanApi, control, provider_for
+from polyccm_digitalocean.testing import (
+    DigitalOceanApi,
+    control,
+    provider_for,
+    upstream_load_balancer,
+)
 
 
 def service(annotations: Mapping[str, str] | None = None, *, uid: str = "") -> Service:
@@ -128,3 +134,27 @@ def test_annotations_reach_digitalocean_and_changes_update_in_place(
     assert made["health_check"]["port"] == 10256
     assert any(ann.HC_PATH in warning for warning in status.warnings)
     assert updated["id"] == made["id"] and updated["enable_proxy_protocol"] is True
+
+
+def test_source_ranges_are_the_firewalls_allow_list_as_upstream_writes_it(
+    do: Mapping[str, str],
+) -> None:
+    api = DigitalOceanApi(do)
+    backends = nodes(api)
+    svc = service()
+    svc.raw["spec"]["loadBalancerSourceRanges"] = ["10.0.0.0/8", "2001:db8::/32"]
+    droplets = [int(n.provider_id.rsplit("/", 1)[1]) for n in backends]
+    upstream_load_balancer(
+        api, default_load_balancer_name(svc), droplets, {80: 30080},
+        firewall={"allow": ["cidr:2001:db8::/32", "cidr:10.0.0.0/8"], "deny": []},
+    )  # fmt: skip
+    balancer = provider_for(do).load_balancer()
+    control(do).reset_calls()
+
+    balancer.ensure_load_balancer("k", svc, backends)
+
+    assert set(control(do).calls()) <= {"loadBalancers_get", "loadBalancers_list"}
+    svc.raw["spec"]["loadBalancerSourceRanges"] = ["192.0.2.0/24"]
+    balancer.ensure_load_balancer("k", svc, backends)
+    (updated,) = balancers(api)
+    assert updated["firewall"] == {"allow": ["cidr:192.0.2.0/24"], "deny": []}

@@ -6,6 +6,9 @@ raises :class:`~polyccm.errors.InvalidServiceSpec` with a message naming the ann
 becomes the service's Warning event); what upstream silently ignores (DO #322, #512: an
 annotation that does nothing) is kept in :attr:`LoadBalancerSpec.warnings`, each naming the
 annotation, and becomes a ``LoadBalancerWarning`` event.
+
+``spec.loadBalancerSourceRanges`` is the firewall's allow list when set (``cidr:<network>``
+each, as upstream since v0.1.52), taking precedence over the ``allow-rules`` annotation.
 """
 
 from __future__ import annotations
@@ -168,6 +171,29 @@ def _rules(annotations: Mapping[str, str], key: str) -> list[str]:
     return rules
 
 
+def _allowed(service: Service, warnings: list[str]) -> list[str]:
+    """The firewall's allow list: ``spec.loadBalancerSourceRanges`` as ``cidr:<network>`` rules
+    (each network written as Go writes a parsed one: host bits cleared), else ``allow-rules``."""
+    ranges = service.load_balancer_source_ranges
+    if not ranges:
+        return _rules(service.annotations, ALLOW_RULES)
+    allowed: dict[str, None] = {}
+    for value in ranges:
+        try:
+            if "/" not in value:
+                raise ValueError(value)
+            network = ipaddress.ip_network(value.strip(), strict=False)
+        except ValueError:
+            raise InvalidServiceSpec(
+                f"spec.loadBalancerSourceRanges: {value!r} is not a network (10.0.0.0/24)"
+            ) from None
+        allowed[f"cidr:{network}"] = None
+    if service.annotations.get(ALLOW_RULES, "").strip():
+        warnings.append(f"annotation {ALLOW_RULES} is ignored: spec.loadBalancerSourceRanges "
+                        "take precedence")  # fmt: skip
+    return list(allowed)
+
+
 def load_balancer_spec(service: Service, *, default_name: str) -> LoadBalancerSpec:
     """The load balancer ``service`` asks for; :class:`InvalidServiceSpec` naming the annotation
     for anything upstream refuses. No cloud call."""
@@ -204,7 +230,7 @@ def load_balancer_spec(service: Service, *, default_name: str) -> LoadBalancerSp
         "enable_proxy_protocol": _bool(annotations, PROXY_PROTOCOL),
         "enable_backend_keepalive": _bool(annotations, BACKEND_KEEPALIVE),
         "disable_lets_encrypt_dns_records": _bool(annotations, DISABLE_LETS_ENCRYPT_DNS_RECORDS),
-        "firewall": {"allow": _rules(annotations, ALLOW_RULES),
+        "firewall": {"allow": _allowed(service, warnings),
                      "deny": _rules(annotations, DENY_RULES)},
     }  # fmt: skip
     idle = _int(annotations, IDLE_TIMEOUT, 30, 600)
