@@ -1,7 +1,8 @@
-"""``polyccm plan`` for AWS: the ensure code itself, run with its writes recorded, not sent.
+"""``polyccm plan`` for AWS: the ensure code itself, run with its writes recorded, not sent
+(:mod:`polyccm.ops.recording`).
 
 :class:`RecordingApi` is an :class:`~polyccm_aws.api.AwsApi` over the same clients whose
-``Describe*``/``Get*``/``List*`` calls go to AWS and whose every other call is written down and
+``describe_*``/``get_*``/``list_*`` calls go to AWS and whose every other call is written down and
 answered with a stand-in (a new security group's id, a new target group's ARN) so that ensure
 goes on as if it had been made. :class:`AwsLoadBalancerPlanner` runs the provider's own
 :meth:`~polyccm_aws.load_balancer.AwsLoadBalancer.ensure_load_balancer` on such an API: the spec
@@ -15,28 +16,27 @@ with what was recorded up to there and the health check and backends the spec as
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from polyccm.errors import InvalidServiceSpec
 from polyccm.objects import Node, Service
 from polyccm.ops.contract import (
-    ADOPT,
     ATTRIBUTES,
     BACKENDS,
-    CREATE,
-    FAIL,
     HEALTH_CHECK,
     LISTENERS,
     SECURITY_GROUPS,
     SUBNETS,
     TAGS,
     TARGET_GROUPS,
-    UPDATE,
     Difference,
-    LoadBalancerPlan,
-    LoadBalancerPlanner,
-    Problem,
+)
+from polyccm.ops.recording import (
+    Describer,
+    PlannedCreate,
+    RecordedCall,
+    RecordingPlanner,
+    WriteRecorder,
+    describe_calls,
 )
 
 from polyccm_aws.api import AwsApi, Response
@@ -49,42 +49,26 @@ from polyccm_aws.sg_rules import Rule, ungroup
 from polyccm_aws.tagging import ClusterTagging, tag_map
 from polyccm_aws.zones import Zones
 
-READ_PREFIXES = ("describe_", "get_", "list_")
-
-
-class PlannedCreate(Exception):
-    """Ensure reached ``CreateLoadBalancer``: the plan is ``create``; nothing after it can be
-    planned, since the load balancer cannot be read back."""
-
-
-@dataclass(frozen=True)
-class RecordedCall:
-    """A write ensure would have sent."""
-
-    service: str
-    operation: str
-    params: Mapping[str, Any]
+CREATES = ("elb:create_load_balancer", "elbv2:create_load_balancer")
 
 
 class RecordingApi(AwsApi):
-    """``api``'s clients, with every call that is not a read recorded in :attr:`calls` and
-    answered by a stand-in instead of being sent."""
+    """``api``'s clients, with every call that is not a read (``SERVICE:operation``) handed to
+    ``recorder`` and answered by a stand-in instead of being sent."""
 
-    def __init__(self, api: AwsApi) -> None:
+    def __init__(self, api: AwsApi, recorder: WriteRecorder) -> None:
         # Not AwsApi.__init__: the same session and clients (created on first use) serve both.
         self.region = api.region
         self._config = api._config
         self._client_config = api._client_config
         self._session = api._session
         self._clients = api._clients
-        self.calls: list[RecordedCall] = []
+        self.recorder = recorder
 
     def call(self, service: str, operation: str, **params: Any) -> Response:
-        if operation.startswith(READ_PREFIXES):
+        if self.recorder.is_read(f"{service}:{operation}"):
             return super().call(service, operation, **params)
-        self.calls.append(RecordedCall(service, operation, params))
-        if operation == "create_load_balancer":
-            raise PlannedCreate(str(params.get("LoadBalancerName") or params.get("Name")))
+        self.recorder.record(f"{service}:{operation}", params)  # a create stops here
         if operation == "create_security_group":
             return {"GroupId": f"(new {params['GroupName']})"}
         if operation == "create_target_group":
@@ -93,7 +77,7 @@ class RecordingApi(AwsApi):
         return {}
 
 
-class AwsLoadBalancerPlanner(LoadBalancerPlanner):
+class AwsLoadBalancerPlanner(RecordingPlanner):
     """Plans with a second :class:`AwsLoadBalancer` over a :class:`RecordingApi` (the same
     code, the same clients and caches; only the writes are held back)."""
 
@@ -107,29 +91,31 @@ class AwsLoadBalancerPlanner(LoadBalancerPlanner):
         zones: Zones,
         directory: NodeDirectory,
     ) -> None:
-        self._recorder = RecordingApi(api)
+        recorder = WriteRecorder(creates=CREATES)
+        balancer = AwsLoadBalancer(
+            RecordingApi(api, recorder),
+            config,
+            tagging,
+            store=store,
+            zones=zones,
+            directory=directory,
+        )
+        super().__init__(balancer, recorder)
         self._probe = HealthProbeDefaults.from_config(config)
-        self._balancer = AwsLoadBalancer(
-            self._recorder, config, tagging, store=store, zones=zones, directory=directory
-        )
 
-    def plan_load_balancer(
-        self, cluster_name: str, service: Service, nodes: Sequence[Node]
-    ) -> LoadBalancerPlan:
-        name = self._balancer.get_load_balancer_name(cluster_name, service)
-        self._recorder.calls.clear()
-        try:
-            spec = build_spec(service, self._probe)  # ImplementedElsewhere: the core's skip
-            status = self._balancer.ensure_load_balancer(cluster_name, service, nodes)
-        except InvalidServiceSpec as error:
-            return LoadBalancerPlan(FAIL, name, problems=(Problem.error(error),))
-        except PlannedCreate:
-            parts = [*differences(self._recorder.calls), *_after_create(spec, nodes)]
-            return LoadBalancerPlan(CREATE, name, tuple(parts), Problem.warnings(spec.warnings))
-        changes = tuple(differences(self._recorder.calls))
-        return LoadBalancerPlan(
-            UPDATE if changes else ADOPT, name, changes, Problem.warnings(status.warnings)
-        )
+    def spec_warnings(self, service: Service) -> Sequence[str]:
+        return build_spec(service, self._probe).warnings  # ImplementedElsewhere: the core's skip
+
+    def describe(self, calls: Sequence[RecordedCall]) -> list[Difference]:
+        return describe_calls(calls, _DESCRIBERS)
+
+    def created(
+        self, service: Service, nodes: Sequence[Node], stop: PlannedCreate
+    ) -> list[Difference]:
+        """What was recorded up to the create, and the health check and backends the spec
+        asks for (set up after it)."""
+        spec = build_spec(service, self._probe)
+        return [*self.describe(self.recorder.calls), *_after_create(spec, nodes)]
 
 
 def _after_create(spec: LoadBalancerSpec, nodes: Sequence[Node]) -> list[Difference]:
@@ -160,18 +146,6 @@ def _after_create(spec: LoadBalancerSpec, nodes: Sequence[Node]) -> list[Differe
 
 
 # -- recorded calls as differences -------------------------------------------------------------
-
-
-def differences(calls: Sequence[RecordedCall]) -> list[Difference]:
-    """One or more differences per recorded write, in the order ensure would make them."""
-    found: list[Difference] = []
-    for call in calls:
-        describe = _DESCRIBERS.get((call.service, call.operation))
-        if describe is None:
-            found.append(Difference(call.service, f"{call.operation} {dict(call.params)}"))
-        else:
-            found += describe(call.params)
-    return found
 
 
 def _name(arn: object) -> str:
@@ -256,72 +230,79 @@ def _one(aspect: str, text: Callable[[Mapping[str, Any]], str]) -> Callable[...,
     return lambda params: [Difference(aspect, text(params))]
 
 
-_DESCRIBERS: dict[tuple[str, str], Callable[[Mapping[str, Any]], list[Difference]]] = {
-    ("elb", "create_load_balancer"): _created_load_balancer,
-    ("elbv2", "create_load_balancer"): _created_load_balancer,
-    ("elb", "create_load_balancer_listeners"): lambda p: [
+ParamsDescriber = Callable[[Mapping[str, Any]], list[Difference]]
+
+
+def _by_params(describe: ParamsDescriber) -> Describer:
+    return lambda call: describe(call.params)
+
+
+_BY_OPERATION: dict[str, ParamsDescriber] = {
+    "elb:create_load_balancer": _created_load_balancer,
+    "elbv2:create_load_balancer": _created_load_balancer,
+    "elb:create_load_balancer_listeners": lambda p: [
         Difference(LISTENERS, f"add {_elb_listener(li)}") for li in p["Listeners"]
     ],
-    ("elb", "delete_load_balancer_listeners"): _one(
+    "elb:delete_load_balancer_listeners": _one(
         LISTENERS, lambda p: f"remove port {', '.join(map(str, p['LoadBalancerPorts']))}"
     ),
-    ("elb", "attach_load_balancer_to_subnets"): _one(
+    "elb:attach_load_balancer_to_subnets": _one(
         SUBNETS, lambda p: f"attach {', '.join(p['Subnets'])}"
     ),
-    ("elb", "detach_load_balancer_from_subnets"): _one(
+    "elb:detach_load_balancer_from_subnets": _one(
         SUBNETS, lambda p: f"detach {', '.join(p['Subnets'])}"
     ),
-    ("elb", "apply_security_groups_to_load_balancer"): _one(
+    "elb:apply_security_groups_to_load_balancer": _one(
         SECURITY_GROUPS, lambda p: f"set {', '.join(p['SecurityGroups'])}"
     ),
-    ("elb", "create_load_balancer_policy"): _one(
+    "elb:create_load_balancer_policy": _one(
         LISTENERS, lambda p: f"create policy {p['PolicyName']} ({p['PolicyTypeName']})"
     ),
-    ("elb", "set_load_balancer_policies_for_backend_server"): _one(
+    "elb:set_load_balancer_policies_for_backend_server": _one(
         LISTENERS,
         lambda p: (
             f"instance port {p['InstancePort']}: policies {', '.join(p['PolicyNames']) or 'none'}"
         ),
     ),
-    ("elb", "set_load_balancer_policies_of_listener"): _one(
+    "elb:set_load_balancer_policies_of_listener": _one(
         LISTENERS,
         lambda p: f"port {p['LoadBalancerPort']}: policies {', '.join(p['PolicyNames']) or 'none'}",
     ),
-    ("elb", "configure_health_check"): _one(
+    "elb:configure_health_check": _one(
         HEALTH_CHECK,
         lambda p: (
             "set {Target} every {Interval}s, timeout {Timeout}s, healthy after "
             "{HealthyThreshold}, unhealthy after {UnhealthyThreshold}".format(**p["HealthCheck"])
         ),
     ),
-    ("elb", "modify_load_balancer_attributes"): _one(ATTRIBUTES, _attributes),
-    ("elb", "add_tags"): _one(TAGS, lambda p: f"add {_tags(p['Tags'])}"),
-    ("elb", "register_instances_with_load_balancer"): _instances("register"),
-    ("elb", "deregister_instances_from_load_balancer"): _instances("deregister"),
-    ("ec2", "create_security_group"): _one(
+    "elb:modify_load_balancer_attributes": _one(ATTRIBUTES, _attributes),
+    "elb:add_tags": _one(TAGS, lambda p: f"add {_tags(p['Tags'])}"),
+    "elb:register_instances_with_load_balancer": _instances("register"),
+    "elb:deregister_instances_from_load_balancer": _instances("deregister"),
+    "ec2:create_security_group": _one(
         SECURITY_GROUPS, lambda p: f"create {p['GroupName']} in {p['VpcId']}"
     ),
-    ("ec2", "delete_security_group"): _one(SECURITY_GROUPS, lambda p: f"delete {p['GroupId']}"),
-    ("ec2", "authorize_security_group_ingress"): _ingress("allow"),
-    ("ec2", "revoke_security_group_ingress"): _ingress("revoke"),
-    ("ec2", "create_tags"): _one(
+    "ec2:delete_security_group": _one(SECURITY_GROUPS, lambda p: f"delete {p['GroupId']}"),
+    "ec2:authorize_security_group_ingress": _ingress("allow"),
+    "ec2:revoke_security_group_ingress": _ingress("revoke"),
+    "ec2:create_tags": _one(
         TAGS, lambda p: f"tag {', '.join(p['Resources'])} with {_tags(p['Tags'])}"
     ),
-    ("elbv2", "create_listener"): _one(
+    "elbv2:create_listener": _one(
         LISTENERS,
         lambda p: (
             f"add {p['Protocol']}:{p['Port']} -> {_name(p['DefaultActions'][0]['TargetGroupArn'])}"
         ),
     ),
-    ("elbv2", "modify_listener"): _one(
+    "elbv2:modify_listener": _one(
         LISTENERS,
         lambda p: (
             f"change {p['Protocol']}:{p['Port']} -> "
             f"{_name(p['DefaultActions'][0]['TargetGroupArn'])}"
         ),
     ),
-    ("elbv2", "delete_listener"): _one(LISTENERS, lambda p: f"remove {_name(p['ListenerArn'])}"),
-    ("elbv2", "create_target_group"): _one(
+    "elbv2:delete_listener": _one(LISTENERS, lambda p: f"remove {_name(p['ListenerArn'])}"),
+    "elbv2:create_target_group": _one(
         TARGET_GROUPS,
         lambda p: (
             f"create {p['Name']} ({p['Protocol']}:{p['Port']}, health check "
@@ -329,23 +310,26 @@ _DESCRIBERS: dict[tuple[str, str], Callable[[Mapping[str, Any]], list[Difference
             f"{p['HealthCheckIntervalSeconds']}s)"
         ),
     ),
-    ("elbv2", "delete_target_group"): _one(
+    "elbv2:delete_target_group": _one(
         TARGET_GROUPS, lambda p: f"delete {_name(p['TargetGroupArn'])}"
     ),
-    ("elbv2", "modify_target_group"): _one(
+    "elbv2:modify_target_group": _one(
         HEALTH_CHECK,
         lambda p: (
             f"{_name(p['TargetGroupArn'])}: "
             + ", ".join(f"{k}={v}" for k, v in sorted(p.items()) if k != "TargetGroupArn")
         ),
     ),
-    ("elbv2", "register_targets"): _targets("register"),
-    ("elbv2", "deregister_targets"): _targets("deregister"),
-    ("elbv2", "modify_load_balancer_attributes"): _one(ATTRIBUTES, _attributes),
-    ("elbv2", "modify_target_group_attributes"): _one(
+    "elbv2:register_targets": _targets("register"),
+    "elbv2:deregister_targets": _targets("deregister"),
+    "elbv2:modify_load_balancer_attributes": _one(ATTRIBUTES, _attributes),
+    "elbv2:modify_target_group_attributes": _one(
         ATTRIBUTES, lambda p: f"{_name(p['TargetGroupArn'])}: {_attributes(p)}"
     ),
-    ("elbv2", "set_security_groups"): _one(
+    "elbv2:set_security_groups": _one(
         SECURITY_GROUPS, lambda p: f"set {', '.join(p['SecurityGroups'])}"
     ),
+}
+_DESCRIBERS: dict[str, Describer] = {
+    operation: _by_params(describe) for operation, describe in _BY_OPERATION.items()
 }

@@ -3,8 +3,8 @@ down instead of sent.
 
 :class:`RecordingApi` is a :class:`~polyccm_digitalocean.api.DigitalOceanApi` over the same pydo
 client and limiter whose reads (``load_balancers.get``/``list``, ``certificates.list``) go to
-DigitalOcean and whose every other call is recorded and answered with a stand-in.
-:class:`DigitalOceanLoadBalancerPlanner` runs
+DigitalOcean and whose every other call is recorded (:mod:`polyccm.ops.recording`) and answered
+with a stand-in. :class:`DigitalOceanLoadBalancerPlanner` runs
 :meth:`~polyccm_digitalocean.load_balancer.DigitalOceanLoadBalancer.ensure_load_balancer` on such
 an API, so the annotation checks, the naming, the lookup by id annotation then by name (an
 upstream-made ``a<uid>`` load balancer is found exactly as ensure finds it) and the comparison of
@@ -17,26 +17,23 @@ the parts the request asks for.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from polyccm.cloudcalls import looks_like_read
 from polyccm.errors import InvalidServiceSpec, RetryAfter
 from polyccm.objects import Node, Service
 from polyccm.ops.contract import (
-    ADOPT,
     ATTRIBUTES,
     BACKENDS,
-    CREATE,
-    FAIL,
     HEALTH_CHECK,
     LISTENERS,
-    UPDATE,
-    WARNING,
     Difference,
-    LoadBalancerPlan,
-    LoadBalancerPlanner,
-    Problem,
+)
+from polyccm.ops.recording import (
+    PlannedCreate,
+    RecordedCall,
+    RecordingPlanner,
+    WriteRecorder,
+    describe_calls,
 )
 
 from polyccm_digitalocean.annotations import service_spec
@@ -50,80 +47,65 @@ from polyccm_digitalocean.load_balancer import (
 
 #: The aspect of a load balancer's own allow/deny rules.
 FIREWALL = "firewall"
-
-
-class PlannedCreate(Exception):
-    """Ensure reached ``load_balancers.create``: the plan is ``create`` (nothing after it could
-    be read back)."""
-
-    def __init__(self, body: Mapping[str, Any]) -> None:
-        super().__init__(str(body.get("name", "")))
-        self.body = body
-
-
-@dataclass(frozen=True)
-class RecordedCall:
-    """A write ensure would have sent."""
-
-    operation: str
-    params: Mapping[str, Any]
+CREATE_CALL, UPDATE_CALL = "load_balancers.create", "load_balancers.update"
 
 
 class RecordingApi(DigitalOceanApi):
-    """``api``'s client and limiter; reads are sent, every other call is recorded in
-    :attr:`calls` and answered by a stand-in. The load balancers read are kept by id in
-    :attr:`seen`, so that a recorded update can be compared with what it would change."""
+    """``api``'s client and limiter; reads are sent, every other call is handed to ``recorder``
+    and answered by a stand-in. The load balancers read are kept by id in :attr:`seen`, so
+    that a recorded update can be compared with what it would change."""
 
-    def __init__(self, api: DigitalOceanApi) -> None:
+    def __init__(self, api: DigitalOceanApi, recorder: WriteRecorder) -> None:
         super().__init__(api.config, client=api.client, limiter=api.limiter)
-        self.calls: list[RecordedCall] = []
+        self.recorder = recorder
         self.seen: dict[str, Balancer] = {}
 
     def call(self, operation: str, **params: Any) -> Any:
-        if looks_like_read(operation):
+        if self.recorder.is_read(operation):
             answer = super().call(operation, **params)
             if operation.startswith("load_balancers."):
                 found = answer.get("load_balancers") or [answer.get("load_balancer") or {}]
                 self.seen.update((str(b["id"]), b) for b in found if b.get("id"))
             return answer
-        self.calls.append(RecordedCall(operation, params))
-        if operation == "load_balancers.create":
-            raise PlannedCreate(params["body"])
-        if operation == "load_balancers.update":
+        self.recorder.record(operation, params)  # a create stops here
+        if operation == UPDATE_CALL:
             return {"load_balancer": self.seen[str(params["lb_id"])]}
         return {}
 
 
-class DigitalOceanLoadBalancerPlanner(LoadBalancerPlanner):
+class DigitalOceanLoadBalancerPlanner(RecordingPlanner):
     """Plans with a second :class:`DigitalOceanLoadBalancer` over a :class:`RecordingApi`."""
 
     def __init__(self, api: DigitalOceanApi, *, region: str, vpc_id: str = "") -> None:
-        self._api = RecordingApi(api)
-        self._balancer = DigitalOceanLoadBalancer(self._api, region=region, vpc_id=vpc_id)
+        recorder = WriteRecorder(creates={CREATE_CALL})
+        self._api = RecordingApi(api, recorder)
+        balancer = DigitalOceanLoadBalancer(self._api, region=region, vpc_id=vpc_id)
+        super().__init__(balancer, recorder)
 
-    def plan_load_balancer(
-        self, cluster_name: str, service: Service, nodes: Sequence[Node]
-    ) -> LoadBalancerPlan:
-        self._api.calls.clear()
-        name = self._balancer.get_load_balancer_name(cluster_name, service)
+    def load_balancer_name(self, cluster_name: str, service: Service) -> str:
         try:
-            spec = service_spec(service)
-            name = spec.name
-            status = self._balancer.ensure_load_balancer(cluster_name, service, nodes)
-            problems = Problem.warnings(status.warnings)
-        except InvalidServiceSpec as error:
-            return LoadBalancerPlan(FAIL, name, problems=(Problem.error(error),))
-        except PlannedCreate as created:
-            parts = tuple(created_parts(created.body))
-            return LoadBalancerPlan(CREATE, name, parts, Problem.warnings(spec.warnings))
+            return service_spec(service).name  # the name annotation's, or the default
+        except InvalidServiceSpec:
+            return super().load_balancer_name(cluster_name, service)
+
+    def spec_warnings(self, service: Service) -> Sequence[str]:
+        return service_spec(service).warnings
+
+    def ensure(self, cluster_name: str, service: Service, nodes: Sequence[Node]) -> Sequence[str]:
+        try:
+            return super().ensure(cluster_name, service, nodes)
         except RateLimited:
             raise
         except RetryAfter as waiting:  # it exists but is not active yet: the controller waits
-            problems = (*Problem.warnings(spec.warnings), Problem(WARNING, str(waiting)))
-        changes = tuple(
-            change for call in self._api.calls for change in _recorded(call, self._api.seen)
-        )
-        return LoadBalancerPlan(UPDATE if changes else ADOPT, name, changes, problems)
+            return (*service_spec(service).warnings, str(waiting))
+
+    def created(
+        self, service: Service, nodes: Sequence[Node], stop: PlannedCreate
+    ) -> list[Difference]:
+        return list(created_parts(stop.call.params["body"]))
+
+    def describe(self, calls: Sequence[RecordedCall]) -> list[Difference]:
+        return describe_calls(calls, {UPDATE_CALL: lambda call: _updated(call, self._api.seen)})
 
 
 # -- requests as differences ---------------------------------------------------------------------
@@ -159,10 +141,8 @@ def created_parts(body: Mapping[str, Any]) -> Iterator[Difference]:
             yield Difference(FIREWALL, f"{kind} {', '.join(body['firewall'][kind])}")
 
 
-def _recorded(call: RecordedCall, seen: Mapping[str, Balancer]) -> Iterator[Difference]:
-    if call.operation != "load_balancers.update":
-        yield Difference("load-balancer", call.operation)
-        return
+def _updated(call: RecordedCall, seen: Mapping[str, Balancer]) -> Iterator[Difference]:
+    """What an update would change on the load balancer as it was read."""
     body, current = call.params["body"], seen[str(call.params["lb_id"])]
     for key in differences(body, current):
         yield from _changed(key, body[key], current.get(key))

@@ -7,34 +7,26 @@ made and deleted, so that ensure, reading a piece again, finds it as it would af
 write (a deleted forwarding rule is not there; a planned one is). :class:`GceLoadBalancerPlanner`
 runs the provider's own :meth:`~polyccm_gce.load_balancer.GceLoadBalancer.ensure_load_balancer`
 on such an API: validation, names, adoption and comparison are the controller's, and the
-recorded calls are exactly the writes it would make. None means ``adopt``; a forwarding rule
-inserted that was not there means ``create``; anything else ``update``, each call one
-:class:`~polyccm.ops.contract.Difference`.
+recorded calls are exactly the writes it would make (:mod:`polyccm.ops.recording`). None means
+``adopt``; a forwarding rule inserted that was not there means ``create``; anything else
+``update``, each call one :class:`~polyccm.ops.contract.Difference`.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from google.cloud import compute_v1
-from polyccm.cloudcalls import looks_like_read
-from polyccm.errors import InvalidServiceSpec
 from polyccm.objects import Node, Service
-from polyccm.ops.contract import (
-    ADOPT,
-    BACKENDS,
-    CREATE,
-    FAIL,
-    HEALTH_CHECK,
-    LISTENERS,
-    UPDATE,
-    Difference,
-    LoadBalancerPlan,
-    LoadBalancerPlanner,
-    Problem,
+from polyccm.ops.contract import BACKENDS, HEALTH_CHECK, LISTENERS, Difference, LoadBalancerPlan
+from polyccm.ops.recording import (
+    Describer,
+    RecordedCall,
+    RecordingPlanner,
+    WriteRecorder,
+    describe_calls,
 )
 
 from polyccm_gce.api import DONE, GceApi, GceApiError, Json, method_id
@@ -46,16 +38,6 @@ FIREWALL = "firewall"
 """GCE's word for what the other clouds call security groups."""
 _SCOPE_FIELDS = frozenset({"project", "region", "zone"})
 RULE_INSERT, RULE_DELETE = "compute.forwardingRules.insert", "compute.forwardingRules.delete"
-
-
-@dataclass(frozen=True)
-class RecordedCall:
-    """A write ensure would have sent: its discovery method id, the resource's name, and the
-    request (the SDK's fields, or the REST body)."""
-
-    method: str
-    name: str
-    request: Mapping[str, Any]
 
 
 def _name_in(fields: Mapping[str, Any]) -> str:
@@ -71,19 +53,21 @@ def _name_in(fields: Mapping[str, Any]) -> str:
 
 
 class RecordingApi(GceApi):
-    """``api``'s clients, with every call that is not a read recorded in :attr:`calls` and
-    answered as done, and later reads of what was recorded answered as GCE would answer them."""
+    """``api``'s clients, with every call that is not a read handed to ``recorder`` (its
+    discovery method id, the resource's name, the request: the SDK's fields or the REST body)
+    and answered as done, and later reads of what was recorded answered as GCE would answer
+    them."""
 
-    def __init__(self, api: GceApi) -> None:
+    def __init__(self, api: GceApi, recorder: WriteRecorder) -> None:
         # Not GceApi.__init__: the same clients (made on first use), session and settings.
         vars(self).update(vars(api))
-        self.calls: list[RecordedCall] = []
+        self.recorder = recorder
         self._made: dict[tuple[str, str], Any] = {}
         self._gone: set[tuple[str, str]] = set()
 
     def forget(self) -> None:
         """Start a new plan: nothing recorded."""
-        self.calls.clear()
+        self.recorder.clear()
         self._made.clear()
         self._gone.clear()
 
@@ -97,7 +81,7 @@ class RecordingApi(GceApi):
         return send()
 
     def _write(self, method: str, name: str, request: Mapping[str, Any], body: Any) -> None:
-        self.calls.append(RecordedCall(method, name, request))
+        self.recorder.record(method, request, subject=name)
         key = (method.split(".")[1], name)
         verb = method.rsplit(".", 1)[1]
         if verb == "insert":
@@ -110,7 +94,7 @@ class RecordingApi(GceApi):
     def invoke(self, rpc: Callable[..., T], **fields: Any) -> T:
         method = method_id(type(rpc.__self__), rpc.__name__)  # type: ignore[attr-defined]
         name = _name_in(fields)
-        if looks_like_read(method):
+        if self.recorder.is_read(method):
             return self._read(method, name, lambda: super(RecordingApi, self).invoke(rpc, **fields))
         body = next((v for k, v in fields.items() if k.endswith("_resource")), None)
         self._write(method, name, fields, body)
@@ -118,7 +102,7 @@ class RecordingApi(GceApi):
 
     def rest(self, method: str, http_method: str, path: str, *, body: Any = None) -> Json:
         name = str((body or {}).get("name") or last(path))
-        if looks_like_read(method):
+        if self.recorder.is_read(method):
             return self._read(
                 method, name, lambda: super(RecordingApi, self).rest(method, http_method, path)
             )
@@ -126,41 +110,34 @@ class RecordingApi(GceApi):
         return {"status": "DONE", "name": "planned"}
 
 
-class GceLoadBalancerPlanner(LoadBalancerPlanner):
+class GceLoadBalancerPlanner(RecordingPlanner):
     """Plans with a copy of the provider's :class:`GceLoadBalancer` over a
-    :class:`RecordingApi` (the same code, clients and instance lookup; the writes held back)."""
+    :class:`RecordingApi` (the same code, clients and instance lookup; the writes held back).
+    Ensure runs to its end (a planned piece reads back as made): a forwarding rule inserted
+    that was not there (not deleted first to be made again) means ``create``."""
 
     def __init__(self, balancer: GceLoadBalancer) -> None:
-        self._recorder = RecordingApi(balancer.api)
-        self._balancer = copy.copy(balancer)
-        self._balancer.api = self._recorder
+        recorder = WriteRecorder()
+        self._api = RecordingApi(balancer.api, recorder)
+        planned = copy.copy(balancer)
+        planned.api = self._api
+        super().__init__(planned, recorder)
 
     def plan_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> LoadBalancerPlan:
-        name = self._balancer.get_load_balancer_name(cluster_name, service)
-        self._recorder.forget()
-        try:
-            self._balancer.ensure_load_balancer(cluster_name, service, nodes)
-        except InvalidServiceSpec as error:
-            return LoadBalancerPlan(FAIL, name, problems=(Problem.error(error),))
-        calls = self._recorder.calls
-        methods = {call.method for call in calls}
-        changes = tuple(d for call in calls for d in describe(call))
-        if RULE_INSERT in methods and RULE_DELETE not in methods:
-            return LoadBalancerPlan(CREATE, name, changes)
-        return LoadBalancerPlan(UPDATE if changes else ADOPT, name, changes)
+        self._api.forget()
+        return super().plan_load_balancer(cluster_name, service, nodes)
+
+    def describe(self, calls: Sequence[RecordedCall]) -> list[Difference]:
+        return describe_calls(calls, _DESCRIBERS)
+
+    def makes_anew(self, calls: Sequence[RecordedCall]) -> bool:
+        operations = {call.operation for call in calls}
+        return RULE_INSERT in operations and RULE_DELETE not in operations
 
 
 # -- recorded calls as differences -------------------------------------------------------------
-
-
-def describe(call: RecordedCall) -> list[Difference]:
-    """One or more differences for a recorded write."""
-    describer = _DESCRIBERS.get(call.method)
-    if describer is None:
-        return [Difference(call.method.split(".")[1], f"{call.method} {call.name}")]
-    return describer(call.name, call.request)
 
 
 def _names(urls: Sequence[str]) -> str:
@@ -248,7 +225,14 @@ def _one(aspect: str, text: str) -> Callable[[str, Mapping[str, Any]], list[Diff
     return lambda name, _request: [Difference(aspect, text.format(name=name))]
 
 
-_DESCRIBERS: dict[str, Callable[[str, Mapping[str, Any]], list[Difference]]] = {
+NamedDescriber = Callable[[str, Mapping[str, Any]], list[Difference]]
+
+
+def _by_name(describe: NamedDescriber) -> Describer:
+    return lambda call: describe(call.subject, call.params)
+
+
+_BY_METHOD: dict[str, NamedDescriber] = {
     "compute.httpHealthChecks.insert": lambda name, body: [
         Difference(HEALTH_CHECK, f"create {name}: {_check(body)}")
     ],
@@ -269,4 +253,7 @@ _DESCRIBERS: dict[str, Callable[[str, Mapping[str, Any]], list[Difference]]] = {
     ),
     RULE_INSERT: _rule_insert,
     RULE_DELETE: _one(LISTENERS, "delete forwarding rule {name} to make it again"),
+}
+_DESCRIBERS: dict[str, Describer] = {
+    method: _by_name(describe) for method, describe in _BY_METHOD.items()
 }
