@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes.client import Configuration
 from polyccm import metrics
 from polyccm.events import (
     AGGREGATE_PREFIX,
@@ -22,6 +21,7 @@ from polyccm.events import (
     involved_object,
 )
 from polyccm.kube.api import EVENTS, NODES, SERVICES, JsonObject, KubeApi
+from polyccm.kube.config import Configuration
 
 # -- against the API server ---------------------------------------------------------------------
 

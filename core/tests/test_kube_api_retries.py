@@ -14,8 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import urllib3
-from kubernetes.client import Configuration
 from polyccm.kube.api import NODES, ApiError, KubeApi, RetryPolicy
+from polyccm.kube.config import Configuration
 
 FAST = RetryPolicy(initial_backoff=0.05, max_backoff=0.2)
 """The default rules with short connection backoffs, so the tests take milliseconds."""

@@ -24,7 +24,6 @@ from types import TracebackType
 from typing import NoReturn
 
 import pluggy
-from kubernetes.client import Configuration
 
 from polyccm import logredact, plugins, rbac
 from polyccm.app.options import (
@@ -36,6 +35,7 @@ from polyccm.app.options import (
 from polyccm.cloud import CloudProvider
 from polyccm.errors import ConfigError
 from polyccm.kube.api import KubeconfigError, load_configuration
+from polyccm.kube.config import Configuration
 
 USAGE_ERROR = 2
 PROG = "polyccm"

@@ -38,8 +38,6 @@ import uuid
 from collections.abc import Callable, Mapping
 from types import FrameType
 
-from kubernetes.client import Configuration
-
 from polyccm import cloudcalls
 from polyccm.app.options import ManagerOptions
 from polyccm.cloud import CloudProvider, ProviderContext
@@ -51,6 +49,7 @@ from polyccm.controllers.service import ServiceController
 from polyccm.events import EventRecorder
 from polyccm.health import HealthServer
 from polyccm.kube.api import NO_RETRIES, NODES, SERVICES, KubeApi
+from polyccm.kube.config import Configuration
 from polyccm.kube.informer import Informer, slim_node
 from polyccm.leaderelection import LeaderElector
 from polyccm.serving import certs

@@ -3,8 +3,8 @@
 The controllers read and write plain JSON dictionaries rather than the generated client models:
 parsing a node into a dict is several times faster and lighter than building ``V1Node`` objects,
 which matters at thousands of nodes. Connection settings (kubeconfig or in-cluster service
-account, TLS, tokens) come from the official ``kubernetes`` package's config loaders; requests go
-through one urllib3 pool with a token-bucket limiter (``--kube-api-qps`` / ``--kube-api-burst``).
+account, TLS, tokens) come from :mod:`polyccm.kube.config`; requests go through one urllib3 pool
+with a token-bucket limiter (``--kube-api-qps`` / ``--kube-api-burst``).
 
 Requests are retried as client-go retries them (see :class:`RetryPolicy`), so that an API server
 that restarts or sheds load costs a short wait rather than an error:
@@ -38,10 +38,11 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import urllib3
-import yaml
-from kubernetes import config as kube_config
-from kubernetes.client import Configuration
 
+# Re-exported (explicitly, for mypy): callers load their connection settings from here.
+from polyccm.kube.config import Configuration as Configuration  # noqa: PLC0414
+from polyccm.kube.config import KubeconfigError as KubeconfigError  # noqa: PLC0414
+from polyccm.kube.config import load_configuration as load_configuration  # noqa: PLC0414
 from polyccm.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -188,32 +189,6 @@ class ApiError(Exception):
         return self.status == 410
 
 
-class KubeconfigError(Exception):
-    """No usable connection settings: a missing or malformed kubeconfig, or none at all."""
-
-
-def load_configuration(kubeconfig: str | None = None, master: str | None = None) -> Configuration:
-    """Connection settings from ``kubeconfig``, else in-cluster, else the default kubeconfig.
-
-    Raises :class:`KubeconfigError` with a one-line reason when none can be loaded."""
-    configuration = Configuration()
-    try:
-        if kubeconfig:
-            kube_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-        else:
-            try:
-                kube_config.load_incluster_config(client_configuration=configuration)
-            except kube_config.ConfigException:
-                kube_config.load_kube_config(client_configuration=configuration)
-    except (kube_config.ConfigException, OSError, ValueError, yaml.YAMLError) as error:
-        reason = " ".join(str(error).split()) or type(error).__name__
-        where = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster config or ~/.kube/config"
-        raise KubeconfigError(f"cannot load {where}: {reason}") from None
-    if master:
-        configuration.host = master
-    return configuration
-
-
 class KubeApi:
     """JSON requests against one API server. Thread-safe."""
 
@@ -239,6 +214,8 @@ class KubeApi:
                 pool_args["cert_file"] = configuration.cert_file
             if configuration.key_file:
                 pool_args["key_file"] = configuration.key_file
+            if configuration.tls_server_name:
+                pool_args["server_hostname"] = configuration.tls_server_name
             if not configuration.verify_ssl:
                 urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         self._pool = urllib3.PoolManager(**pool_args)
@@ -253,10 +230,10 @@ class KubeApi:
         headers = {"Accept": "application/json", "User-Agent": self.user_agent}
         if content_type:
             headers["Content-Type"] = content_type
-        token = self.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+        token = self.configuration.authorization()
         if token:
             headers["Authorization"] = token
-        if self.configuration.username and self.configuration.password:
+        elif self.configuration.username and self.configuration.password:
             headers.update(
                 urllib3.util.make_headers(
                     basic_auth=f"{self.configuration.username}:{self.configuration.password}"

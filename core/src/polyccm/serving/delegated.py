@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import urllib3
-from kubernetes.client import Configuration
 
 from polyccm.kube.api import NO_RETRIES, ApiError, JsonObject, KubeApi
+from polyccm.kube.config import Configuration
 
 log = logging.getLogger(__name__)
 
