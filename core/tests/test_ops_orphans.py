@@ -4,8 +4,6 @@ load balancers of this cluster that no Service claims, deletes exactly those wit
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from polyccm.controllers.service import FINALIZER
 from polyccm.kube.api import MERGE_PATCH, SERVICES, KubeApi
@@ -14,20 +12,18 @@ from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.fake import FakeCloud, FakeLoadBalancer
 from polyccm_testing.fake_main import FakeCloudPlugin
 from polyccm_testing.kubeobjects import make_service
-from polyccm_testing.opstools import CommandResult, run_polyccm
+from polyccm_testing.opstools import CommandResult, listed_orphans, run_command
 
 
 def orphans(
     cloud: FakeCloud, control_plane: ControlPlane, *extra: str, stdin: str = ""
 ) -> CommandResult:
-    return run_polyccm(
-        [
-            "orphans",
-            "--provider=fake",
-            f"--kubeconfig={control_plane.kubeconfig}",
-            "--controllers=*,-route",
-            *extra,
-        ],
+    return run_command(
+        "orphans",
+        "fake",
+        control_plane.kubeconfig,
+        "--controllers=*,-route",
+        *extra,
         plugins=[FakeCloudPlugin(cloud)],
         stdin=stdin,
     )
@@ -66,9 +62,7 @@ def test_lists_exactly_the_leaked_load_balancers(
     result = orphans(leaky, control_plane, "-o", "json")
 
     assert result.status == 1, result
-    found = {
-        o["reason"].split("made for ")[1].rstrip(")") for o in json.loads(result.stdout)["orphans"]
-    }
+    found = {o["reason"].split("made for ")[1].rstrip(")") for o in listed_orphans(result)}
     assert found == {f"{namespace}/deleted", f"{namespace}/retyped"}
     assert len(leaky.load_balancers) == 5
     assert leaky.writes == 4  # the four ensures of the fixture, nothing since

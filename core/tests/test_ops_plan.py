@@ -17,7 +17,13 @@ from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.fake import REFUSE_ANNOTATION, FakeCloud
 from polyccm_testing.fake_main import FakeCloudPlugin
 from polyccm_testing.kubeobjects import make_node, make_service
-from polyccm_testing.opstools import CommandResult, read_only_kubeconfig, run_polyccm
+from polyccm_testing.opstools import (
+    CommandResult,
+    plans_by_service,
+    read_only_kubeconfig,
+    run_command,
+    run_polyccm,
+)
 
 pytestmark = pytest.mark.usefixtures("clean_nodes")
 
@@ -25,14 +31,12 @@ pytestmark = pytest.mark.usefixtures("clean_nodes")
 def plan(
     cloud: FakeCloud, control_plane: ControlPlane, *extra: str, kubeconfig: Path | None = None
 ) -> CommandResult:
-    return run_polyccm(
-        [
-            "plan",
-            "--provider=fake",
-            f"--kubeconfig={kubeconfig or control_plane.kubeconfig}",
-            "--controllers=*,-route",
-            *extra,
-        ],
+    return run_command(
+        "plan",
+        "fake",
+        kubeconfig or control_plane.kubeconfig,
+        "--controllers=*,-route",
+        *extra,
         plugins=[FakeCloudPlugin(cloud)],
     )
 
@@ -145,7 +149,7 @@ def test_load_balancers_adopt_create_update_fail_and_delete(
     result = plan(cloud, control_plane, "-o", "json")
 
     assert result.status == 1, result
-    plans = {p["service"].split("/")[1]: p for p in as_json(result)["loadBalancers"]}
+    plans = plans_by_service(result)
     assert {name: p["action"] for name, p in plans.items()} == {
         "kept": "adopt",
         "grown": "update",

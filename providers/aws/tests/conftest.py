@@ -10,6 +10,7 @@ nothing can reach a real cloud.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 import pytest
 from polyccm_aws.config import CloudConfig
@@ -41,6 +42,14 @@ def aws(emulator: Mapping[str, str], monkeypatch: pytest.MonkeyPatch) -> Emulato
 @pytest.fixture
 def world(aws: EmulatorControl) -> World:
     return World()
+
+
+@pytest.fixture
+def cloud_config(tmp_path: Path) -> Path:
+    """A cloud config naming the test cluster, for the ``polyccm`` command."""
+    path = tmp_path / "cloud.conf"
+    path.write_text(f"[Global]\nKubernetesClusterID = {CLUSTER}\n")
+    return path
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ with ``--delete --yes``, and listing makes no mutating call."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -15,10 +14,10 @@ from polyccm.objects import Service
 from polyccm_aws import annotations as ann
 from polyccm_aws import upstream_made
 from polyccm_aws.emulator import EmulatorControl
-from polyccm_aws.testing import CLUSTER, World
+from polyccm_aws.testing import World
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.kubeobjects import make_service
-from polyccm_testing.opstools import CommandResult, run_polyccm
+from polyccm_testing.opstools import CommandResult, listed_orphans, run_command
 
 READS = ("Describe", "Get", "List")
 
@@ -30,23 +29,14 @@ class Leaks(NamedTuple):
     """The classic ELBs that must survive."""
 
 
-@pytest.fixture
-def cloud_config(tmp_path: Path) -> Path:
-    path = tmp_path / "cloud.conf"
-    path.write_text(f"[Global]\nKubernetesClusterID = {CLUSTER}\n")
-    return path
-
-
 def orphans(control_plane: ControlPlane, cloud_config: Path, *extra: str) -> CommandResult:
-    return run_polyccm(
-        [
-            "orphans",
-            "--provider=aws",
-            f"--cloud-config={cloud_config}",
-            f"--kubeconfig={control_plane.kubeconfig}",
-            "--controllers=*,-route",
-            *extra,
-        ]
+    return run_command(
+        "orphans",
+        "aws",
+        control_plane.kubeconfig,
+        "--controllers=*,-route",
+        *extra,
+        cloud_config=cloud_config,
     )
 
 
@@ -79,28 +69,8 @@ def leaks(aws: EmulatorControl, world: World, kube_api: KubeApi, namespace: str)
     nlb = upstream_made.nlb(world, gone_nlb, [instance])
     for name in ("gone-elb", "gone-nlb"):
         kube_api.delete(SERVICES, name, namespace)
-    stray = world.ec2.create_security_group(
-        GroupName=f"k8s-elb-a{'1' * 31}",
-        Description="left by an interrupted deletion",
-        VpcId=world.vpc_id,
-        TagSpecifications=[
-            {
-                "ResourceType": "security-group",
-                "Tags": [{"Key": world.cluster_tag, "Value": "owned"}],
-            }
-        ],
-    )["GroupId"]
-    world.ec2.create_security_group(
-        GroupName=f"k8s-elb-a{'2' * 31}",
-        Description="another cluster's",
-        VpcId=world.vpc_id,
-        TagSpecifications=[
-            {
-                "ResourceType": "security-group",
-                "Tags": [{"Key": "kubernetes.io/cluster/other", "Value": "owned"}],
-            }
-        ],
-    )
+    stray = world.security_group(f"k8s-elb-a{'1' * 31}", "left by an interrupted deletion")
+    world.security_group(f"k8s-elb-a{'2' * 31}", "another cluster's", "kubernetes.io/cluster/other")
     world.elb.create_load_balancer(
         LoadBalancerName="api-kubernetes-example",
         Listeners=[{"Protocol": "tcp", "LoadBalancerPort": 443, "InstancePort": 443}],
@@ -126,7 +96,7 @@ def leaks(aws: EmulatorControl, world: World, kube_api: KubeApi, namespace: str)
 
 def found(result: CommandResult) -> dict[str, set[str]]:
     kinds: dict[str, set[str]] = {}
-    for orphan in json.loads(result.stdout)["orphans"]:
+    for orphan in listed_orphans(result):
         kinds.setdefault(orphan["kind"], set()).add(orphan["id"])
     return kinds
 
@@ -144,7 +114,7 @@ def test_finds_exactly_the_leaked_resources_without_a_write(
 
     assert result.status == 1, result.stderr
     assert found(result) == leaks.leaked
-    reasons = {o["kind"]: o["reason"] for o in json.loads(result.stdout)["orphans"]}
+    reasons = {o["kind"]: o["reason"] for o in listed_orphans(result)}
     assert reasons["classic-elb"] == f"service {namespace}/gone-elb no longer exists"
     assert reasons["target-group"] == "used only by orphaned load balancers"
     assert [a for a in aws.calls() if not a.startswith(READS)] == []

@@ -24,18 +24,11 @@ from polyccm_aws.provider import AwsProvider
 from polyccm_aws.testing import CLUSTER, World
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.kubeobjects import make_node, make_service
-from polyccm_testing.opstools import CommandResult, run_polyccm
+from polyccm_testing.opstools import CommandResult, plans_by_service, run_command, run_polyccm
 
 pytestmark = pytest.mark.usefixtures("clean_nodes")
 
 READS = ("Describe", "Get", "List")
-
-
-@pytest.fixture
-def cloud_config(tmp_path: Path) -> Path:
-    path = tmp_path / "cloud.conf"
-    path.write_text(f"[Global]\nKubernetesClusterID = {CLUSTER}\n")
-    return path
 
 
 @pytest.fixture
@@ -71,23 +64,16 @@ def service(api: KubeApi, namespace: str, name: str, **annotations: str) -> Serv
 
 
 def plan(control_plane: ControlPlane, cloud_config: Path, *extra: str) -> CommandResult:
-    return run_polyccm(
-        [
-            "plan",
-            "--provider=aws",
-            f"--cloud-config={cloud_config}",
-            f"--kubeconfig={control_plane.kubeconfig}",
-            "--controllers=*,-route",
-            "-o",
-            "json",
-            *extra,
-        ]
+    return run_command(
+        "plan",
+        "aws",
+        control_plane.kubeconfig,
+        "--controllers=*,-route",
+        "-o",
+        "json",
+        *extra,
+        cloud_config=cloud_config,
     )
-
-
-def load_balancers(result: CommandResult) -> dict[str, dict[str, Any]]:
-    document = json.loads(result.stdout)
-    return {p["service"].split("/")[1]: p for p in document["loadBalancers"]}
 
 
 def writes(aws: EmulatorControl) -> dict[str, int]:
@@ -115,7 +101,7 @@ def test_load_balancers_made_by_upstream_plan_as_adopt_and_nothing_else(
     assert result.status == 0, result.stdout
     document = json.loads(result.stdout)
     assert document["nodes"] == [] and document["routes"] == []
-    assert load_balancers(result) == {
+    assert plans_by_service(result) == {
         "classic": {
             "service": f"{namespace}/classic",
             "action": "adopt",
@@ -170,7 +156,7 @@ def test_an_update_lists_listener_health_check_security_group_and_backend_differ
     result = plan(control_plane, cloud_config)
 
     assert result.status == 1, result
-    planned = load_balancers(result)["classic"]
+    planned = plans_by_service(result)["classic"]
     assert planned["action"] == "update"
     details = {(d["aspect"], d["detail"]) for d in planned["differences"]}
     port = classic.ports[0].node_port
@@ -200,7 +186,7 @@ def test_a_service_without_load_balancer_plans_create(
     result = plan(control_plane, cloud_config)
 
     assert result.status == 1
-    planned = load_balancers(result)["web"]
+    planned = plans_by_service(result)["web"]
     assert planned["action"] == "create"
     details = [(d["aspect"], d["detail"]) for d in planned["differences"]]
     name = planned["loadBalancer"]
@@ -236,7 +222,7 @@ def test_what_ensure_would_refuse_plans_as_fail_with_its_event(
     result = plan(control_plane, cloud_config)
 
     assert result.status == 1
-    planned = load_balancers(result)
+    planned = plans_by_service(result)
     assert planned["bad"]["action"] == planned["switched"]["action"] == "fail"
     (problem,) = planned["bad"]["problems"]
     message = f"annotation {ann.HC_INTERVAL}='1': must be between 5 and 300 seconds"

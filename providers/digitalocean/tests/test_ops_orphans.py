@@ -6,7 +6,6 @@ writes nothing to DigitalOcean (the emulator's call records)."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -27,13 +26,11 @@ from polyccm_digitalocean.testing import (
 )
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.kubeobjects import make_node, make_service
-from polyccm_testing.opstools import CommandResult, run_polyccm
+from polyccm_testing.opstools import CommandResult, listed_orphans, run_command
 
 
 def orphans(control_plane: ControlPlane, *extra: str) -> CommandResult:
-    return run_polyccm([
-        "orphans", "--provider=digitalocean", f"--kubeconfig={control_plane.kubeconfig}", *extra,
-    ])  # fmt: skip
+    return run_command("orphans", "digitalocean", control_plane.kubeconfig, *extra)
 
 
 def balancer_names(cloud: DigitalOceanApi) -> set[str]:
@@ -91,7 +88,7 @@ def test_lists_exactly_the_leaked_load_balancers_and_writes_nothing(
     result = orphans(control_plane, "-o", "json")
 
     assert result.status == 1, result
-    found = {o["id"]: o for o in json.loads(result.stdout)["orphans"]}
+    found = {o["id"]: o for o in listed_orphans(result)}
     assert set(found) == {leaky["deleted"]["id"], leaky["retyped"]["id"]}
     assert found[leaky["retyped"]["id"]]["reason"] == (
         f"service {namespace}/retyped no longer wants a load balancer"

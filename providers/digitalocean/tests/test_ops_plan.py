@@ -30,7 +30,12 @@ from polyccm_digitalocean.testing import (
 )
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.kubeobjects import make_node, make_service
-from polyccm_testing.opstools import CommandResult, read_only_kubeconfig, run_polyccm
+from polyccm_testing.opstools import (
+    CommandResult,
+    plans_by_service,
+    read_only_kubeconfig,
+    run_command,
+)
 
 READS = ("_get", "_list")
 
@@ -47,13 +52,10 @@ def writes(do: Mapping[str, str]) -> dict[str, int]:
     return {op: n for op, n in control(do).calls().items() if not op.endswith(READS)}
 
 
-def plan(kubeconfig: Path) -> tuple[CommandResult, dict[str, Any]]:
-    result = run_polyccm(
-        ["plan", "--provider=digitalocean", f"--kubeconfig={kubeconfig}", "-o", "json"]
-    )
+def plan(kubeconfig: Path) -> CommandResult:
+    result = run_command("plan", "digitalocean", kubeconfig, "-o", "json")
     assert result.stdout, result
-    document: dict[str, Any] = json.loads(result.stdout)
-    return result, document
+    return result
 
 
 def cluster_nodes(do: Mapping[str, str], kube_api: KubeApi, count: int) -> list[Node]:
@@ -121,13 +123,13 @@ def test_load_balancers_upstream_made_are_adopted_and_nothing_is_written(
     read_only = read_only_kubeconfig(kube_api, control_plane, namespace, tmp_path)
     before = writes(do)
 
-    result, document = plan(read_only)
+    result = plan(read_only)
 
     assert result.status == 0, result
-    assert {p["service"]: (p["action"], p["differences"]) for p in document["loadBalancers"]} == {
-        f"{namespace}/{name}": ("adopt", []) for name in ("web", "api", "site")
-    }
-    assert document["nodes"] == []
+    assert {
+        name: (p["action"], p["differences"]) for name, p in plans_by_service(result).items()
+    } == {name: ("adopt", []) for name in ("web", "api", "site")}
+    assert json.loads(result.stdout)["nodes"] == []
     assert writes(do) == before
     assert len(cloud.ok("GET", "/v2/load_balancers")["load_balancers"]) == 3
 
@@ -158,10 +160,10 @@ def test_what_ensure_would_change_is_listed_and_not_done(
         {ann.PREFIX + "sizeslug": "lb-small"}))  # fmt: skip
     before = writes(do)
 
-    result, document = plan(control_plane.kubeconfig)
+    result = plan(control_plane.kubeconfig)
 
     assert result.status == 1, result
-    plans = {p["service"].split("/")[1]: p for p in document["loadBalancers"]}
+    plans = plans_by_service(result)
     assert {name: p["action"] for name, p in plans.items()} == {
         "grown": "update", "renamed": "update", "fresh": "create", "refused": "fail",
         "typo": "create",

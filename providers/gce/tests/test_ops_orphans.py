@@ -10,7 +10,6 @@ accounts for is left alone. Deleting a resource whose marks are gone since it wa
 
 from __future__ import annotations
 
-import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from polyccm_gce.testing import (
 )
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.kubeobjects import make_node, make_service
-from polyccm_testing.opstools import CommandResult, run_polyccm
+from polyccm_testing.opstools import CommandResult, listed_orphans, run_command
 
 pytestmark = pytest.mark.usefixtures("clean_nodes")
 
@@ -86,16 +85,14 @@ def gone_service(name: str, **spec: Any) -> Service:
 
 
 def orphans(gce_conf: Path, kubeconfig: Path, *extra: str) -> CommandResult:
-    return run_polyccm(
-        [
-            "orphans",
-            "--provider=gce",
-            f"--cloud-config={gce_conf}",
-            f"--kubeconfig={kubeconfig}",
-            f"--cluster-name={CLUSTER}",
-            "--controllers=*,-route",
-            *extra,
-        ]
+    return run_command(
+        "orphans",
+        "gce",
+        kubeconfig,
+        f"--cluster-name={CLUSTER}",
+        "--controllers=*,-route",
+        *extra,
+        cloud_config=gce_conf,
     )
 
 
@@ -162,7 +159,7 @@ def test_leaked_resources_are_found_and_deleted_and_look_alikes_are_not(
     listed = orphans(gce_conf, control_plane.kubeconfig, "-o", "json")
 
     assert listed.status == 1, listed
-    found = {(r["kind"], r["id"]) for r in json.loads(listed.stdout)["orphans"]}
+    found = {(r["kind"], r["id"]) for r in listed_orphans(listed)}
     expected = pieces(leaked) | pieces(leaked_local, local=True) | {("route", leaked_route)}
     assert found == expected
     assert write_calls(emulator.control.calls()) == 0

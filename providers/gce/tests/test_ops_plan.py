@@ -45,7 +45,13 @@ from polyccm_gce.testing import (
 )
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.kubeobjects import make_node, make_service, wait_for
-from polyccm_testing.opstools import CommandResult, read_only_kubeconfig, run_polyccm
+from polyccm_testing.opstools import (
+    CommandResult,
+    plans_by_service,
+    read_only_kubeconfig,
+    run_command,
+    run_polyccm,
+)
 
 pytestmark = pytest.mark.usefixtures("clean_nodes")
 
@@ -104,23 +110,16 @@ def service(api: KubeApi, namespace: str, name: str, **spec: Any) -> Service:
 
 
 def plan(gce_conf: Path, kubeconfig: Path) -> CommandResult:
-    return run_polyccm(
-        [
-            "plan",
-            "--provider=gce",
-            f"--cloud-config={gce_conf}",
-            f"--kubeconfig={kubeconfig}",
-            f"--cluster-name={CLUSTER}",
-            f"--cluster-cidr={CIDR}",
-            "-o",
-            "json",
-        ]
+    return run_command(
+        "plan",
+        "gce",
+        kubeconfig,
+        f"--cluster-name={CLUSTER}",
+        f"--cluster-cidr={CIDR}",
+        "-o",
+        "json",
+        cloud_config=gce_conf,
     )
-
-
-def load_balancers(result: CommandResult) -> dict[str, dict[str, Any]]:
-    document = json.loads(result.stdout)
-    return {p["service"].split("/")[1]: p for p in document["loadBalancers"]}
 
 
 def readable(api: KubeApi) -> bool:
@@ -235,7 +234,7 @@ def test_load_balancers_and_routes_made_by_upstream_plan_as_adopt_and_nothing_el
     assert result.status == 0, result
     document = json.loads(result.stdout)
     assert (document["nodes"], document["routes"]) == ([], [])
-    assert load_balancers(result) == {
+    assert plans_by_service(result) == {
         key: {
             "service": f"{namespace}/{key}",
             "action": "adopt",
@@ -319,7 +318,7 @@ def test_update_create_and_fail_are_planned_with_their_differences(
     result = plan(gce_conf, control_plane.kubeconfig)
 
     assert result.status == 1, result
-    planned = load_balancers(result)
+    planned = plans_by_service(result)
     assert planned["grown"]["action"] == "update"
     assert {(d["aspect"], d["detail"]) for d in planned["grown"]["differences"]} == {
         ("firewall", f"k8s-fw-{name}: sources 10.0.0.0/8"),

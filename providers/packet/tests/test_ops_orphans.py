@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +17,7 @@ from polyccm.kube.api import MERGE_PATCH, SERVICES, KubeApi
 from polyccm_packet.testing import MetalApi, MetalCloudUnderTest, control, provider_for
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.kubeobjects import make_service
-from polyccm_testing.opstools import CommandResult, run_polyccm
+from polyccm_testing.opstools import CommandResult, listed_orphans, run_command
 
 USAGE = "usage=cloud-provider-equinix-metal-auto"
 CLUSTER = "cluster=kubernetes"  # the default cluster id: --cluster-name
@@ -30,9 +29,7 @@ def service_tag(namespace: str, name: str) -> str:
 
 
 def orphans(control_plane: ControlPlane, *extra: str) -> CommandResult:
-    return run_polyccm(
-        ["orphans", "--provider=packet", f"--kubeconfig={control_plane.kubeconfig}", *extra]
-    )
+    return run_command("orphans", "packet", control_plane.kubeconfig, *extra)
 
 
 def ids(metal: Mapping[str, str]) -> set[str]:
@@ -74,7 +71,7 @@ def test_only_the_leaked_marked_addresses_are_listed_without_a_write(
     result = orphans(control_plane, "-o", "json")
 
     assert result.status == 1, result
-    listed = {o["id"]: o for o in json.loads(result.stdout)["orphans"]}
+    listed = {o["id"]: o for o in listed_orphans(result)}
     assert set(listed) == {leaky["gone"]["id"], leaky["retyped"]["id"]}
     assert listed[leaky["retyped"]["id"]]["reason"] == (
         f"service {namespace}/retyped no longer wants a load balancer"

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 from polyccm.kube.api import NAMESPACES, SERVICES, KubeApi
@@ -23,7 +21,12 @@ from polyccm_packet.load_balancer import EIP_FACILITY_ANNOTATION, EIP_METRO_ANNO
 from polyccm_packet.testing import MetalApi, MetalCloudUnderTest, control, provider_for
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.kubeobjects import make_service
-from polyccm_testing.opstools import CommandResult, read_only_kubeconfig, run_polyccm
+from polyccm_testing.opstools import (
+    CommandResult,
+    plans_by_service,
+    read_only_kubeconfig,
+    run_command,
+)
 
 USAGE = "usage=cloud-provider-equinix-metal-auto"
 
@@ -35,25 +38,7 @@ def upstream_tags(namespace: str, name: str, cluster_id: str) -> list[str]:
 
 
 def plan(control_plane: ControlPlane, kubeconfig: Path | None = None) -> CommandResult:
-    return run_polyccm(
-        [
-            "plan",
-            "--provider=packet",
-            f"--kubeconfig={kubeconfig or control_plane.kubeconfig}",
-            "-o",
-            "json",
-        ]
-    )
-
-
-def balancers(result: CommandResult, namespace: str) -> dict[str, dict[str, Any]]:
-    """This test's services' plans, by service name."""
-    document = json.loads(result.stdout)
-    return {
-        entry["service"].split("/")[1]: entry
-        for entry in document["loadBalancers"]
-        if entry["service"].startswith(f"{namespace}/")
-    }
+    return run_command("plan", "packet", kubeconfig or control_plane.kubeconfig, "-o", "json")
 
 
 def writes(metal: Mapping[str, str]) -> int:
@@ -84,7 +69,7 @@ def test_upstream_elastic_ips_are_adopted_read_only(
     result = plan(control_plane, kubeconfig)
 
     assert result.status == 0, result
-    found = balancers(result, namespace)
+    found = plans_by_service(result, namespace)
     assert {n: (p["action"], p["differences"], p["problems"]) for n, p in found.items()} == {
         "web": ("adopt", [], []),
         "api": ("adopt", [], []),
@@ -120,7 +105,7 @@ def test_what_ensure_would_do_create_fail_and_warn(
     result = plan(control_plane)
 
     assert result.status == 1, result
-    found = balancers(result, namespace)
+    found = plans_by_service(result, namespace)
     assert found["kept"]["action"] == "adopt"
     assert found["fresh"]["action"] == "create"
     assert found["fresh"]["differences"][0] == {

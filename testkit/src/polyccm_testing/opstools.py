@@ -2,14 +2,17 @@
 
 :func:`run_polyccm` runs the real ``polyccm`` command in this process and captures what it
 prints, so a test can arrange a cloud (the fake one, or an emulator) and read the command's
-answer and exit status. :func:`read_only_kubeconfig` gives the command a ServiceAccount that
-may only get, list and watch nodes and services: a command run with it that tried to write to
-the cluster would fail (403), which is how the tests prove it writes nothing there.
+answer and exit status; :func:`run_command` adds the usual flags, :func:`plans_by_service` and
+:func:`listed_orphans` read the ``-o json`` answers. :func:`read_only_kubeconfig` gives the
+command a ServiceAccount that may only get, list and watch nodes and services: a command run
+with it that tried to write to the cluster would fail (403), which is how the tests prove it
+writes nothing there.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import logging
 import secrets
 import sys
@@ -18,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from polyccm.cli import main
 from polyccm.kube.api import KubeApi
@@ -80,6 +83,40 @@ def run_polyccm(
     finally:
         sys.stdin = saved_stdin
     return CommandResult(status, out.getvalue(), err.getvalue())
+
+
+def run_command(
+    command: str,
+    provider: str,
+    kubeconfig: Path | str,
+    *extra: str,
+    cloud_config: Path | None = None,
+    plugins: Sequence[object] = (),
+    stdin: str = "",
+) -> CommandResult:
+    """``polyccm COMMAND --provider=PROVIDER --kubeconfig=KUBECONFIG
+    [--cloud-config=CLOUD_CONFIG] EXTRA...``, run as :func:`run_polyccm` runs it."""
+    argv = [command, f"--provider={provider}", f"--kubeconfig={kubeconfig}"]
+    if cloud_config is not None:
+        argv.append(f"--cloud-config={cloud_config}")
+    return run_polyccm([*argv, *extra], plugins=plugins, stdin=stdin)
+
+
+def plans_by_service(result: CommandResult, namespace: str = "") -> dict[str, dict[str, Any]]:
+    """The load-balancer plans ``polyccm plan -o json`` printed, by service name (only those
+    of ``namespace`` when given)."""
+    document = json.loads(result.stdout)
+    return {
+        plan["service"].split("/")[1]: plan
+        for plan in document["loadBalancers"]
+        if not namespace or plan["service"].startswith(f"{namespace}/")
+    }
+
+
+def listed_orphans(result: CommandResult) -> list[dict[str, Any]]:
+    """The resources ``polyccm orphans -o json`` printed."""
+    found: list[dict[str, Any]] = json.loads(result.stdout)["orphans"]
+    return found
 
 
 def read_only_kubeconfig(

@@ -125,17 +125,7 @@ class World:
             self.private[zone] = self._subnet(
                 f"10.0.{index + 10}.0/24", zone, "kubernetes.io/role/internal-elb"
             )
-        self.node_group = self.ec2.create_security_group(
-            GroupName="nodes",
-            Description="cluster nodes",
-            VpcId=self.vpc_id,
-            TagSpecifications=[
-                {
-                    "ResourceType": "security-group",
-                    "Tags": [{"Key": self.cluster_tag, "Value": "owned"}],
-                }
-            ],
-        )["GroupId"]
+        self.node_group = self.security_group("nodes", "cluster nodes")
         self.route_table = self.ec2.create_route_table(
             VpcId=self.vpc_id,
             TagSpecifications=[
@@ -145,6 +135,22 @@ class World:
                 }
             ],
         )["RouteTable"]["RouteTableId"]
+
+    def security_group(self, name: str, description: str, cluster_tag: str = "") -> str:
+        """A security group in the VPC tagged ``<cluster_tag>=owned`` (this cluster's tag by
+        default); its id."""
+        group: str = self.ec2.create_security_group(
+            GroupName=name,
+            Description=description,
+            VpcId=self.vpc_id,
+            TagSpecifications=[
+                {
+                    "ResourceType": "security-group",
+                    "Tags": [{"Key": cluster_tag or self.cluster_tag, "Value": "owned"}],
+                }
+            ],
+        )["GroupId"]
+        return group
 
     def _subnet(self, cidr: str, zone: str, role: str) -> str:
         subnet: str = self.ec2.create_subnet(

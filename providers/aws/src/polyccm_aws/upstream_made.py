@@ -32,17 +32,9 @@ def classic_elb(world: World, service: Service, instances: Sequence[Instance]) -
     """A classic ELB for ``service`` (TCP ports) as upstream's EnsureLoadBalancer makes it;
     its name."""
     name = default_load_balancer_name(service)
-    group = world.ec2.create_security_group(
-        GroupName=f"k8s-elb-{name}",
-        Description=f"Security group for Kubernetes ELB {name} ({service.key})",
-        VpcId=world.vpc_id,
-        TagSpecifications=[
-            {
-                "ResourceType": "security-group",
-                "Tags": [{"Key": world.cluster_tag, "Value": "owned"}],
-            }
-        ],
-    )["GroupId"]
+    group = world.security_group(
+        f"k8s-elb-{name}", f"Security group for Kubernetes ELB {name} ({service.key})"
+    )
     world.ec2.authorize_security_group_ingress(
         GroupId=group,
         IpPermissions=[
