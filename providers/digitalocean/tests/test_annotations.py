@@ -27,22 +27,68 @@ def service(annotations: Mapping[str, str] | None = None, **spec: Any) -> Servic
 
 
 def spec_of(annotations: Mapping[str, str] | None = None, **spec: Any) -> ann.LoadBalancerSpec:
-    return load_balancer_spec(service(annotations, **spec), default_name="adefault")
+    """The spec with REGIONAL as the default type (``DEFAULT_LB_TYPE=REGIONAL``): the HTTP load
+    balancer, the one that reads most annotations."""
+    return load_balancer_spec(service(annotations, **spec), default_name="adefault",
+                              default_type="REGIONAL")  # fmt: skip
 
 
 def rules(result: ann.LoadBalancerSpec) -> dict[int, dict[str, Any]]:
     return {r["entry_port"]: r for r in result.body["forwarding_rules"]}
 
 
-def test_defaults_are_tcp_rules_to_node_ports_and_the_kube_proxy_health_check() -> None:
-    result = spec_of()
+def test_by_default_a_regional_network_load_balancer_forwards_to_the_service_ports() -> None:
+    # The Service the API server stores with allocateLoadBalancerNodePorts: false (no nodePort).
+    result = load_balancer_spec(service(ports=[
+        {"name": "http", "protocol": "TCP", "port": 80},
+        {"name": "dns", "protocol": "UDP", "port": 53},
+    ]), default_name="adefault")  # fmt: skip
 
     assert result.name == "adefault"
+    assert result.body["type"] == "REGIONAL_NETWORK" and result.body["network"] == "EXTERNAL"
+    assert rules(result) == {
+        80: {"entry_protocol": "tcp", "entry_port": 80, "target_protocol": "tcp",
+             "target_port": 80},
+        53: {"entry_protocol": "udp", "entry_port": 53, "target_protocol": "udp",
+             "target_port": 53},
+    }  # fmt: skip
+    assert result.body["health_check"] == {"protocol": "http", "port": 10256, "path": "/healthz"}
+    assert result.warnings == ()
+
+
+def test_a_regional_load_balancer_forwards_tcp_to_the_node_ports() -> None:
+    result = spec_of()
+
     assert rules(result)[80] == {"entry_protocol": "tcp", "entry_port": 80,
                                  "target_protocol": "tcp", "target_port": 30080}  # fmt: skip
     assert result.body["health_check"] == {"protocol": "http", "port": 10256, "path": "/healthz"}
     assert result.body["type"] == "REGIONAL" and result.body["network"] == "EXTERNAL"
     assert result.warnings == ()
+
+
+def test_the_http_annotations_mean_nothing_to_a_regional_network_load_balancer() -> None:
+    asked = {ann.PROTOCOL: "http", ann.TLS_PORTS: "443", ann.CERTIFICATE_NAME: "web",
+             ann.TLS_PASSTHROUGH: "false", ann.HTTP3_PORT: "8443"}  # fmt: skip
+
+    result = spec_of({ann.TYPE: "regional_network", **asked})
+
+    assert {r["entry_protocol"] for r in rules(result).values()} == {"tcp"}
+    assert rules(result)[443]["target_port"] == 443 and result.certificate_name == ""
+    named = {key for key in asked for warning in result.warnings if key in warning}
+    assert named == set(asked) - {ann.TLS_PASSTHROUGH}  # false asks for nothing
+    assert spec_of({ann.TYPE: "REGIONAL_NETWORK", ann.PROTOCOL: "tcp"}).warnings == ()
+
+
+def test_an_existing_load_balancer_keeps_its_type_whatever_the_default_or_annotation() -> None:
+    kept = load_balancer_spec(service(), default_name="a", fixed_type="REGIONAL")
+    asked = load_balancer_spec(service({ann.TYPE: "REGIONAL_NETWORK", ann.HTTP_PORTS: "80"}),
+                               default_name="a", fixed_type="REGIONAL")  # fmt: skip
+
+    assert kept.body["type"] == "REGIONAL" and rules(kept)[80]["target_port"] == 30080
+    assert kept.warnings == ()
+    assert asked.body["type"] == "REGIONAL" and rules(asked)[80]["entry_protocol"] == "http"
+    (warning,) = asked.warnings
+    assert ann.TYPE in warning and "cannot change" in warning
 
 
 def test_local_traffic_policy_checks_the_health_check_node_port() -> None:
@@ -127,7 +173,6 @@ def test_override_health_check_uses_the_healthcheck_annotations() -> None:
         ({ann.IDLE_TIMEOUT: "5"}, ann.IDLE_TIMEOUT),
         ({ann.ALLOW_RULES: "10.0.0.0/8"}, ann.ALLOW_RULES),
         ({ann.TYPE: "GLOBAL", ann.NETWORK: "INTERNAL"}, ann.NETWORK),
-        ({ann.TYPE: "REGIONAL_NETWORK", ann.HTTP_PORTS: "80"}, ann.TYPE),
         ({ann.TYPE: "SOMETHING"}, ann.TYPE),
         ({ann.HTTP3_PORT: "80,443", ann.CERTIFICATE_ID: "c"}, ann.HTTP3_PORT),
         ({ann.NAME: "bad name!"}, ann.NAME),
@@ -149,6 +194,7 @@ def test_what_upstream_refuses_is_refused_naming_the_annotation(
         ({ann.REDIRECT_HTTP_TO_HTTPS: "true"}, ann.REDIRECT_HTTP_TO_HTTPS),
         ({ann.PREFIX + "healthcheck-pth": "/x"}, ann.PREFIX + "healthcheck-pth"),
         ({ann.TYPE: "REGIONAL_NETWORK", ann.IDLE_TIMEOUT: "90"}, ann.IDLE_TIMEOUT),
+        ({ann.TYPE: "REGIONAL_NETWORK", ann.HTTP_PORTS: "80"}, ann.HTTP_PORTS),
     ],
 )
 def test_what_upstream_ignores_silently_is_a_warning_naming_the_annotation(

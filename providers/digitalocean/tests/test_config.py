@@ -14,10 +14,13 @@ TOKEN = "dop_v1_" + "a" * 64
 def test_every_variable_is_read() -> None:
     config = read_environment({"DO_ACCESS_TOKEN": TOKEN, "DO_OVERRIDE_URL": "https://x.test/",
                                "DO_CLUSTER_ID": "c1", "DO_CLUSTER_VPC_ID": "v1",
-                               "REGION": "fra1", "DO_API_RATE_LIMIT_QPS": "2"})  # fmt: skip
+                               "REGION": "fra1", "DO_API_RATE_LIMIT_QPS": "2",
+                               "DEFAULT_LB_TYPE": "REGIONAL"})  # fmt: skip
 
     assert (config.token, config.api_url, config.cluster_id, config.vpc_id, config.region,
-            config.qps) == (TOKEN, "https://x.test", "c1", "v1", "fra1", 2.0)  # fmt: skip
+            config.qps, config.default_lb_type) == (TOKEN, "https://x.test", "c1", "v1", "fra1",
+                                                    2.0, "REGIONAL")  # fmt: skip
+    assert read_environment({"DO_ACCESS_TOKEN": TOKEN}).default_lb_type == "REGIONAL_NETWORK"
 
 
 def test_the_token_may_come_from_a_file(tmp_path: Path) -> None:
@@ -36,6 +39,8 @@ def test_the_token_may_come_from_a_file(tmp_path: Path) -> None:
         ({"DO_ACCESS_TOKEN": TOKEN, "DO_OVERRIDE_URL": "http://127.0.0.1:1"}, "DO_OVERRIDE_URL"),
         ({"DO_ACCESS_TOKEN": TOKEN, "DO_API_RATE_LIMIT_QPS": "-1"}, "DO_API_RATE_LIMIT_QPS"),
         ({"DO_ACCESS_TOKEN": TOKEN, "DO_API_RATE_LIMIT_QPS": "fast"}, "DO_API_RATE_LIMIT_QPS"),
+        ({"DO_ACCESS_TOKEN": TOKEN, "DEFAULT_LB_TYPE": "GLOBAL"}, "DEFAULT_LB_TYPE"),
+        ({"DO_ACCESS_TOKEN": TOKEN, "DEFAULT_LB_TYPE": "regional"}, "DEFAULT_LB_TYPE"),
     ],
 )
 def test_a_bad_environment_is_one_line_naming_the_variable(

@@ -1,6 +1,10 @@
 """Load balancers on the emulator: the id annotation keeps a renamed load balancer the same one
 (DO #224), a ``new`` one is asked about again after 15 s, disowned ones are left alone, invalid
-services cost no cloud call, and the annotations reach DigitalOcean."""
+services cost no cloud call, and the annotations reach DigitalOcean. The type as upstream's CCM
+decides it since v0.1.61: a new load balancer is REGIONAL_NETWORK (to the service ports) unless
+``DEFAULT_LB_TYPE=REGIONAL``; one that exists keeps its type, written back as the ``type``
+annotation; and ``polyccm plan``'s planner adopts what the current upstream release and an
+older one made, reading only."""
 
 from __future__ import annotations
 
@@ -9,9 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from polyccm import cloudcalls
 from polyccm.cloud import default_load_balancer_name
 from polyccm.errors import InvalidServiceSpec, RetryAfter
 from polyccm.objects import Node, Service
+from polyccm.ops.contract import ADOPT
 from polyccm_digitalocean import annotations as ann
 from polyccm_digitalocean.testing import (
     DigitalOceanApi,
@@ -59,7 +65,9 @@ def test_a_renamed_load_balancer_stays_the_same_one(do: Mapping[str, str]) -> No
     renamed = with_annotations(first, {ann.LOAD_BALANCER_ID: lb_id, ann.NAME: "second"})
     again = provider_for(do).load_balancer().ensure_load_balancer("k", renamed, backends)
 
-    assert again.service_annotations == {ann.LOAD_BALANCER_ID: lb_id}
+    # Its id and its type, as upstream writes them.
+    assert again.service_annotations == {ann.LOAD_BALANCER_ID: lb_id,
+                                         ann.TYPE: "REGIONAL_NETWORK"}  # fmt: skip
     assert [(b["id"], b["name"]) for b in balancers(api)] == [(lb_id, "second")]
 
 
@@ -103,7 +111,9 @@ def test_an_invalid_service_costs_no_cloud_call(do: Mapping[str, str]) -> None:
     control(do).reset_calls()
 
     with pytest.raises(InvalidServiceSpec, match=ann.TLS_PORTS):
-        provider.load_balancer().ensure_load_balancer("k", service({ann.TLS_PORTS: "80"}), [])
+        provider.load_balancer().ensure_load_balancer(
+            "k", service({ann.TYPE: "REGIONAL", ann.TLS_PORTS: "80"}), []
+        )
 
     assert dict(control(do).calls()) == {}
 
@@ -116,7 +126,7 @@ def test_annotations_reach_digitalocean_and_changes_update_in_place(
     certificate = api.ok("POST", "/v2/certificates", {
         "name": "web", "type": "custom", "private_key": "k", "leaf_certificate": "c",
     })["certificate"]  # fmt: skip
-    svc = service({ann.TLS_PORTS: "80", ann.CERTIFICATE_NAME: "web",
+    svc = service({ann.TYPE: "REGIONAL", ann.TLS_PORTS: "80", ann.CERTIFICATE_NAME: "web",
                    ann.STICKY_TYPE: "cookies", ann.STICKY_COOKIE_NAME: "s",
                    ann.STICKY_COOKIE_TTL: "60", ann.SIZE_UNIT: "2",
                    ann.ALLOW_RULES: "cidr:10.0.0.0/8", ann.HC_PATH: "/x"})  # fmt: skip
@@ -143,7 +153,7 @@ def test_source_ranges_are_the_firewalls_allow_list_as_upstream_writes_it(
     backends = nodes(api)
     svc = service()
     svc.raw["spec"]["loadBalancerSourceRanges"] = ["10.0.0.0/8", "2001:db8::/32"]
-    droplets = [int(n.provider_id.rsplit("/", 1)[1]) for n in backends]
+    droplets = droplet_ids(backends)
     upstream_load_balancer(
         api, default_load_balancer_name(svc), droplets, {80: 30080},
         firewall={"allow": ["cidr:2001:db8::/32", "cidr:10.0.0.0/8"], "deny": []},
@@ -158,3 +168,90 @@ def test_source_ranges_are_the_firewalls_allow_list_as_upstream_writes_it(
     balancer.ensure_load_balancer("k", svc, backends)
     (updated,) = balancers(api)
     assert updated["firewall"] == {"allow": ["cidr:192.0.2.0/24"], "deny": []}
+
+
+# -- the type, as upstream's CCM decides it since v0.1.61 ------------------------------------
+
+
+def droplet_ids(backends: list[Node]) -> list[int]:
+    return [int(n.provider_id.rsplit("/", 1)[1]) for n in backends]
+
+
+def writes(do: Mapping[str, str]) -> dict[str, int]:
+    return {op: n for op, n in control(do).calls().items() if not op.endswith(("_get", "_list"))}
+
+
+def rules(balancer: Mapping[str, Any]) -> list[tuple[str, int, int]]:
+    return [(r["entry_protocol"], r["entry_port"], r["target_port"])
+            for r in balancer["forwarding_rules"]]  # fmt: skip
+
+
+def test_a_new_load_balancer_is_regional_network_unless_default_lb_type_says_regional(
+    do: Mapping[str, str],
+) -> None:
+    api = DigitalOceanApi(do)
+    backends = nodes(api, 2)
+
+    network = provider_for(do).load_balancer().ensure_load_balancer("k", service(), backends)
+    regional = (
+        provider_for(do, DEFAULT_LB_TYPE="REGIONAL")
+        .load_balancer()
+        .ensure_load_balancer("k", service(), backends)
+    )
+
+    made = {b["id"]: b for b in api.ok("GET", "/v2/load_balancers")["load_balancers"]}
+    first, second = (made[s.service_annotations[ann.LOAD_BALANCER_ID]] for s in (network, regional))
+    assert (first["type"], rules(first)) == ("REGIONAL_NETWORK", [("tcp", 80, 80)])
+    assert (second["type"], rules(second)) == ("REGIONAL", [("tcp", 80, 30080)])
+    assert network.service_annotations[ann.TYPE] == "REGIONAL_NETWORK"
+    assert regional.service_annotations[ann.TYPE] == "REGIONAL"
+
+
+def test_a_load_balancer_keeps_its_type_whatever_the_default(do: Mapping[str, str]) -> None:
+    api = DigitalOceanApi(do)
+    backends = nodes(api, 2)
+    droplets = droplet_ids(backends)
+    # Made by upstream before v0.1.61 (REGIONAL, to the node ports, no type annotation).
+    older = service()
+    upstream_load_balancer(api, default_load_balancer_name(older), droplets, {80: 30080})
+    control(do).reset_calls()
+
+    status = provider_for(do).load_balancer().ensure_load_balancer("k", older, backends)
+
+    assert writes(do) == {}
+    assert status.service_annotations[ann.TYPE] == "REGIONAL"
+    # The annotation asks for another type: the load balancer cannot change; a warning says so.
+    asked = with_annotations(older, {ann.TYPE: "REGIONAL_NETWORK"})
+    again = provider_for(do).load_balancer().ensure_load_balancer("k", asked, backends)
+    assert writes(do) == {}
+    assert again.service_annotations[ann.TYPE] == "REGIONAL"
+    (warning,) = again.warnings
+    assert ann.TYPE in warning and "cannot change" in warning
+
+
+def test_what_current_and_older_upstream_made_plans_as_adopt_reading_only(
+    do: Mapping[str, str],
+) -> None:
+    api = DigitalOceanApi(do)
+    backends = nodes(api, 2)
+    droplets = droplet_ids(backends)
+    # The current release: REGIONAL_NETWORK to the service port, the type annotation written
+    # back (and the id); an NLB found by name; a REGIONAL one of an older release.
+    current = service()
+    made = upstream_load_balancer(api, default_load_balancer_name(current), droplets, {80: 80},
+                                  type="REGIONAL_NETWORK")  # fmt: skip
+    current = with_annotations(current, {ann.LOAD_BALANCER_ID: made["id"],
+                                         ann.TYPE: "REGIONAL_NETWORK"})  # fmt: skip
+    by_name, older = service(), service()
+    upstream_load_balancer(api, default_load_balancer_name(by_name), droplets, {80: 80},
+                           type="REGIONAL_NETWORK")  # fmt: skip
+    upstream_load_balancer(api, default_load_balancer_name(older), droplets, {80: 30080})
+    provider = provider_for(do)
+    control(do).reset_calls()
+
+    with cloudcalls.reads_only(provider.read_only_call):
+        plans = [provider.load_balancer_planner().plan_load_balancer("k", s, backends)
+                 for s in (current, by_name, older)]  # fmt: skip
+
+    assert [(p.action, p.differences, p.problems) for p in plans] == [(ADOPT, (), ())] * 3
+    assert writes(do) == {}

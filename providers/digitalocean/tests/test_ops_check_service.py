@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
 import yaml
 from polyccm.errors import InvalidServiceSpec
 from polyccm.objects import Service
@@ -84,8 +85,11 @@ def test_the_cases_walk_every_annotation_the_provider_knows() -> None:
 
 
 def test_each_annotation_gets_exactly_what_ensure_raises_or_warns(
-    do: Mapping[str, str],
+    do: Mapping[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A REGIONAL default, where every annotation means something: check-service reads it as
+    # the controller does.
+    monkeypatch.setenv("DEFAULT_LB_TYPE", "REGIONAL")
     # certificate-name is looked up by ensure (only): let it name a certificate that exists.
     DigitalOceanApi(do).ok("POST", "/v2/certificates", {
         "name": "web", "type": "custom", "private_key": "k", "leaf_certificate": "c",
@@ -94,7 +98,7 @@ def test_each_annotation_gets_exactly_what_ensure_raises_or_warns(
 
     status, lines = check_service(*manifests.values())
 
-    balancer = provider_for(do).load_balancer()
+    balancer = provider_for(do, DEFAULT_LB_TYPE="REGIONAL").load_balancer()
     expected: list[str] = []
     for annotation, raw in manifests.items():
         prefix = f"default/{service_name(annotation)}: "
@@ -124,3 +128,21 @@ def test_a_misspelled_annotation_is_named_and_a_clean_service_passes() -> None:
         "annotation; ignored (misspelled?)"
     ]
     assert (clean_status, clean_lines) == (0, [])
+
+
+def test_by_default_what_a_regional_network_load_balancer_ignores_is_a_warning(
+    do: Mapping[str, str],
+) -> None:
+    asked = manifest("web", {ann.PROTOCOL: "http", ann.TLS_PORTS: "80"})
+
+    status, lines = check_service(asked)
+
+    warnings = (
+        provider_for(do)
+        .load_balancer()
+        .ensure_load_balancer("kubernetes", Service(asked), [])
+        .warnings
+    )
+    assert status == 1 and len(lines) == 2
+    assert lines == [f"default/web: warning: {warning}" for warning in warnings]
+    assert all("REGIONAL_NETWORK" in line for line in lines)

@@ -155,7 +155,7 @@ def test_what_ensure_would_change_is_listed_and_not_done(
     annotate(kube_api, renamed, {ann.LOAD_BALANCER_ID: made["id"], ann.NAME: "shop"})
     make_service(kube_api, namespace, "fresh")
     make_service(kube_api, namespace, "refused", lambda s: s["metadata"]["annotations"].update(
-        {ann.TLS_PORTS: "80"}))  # fmt: skip
+        {ann.TYPE: "REGIONAL", ann.TLS_PORTS: "80"}))  # fmt: skip
     make_service(kube_api, namespace, "typo", lambda s: s["metadata"]["annotations"].update(
         {ann.PREFIX + "sizeslug": "lb-small"}))  # fmt: skip
     before = writes(do)
@@ -179,7 +179,8 @@ def test_what_ensure_would_change_is_listed_and_not_done(
     assert plans["renamed"]["loadBalancer"] == "shop"
     fresh = plans["fresh"]["differences"]
     (port,) = Service(kube_api.get(SERVICES, "fresh", namespace)).ports
-    assert {"aspect": "listeners", "detail": f"add tcp:80 -> tcp:{port.node_port}"} in fresh
+    # REGIONAL_NETWORK by default: to the service port, not the nodePort.
+    assert {"aspect": "listeners", "detail": f"add tcp:80 -> tcp:{port.port}"} in fresh
     assert {"aspect": "backends", "detail": f"droplets {first}, {second}"} in fresh
     (refusal,) = plans["refused"]["problems"]
     assert refusal["severity"] == "error" and ann.TLS_PORTS in refusal["message"]

@@ -9,6 +9,14 @@ annotation, and becomes a ``LoadBalancerWarning`` event.
 
 ``spec.loadBalancerSourceRanges`` is the firewall's allow list when set (``cidr:<network>``
 each, as upstream since v0.1.52), taking precedence over the ``allow-rules`` annotation.
+
+The type is the ``type`` annotation's, else the default (``REGIONAL_NETWORK``, upstream's since
+v0.1.61; ``DEFAULT_LB_TYPE`` chooses), but an existing load balancer keeps its own
+(``fixed_type``): DigitalOcean cannot change it, and upstream sets the annotation back to it. A
+``REGIONAL_NETWORK`` load balancer forwards each port as tcp or udp to the service port itself
+(no nodePort needed), as upstream's ``buildRegionalNetworkForwardingRule``; the protocol, port
+list, certificate and passthrough annotations mean nothing to it (upstream ignores them: here a
+warning names each).
 """
 
 from __future__ import annotations
@@ -78,6 +86,15 @@ KUBE_PROXY_HEALTH_PATH = "/healthz"
 PROTOCOLS = ("tcp", "http", "https", "http2", "http3")
 SIZE_SLUGS = ("lb-small", "lb-medium", "lb-large")
 TYPES = ("REGIONAL", "REGIONAL_NETWORK", "GLOBAL")
+REGIONAL_NETWORK = "REGIONAL_NETWORK"
+#: Upstream's default type since v0.1.61 (May 2025), when neither the annotation nor
+#: ``DEFAULT_LB_TYPE`` says otherwise.
+DEFAULT_TYPE = REGIONAL_NETWORK
+#: What ``DEFAULT_LB_TYPE`` may choose (upstream's choice: GLOBAL is never a default).
+DEFAULT_TYPES = ("REGIONAL", REGIONAL_NETWORK)
+#: Annotations only an HTTP(S)-capable load balancer reads: ignored on REGIONAL_NETWORK.
+LAYER7_ANNOTATIONS = (PROTOCOL, HTTP_PORTS, TLS_PORTS, HTTP2_PORTS, HTTP3_PORT, TLS_PASSTHROUGH,
+                      CERTIFICATE_ID, CERTIFICATE_NAME)  # fmt: skip
 NETWORKS = ("EXTERNAL", "INTERNAL")
 NETWORK_STACKS = ("IPV4", "DUALSTACK")
 _NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9.-]{0,254}$")
@@ -194,9 +211,12 @@ def _allowed(service: Service, warnings: list[str]) -> list[str]:
     return list(allowed)
 
 
-def load_balancer_spec(service: Service, *, default_name: str) -> LoadBalancerSpec:
+def load_balancer_spec(
+    service: Service, *, default_name: str, default_type: str = DEFAULT_TYPE, fixed_type: str = ""
+) -> LoadBalancerSpec:
     """The load balancer ``service`` asks for; :class:`InvalidServiceSpec` naming the annotation
-    for anything upstream refuses. No cloud call."""
+    for anything upstream refuses. ``fixed_type``: the type of the load balancer that exists
+    already (it wins). No cloud call."""
     annotations = service.annotations
     warnings: list[str] = []
     for key in sorted(annotations):
@@ -210,13 +230,22 @@ def load_balancer_spec(service: Service, *, default_name: str) -> LoadBalancerSp
             f"annotation {NAME}: {name!r} is not a valid name (letters, digits, dots and "
             "dashes, at most 255)"
         )
-    lb_type = _choice(annotations, TYPE, TYPES, "REGIONAL", upper=True)
+    lb_type = _choice(annotations, TYPE, TYPES, default_type, upper=True)
+    if fixed_type and fixed_type != lb_type:
+        if annotations.get(TYPE, "").strip():
+            warnings.append(f"annotation {TYPE}: the load balancer is {fixed_type} and its type "
+                            f"cannot change; {lb_type} ignored")  # fmt: skip
+        lb_type = fixed_type
     network = _choice(annotations, NETWORK, NETWORKS, "EXTERNAL", upper=True)
     network_stack = _choice(annotations, NETWORK_STACK, NETWORK_STACKS, "IPV4", upper=True)
     if lb_type == "GLOBAL" and network == "INTERNAL":
         raise InvalidServiceSpec(f"annotations {TYPE} GLOBAL and {NETWORK} INTERNAL conflict")
 
-    rules, rule_warnings, certificate_name = _forwarding_rules(service, lb_type)
+    if lb_type == REGIONAL_NETWORK:
+        rules, certificate_name = _network_rules(service), ""
+        rule_warnings = _layer7_ignored(service)
+    else:
+        rules, rule_warnings, certificate_name = _forwarding_rules(service, lb_type)
     warnings.extend(rule_warnings)
     body: dict[str, Any] = {
         "name": name,
@@ -265,11 +294,44 @@ def load_balancer_spec(service: Service, *, default_name: str) -> LoadBalancerSp
     )
 
 
-def service_spec(service: Service) -> LoadBalancerSpec:
+def service_spec(
+    service: Service, *, default_type: str = DEFAULT_TYPE, fixed_type: str = ""
+) -> LoadBalancerSpec:
     """The load balancer ``service`` asks for, named ``a`` + its UID unless the ``name``
     annotation says otherwise: what ensure, ``polyccm plan`` and ``polyccm check-service`` all
     check first. No cloud call."""
-    return load_balancer_spec(service, default_name=default_load_balancer_name(service))
+    return load_balancer_spec(service, default_name=default_load_balancer_name(service),
+                              default_type=default_type, fixed_type=fixed_type)  # fmt: skip
+
+
+def _network_rules(service: Service) -> list[dict[str, Any]]:
+    """REGIONAL_NETWORK: each port forwarded as tcp or udp to the same port on the droplets."""
+    rules: list[dict[str, Any]] = []
+    for port in service.ports:
+        protocol = (port.protocol or "TCP").lower()
+        if protocol not in ("tcp", "udp"):
+            raise InvalidServiceSpec(
+                f"port {port.port} uses {port.protocol}: a REGIONAL_NETWORK load balancer "
+                "forwards TCP and UDP only"
+            )
+        rules.append({"entry_protocol": protocol, "entry_port": port.port,
+                      "target_protocol": protocol, "target_port": port.port})  # fmt: skip
+    if not rules:
+        raise InvalidServiceSpec("the service has no port to forward")
+    return rules
+
+
+def _layer7_ignored(service: Service) -> list[str]:
+    """A warning for each annotation a REGIONAL_NETWORK load balancer does not read (``protocol:
+    tcp`` and ``tls-passthrough: false`` ask for nothing it lacks)."""
+    said: list[str] = []
+    for key in LAYER7_ANNOTATIONS:
+        value = service.annotations.get(key, "").strip().lower()
+        harmless = {PROTOCOL: ("tcp",), TLS_PASSTHROUGH: _FALSE}.get(key, ())
+        if value and value not in harmless:
+            said.append(f"annotation {key} is ignored: a {REGIONAL_NETWORK} load balancer "
+                        "forwards tcp and udp to the service port")  # fmt: skip
+    return said
 
 
 def _forwarding_rules(
@@ -338,11 +400,6 @@ def _forwarding_rules(
 
 
 def _check_type(lb_type: str, port: int, protocol: str) -> None:
-    if lb_type == "REGIONAL_NETWORK" and protocol not in ("tcp", "udp"):
-        raise InvalidServiceSpec(
-            f"annotation {TYPE}: a REGIONAL_NETWORK load balancer forwards tcp and udp "
-            f"only, but port {port} uses {protocol}"
-        )
     if lb_type == "GLOBAL" and protocol == "udp":
         raise InvalidServiceSpec(f"annotation {TYPE}: a GLOBAL load balancer has no udp")
 
@@ -383,6 +440,10 @@ def _health_check(service: Service, warnings: list[str]) -> dict[str, Any]:
     protocol = _choice(annotations, HC_PROTOCOL, ("tcp", "http", "https"), "tcp")
     node_ports = {p.port: p.node_port for p in service.ports if p.node_port}
     port_value = _int(annotations, HC_PORT, 1, 65535)
+    if not node_ports:
+        raise InvalidServiceSpec(
+            f"annotation {OVERRIDE_HEALTH_CHECK}: the service has no nodePort to check"
+        )
     if port_value is None:
         port = next(iter(node_ports.values()))
     elif port_value in node_ports:

@@ -12,15 +12,20 @@ from polyccm.errors import InvalidServiceSpec
 from polyccm.objects import Service
 from polyccm.ops.contract import Problem, ServiceChecker
 
-from polyccm_digitalocean.annotations import service_spec
+from polyccm_digitalocean.annotations import DEFAULT_TYPE, service_spec
 
 
 class DigitalOceanServiceChecker(ServiceChecker):
-    """No cloud config, no token: DigitalOcean's checks depend on the Service alone."""
+    """No token, no API: DigitalOcean's checks depend on the Service and the default type
+    (``DEFAULT_LB_TYPE``) alone. A load balancer that exists keeps its own type, which only
+    ``polyccm plan`` can see."""
+
+    def __init__(self, default_type: str = DEFAULT_TYPE) -> None:
+        self._default_type = default_type
 
     def check_service(self, service: Service) -> list[Problem]:
         try:
-            spec = service_spec(service)
+            spec = service_spec(service, default_type=self._default_type)
         except InvalidServiceSpec as error:
             return [Problem.error(error)]  # ensure stops there: no warning comes with it
         return list(Problem.warnings(spec.warnings))

@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 from polyccm import logredact
 from polyccm.errors import ConfigError
 
+from polyccm_digitalocean.annotations import DEFAULT_TYPE, DEFAULT_TYPES
+
 DEFAULT_API_URL = "https://api.digitalocean.com"
 #: The droplet metadata service (link-local, plain http, as DigitalOcean serves it).
 DEFAULT_METADATA_URL = "http://169.254.169.254/metadata/v1/"
@@ -49,17 +51,34 @@ class DigitalOceanConfig:
     """``DO_API_RATE_LIMIT_QPS``: the client-side limit on requests per second."""
     burst: int = DEFAULT_BURST
     """Requests allowed at once before the limiter starts spacing them."""
+    default_lb_type: str = DEFAULT_TYPE
+    """``DEFAULT_LB_TYPE``: the type of a new load balancer whose Service has no ``type``
+    annotation, ``REGIONAL_NETWORK`` (upstream's default since v0.1.61) or ``REGIONAL``."""
 
     def __repr__(self) -> str:  # the token stays out of any repr that reaches a log
         return (
             f"DigitalOceanConfig(api_url={self.api_url!r}, cluster_id={self.cluster_id!r}, "
-            f"vpc_id={self.vpc_id!r}, region={self.region!r}, qps={self.qps})"
+            f"vpc_id={self.vpc_id!r}, region={self.region!r}, qps={self.qps}, "
+            f"default_lb_type={self.default_lb_type!r})"
         )
+
+
+def default_lb_type(environ: Mapping[str, str]) -> str:
+    """``DEFAULT_LB_TYPE``: REGIONAL or REGIONAL_NETWORK (unset: REGIONAL_NETWORK);
+    :class:`ConfigError` for anything else (upstream would fall back to REGIONAL_NETWORK
+    silently)."""
+    value = environ.get("DEFAULT_LB_TYPE", "").strip()
+    if not value:
+        return DEFAULT_TYPE
+    if value not in DEFAULT_TYPES:
+        raise ConfigError(f"DEFAULT_LB_TYPE must be {' or '.join(DEFAULT_TYPES)}: {value!r}")
+    return value
 
 
 def read_environment(environ: Mapping[str, str]) -> DigitalOceanConfig:
     """The settings in ``environ``; :class:`ConfigError` for a missing token, an unreadable
-    token file, a non-https API URL or a QPS that is not a positive number."""
+    token file, a non-https API URL, a QPS that is not a positive number or an unknown
+    ``DEFAULT_LB_TYPE``."""
     token = environ.get("DO_ACCESS_TOKEN", "").strip()
     token_file = environ.get("DO_ACCESS_TOKEN_FILE", "").strip()
     if not token and token_file:
@@ -96,4 +115,5 @@ def read_environment(environ: Mapping[str, str]) -> DigitalOceanConfig:
         metadata_url=environ.get("DO_METADATA_URL", "").strip() or DEFAULT_METADATA_URL,
         qps=qps,
         burst=burst,
+        default_lb_type=default_lb_type(environ),
     )

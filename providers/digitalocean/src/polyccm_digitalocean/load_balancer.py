@@ -13,6 +13,11 @@ reports differs from the request, so a second ensure writes nothing. While the l
 ``new`` (no IP yet) it raises ``RetryAfter(15)``, as upstream waits. A service annotated
 ``service.kubernetes.io/do-loadbalancer-disown: "true"`` has its load balancer neither changed
 nor deleted.
+
+A new load balancer's type is the ``type`` annotation's, else ``DEFAULT_LB_TYPE``'s
+(``REGIONAL_NETWORK`` unless it says ``REGIONAL``); an existing one keeps its own, and its type
+is written back as the ``type`` annotation with the id, as upstream writes both (since v0.1.60),
+so the default never changes a load balancer that exists.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from polyccm.objects import Node, Service
 from polyccm_digitalocean.annotations import (
     CERTIFICATE_NAME,
     LOAD_BALANCER_ID,
+    TYPE,
     LoadBalancerSpec,
     service_spec,
 )
@@ -82,10 +88,15 @@ def differences(desired: Mapping[str, Any], current: Balancer) -> list[str]:
 class DigitalOceanLoadBalancer(LoadBalancer):
     """Services of ``type: LoadBalancer`` on DigitalOcean load balancers."""
 
-    def __init__(self, api: DigitalOceanApi, *, region: str, vpc_id: str = "") -> None:
+    def __init__(
+        self, api: DigitalOceanApi, *, region: str, vpc_id: str = "", default_type: str = ""
+    ) -> None:
+        """``default_type``: a new load balancer's type when its Service names none (default:
+        the API's configuration's ``DEFAULT_LB_TYPE``)."""
         self.api = api
         self.region = region
         self.vpc_id = vpc_id
+        self.default_type = default_type or api.config.default_lb_type
         self._made: dict[str, str] = {}
         """Service UID -> id of a load balancer created here (until its id is annotated)."""
         self._lock = threading.Lock()
@@ -113,11 +124,17 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                 return dict(found)
         return None
 
+    def _spec(self, service: Service, balancer: Balancer | None = None) -> LoadBalancerSpec:
+        """The checked request for ``service``; with ``balancer`` (the one that exists), of its
+        type."""
+        fixed = str((balancer or {}).get("type") or "")
+        return service_spec(service, default_type=self.default_type, fixed_type=fixed)
+
     # -- the contract -----------------------------------------------------------------------
 
     def get_load_balancer(self, cluster_name: str, service: Service) -> LoadBalancerStatus | None:
         try:
-            spec = service_spec(service)
+            spec = self._spec(service)
         except InvalidServiceSpec:
             spec = None
         balancer = self._find(service, spec)
@@ -128,8 +145,10 @@ class DigitalOceanLoadBalancer(LoadBalancer):
     def ensure_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> LoadBalancerStatus:
-        spec = service_spec(service)  # every check before any cloud call
+        spec = self._spec(service)  # every check before any cloud call
         balancer = self._find(service, spec)
+        if balancer is not None and not spec.disowned:
+            spec = self._spec(service, balancer)  # of the type it has
         if spec.disowned:
             if balancer is None:
                 raise CloudError(
@@ -171,7 +190,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
     def update_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> None:
-        spec = service_spec(service)
+        spec = self._spec(service)
         balancer = self._find(service, spec)
         if spec.disowned:
             return
@@ -187,7 +206,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
 
     def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
         try:
-            spec: LoadBalancerSpec | None = service_spec(service)
+            spec: LoadBalancerSpec | None = self._spec(service)
         except InvalidServiceSpec:
             spec = None
         if spec is not None and spec.disowned:
@@ -233,8 +252,9 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                 for address in (balancer.get("ip"), balancer.get("ipv6"))
                 if address
             )
+        annotations = {LOAD_BALANCER_ID: str(balancer["id"])}
+        if balancer.get("type"):
+            annotations[TYPE] = str(balancer["type"])
         return LoadBalancerStatus(
-            ingress=ingress,
-            warnings=tuple(warnings),
-            service_annotations={LOAD_BALANCER_ID: str(balancer["id"])},
+            ingress=ingress, warnings=tuple(warnings), service_annotations=annotations
         )

@@ -7,6 +7,7 @@ until ``polyccm-dev up --cloud digitalocean`` asks for it).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,12 +45,14 @@ def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
 
 @hookimpl
 def polyccm_build_service_checker(settings: ProviderSettings) -> ServiceChecker | None:
-    """The offline Service check of ``polyccm check-service`` (no token, no API needed)."""
+    """The offline Service check of ``polyccm check-service`` (no token, no API needed; the
+    default type from ``DEFAULT_LB_TYPE``, as the controller reads it)."""
     if settings.provider != PROVIDER:
         return None
     from polyccm_digitalocean.checker import DigitalOceanServiceChecker
+    from polyccm_digitalocean.config import default_lb_type
 
-    return DigitalOceanServiceChecker()
+    return DigitalOceanServiceChecker(default_lb_type(os.environ))
 
 
 def emulator_launch(

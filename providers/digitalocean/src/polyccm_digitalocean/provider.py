@@ -80,8 +80,9 @@ class DigitalOceanProvider(CloudProvider):
         region = config.region or region_lookup(config.metadata_url)
         api = DigitalOceanApi(config)
         check_region(api, region)
-        log.info("DigitalOcean: region %s, API %s, cluster id %r, limit %g requests/s",
-                 region, config.api_url, config.cluster_id, config.qps)  # fmt: skip
+        log.info("DigitalOcean: region %s, API %s, cluster id %r, limit %g requests/s, "
+                 "new load balancers %s unless annotated", region, config.api_url,
+                 config.cluster_id, config.qps, config.default_lb_type)  # fmt: skip
         return cls(config, region=region, api=api)
 
     def initialize(self, context: ProviderContext) -> None:

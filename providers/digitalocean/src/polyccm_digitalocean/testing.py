@@ -256,10 +256,12 @@ def upstream_load_balancer(
     protocol: str = "tcp",
     **fields: Any,
 ) -> dict[str, Any]:
-    """Create, through the API, the load balancer upstream's CCM (DEFAULT_LB_TYPE=REGIONAL, no
-    annotations beyond ``protocol`` and ``fields``) makes for a Service whose ports map to
-    ``node_ports``: its request as ``buildLoadBalancerRequest`` words it, with kube-proxy's
-    health check and upstream's health-check defaults. Left out: godo's health-check
+    """Create, through the API, the load balancer upstream's CCM makes for a Service whose ports
+    map to ``node_ports`` (its rules' targets): its request as ``buildLoadBalancerRequest``
+    words it, with kube-proxy's health check and upstream's health-check defaults. REGIONAL
+    (releases before v0.1.61, or ``DEFAULT_LB_TYPE=REGIONAL``: targets are node ports) unless
+    ``type="REGIONAL_NETWORK"`` (the current default: targets are the service ports); no
+    annotations beyond ``protocol`` and ``fields``. Left out: godo's health-check
     ``proxy_protocol`` and the ``k8s:<cluster id>`` tag, which DigitalOcean's OpenAPI document
     does not have (so the emulator refuses them)."""
     body: dict[str, Any] = {
