@@ -1,6 +1,6 @@
 """polyccm's conformance kit, run for the Equinix Metal provider on the emulator: instances
-(zones are facilities), load balancers (Elastic IPs) and the operator tools' orphans; Metal has
-no routes."""
+(zones are facilities), load balancers (Elastic IPs) and the operator tools (plan, orphans);
+Metal has no routes."""
 
 from __future__ import annotations
 
@@ -34,6 +34,3 @@ class TestMetalConformance(ProviderConformance, OperatorToolsConformance):
 
     @pytest.mark.skip(reason=NO_BACKENDS)
     def test_load_balancer_ensure_recreates_one_deleted_behind_its_back(self) -> None: ...
-
-    @pytest.mark.skip(reason=NO_BACKENDS + "; plan's create and adopt: test_ops_plan.py")
-    def test_plan_says_create_then_adopt_then_update_and_never_writes(self) -> None: ...
