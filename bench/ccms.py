@@ -81,6 +81,9 @@ class Ccm:
             f"--kubeconfig={kubeconfig}",
             f"--authentication-kubeconfig={kubeconfig}",
             f"--authorization-kubeconfig={kubeconfig}",
+            # The local API server has no extension-apiserver-authentication ConfigMap (no
+            # client-certificate front proxy); without this the Go CCMs ask for it for ever.
+            "--authentication-skip-lookup=true",
             f"--secure-port={port}",
             "--webhook-secure-port=0",
             "--use-service-account-credentials=false",

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from bench import audit, cluster
@@ -86,7 +87,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.scales is None:
         args.scales = QUICK_SCALES if args.quick else FULL_SCALES
     if args.quiet is None:
-        args.quiet = 15.0 if args.quick else 60.0
+        args.quiet = 10.0 if args.quick else 60.0
     if args.out is None:
         args.out = RESULTS / "quick" if args.quick else RESULTS
     return args
@@ -135,6 +136,8 @@ def run_provider(provider: str, args: argparse.Namespace, command: str) -> Provi
         ],
         skipped=skipped,
     )
+    logs = args.out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"polyccm-bench-{provider}-") as name:
         directory = Path(name)
         users = [cluster.username(identity) for identity in IDENTITIES]
@@ -163,8 +166,14 @@ def run_provider(provider: str, args: argparse.Namespace, command: str) -> Provi
                     kubeconfigs=kubeconfigs,
                     audit_log=audit_log,
                     directory=directory,
+                    logs=logs,
                     knobs=knobs,
-                    timing=Timing(quiet=args.quiet, phase_timeout=args.phase_timeout),
+                    timing=Timing(
+                        quiet=args.quiet,
+                        phase_timeout=args.phase_timeout,
+                        settle_limit=20.0 if args.quick else 60.0,
+                        settled_after=3.0 if args.quick else 5.0,
+                    ),
                     say=say,
                 )
                 say(f"{provider} {scale.label}: the bare client's bound")
@@ -172,10 +181,8 @@ def run_provider(provider: str, args: argparse.Namespace, command: str) -> Provi
                 runs = [run_ccm(context, POLYCCM, scale)]
                 for peer in peers:
                     say(f"{provider} {scale.label}: {peer.label}")
-                    boxed = Context(**{**vars(context), "timing": Timing(
-                        quiet=args.quiet, phase_timeout=args.phase_timeout,
-                        node_time_box=time_box if peer.key == "aws-go" else None,
-                    )})  # fmt: skip
+                    box = time_box if peer.key == "aws-go" else None
+                    boxed = replace(context, timing=replace(context.timing, node_time_box=box))
                     runs.append(run_ccm(boxed, peer, scale))
                 result.scales.append(ScaleResult(scale, bound, runs))
                 result.seconds = time.monotonic() - began

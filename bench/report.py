@@ -10,6 +10,7 @@ as MISMATCH, with the operations listed under the table.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -100,7 +101,7 @@ def scale_table(result: ScaleResult, kind: str, quiet: str) -> list[str]:
         _time_row(f"{scale.nodes:,} tainted nodes initialised", "nodes", runs, bound, peer),
         _calls_row("cloud calls for that", "nodes", runs),
         _time_row(f"{scale.services:,} {kind}, every ingress set", "services", runs, bound, peer),
-        _calls_row("cloud calls for that", "services", runs),
+        _calls_row("cloud calls for that (until quiet)", "services", runs),
         _calls_row(f"cloud calls at rest ({quiet})", "rest", runs),
         [
             f"kube-apiserver writes at rest ({quiet})",
@@ -110,7 +111,7 @@ def scale_table(result: ScaleResult, kind: str, quiet: str) -> list[str]:
         _time_row(f"churn: {scale.churned:,} nodes replaced", "churn", runs, None, peer),
         _calls_row("cloud calls for that (until quiet)", "churn", runs),
         _time_row("every Service deleted", "delete", runs, bound, peer),
-        _calls_row("cloud calls for that", "delete", runs),
+        _calls_row("cloud calls for that (until quiet)", "delete", runs),
         [
             "kube-apiserver requests (writes)",
             *(f"{r.requests:,} ({r.writes:,})" for r in runs),
@@ -168,7 +169,7 @@ def _agreement(run: Run) -> str:
 def calls_by_operation(runs: Sequence[Run]) -> list[str]:
     """The whole run's cloud calls by operation, one column per CCM that calls the cloud."""
     callers = [r for r in runs if r.key != "fake-go" and r.phases]
-    totals = {r.key: r.total_calls() for r in callers}
+    totals = {r.key: Counter(r.cloud_calls) for r in callers}
     operations = sorted(
         set().union(*(t.keys() for t in totals.values())) if totals else set(),
         key=lambda op: (-max(t[op] for t in totals.values()), op),

@@ -31,10 +31,9 @@ from bench.audit import AuditLog, Window
 from bench.bound import BareClient
 from bench.ccms import Ccm, Knobs, metric_calls
 from bench.clouds import BenchCloud, normalise
+from bench.processes import CcmProcess
 
 PHASES = ("start", "nodes", "services", "rest", "churn", "delete")
-#: Cloud calls are "stopped" once none came for this long.
-SETTLED_AFTER = 5.0
 
 Say = Callable[[str], None]
 
@@ -61,6 +60,10 @@ class Timing:
     phase_timeout: float = 600.0
     #: A CCM whose node phase is cut by this (seconds) skips its later phases.
     node_time_box: float | None = None
+    #: How long the cloud calls after a phase may go on before the next phase starts anyway.
+    settle_limit: float = 60.0
+    #: The cloud calls have "stopped" once none came for this long.
+    settled_after: float = 5.0
 
 
 @dataclass
@@ -89,15 +92,11 @@ class Run:
     requests: int = 0
     """kube-apiserver requests of the whole run (the audit log's count), and the writes."""
     writes: int = 0
+    cloud_calls: dict[str, int] = field(default_factory=dict)
+    """The CCM's cloud calls of the whole run, by operation (the emulator's count)."""
     metric_calls: dict[str, int] | None = None
     mismatches: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-    def total_calls(self) -> Counter[str]:
-        total: Counter[str] = Counter()
-        for phase in self.phases.values():
-            total.update(phase.calls)
-        return total
 
 
 @dataclass
@@ -109,6 +108,9 @@ class Context:
     kubeconfigs: Mapping[str, Path]
     audit_log: Path
     directory: Path
+    """Where the run's files go (cloud configs, kubeconfigs)."""
+    logs: Path
+    """Where each CCM's log is kept (the results' ``logs/``)."""
     knobs: Knobs
     timing: Timing
     say: Say
@@ -161,10 +163,11 @@ class _Clock:
         return Phase(seconds=seconds, limit=None if seconds is not None else limit, calls=calls)
 
 
-def settle(cloud: BenchCloud | None, limit: float = 120.0) -> None:
-    """Return once the emulator received no call for :data:`SETTLED_AFTER` seconds."""
+def settle(cloud: BenchCloud | None, limit: float, quiet_for: float) -> bool:
+    """Whether the emulator received no call for ``quiet_for`` seconds within ``limit``
+    seconds (it returns as soon as it did)."""
     if cloud is None:
-        return
+        return True
     deadline = time.monotonic() + limit
     last = cloud.calls()
     quiet_since = time.monotonic()
@@ -173,8 +176,9 @@ def settle(cloud: BenchCloud | None, limit: float = 120.0) -> None:
         now = cloud.calls()
         if now != last:
             last, quiet_since = now, time.monotonic()
-        elif time.monotonic() - quiet_since >= SETTLED_AFTER:
-            return
+        elif time.monotonic() - quiet_since >= quiet_for:
+            return True
+    return False
 
 
 def _all_initialised(expected: set[str]) -> Callable[[Mapping[str, bool]], bool]:
@@ -203,8 +207,9 @@ def run_ccm(context: Context, ccm: Ccm, scale: Scale) -> Run:
     nodes = cluster.node_tracker(admin)
     services = cluster.service_tracker(admin)
     clock.begin("start")
+    before = cloud.calls()
     process = ccm.start(cloud, context.kubeconfigs[ccm.identity], context.knobs,
-                        context.directory / f"{ccm.key}-{scale.nodes}.log")  # fmt: skip
+                        context.logs / f"{cloud.name}-{ccm.key}-{scale.nodes}.log")  # fmt: skip
     try:
         run.ready_seconds = process.wait_ready()
         run.phases["start"] = clock.end(run.ready_seconds)
@@ -215,15 +220,13 @@ def run_ccm(context: Context, ccm: Ccm, scale: Scale) -> Run:
         say(f"{ccm.label} ready in {run.ready_seconds:.2f} s")
         _Phases(context, scale, run, clock, names, nodes, services).all()
         run.peak_rss_mib = process.peak_rss_mib()
-        if ccm.has_call_metric:
-            run.metric_calls = dict(metric_calls(process.metrics(), cloud.name))
+        _totals(run, ccm, cloud, before, process)
     finally:
         process.stop()
         nodes.stop()
         services.stop()
     if run.metric_calls is not None:
-        emulator = run.total_calls()
-        run.mismatches = compare(Counter(run.metric_calls), emulator)
+        run.mismatches = compare(Counter(run.metric_calls), Counter(run.cloud_calls))
         if run.mismatches:
             say("!" * 78)
             say(f"MISMATCH: polyccm's polyccm_cloud_api_calls_total and the {cloud.name} emulator")
@@ -233,6 +236,23 @@ def run_ccm(context: Context, ccm: Ccm, scale: Scale) -> Run:
     _count_requests(run, audit, cluster.username(ccm.identity), clock.windows)
     say(f"{ccm.label} peak RSS {run.peak_rss_mib or 0:.0f} MiB")
     return run
+
+
+def _totals(
+    run: Run, ccm: Ccm, cloud: BenchCloud, before: Counter[str], process: CcmProcess
+) -> None:
+    """The whole run's calls by the emulator's count and, for polyccm, by its metric, read
+    together: the emulator's count before and after the scrape must be the same (else again)."""
+    if not ccm.calls_cloud:
+        return
+    for _ in range(5):
+        counted = cloud.ccm_calls(before)
+        scraped = metric_calls(process.metrics(), cloud.name) if ccm.has_call_metric else None
+        if cloud.ccm_calls(before) == counted:
+            break
+        time.sleep(1.0)
+    run.cloud_calls = dict(counted)
+    run.metric_calls = dict(scraped) if scraped is not None else None
 
 
 @dataclass
@@ -262,8 +282,14 @@ class _Phases:
 
     def _close(self, name: str, done: bool, limit: float, note: str = "") -> Phase:
         self.elapsed = self.clock.elapsed()
-        if name in ("churn", "delete"):
-            settle(self.clock.cloud)
+        timing = self.context.timing
+        if name in ("services", "churn", "delete") and not settle(
+            self.clock.cloud, timing.settle_limit, timing.settled_after
+        ):
+            self.run.notes.append(
+                f"the cloud calls after the {name} phase had not stopped "
+                f"{timing.settle_limit:.0f} s after it"
+            )
         phase = self.run.phases[name] = self.clock.end(self.elapsed if done else None, limit)
         if not done:
             phase.note = note
@@ -303,7 +329,6 @@ class _Phases:
 
     def rest(self) -> None:
         quiet = self.context.timing.quiet
-        settle(self.clock.cloud)
         self.clock.begin("rest")
         time.sleep(quiet)
         phase = self.run.phases["rest"] = self.clock.end(quiet)
