@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
+from polyccm.kube.api import SERVICES, ApiError, KubeApi
+from polyccm.objects import Service
 from polyccm_gce import load_balancer, upstream_made
 from polyccm_gce.service_spec import LEGACY_FINALIZER, RBS_ANNOTATION
 from polyccm_gce.testing import (
@@ -18,6 +20,7 @@ from polyccm_gce.testing import (
     service_for,
     write_calls,
 )
+from polyccm_testing.kubeobjects import make_service, wait_for
 
 CLUSTER_ID = "cafe0123"
 
@@ -296,3 +299,34 @@ def test_a_health_check_timing_is_raised_to_upstreams_and_never_lowered(
     found = api.get(f"global/httpHealthChecks/{check}")
     assert (found["checkIntervalSec"], found["timeoutSec"]) == (30, 1)
     assert emulator.control.calls()["compute.httpHealthChecks.patch"] == 1
+
+
+def gone(kube_api: KubeApi, namespace: str, name: str) -> bool:
+    try:
+        kube_api.get(SERVICES, name, namespace)
+    except ApiError as error:
+        return error.not_found
+    return False
+
+
+def test_a_service_upstream_served_is_not_left_terminating(
+    provider: Any, nodes: list[Any], api: ComputeApi, kube_api: KubeApi, namespace: str
+) -> None:
+    def upstreams(body: dict[str, Any]) -> None:
+        body["metadata"]["finalizers"] = [LEGACY_FINALIZER]
+
+    service = Service(make_service(kube_api, namespace, "web", upstreams))
+    name = upstream_made.network_load_balancer(
+        api, service, cluster_id=CLUSTER_ID, instances=[n.name for n in nodes],
+        tags=["cluster-node"], firewall_ports=["80"],
+    )  # fmt: skip
+    kube_api.delete(SERVICES, "web", namespace)
+    terminating = Service(kube_api.get(SERVICES, "web", namespace))
+    assert terminating.deletion_timestamp  # held by upstream's finalizer
+    lb = provider.load_balancer()
+    lb.kube = kube_api  # as initialize gives it the term's API
+
+    lb.ensure_load_balancer_deleted("c", terminating)
+
+    wait_for(lambda: gone(kube_api, namespace, "web"), 10, "the service deleted")
+    assert name not in names(api, f"regions/{REGION}/forwardingRules")

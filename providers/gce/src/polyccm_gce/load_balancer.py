@@ -32,7 +32,11 @@ Internal``: backend services and instance groups) is not built: such a service i
 :class:`~polyccm.errors.InvalidServiceSpec`, which the service controller reports as a Warning.
 A service GKE's regional backend-service controller owns (``cloud.google.com/l4-rbs: enabled``,
 its finalizers, or a forwarding rule ``<lb>`` with a backend service) is neither built, updated
-nor deleted: :class:`~polyccm.errors.ImplementedElsewhere`, as upstream answers.
+nor deleted: :class:`~polyccm.errors.ImplementedElsewhere`, as upstream answers. Upstream puts
+its own finalizer ``gke.networking.io/l4-netlb-v1`` on the Services it serves and removes it
+once their load balancer is deleted; delete removes it too (with the Kubernetes API the
+provider gets at each term), so a Service upstream served is not left terminating for ever
+after the switch.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from typing import Any, TypeVar
 from google.cloud import compute_v1
 from polyccm.cloud import LoadBalancer, LoadBalancerIngress, LoadBalancerStatus
 from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
+from polyccm.kube.api import MERGE_PATCH, SERVICES, ApiError, KubeApi
 from polyccm.objects import Node, Service
 
 from polyccm_gce.api import GceApi, GceApiError, Json
@@ -57,6 +62,7 @@ from polyccm_gce.descriptions import (
 from polyccm_gce.instances import InstanceLookup
 from polyccm_gce.naming import InstanceRef, InvalidProviderID, instance_ref, parse_provider_id
 from polyccm_gce.service_spec import (
+    LEGACY_FINALIZER,
     check_ours,
     implemented_elsewhere,
     port_key,
@@ -115,6 +121,9 @@ class GceLoadBalancer(LoadBalancer):
         self.network_url = network_url
         self.node_tags = tuple(node_tags)
         self.cluster_id = cluster_id
+        self.kube: KubeApi | None = None
+        """The term's Kubernetes API (set by the provider's ``initialize``; None outside a
+        term, where nothing is deleted)."""
 
     # -- reads -------------------------------------------------------------------------
 
@@ -491,6 +500,37 @@ class GceLoadBalancer(LoadBalancer):
             firewall=health_check_firewall_name("", name, shared=False),
         )
         self._delete_shared_check_if_unused()
+        self._release_upstream_finalizer(service)
+
+    def _release_upstream_finalizer(self, service: Service) -> None:
+        """Remove upstream's ``gke.networking.io/l4-netlb-v1`` from the Service (the same UID),
+        guarded by its resourceVersion, as upstream does when its load balancer is gone."""
+        if self.kube is None or LEGACY_FINALIZER not in service.finalizers:
+            return
+        for _attempt in range(3):
+            try:
+                current = Service(self.kube.get(SERVICES, service.name, service.namespace))
+            except ApiError as error:
+                if error.not_found:
+                    return
+                raise
+            if current.uid != service.uid or LEGACY_FINALIZER not in current.finalizers:
+                return
+            kept = [f for f in current.finalizers if f != LEGACY_FINALIZER]
+            body = {"metadata": {"finalizers": kept or None,
+                                 "resourceVersion": current.resource_version}}  # fmt: skip
+            try:
+                self.kube.patch(
+                    SERVICES, service.name, body, service.namespace, patch_type=MERGE_PATCH
+                )
+            except ApiError as error:
+                if error.status == 409 and _attempt < 2:
+                    continue  # changed meanwhile: read it again
+                if error.not_found:
+                    return
+                raise
+            log.info("service %s: removed upstream's finalizer %s", service.key, LEGACY_FINALIZER)
+            return
 
     def _delete_shared_check_if_unused(self) -> None:
         """The shared nodes check and its firewall, once no target pool uses the check."""

@@ -220,7 +220,8 @@ class GceProvider(CloudProvider):
         return self._cluster_id or self.cluster_name
 
     def initialize(self, context: ProviderContext) -> None:
-        """Read (or make) the cluster id; let the node directory follow the node cache."""
+        """Read (or make) the cluster id; let the node directory follow the node cache; give
+        the load balancer the term's API (for upstream's finalizer)."""
         with self._cluster_id_lock:
             self._cluster_id = self._read_cluster_id(context)
         log.info(
@@ -230,6 +231,7 @@ class GceProvider(CloudProvider):
             self._cluster_id,
         )
         self.directory.follow(context.nodes)
+        self._load_balancer.kube = context.api
 
     def _read_cluster_id(self, context: ProviderContext) -> str:
         namespace, name = CLUSTER_ID_CONFIGMAP
