@@ -13,7 +13,8 @@ the ``emulator`` extra) behind a small WSGI layer that
   also be ``Throttling``, ``ServiceUnavailable`` (HTTP 503) or ``InternalError`` (HTTP 500);
   ``action`` ``*`` matches every call; ``DELETE`` clears pending faults);
 * resets everything, moto's state included, on ``POST /_polyccm/reset``;
-* gives a new classic ELB AWS's default health check (moto gives none);
+* gives a new classic ELB AWS's default health check (moto gives none), and answers EC2's
+  DescribeInstanceTopology (moto fails it) as AWS does;
 * answers as the instance metadata service (IMDSv2: ``PUT /latest/api/token``, then
   ``GET /latest/meta-data/...`` with the token) of the instance tagged
   ``polyccm.dev/ccm-host=true``, so that "the instance polyccm runs on" is chosen through the
@@ -31,6 +32,7 @@ import io
 import ipaddress
 import json
 import logging
+import re
 import threading
 import urllib.request
 import uuid
@@ -163,6 +165,53 @@ def _agent(environ: Mapping[str, Any]) -> str:
     return "-"
 
 
+#: The instance types DescribeInstanceTopology describes (AWS's API reference lists these
+#: families); it leaves every other instance out of its answer.
+TOPOLOGY_INSTANCE_TYPES = re.compile(
+    r"^(hpc6a|hpc6id|hpc7a|hpc7g|p3dn|p4d|p4de|p5|p5e|trn1|trn1n)\."
+)
+
+
+def describe_instance_topology(
+    environ: dict[str, Any], start_response: StartResponse
+) -> Iterable[bytes]:
+    """EC2's DescribeInstanceTopology, which moto lacks (it answers 500): the instances asked
+    for (``InstanceId.N``; all of the region without), those of a supported type each with three
+    network nodes, the others left out, as AWS answers."""
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length) if length else b""
+    params = parse_qs(str(environ.get("QUERY_STRING", "")))
+    params.update(parse_qs(body.decode("utf-8", "replace")))
+    wanted = {v[0] for k, v in params.items() if k.startswith("InstanceId.")}
+    scope = str(environ.get("HTTP_AUTHORIZATION", "")).split("Credential=", 1)[-1].split("/")
+    region = scope[2] if len(scope) > 2 else "us-east-1"
+    items = []
+    for instance in ec2_backends[DEFAULT_ACCOUNT_ID][region].all_instances():
+        if wanted and instance.id not in wanted:
+            continue
+        if not TOPOLOGY_INSTANCE_TYPES.match(str(instance.instance_type)):
+            continue
+        digest = uuid.uuid5(uuid.NAMESPACE_OID, str(instance.id)).hex
+        nodes = "".join(f"<item>nn-{digest[i * 8 : i * 8 + 8]}</item>" for i in range(3))
+        items.append(
+            f"<item><instanceId>{instance.id}</instanceId>"
+            f"<instanceType>{instance.instance_type}</instanceType>"
+            f"<availabilityZone>{instance.placement.zone}</availabilityZone>"
+            f"<networkNodeSet>{nodes}</networkNodeSet></item>"
+        )
+    answer = (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        '<DescribeInstanceTopologyResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+        f"<requestId>{uuid.uuid4()}</requestId><instanceSet>{''.join(items)}</instanceSet>"
+        "</DescribeInstanceTopologyResponse>"
+    ).encode()
+    start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", str(len(answer)))])
+    return [answer]
+
+
 class FaultInjector:
     """WSGI middleware around moto: counts calls, injects faults, serves the control endpoints
     and the instance metadata service."""
@@ -202,6 +251,8 @@ class FaultInjector:
                     fault.count -= 1
                     self._faults = [f for f in self._faults if f.count > 0]
         if fault is None:
+            if service == "ec2" and action == "DescribeInstanceTopology":
+                return describe_instance_topology(environ, start_response)
             return self._app(environ, start_response)
         status = fault.status or _STATUS_BY_CODE.get(fault.code, 503)
         body = _error_body(service, fault.code, f"injected by polyccm emulator ({action})")

@@ -1,6 +1,7 @@
-"""The emulator answers as AWS does where moto alone would not: a classic ELB made without
-ConfigureHealthCheck already has AWS's default health check (upstream's AWS CCM reads it and
-fails on a missing one)."""
+"""The emulator answers as AWS does where moto alone would not, where that changes what a CCM
+does: a classic ELB made without ConfigureHealthCheck already has AWS's default health check
+(upstream's AWS CCM reads it and fails on a missing one), and DescribeInstanceTopology answers
+(moto fails it, and upstream's CCM retries it for every node)."""
 
 from __future__ import annotations
 
@@ -66,3 +67,25 @@ def test_a_configured_health_check_replaces_the_default(aws: EmulatorControl, wo
         "UnhealthyThreshold": 3,
         "HealthyThreshold": 2,
     }
+
+
+def test_instance_topology_lists_the_supported_types_only(
+    aws: EmulatorControl, world: World
+) -> None:
+    """DescribeInstanceTopology (moto has none) describes instances of the types AWS lists
+    (p4d, trn1, hpc...) and leaves the others out, so a client learns once that a type has no
+    topology, as upstream's CCM does."""
+    (general,) = world.instances(1, instance_type="m5.large")
+    (accelerated,) = world.instances(1, instance_type="p4d.24xlarge")
+    ec2 = boto3.client("ec2")
+
+    both = ec2.describe_instance_topology(
+        InstanceIds=[general["InstanceId"], accelerated["InstanceId"]]
+    )["Instances"]
+    alone = ec2.describe_instance_topology(InstanceIds=[general["InstanceId"]])["Instances"]
+
+    assert [i["InstanceId"] for i in both] == [accelerated["InstanceId"]]
+    assert both[0]["InstanceType"] == "p4d.24xlarge"
+    assert both[0]["AvailabilityZone"] == "us-east-1a"
+    assert len(both[0]["NetworkNodes"]) == 3
+    assert alone == []
