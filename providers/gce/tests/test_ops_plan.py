@@ -12,22 +12,13 @@ update, not a create.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from polyccm import cloudcalls
 from polyccm.controllers import nodeinfo
-from polyccm.kube.api import (
-    CONFIGMAPS,
-    MERGE_PATCH,
-    SERVICES,
-    ApiError,
-    KubeApi,
-    Resource,
-    load_configuration,
-)
+from polyccm.kube.api import MERGE_PATCH, SERVICES, KubeApi
 from polyccm.objects import Node, Service
 from polyccm.ops.contract import ADOPT, BACKENDS, CREATE, LISTENERS, UPDATE, Difference
 from polyccm_gce import upstream_made
@@ -44,7 +35,7 @@ from polyccm_gce.testing import (
     write_calls,
 )
 from polyccm_testing.devenv.controlplane import ControlPlane
-from polyccm_testing.kubeobjects import make_node, make_service, wait_for
+from polyccm_testing.kubeobjects import make_node, make_service
 from polyccm_testing.opstools import (
     CommandResult,
     plans_by_service,
@@ -55,8 +46,6 @@ from polyccm_testing.opstools import (
 
 pytestmark = pytest.mark.usefixtures("clean_nodes")
 
-ROLES = Resource("rbac.authorization.k8s.io/v1", "roles", namespaced=True)
-ROLE_BINDINGS = Resource("rbac.authorization.k8s.io/v1", "rolebindings", namespaced=True)
 TAG = "ops-node"
 NAMES = ("ops-a", "ops-b")
 CIDR = "10.64.0.0/16"
@@ -122,68 +111,24 @@ def plan(gce_conf: Path, kubeconfig: Path) -> CommandResult:
     )
 
 
-def readable(api: KubeApi) -> bool:
-    try:
-        api.get(CONFIGMAPS, "ingress-uid", "kube-system")
-    except ApiError as error:
-        if error.status == 403:
-            return False
-        raise
-    return True
+CLUSTER_ID_RULE = {
+    "apiGroups": [""],
+    "resources": ["configmaps"],
+    "resourceNames": ["ingress-uid"],
+    "verbs": ["get"],
+}
+"""What the GCE provider reads besides nodes and services: the cluster id (its shared health
+check's name), from ConfigMap kube-system/ingress-uid."""
 
 
 @pytest.fixture
 def reader(
     kube_api: KubeApi, control_plane: ControlPlane, namespace: str, cluster_id: str, tmp_path: Path
-) -> Iterator[Path]:
-    """A kubeconfig that may only read nodes and services, and (as the GCE provider needs
-    for its shared health check's name) the ConfigMap kube-system/ingress-uid."""
-    path = read_only_kubeconfig(kube_api, control_plane, namespace, tmp_path)
-    name = f"{namespace}-cluster-id"
-    kube_api.create(
-        ROLES,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {"name": name},
-            "rules": [
-                {
-                    "apiGroups": [""],
-                    "resources": ["configmaps"],
-                    "resourceNames": ["ingress-uid"],
-                    "verbs": ["get"],
-                }
-            ],
-        },
-        "kube-system",
+) -> Path:
+    """A kubeconfig that may only read nodes and services, and the cluster id's ConfigMap."""
+    return read_only_kubeconfig(
+        kube_api, control_plane, namespace, tmp_path, namespaced={"kube-system": [CLUSTER_ID_RULE]}
     )
-    kube_api.create(
-        ROLE_BINDINGS,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": name},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-            # The test namespace's ServiceAccounts: the read-only one is its only user.
-            "subjects": [
-                {
-                    "kind": "Group",
-                    "name": f"system:serviceaccounts:{namespace}",
-                    "apiGroup": "rbac.authorization.k8s.io",
-                }
-            ],
-        },
-        "kube-system",
-    )
-    as_reader = KubeApi(load_configuration(str(path)))
-    try:
-        # The API server's authorizer learns a new binding a moment after it is made.
-        wait_for(lambda: readable(as_reader), what="the ConfigMap readable with the binding")
-        yield path
-    finally:
-        as_reader.close()
-        kube_api.delete(ROLE_BINDINGS, name, "kube-system")
-        kube_api.delete(ROLES, name, "kube-system")
 
 
 def test_load_balancers_and_routes_made_by_upstream_plan_as_adopt_and_nothing_else(

@@ -1,7 +1,7 @@
 """Builders and waiters for tests against the real API server: nodes as a kubelet registers
-them, LoadBalancer services and their ingress, events, ClusterRoles and their bindings,
-ServiceAccount tokens and kubeconfigs, and polling with a deadline. Shared by the core's and
-the providers' tests."""
+them, LoadBalancer services and their ingress, events, (Cluster)Roles, their bindings and what
+they allow, ServiceAccount tokens and kubeconfigs, and polling with a deadline. Shared by the
+core's and the providers' tests."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ CLUSTER_ROLES = Resource("rbac.authorization.k8s.io/v1", "clusterroles", namespa
 CLUSTER_ROLE_BINDINGS = Resource(
     "rbac.authorization.k8s.io/v1", "clusterrolebindings", namespaced=False
 )
+ROLES = Resource("rbac.authorization.k8s.io/v1", "roles", namespaced=True)
+ROLE_BINDINGS = Resource("rbac.authorization.k8s.io/v1", "rolebindings", namespaced=True)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:
@@ -167,21 +169,45 @@ def make_cluster_role(api: KubeApi, name: str, rules: list[dict[str, Any]]) -> N
     api.create(CLUSTER_ROLES, {"metadata": {"name": name}, "rules": rules})
 
 
+def make_role(api: KubeApi, namespace: str, name: str, rules: list[dict[str, Any]]) -> None:
+    """Create Role ``namespace/name`` granting ``rules`` in that namespace."""
+    api.create(ROLES, {"metadata": {"name": name}, "rules": rules}, namespace)
+
+
+def _binding(name: str, kind: str, role: str, subject: dict[str, str]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+        "subjects": [subject],
+    }
+
+
 def bind_cluster_role(api: KubeApi, name: str, cluster_role: str, subject: dict[str, str]) -> None:
     """Create ClusterRoleBinding ``name`` giving ClusterRole ``cluster_role`` to ``subject`` (a
     ``User``, ``Group`` or ``ServiceAccount`` entry of the binding's subjects)."""
-    api.create(
-        CLUSTER_ROLE_BINDINGS,
-        {
-            "metadata": {"name": name},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": cluster_role,
-            },
-            "subjects": [subject],
+    api.create(CLUSTER_ROLE_BINDINGS, _binding(name, "ClusterRole", cluster_role, subject))
+
+
+def bind_role(api: KubeApi, namespace: str, name: str, role: str, subject: dict[str, str]) -> None:
+    """Create RoleBinding ``namespace/name`` giving Role ``role`` of that namespace to
+    ``subject``."""
+    api.create(ROLE_BINDINGS, _binding(name, "Role", role, subject), namespace)
+
+
+def allowed(api: KubeApi, attributes: dict[str, str]) -> bool:
+    """Whether the API server's authorizer lets the identity ``api`` authenticates as do what
+    ``attributes`` (a SelfSubjectAccessReview's ``resourceAttributes``: verb, group, resource,
+    namespace, name) say, now. A new binding takes a moment to reach the authorizer."""
+    answer = api.request(
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        body={
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
         },
     )
+    return bool(answer.get("status", {}).get("allowed"))
 
 
 @contextmanager

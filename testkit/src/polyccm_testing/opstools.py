@@ -4,39 +4,48 @@
 prints, so a test can arrange a cloud (the fake one, or an emulator) and read the command's
 answer and exit status; :func:`run_command` adds the usual flags, :func:`plans_by_service` and
 :func:`listed_orphans` read the ``-o json`` answers. :func:`read_only_kubeconfig` gives the
-command a ServiceAccount that may only get, list and watch nodes and services: a command run
-with it that tried to write to the cluster would fail (403), which is how the tests prove it
-writes nothing there.
+command a ServiceAccount that may only get, list and watch nodes and services (and read what
+else a provider needs): a command run with it that tried to write to the cluster would fail
+(403), which is how the tests prove it writes nothing there.
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import logging
 import secrets
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from polyccm.cli import main
-from polyccm.kube.api import KubeApi
+from polyccm.kube.api import KubeApi, load_configuration
 from polyccm.plugins import plugin_manager
 
 from polyccm_testing.kubeobjects import (
+    allowed,
+    bind_role,
     make_cluster_role,
+    make_role,
     make_service_account,
     service_account_kubeconfig,
+    wait_for,
 )
 
 if TYPE_CHECKING:
     from polyccm_testing.devenv.controlplane import ControlPlane
 
-READ_ONLY_RULES = [
+Rule = dict[str, Any]
+"""One rule of a Role or ClusterRole (``apiGroups``, ``resources``, ``verbs``, optionally
+``resourceNames``)."""
+
+READ_ONLY_RULES: list[Rule] = [
     {"apiGroups": [""], "resources": ["nodes", "services"], "verbs": ["get", "list", "watch"]}
 ]
 """All ``polyccm plan`` and ``polyccm orphans`` need of the cluster."""
@@ -120,12 +129,56 @@ def listed_orphans(result: CommandResult) -> list[dict[str, Any]]:
 
 
 def read_only_kubeconfig(
-    api: KubeApi, control_plane: ControlPlane, namespace: str, directory: Path
+    api: KubeApi,
+    control_plane: ControlPlane,
+    namespace: str,
+    directory: Path,
+    *,
+    rules: Sequence[Rule] = (),
+    namespaced: Mapping[str, Sequence[Rule]] | None = None,
 ) -> Path:
     """A kubeconfig for a new ServiceAccount in ``namespace`` whose only rights are get, list
-    and watch on nodes and services (:data:`READ_ONLY_RULES`), with a TokenRequest token. The
-    ClusterRole and its binding outlive ``namespace``, so their names are unique."""
+    and watch on nodes and services (:data:`READ_ONLY_RULES`) and ``rules`` in every namespace,
+    and in each namespace of ``namespaced`` its rules there (a Role and RoleBinding), with a
+    TokenRequest token. Returns once the API server's authorizer grants all of them (a new
+    binding takes a moment to reach its RBAC cache). The grants outlive ``namespace``, so their
+    names are unique."""
     name = f"polyccm-read-only-{secrets.token_hex(3)}"
-    make_cluster_role(api, name, READ_ONLY_RULES)
+    everywhere = [*READ_ONLY_RULES, *rules]
+    granted = {"": everywhere, **(namespaced or {})}
+    make_cluster_role(api, name, everywhere)
     make_service_account(api, namespace, name, cluster_role=name)
-    return service_account_kubeconfig(api, control_plane, directory, namespace=namespace, name=name)
+    subject = {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+    for where, where_rules in (namespaced or {}).items():
+        make_role(api, where, name, list(where_rules))
+        bind_role(api, where, name, name, subject)
+    path = service_account_kubeconfig(api, control_plane, directory, namespace=namespace, name=name)
+    checks = [attributes for where, some in granted.items() for attributes in _checks(some, where)]
+    as_account = KubeApi(load_configuration(str(path)))
+    try:
+        wait_for(
+            lambda: all(allowed(as_account, attributes) for attributes in checks),
+            what=f"the authorizer to grant ServiceAccount {namespace}/{name} its rules",
+        )
+    finally:
+        as_account.close()
+    return path
+
+
+def _checks(rules: Sequence[Rule], namespace: str) -> Iterator[dict[str, str]]:
+    """The access reviews (``resourceAttributes``) that together ask for every grant of
+    ``rules`` in ``namespace`` (all namespaces when empty)."""
+    for rule in rules:
+        for group, resource, verb, name in itertools.product(
+            rule.get("apiGroups") or [""],
+            rule["resources"],
+            rule["verbs"],
+            rule.get("resourceNames") or [""],
+        ):
+            yield {
+                "namespace": namespace,
+                "verb": verb,
+                "group": group,
+                "resource": resource,
+                "name": name,
+            }
