@@ -1,13 +1,17 @@
 """``polyccm orphans`` against the real kube-apiserver and the fake cloud: it lists exactly the
 load balancers of this cluster that no Service claims, deletes exactly those with ``--delete``
-(after a confirmation, or ``--yes``), and never touches another cluster's."""
+(after a confirmation, or ``--yes``), and never touches another cluster's. The reason a
+provider gives for an orphan (``unclaimed_reason``) tells a deleted Service from one made again
+and from one that wants no load balancer any more."""
 
 from __future__ import annotations
 
 import pytest
+from polyccm.cloud import default_load_balancer_name
 from polyccm.controllers.service import FINALIZER
 from polyccm.kube.api import MERGE_PATCH, SERVICES, KubeApi
 from polyccm.objects import Service
+from polyccm.ops.orphans import unclaimed_reason
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.fake import FakeCloud, FakeLoadBalancer
 from polyccm_testing.fake_main import FakeCloudPlugin
@@ -113,3 +117,29 @@ def test_a_provider_without_orphans_is_not_supported(control_plane: ControlPlane
 
     assert result.status == 2
     assert result.stderr == "polyccm orphans: error: not supported by provider fake\n"
+
+
+def _service(name: str, uid: str, kind: str = "LoadBalancer") -> Service:
+    metadata = {"name": name, "namespace": "shop", "uid": uid}
+    return Service({"metadata": metadata, "spec": {"type": kind}})
+
+
+def test_the_reason_tells_gone_from_made_again_from_no_longer_wanted() -> None:
+    first_web = _service("web", "11111111-0000-4000-8000-000000000000")
+    services = [
+        _service("web", "22222222-0000-4000-8000-000000000000"),
+        _service("old", "33333333-0000-4000-8000-000000000000", kind="ClusterIP"),
+    ]
+    name_of = default_load_balancer_name
+
+    def reason(made_for: Service) -> str:
+        return unclaimed_reason(name_of(made_for), made_for.key, services, name_of)
+
+    assert reason(first_web) == (
+        "service shop/web was created again (its uid is now 22222222-0000-4000-8000-000000000000)"
+    )
+    assert reason(services[1]) == "service shop/old no longer wants a load balancer"
+    assert reason(_service("gone", "44444444-0000-4000-8000-000000000000")) == (
+        "service shop/gone no longer exists"
+    )
+    assert unclaimed_reason("a1", "", services, name_of) == "made for no known service"

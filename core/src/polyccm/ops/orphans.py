@@ -11,7 +11,7 @@ interfaces are being released) is tried again after the delay it names, for up t
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from polyccm.errors import CloudError, LeadershipLost, RetryAfter
@@ -20,6 +20,24 @@ from polyccm.ops.contract import CloudResource, Orphans
 
 PATIENCE = 120.0
 """Seconds a resource "still in use" is retried before it counts as failed."""
+
+
+def unclaimed_reason(
+    name: str, made_for: str, services: Iterable[Service], name_of: Callable[[Service], str]
+) -> str:
+    """Why no Service accounts for load balancer ``name``, made for Service ``made_for``
+    (``namespace/name``, as its marks say): that Service no longer exists, was created again
+    (``name_of``, the provider's name for a Service's load balancer, gives another name: it
+    comes from the UID), or no longer wants a load balancer. ``services``: every Service of
+    the cluster. For a provider's ``CloudResource.reason``."""
+    if not made_for:
+        return "made for no known service"
+    current = next((s for s in services if s.key == made_for), None)
+    if current is None:
+        return f"service {made_for} no longer exists"
+    if name_of(current) != name:
+        return f"service {made_for} was created again (its uid is now {current.uid})"
+    return f"service {made_for} no longer wants a load balancer"
 
 
 def find(

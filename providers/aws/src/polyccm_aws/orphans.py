@@ -26,6 +26,7 @@ from typing import Any
 from polyccm.errors import CloudError, RetryAfter
 from polyccm.objects import Node, Service
 from polyccm.ops.contract import CloudResource, Orphans, claims_load_balancer
+from polyccm.ops.orphans import unclaimed_reason
 
 from polyccm_aws.api import AwsApi, AwsApiError, error_code
 from polyccm_aws.config import CloudConfig
@@ -139,7 +140,6 @@ class AwsOrphans(Orphans):
     ) -> list[CloudResource]:
         claiming = [s for s in services if claims_load_balancer(s)]
         claimed = {default_load_balancer_name(s) for s in claiming}
-        by_key = {s.key: s for s in services}
         found: list[CloudResource] = []
         live_groups: set[str] = set()
         live_names: set[str] = set()
@@ -159,7 +159,7 @@ class AwsOrphans(Orphans):
                     id=ident,
                     name=name if ident != name else "",
                     mark=f"{mark}, name a<uid>",
-                    reason=_unclaimed(name, service, by_key),
+                    reason=unclaimed_reason(name, service, services, default_load_balancer_name),
                     delete_order=ORDER[kind],
                     details={"service": service},
                 )
@@ -311,13 +311,3 @@ class AwsOrphans(Orphans):
             self._groups.delete_owned([group_id])
         except SecurityGroupInUse as error:
             raise RetryAfter(str(error), SECURITY_GROUP_RETRY_SECONDS) from error
-
-
-def _unclaimed(name: str, service: str, services: Mapping[str, Service]) -> str:
-    """Why no Service accounts for load balancer ``name``, made for ``service``."""
-    current = services.get(service)
-    if current is None:
-        return f"service {service} no longer exists"
-    if default_load_balancer_name(current) != name:
-        return f"service {service} was created again (its uid is not {name[1:]}...)"
-    return f"service {service} no longer wants a load balancer"

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,7 @@ from polyccm.cloud import Route
 from polyccm.errors import CloudError, RetryAfter
 from polyccm.objects import Node, Service
 from polyccm.ops.contract import CloudResource, Orphans, claims_load_balancer
+from polyccm.ops.orphans import unclaimed_reason
 
 from polyccm_gce.api import GceApi, GceApiError, Json
 from polyccm_gce.load_balancer import (
@@ -206,7 +207,9 @@ class GceOrphans(Orphans):
         self, group: _LoadBalancer, services: Sequence[Service]
     ) -> Iterator[CloudResource]:
         service = group.service
-        reason = _unclaimed(self._lb, group.name, service, services)
+        reason = unclaimed_reason(
+            group.name, service, services, lambda s: self._lb.get_load_balancer_name("", s)
+        )
         mark = f"{group.marks[0]}, {SERVICE_NAME}={service or group.name}"
         for kind, name in group.pieces:
             yield CloudResource(
@@ -332,14 +335,3 @@ def _still_marked(resource: CloudResource, description: str) -> None:
         raise CloudError(
             f"{resource.kind} {resource.id} no longer carries this cluster's marks; kept"
         )
-
-
-def _unclaimed(lb: GceLoadBalancer, name: str, service: str, services: Sequence[Service]) -> str:
-    """Why no Service accounts for load balancer ``name``, made for ``service``."""
-    current: Mapping[str, Service] = {s.key: s for s in services}
-    found = current.get(service)
-    if found is None:
-        return f"service {service} no longer exists" if service else "made for no known service"
-    if lb.get_load_balancer_name("", found) != name:
-        return f"service {service} was created again (its uid is not {name[1:]}...)"
-    return f"service {service} no longer wants a load balancer"
