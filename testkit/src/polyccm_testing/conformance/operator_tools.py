@@ -15,17 +15,27 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import pytest
 from polyccm import cloudcalls
+from polyccm.cloud import LoadBalancer
 from polyccm.kube.api import SERVICES
-from polyccm.objects import Service
+from polyccm.objects import Node, Service
 from polyccm.ops import orphans as orphan_tools
 from polyccm.ops.contract import ADOPT, BACKENDS, CREATE, UPDATE, LoadBalancerPlanner, Orphans
 
 from polyccm_testing.conformance.base import ConformanceBase, offered
 from polyccm_testing.conformance.cloud_under_test import CloudUnderTest
 from polyccm_testing.conformance.cluster import KitCluster
+
+
+class Planned(NamedTuple):
+    """What a plan test plans for."""
+
+    service: Service
+    nodes: list[Node]
+    balancer: LoadBalancer
 
 
 @contextmanager
@@ -60,17 +70,24 @@ class OperatorToolsConformance(ConformanceBase):
         """Annotations on every service the kit makes (none by default)."""
         return {}
 
-    def test_plan_says_create_then_adopt_and_never_writes(
+    @pytest.fixture
+    def kit_planned(
         self,
         kit_cluster: KitCluster,
-        kit_planner: LoadBalancerPlanner,
         kit_service_annotations: Mapping[str, str],
         cloud: CloudUnderTest,
-    ) -> None:
-        service = kit_cluster.add_service("planned", annotations=kit_service_annotations)
-        nodes = [kit_cluster.add_node("plan-a"), kit_cluster.add_node("plan-b")]
+    ) -> Planned:
+        """A service to plan for, two backend nodes, and the provider's load balancers."""
         balancer = cloud.provider.load_balancer()
         assert balancer is not None, "a planner without a LoadBalancer"
+        service = kit_cluster.add_service("planned", annotations=kit_service_annotations)
+        nodes = [kit_cluster.add_node("plan-a"), kit_cluster.add_node("plan-b")]
+        return Planned(service, nodes, balancer)
+
+    def test_plan_says_create_then_adopt_and_never_writes(
+        self, kit_planned: Planned, kit_planner: LoadBalancerPlanner, cloud: CloudUnderTest
+    ) -> None:
+        service, nodes, balancer = kit_planned
 
         with _reads_only(cloud):
             before = kit_planner.plan_load_balancer(cloud.cluster_name, service, nodes)
@@ -85,17 +102,10 @@ class OperatorToolsConformance(ConformanceBase):
         assert cloud.load_balancer_resources() == made, "planning changed the load balancer"
 
     def test_plan_says_update_when_a_backend_left(
-        self,
-        kit_cluster: KitCluster,
-        kit_planner: LoadBalancerPlanner,
-        kit_service_annotations: Mapping[str, str],
-        cloud: CloudUnderTest,
+        self, kit_planned: Planned, kit_planner: LoadBalancerPlanner, cloud: CloudUnderTest
     ) -> None:
-        service = kit_cluster.add_service("shrunk", annotations=kit_service_annotations)
-        first, second = kit_cluster.add_node("shrunk-a"), kit_cluster.add_node("shrunk-b")
-        balancer = cloud.provider.load_balancer()
-        assert balancer is not None, "a planner without a LoadBalancer"
-        balancer.ensure_load_balancer(cloud.cluster_name, service, [first, second])
+        service, nodes, balancer = kit_planned
+        balancer.ensure_load_balancer(cloud.cluster_name, service, nodes)
         backends = cloud.backends(service)
         if not backends:
             pytest.skip(
@@ -104,7 +114,7 @@ class OperatorToolsConformance(ConformanceBase):
             )
 
         with _reads_only(cloud):
-            fewer = kit_planner.plan_load_balancer(cloud.cluster_name, service, [first])
+            fewer = kit_planner.plan_load_balancer(cloud.cluster_name, service, nodes[:1])
 
         assert fewer.action == UPDATE, fewer
         assert BACKENDS in {d.aspect for d in fewer.differences}, fewer
