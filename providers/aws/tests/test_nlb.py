@@ -10,6 +10,7 @@ from polyccm.cloud import default_load_balancer_name
 from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
 from polyccm.objects import Service
 from polyccm_aws import annotations as ann
+from polyccm_aws.api import AwsApiError
 from polyccm_aws.config import CloudConfig
 from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.naming import target_group_name
@@ -134,6 +135,46 @@ def test_second_ensure_changes_nothing(
         action: count for action, count in aws.calls().items() if not action.startswith("Describe")
     }
     assert changes == {}
+
+
+def test_load_balancers_reuse_the_instances_the_node_controller_just_read(
+    world: World, aws: EmulatorControl
+) -> None:
+    # As after a burst of new nodes: their instances were read to initialise them a minute ago
+    # (longer than the store's own 10 s).
+    provider = AwsProvider(CloudConfig(), cluster_name=CLUSTER)
+    read, joined = world.instances(6), world.instances(1)[0]
+    provider.instances_v2().instances_metadata([world.node(i, by_name=True) for i in read])
+    now = provider.store._clock()
+    provider.store._clock = lambda: now + 60.0
+    service, lb = nlb_service(world), provider.load_balancer()
+
+    aws.reset_calls()
+    lb.ensure_load_balancer(CLUSTER, service, [world.node(i) for i in read])
+    created = aws.calls().get("DescribeInstances", 0)
+    lb.update_load_balancer(CLUSTER, service, [world.node(i) for i in [*read, joined]])
+
+    assert created == 0
+    assert aws.calls()["DescribeInstances"] == 1  # the instance of the node that joined
+    for group in target_groups(world):
+        health = world.elbv2.describe_target_health(TargetGroupArn=group["TargetGroupArn"])
+        assert len(health["TargetHealthDescriptions"]) == 7
+
+
+def test_a_target_the_cloud_refuses_is_looked_up_afresh(world: World, aws: EmulatorControl) -> None:
+    provider = AwsProvider(CloudConfig(), cluster_name=CLUSTER)
+    nodes = [world.node(i) for i in world.instances(2)]
+    service = nlb_service(world)
+    lb = provider.load_balancer()
+    # AWS refuses an instance that stopped after it was cached as running.
+    aws.inject("RegisterTargets", code="InvalidTarget", status=400)
+    with pytest.raises(AwsApiError, match="InvalidTarget"):
+        lb.ensure_load_balancer(CLUSTER, service, nodes)
+
+    aws.reset_calls()
+    lb.ensure_load_balancer(CLUSTER, service, nodes)
+
+    assert aws.calls()["DescribeInstances"] == 1
 
 
 def test_update_follows_the_backend_nodes(world: World, provider: AwsProvider) -> None:

@@ -22,7 +22,7 @@ from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec, RetryAfter
 from polyccm.objects import Node, Service
 
 from polyccm_aws import annotations as ann
-from polyccm_aws.api import AwsApi
+from polyccm_aws.api import AwsApi, AwsApiError
 from polyccm_aws.config import CloudConfig
 from polyccm_aws.elb import ClassicElb, elb_status
 from polyccm_aws.instance_store import Instance, InstanceStore, state_of
@@ -37,6 +37,13 @@ from polyccm_aws.zones import Zones
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 SECURITY_GROUP_RETRY_SECONDS = 10.0
+BACKEND_MAX_AGE = 600.0
+"""How old a cached backend instance may be (upstream's ELB instance cache: 10 minutes). A new
+node's instance is always looked up; one the node controller or the lifecycle controller has
+just read is reused, so load balancers made after a burst of nodes cost no DescribeInstances.
+An instance the cloud refuses as a target (it stopped meanwhile) is looked up afresh."""
+REFUSED_TARGET_CODES = frozenset({"InvalidTarget", "InvalidInstance"})
+"""ELBv2's and the classic ELB's error for an instance that cannot be registered."""
 
 
 def _lenient_groups(service: Service, annotation: str) -> tuple[str, ...]:
@@ -90,7 +97,7 @@ class AwsLoadBalancer(LoadBalancer):
                 log.warning("node %s has no usable providerID; not a backend", node.name)
                 continue
             ids.append(instance_id)
-        found = self._store.by_ids(ids) if ids else {}
+        found = self._store.by_ids(ids, max_age=BACKEND_MAX_AGE) if ids else {}
         return {
             instance_id: instance
             for instance_id, instance in found.items()
@@ -120,7 +127,8 @@ class AwsLoadBalancer(LoadBalancer):
             status = self._guard(
                 lambda: self._nlb.ensure(
                     service, spec, name, instances, existing, cluster_name=cluster_name
-                )
+                ),
+                instances,
             )
         else:
             existing_elb = self._elb.describe(name)
@@ -128,7 +136,7 @@ class AwsLoadBalancer(LoadBalancer):
                 raise self._type_changed(name, "an NLB", "classic")
             instances = self._backends(spec.target_node_labels, nodes)
             status = self._guard(
-                lambda: self._elb.ensure(service, spec, name, instances, existing_elb)
+                lambda: self._elb.ensure(service, spec, name, instances, existing_elb), instances
             )
         return dataclasses.replace(status, warnings=status.warnings + spec.warnings)
 
@@ -165,11 +173,11 @@ class AwsLoadBalancer(LoadBalancer):
             is_nlb = annotations.get(ann.TYPE) == ann.NLB
         instances = self._backends(labels, nodes)
         if is_nlb:
-            self._guard(lambda: self._nlb.update(spec, name, instances))
+            self._guard(lambda: self._nlb.update(spec, name, instances), instances)
         else:
             annotated = _lenient_groups(service, ann.SECURITY_GROUPS)
             extra = _lenient_groups(service, ann.EXTRA_SECURITY_GROUPS)
-            self._guard(lambda: self._elb.update(name, instances, annotated, extra))
+            self._guard(lambda: self._elb.update(name, instances, annotated, extra), instances)
 
     def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
         if ann.is_external(service.annotations):
@@ -191,9 +199,12 @@ class AwsLoadBalancer(LoadBalancer):
             if self._guard(delete):
                 return
 
-    @staticmethod
-    def _guard(action: Callable[[], T]) -> T:
+    def _guard(self, action: Callable[[], T], instances: Mapping[str, Instance] | None = None) -> T:
         try:
             return action()
         except SecurityGroupInUse as error:
             raise RetryAfter(str(error), SECURITY_GROUP_RETRY_SECONDS) from error
+        except AwsApiError as error:
+            if instances and error.code in REFUSED_TARGET_CODES:
+                self._store.invalidate(instances)  # the retry reads their state afresh
+            raise
