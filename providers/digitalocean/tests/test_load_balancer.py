@@ -4,7 +4,8 @@ services cost no cloud call, and the annotations reach DigitalOcean. The type as
 decides it since v0.1.61: a new load balancer is REGIONAL_NETWORK (to the service ports) unless
 ``DEFAULT_LB_TYPE=REGIONAL``; one that exists keeps its type, written back as the ``type``
 annotation; and ``polyccm plan``'s planner adopts what the current upstream release and an
-older one made, reading only."""
+older one made, reading only, and warns as ensure would (of the default type for a load
+balancer to make, of its own type for one that exists)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from polyccm import cloudcalls
 from polyccm.cloud import default_load_balancer_name
 from polyccm.errors import InvalidServiceSpec, RetryAfter
 from polyccm.objects import Node, Service
-from polyccm.ops.contract import ADOPT
+from polyccm.ops.contract import ADOPT, CREATE
 from polyccm_digitalocean import annotations as ann
 from polyccm_digitalocean.testing import (
     DigitalOceanApi,
@@ -255,3 +256,39 @@ def test_what_current_and_older_upstream_made_plans_as_adopt_reading_only(
 
     assert [(p.action, p.differences, p.problems) for p in plans] == [(ADOPT, (), ())] * 3
     assert writes(do) == {}
+
+
+def test_plan_warnings_are_those_of_the_configured_default_type_and_of_an_existing_type(
+    do: Mapping[str, str],
+) -> None:
+    api = DigitalOceanApi(do)
+    backends = nodes(api)
+    provider = provider_for(do, DEFAULT_LB_TYPE="REGIONAL")
+    # REGIONAL reads the protocol annotation; a REGIONAL_NETWORK load balancer ignores it.
+    fresh, waiting, network = (service({ann.PROTOCOL: "http"}) for _ in range(3))
+    ignored = f"annotation {ann.PROTOCOL} is ignored"
+
+    with cloudcalls.reads_only(provider.read_only_call):
+        create = provider.load_balancer_planner().plan_load_balancer("k", fresh, backends)
+
+    assert (create.action, create.problems) == (CREATE, ())
+    assert create.differences[0].detail.startswith("create REGIONAL EXTERNAL")
+    control(do).configure(lb_active_delay=600.0)  # made now, they stay new
+    try:
+        with pytest.raises(RetryAfter):
+            provider.load_balancer().ensure_load_balancer("k", waiting, backends)
+        upstream_load_balancer(api, default_load_balancer_name(network), droplet_ids(backends),
+                               {80: 80}, type="REGIONAL_NETWORK")  # fmt: skip
+        control(do).reset_calls()
+        with cloudcalls.reads_only(provider.read_only_call):
+            plans = [provider.load_balancer_planner().plan_load_balancer("k", s, backends)
+                     for s in (waiting, network)]  # fmt: skip
+    finally:
+        control(do).configure(lb_active_delay=0.0)
+
+    assert writes(do) == {}
+    messages = [[p.message for p in plan.problems] for plan in plans]
+    assert [plan.action for plan in plans] == [ADOPT, ADOPT]
+    assert [len(m) for m in messages] == [1, 2], messages
+    assert all("is not yet active" in m[-1] for m in messages)
+    assert messages[1][0].startswith(ignored)

@@ -36,7 +36,6 @@ from polyccm.ops.recording import (
     describe_calls,
 )
 
-from polyccm_digitalocean.annotations import service_spec
 from polyccm_digitalocean.api import DigitalOceanApi, RateLimited
 from polyccm_digitalocean.load_balancer import (
     Balancer,
@@ -74,22 +73,24 @@ class RecordingApi(DigitalOceanApi):
 
 
 class DigitalOceanLoadBalancerPlanner(RecordingPlanner):
-    """Plans with a second :class:`DigitalOceanLoadBalancer` over a :class:`RecordingApi`."""
+    """Plans with a second :class:`DigitalOceanLoadBalancer` over a :class:`RecordingApi`. Its
+    spec is the balancer's own: of the configured default type (``DEFAULT_LB_TYPE``) for a
+    load balancer to make, of its own type for one that exists."""
 
     def __init__(self, api: DigitalOceanApi, *, region: str, vpc_id: str = "") -> None:
         recorder = WriteRecorder(creates={CREATE_CALL})
         self._api = RecordingApi(api, recorder)
-        balancer = DigitalOceanLoadBalancer(self._api, region=region, vpc_id=vpc_id)
-        super().__init__(balancer, recorder)
+        self._balancer = DigitalOceanLoadBalancer(self._api, region=region, vpc_id=vpc_id)
+        super().__init__(self._balancer, recorder)
 
     def load_balancer_name(self, cluster_name: str, service: Service) -> str:
         try:
-            return service_spec(service).name  # the name annotation's, or the default
+            return self._balancer._spec(service).name  # the name annotation's, or the default
         except InvalidServiceSpec:
             return super().load_balancer_name(cluster_name, service)
 
     def spec_warnings(self, service: Service) -> Sequence[str]:
-        return service_spec(service).warnings
+        return self._balancer._spec(service).warnings
 
     def ensure(self, cluster_name: str, service: Service, nodes: Sequence[Node]) -> Sequence[str]:
         try:
@@ -97,7 +98,9 @@ class DigitalOceanLoadBalancerPlanner(RecordingPlanner):
         except RateLimited:
             raise
         except RetryAfter as waiting:  # it exists but is not active yet: the controller waits
-            return (*service_spec(service).warnings, str(waiting))
+            # The warnings of the spec ensure used: of the type the load balancer has.
+            existing = self._balancer._find(service, self._balancer._spec(service))
+            return (*self._balancer._spec(service, existing).warnings, str(waiting))
 
     def created(
         self, service: Service, nodes: Sequence[Node], stop: PlannedCreate
