@@ -1,13 +1,18 @@
 """The emulator answers as AWS does where moto alone would not, where that changes what a CCM
 does: a classic ELB made without ConfigureHealthCheck already has AWS's default health check
 (upstream's AWS CCM reads it and fails on a missing one), and DescribeInstanceTopology answers
-(moto fails it, and upstream's CCM retries it for every node)."""
+(moto fails it, and upstream's CCM retries it for every node); the quota of rules per security
+group is AWS's default unless raised as an account's can be."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import boto3
-from polyccm_aws.emulator import EmulatorControl
-from polyccm_aws.testing import World
+import pytest
+from botocore.exceptions import ClientError
+from polyccm_aws.emulator import RULES_QUOTA_VARIABLE, EmulatorControl
+from polyccm_aws.testing import World, point_boto3_at, running_emulator
 
 
 def _health_check(name: str) -> dict[str, object]:
@@ -89,3 +94,33 @@ def test_instance_topology_lists_the_supported_types_only(
     assert both[0]["AvailabilityZone"] == "us-east-1a"
     assert len(both[0]["NetworkNodes"]) == 3
     assert alone == []
+
+
+def _add_rules(group: str, first: int, count: int) -> None:
+    ec2 = boto3.client("ec2")
+    for port in range(first, first + count):
+        ec2.authorize_security_group_ingress(
+            GroupId=group,
+            IpPermissions=[{"IpProtocol": "tcp", "FromPort": port, "ToPort": port,
+                            "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}],
+        )  # fmt: skip
+
+
+def test_a_security_group_holds_60_rules_by_default(aws: EmulatorControl, world: World) -> None:
+    _add_rules(world.node_group, 30000, 60)
+    with pytest.raises(ClientError, match="RulesPerSecurityGroupLimitExceeded"):
+        _add_rules(world.node_group, 30060, 1)
+
+
+def test_a_raised_quota_of_rules_per_security_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An account whose quota was raised (a benchmark with hundreds of load balancers needs
+    it): POLYCCM_AWS_RULES_PER_SECURITY_GROUP in the emulator's environment."""
+    monkeypatch.setenv(RULES_QUOTA_VARIABLE, "100")
+    with running_emulator(tmp_path) as env:
+        point_boto3_at(env, monkeypatch.setenv, lambda n: monkeypatch.delenv(n, raising=False))
+        world = World()
+        _add_rules(world.node_group, 30000, 100)
+        with pytest.raises(ClientError, match="RulesPerSecurityGroupLimitExceeded"):
+            _add_rules(world.node_group, 30100, 1)

@@ -15,6 +15,8 @@ the ``emulator`` extra) behind a small WSGI layer that
 * resets everything, moto's state included, on ``POST /_polyccm/reset``;
 * gives a new classic ELB AWS's default health check (moto gives none), and answers EC2's
   DescribeInstanceTopology (moto fails it) as AWS does;
+* enforces the account's quota of rules per security group given in
+  ``POLYCCM_AWS_RULES_PER_SECURITY_GROUP`` (AWS's default, 60, without it);
 * answers as the instance metadata service (IMDSv2: ``PUT /latest/api/token``, then
   ``GET /latest/meta-data/...`` with the token) of the instance tagged
   ``polyccm.dev/ccm-host=true``, so that "the instance polyccm runs on" is chosen through the
@@ -32,6 +34,7 @@ import io
 import ipaddress
 import json
 import logging
+import os
 import re
 import threading
 import urllib.request
@@ -465,6 +468,31 @@ def give_classic_elbs_a_default_health_check() -> None:
     ELBBackend.create_load_balancer = create_load_balancer  # type: ignore[method-assign]
 
 
+#: Sets the emulated account's quota of rules per VPC security group: AWS's default is 60 and
+#: an account may have it raised (Service Quotas), as a cluster with hundreds of load balancers
+#: needs (each adds rules to the nodes' group). Unset: AWS's default.
+RULES_QUOTA_VARIABLE = "POLYCCM_AWS_RULES_PER_SECURITY_GROUP"
+
+
+def apply_rules_quota(quota: int) -> None:
+    """Refuse a rule that would take a VPC security group past ``quota`` rules, as AWS does
+    past the account's quota (moto's own check has AWS's default, 60, built in)."""
+    from moto.ec2.exceptions import RulesPerSecurityGroupLimitExceededError
+    from moto.ec2.models.security_groups import SecurityGroupBackend
+
+    def verify(
+        self: Any, group: Any, current: int, ip_ranges: Any, *rest: Any, **named: Any
+    ) -> None:
+        del self
+        sources = named.get("source_groups", rest[0] if rest else None)
+        limit = quota if group.vpc_id else max(quota, 100)
+        if current + len(ip_ranges or ()) + len(sources or ()) > limit:
+            raise RulesPerSecurityGroupLimitExceededError
+
+    check = "_verify_group_will_respect_rule_count_limit"
+    setattr(SecurityGroupBackend, check, verify)  # moto's own check, replaced
+
+
 def build_app() -> FaultInjector:
     """moto's multi-service WSGI app wrapped in the fault injector, with the emulated instance
     metadata service and AWS's default health check on new classic ELBs."""
@@ -472,6 +500,9 @@ def build_app() -> FaultInjector:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
     give_classic_elbs_a_default_health_check()
+    quota = os.environ.get(RULES_QUOTA_VARIABLE)
+    if quota:
+        apply_rules_quota(int(quota))
     return FaultInjector(
         DomainDispatcherApplication(create_backend_app),
         moto_api_backend.reset,
