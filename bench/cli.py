@@ -9,6 +9,7 @@ scenario on the same control plane and emulator, one after the other.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import tempfile
@@ -143,6 +144,7 @@ def run_provider(provider: str, args: argparse.Namespace, command: str) -> Provi
         users = [cluster.username(identity) for identity in IDENTITIES]
         flags, audit_log = audit.apiserver_args(directory / "audit", users)
         say(f"{provider}: starting etcd, kube-apiserver and the {provider} emulator")
+        os.environ.update(cloud_class.emulator_env)
         plane = controlplane.start(
             directory / "plane", clouds=(provider,), die_with_caller=True, apiserver_args=flags
         )

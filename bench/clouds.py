@@ -35,6 +35,8 @@ class BenchCloud:
     balancer_kind: ClassVar[str] = "load balancers"
     #: What changes the provider's emulator was given to measure the CCM rather than waits.
     notes: ClassVar[tuple[str, ...]] = ()
+    #: Variables the emulator is started with.
+    emulator_env: ClassVar[dict[str, str]] = {}
 
     def __init__(self, env: Mapping[str, str], directory: Path) -> None:
         self.env = dict(env)
@@ -102,6 +104,10 @@ class AwsCloud(BenchCloud):
     name = "aws"
     balancer_kind = "load balancers (half classic ELB, half NLB)"
     REGION = "us-east-1"
+    # Each load balancer adds rules to the nodes' security group: past 60 (AWS's default
+    # quota) a cluster's account has it raised, up to AWS's maximum of 1,000.
+    emulator_env: ClassVar[dict[str, str]] = {"POLYCCM_AWS_RULES_PER_SECURITY_GROUP": "1000"}
+    notes = ("the account's quota of rules per security group raised to 1,000 (default 60)",)
 
     def __init__(self, env: Mapping[str, str], directory: Path) -> None:
         from polyccm_aws.emulator import EmulatorControl
@@ -118,6 +124,7 @@ class AwsCloud(BenchCloud):
         os.environ["AWS_SDK_UA_APP_ID"] = "polyccm-bench"
         self.control = EmulatorControl(self.env["AWS_ENDPOINT_URL"])
         self.world: Any = None
+        self.node_subnets: list[str] = []
         self._ids: dict[str, str] = {}
 
     def reset(self) -> None:
@@ -127,15 +134,35 @@ class AwsCloud(BenchCloud):
         self.world = World(CLUSTER)
         self.world.instances(1, ccm_host=True, tags={self.world.cluster_tag: "owned"})
         self._ids.clear()
+        # The world's /24 subnets hold 251 instances; the nodes get a /18 in each zone.
+        self.node_subnets = [
+            self.world.ec2.create_subnet(
+                VpcId=self.world.vpc_id,
+                CidrBlock=f"10.0.{64 * (index + 1)}.0/18",
+                AvailabilityZone=zone,
+                TagSpecifications=[{"ResourceType": "subnet", "Tags": [
+                    {"Key": self.world.cluster_tag, "Value": "shared"}]}],
+            )["Subnet"]["SubnetId"]
+            for index, zone in enumerate(sorted(self.world.public))
+        ]  # fmt: skip
 
     def create(self, names: list[str]) -> list[str]:
         made: list[str] = []
-        zones = sorted(self.world.public)
+        tags = [{"Key": self.world.cluster_tag, "Value": "owned"}]
         # RunInstances in pieces of 500, alternating zones, as an autoscaling group would.
         for start in range(0, len(names), 500):
             count = min(500, len(names) - start)
-            zone = zones[(start // 500) % len(zones)]
-            for instance in self.world.instances(count, zone=zone):
+            subnet = self.node_subnets[(start // 500) % len(self.node_subnets)]
+            answer = self.world.ec2.run_instances(
+                ImageId="ami-12c6146b",
+                MinCount=count,
+                MaxCount=count,
+                InstanceType="m5.large",
+                SubnetId=subnet,
+                SecurityGroupIds=[self.world.node_group],
+                TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+            )
+            for instance in answer["Instances"]:
                 self._ids[instance["PrivateDnsName"]] = instance["InstanceId"]
                 made.append(instance["PrivateDnsName"])
         return made

@@ -109,8 +109,8 @@ def ready_condition(status: str = "True") -> dict[str, str]:
 
 
 def register_node(admin: KubeApi, name: str) -> None:
-    """Register ``name`` as ``kubelet --cloud-provider=external`` does: tainted uninitialised,
-    no providerID, then Ready (a running kubelet's heartbeat)."""
+    """Register ``name`` as ``kubelet --cloud-provider=external`` does, in one request:
+    tainted uninitialised, no providerID, its status Ready."""
     admin.create(
         NODES,
         {
@@ -120,9 +120,9 @@ def register_node(admin: KubeApi, name: str) -> None:
             "spec": {
                 "taints": [{"key": UNINITIALIZED_TAINT, "value": "true", "effect": "NoSchedule"}]
             },
+            "status": {"conditions": [ready_condition()]},
         },
     )
-    admin.patch(NODES, name, {"status": {"conditions": [ready_condition()]}}, subresource="status")
 
 
 def register_nodes(admin: KubeApi, names: Iterable[str]) -> None:
