@@ -6,7 +6,8 @@ routes plan as ``adopt`` and nothing else, exit 0, run with a ServiceAccount tha
 nodes, services and the cluster id. Then what an update would change (backends, firewall), what
 a create would make, what ensure would refuse; and, throughout, the emulator sees only reads.
 The planner is also driven directly: a forwarding rule or pool ensure would make again is an
-update, not a create.
+update, not a create, and so is the one patch of a firewall earlier polyccm left (its
+description, its destination).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from polyccm_gce.routes import DESCRIPTION, route_name
 from polyccm_gce.service_spec import RBS_ANNOTATION
 from polyccm_gce.testing import (
     CLUSTER,
+    REGION,
     ZONE,
     ComputeApi,
     RunningEmulator,
@@ -364,6 +366,36 @@ def test_changed_ports_and_affinity_replace_rule_and_pool_as_an_update(
     assert pools[0] == f"delete target pool {name} to make it again"
     assert pools[1].startswith(f"create target pool {name} (session affinity CLIENT_IP)")
     assert provider.load_balancer().get_load_balancer(CLUSTER, web) is not None
+
+
+def test_a_firewall_earlier_polyccm_left_plans_the_patch_ensure_would_make(
+    provider: Any, emulator: RunningEmulator
+) -> None:
+    web = service_for()
+    provider.load_balancer().ensure_load_balancer(CLUSTER, web, [node_for(name) for name in NAMES])
+    name = provider.load_balancer().get_load_balancer_name(CLUSTER, web)
+    compute, firewall = emulator.api(), f"k8s-fw-{name}"
+    address = compute.get(f"regions/{REGION}/forwardingRules/{name}")["IPAddress"]
+    # As earlier polyccm left it: the Service alone, spaced, and traffic to any address.
+    compute.do("PUT", f"global/firewalls/{firewall}", {
+        **{k: v for k, v in compute.get(f"global/firewalls/{firewall}").items()
+           if k in ("name", "network", "sourceRanges", "targetTags", "allowed")},
+        "description": '{"kubernetes.io/service-name": "default/web"}',
+    })  # fmt: skip
+
+    result = planned(provider, emulator, web)
+
+    assert (result.action, result.differences) == (
+        UPDATE,
+        (
+            Difference("firewall", f"{firewall}: destination {address}"),
+            Difference(
+                "firewall",
+                f'{firewall}: description {{"kubernetes.io/service-name":"default/web", '
+                f'"kubernetes.io/service-ip":"{address}"}}',
+            ),
+        ),
+    )
 
 
 def test_every_served_method_is_classified_read_or_write_for_the_guard(

@@ -173,15 +173,23 @@ def _firewall_insert(name: str, request: Mapping[str, Any]) -> list[Difference]:
 
 
 def _firewall_patch(name: str, request: Mapping[str, Any]) -> list[Difference]:
+    """One difference per field the patch sets (ensure sends only those that change); a patch
+    of none of them is still named, so the plan is never ``adopt`` while ensure would write."""
     body: compute_v1.Firewall = request["firewall_resource"]
     found = []
     if body.source_ranges:
         found.append(Difference(FIREWALL, f"{name}: sources {', '.join(body.source_ranges)}"))
+    if body.destination_ranges:
+        found.append(
+            Difference(FIREWALL, f"{name}: destination {', '.join(body.destination_ranges)}")
+        )
     if body.allowed:
         found.append(Difference(FIREWALL, f"{name}: allow {_allowed(body)}"))
     if body.target_tags:
         found.append(Difference(FIREWALL, f"{name}: target tags {', '.join(body.target_tags)}"))
-    return found
+    if body.description:
+        found.append(Difference(FIREWALL, f"{name}: description {body.description}"))
+    return found or [Difference(FIREWALL, f"patch {name}")]
 
 
 def _pool_insert(name: str, request: Mapping[str, Any]) -> list[Difference]:
