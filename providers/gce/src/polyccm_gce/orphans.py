@@ -26,7 +26,6 @@ marks; "in use" is retried shortly.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from polyccm.ops.contract import CloudResource, Orphans, claims_load_balancer
 from polyccm.ops.orphans import unclaimed_reason
 
 from polyccm_gce.api import GceApi, GceApiError, Json
+from polyccm_gce.descriptions import SERVICE_NAME, decoded
 from polyccm_gce.load_balancer import (
     GceLoadBalancer,
     firewall_name,
@@ -59,7 +59,6 @@ FORWARDING_RULE, TARGET_POOL, HEALTH_CHECK, FIREWALL, ROUTE = (
 ORDER = {FORWARDING_RULE: 0, ROUTE: 0, TARGET_POOL: 1, HEALTH_CHECK: 2, FIREWALL: 2}
 LOAD_BALANCER_NAME = re.compile(r"a[0-9a-f]{31}")
 NODE_UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-SERVICE_NAME = "kubernetes.io/service-name"
 IN_USE = "resourceInUseByAnotherResource"
 IN_USE_RETRY_SECONDS = 5.0
 FIREWALL_PREFIX = firewall_name("")
@@ -68,11 +67,7 @@ CHECK_FIREWALL_AROUND = tuple(health_check_firewall_name("", "\0", shared=False)
 
 def described_service(description: str) -> str | None:
     """The ``kubernetes.io/service-name`` of a description, or None (no such JSON)."""
-    try:
-        decoded = json.loads(description or "")
-    except ValueError:
-        return None
-    value = decoded.get(SERVICE_NAME) if isinstance(decoded, dict) else None
+    value = (decoded(description) or {}).get(SERVICE_NAME)
     return value if isinstance(value, str) and value else None
 
 
