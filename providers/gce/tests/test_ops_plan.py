@@ -325,6 +325,13 @@ def planned(provider: Any, emulator: RunningEmulator, service: Service) -> Any:
     return result
 
 
+def ensured(provider: Any) -> tuple[Service, str]:
+    """A Service whose load balancer ensure made, and that load balancer's name."""
+    web = service_for()
+    provider.load_balancer().ensure_load_balancer(CLUSTER, web, [node_for(name) for name in NAMES])
+    return web, provider.load_balancer().get_load_balancer_name(CLUSTER, web)
+
+
 def test_plan_is_create_before_ensure_and_adopt_after(
     provider: Any, emulator: RunningEmulator
 ) -> None:
@@ -347,9 +354,7 @@ def test_plan_is_create_before_ensure_and_adopt_after(
 def test_changed_ports_and_affinity_replace_rule_and_pool_as_an_update(
     provider: Any, emulator: RunningEmulator
 ) -> None:
-    web = service_for()
-    provider.load_balancer().ensure_load_balancer(CLUSTER, web, [node_for(name) for name in NAMES])
-    name = provider.load_balancer().get_load_balancer_name(CLUSTER, web)
+    web, name = ensured(provider)
     raw = json.loads(json.dumps(dict(web.raw)))
     raw["spec"]["ports"].append({"name": "p8080", "port": 8080, "protocol": "TCP"})
     raw["spec"]["sessionAffinity"] = "ClientIP"
@@ -371,9 +376,7 @@ def test_changed_ports_and_affinity_replace_rule_and_pool_as_an_update(
 def test_a_firewall_earlier_polyccm_left_plans_the_patch_ensure_would_make(
     provider: Any, emulator: RunningEmulator
 ) -> None:
-    web = service_for()
-    provider.load_balancer().ensure_load_balancer(CLUSTER, web, [node_for(name) for name in NAMES])
-    name = provider.load_balancer().get_load_balancer_name(CLUSTER, web)
+    web, name = ensured(provider)
     compute, firewall = emulator.api(), f"k8s-fw-{name}"
     address = compute.get(f"regions/{REGION}/forwardingRules/{name}")["IPAddress"]
     # As earlier polyccm left it: the Service alone, spaced, and traffic to any address.
