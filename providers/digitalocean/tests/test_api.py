@@ -3,6 +3,9 @@ the budget resets, the client-side limiter, and the token never in a log line.""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Mapping
 
 import pytest
@@ -67,3 +70,25 @@ def test_the_token_read_from_the_environment_is_masked_in_every_log_line(
     assert token not in repr(config)
     for line in (f"token {token}", f"Authorization: Bearer {token}", f"url?t={token}&x=1"):
         assert token not in logredact.redact(line), line
+
+
+def test_the_provider_sends_its_requests_without_loading_a_generated_sdk(
+    do: Mapping[str, str],
+) -> None:
+    # pydo (DigitalOcean's generated SDK) cost the process about 200 MiB for eleven operations.
+    probe = (
+        "import os, sys\n"
+        "from polyccm_digitalocean.testing import provider_for\n"
+        "provider_for(dict(os.environ)).api.call('droplets.list')\n"
+        "print(sorted(m for m in ('pydo', 'azure') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, **do},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+
+    assert done.stdout.strip() == "[]"

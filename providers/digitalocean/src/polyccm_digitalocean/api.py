@@ -1,30 +1,35 @@
-"""The pydo client, and the single place where DigitalOcean's answers become polyccm's errors.
+"""The DigitalOcean API client, and the single place where its answers become polyccm's errors.
 
 Every request goes through :meth:`DigitalOceanApi.call`, which, in this order, waits for the
 client-side limiter (or raises :class:`RateLimited` when the wait would block a worker too
 long), passes :func:`polyccm.cloudcalls.record` (counted as ``digitalocean``/``droplets.get``;
-refused once leadership is lost), sends exactly one request (azure-core's own retries are off:
-they would resend a 429 at once), and translates the answer:
+refused once leadership is lost), sends exactly one request (never retried here: a 429 must
+not be resent at once), and translates the answer:
 
 * 2xx: the body;
-* 404: :class:`NotFound` (pydo returns, rather than raises, the 404 body of some operations;
-  the caller decides what "gone" means);
+* 404: :class:`NotFound` (the caller decides what "gone" means);
 * 429: :class:`RateLimited`, a :class:`~polyccm.errors.RetryAfter` until ``ratelimit-reset``,
   so the item comes back when the budget does instead of hammering the API;
 * anything else: :class:`DigitalOceanApiError` with DigitalOcean's ``id`` and ``message``.
 
-TLS is always verified (``REQUESTS_CA_BUNDLE`` names a private CA, as for the emulator) and the
-token travels only over https.
+Requests are plain JSON over one urllib3 pool (:class:`RestClient`); operations keep the names of
+DigitalOcean's Python SDK (pydo), whose generated client cost polyccm about 200 MiB of memory
+for the eleven operations used. TLS is always verified (``REQUESTS_CA_BUNDLE`` names a private
+CA, as for the emulator), redirects are not followed, and the token travels only over https.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, urlencode
 
+import urllib3
 from polyccm import cloudcalls
 from polyccm.errors import CloudError, RetryAfter
 from polyccm.ratelimit import TokenBucket
@@ -63,41 +68,94 @@ class RateLimited(RetryAfter):
 
 
 @dataclass(frozen=True)
-class _Answer:
+class Answer:
+    """One answer: its status, decoded JSON body (``None`` when none) and headers."""
+
     status: int
     body: Any
     headers: Mapping[str, str]
 
 
-def _capture(pipeline_response: Any, body: Any, headers: Any) -> _Answer:
-    """pydo's ``cls`` hook: keep the status next to the body (404 bodies come back as data)."""
-    response = pipeline_response.http_response
-    return _Answer(response.status_code, body, dict(response.headers))
+#: Each operation (pydo's names): method and path, ``{name}`` filled from the call's params.
+OPERATIONS: Mapping[str, tuple[str, str]] = {
+    "droplets.get": ("GET", "/v2/droplets/{droplet_id}"),
+    "droplets.list": ("GET", "/v2/droplets"),
+    "load_balancers.get": ("GET", "/v2/load_balancers/{lb_id}"),
+    "load_balancers.list": ("GET", "/v2/load_balancers"),
+    "load_balancers.create": ("POST", "/v2/load_balancers"),
+    "load_balancers.update": ("PUT", "/v2/load_balancers/{lb_id}"),
+    "load_balancers.delete": ("DELETE", "/v2/load_balancers/{lb_id}"),
+    "load_balancers.add_droplets": ("POST", "/v2/load_balancers/{lb_id}/droplets"),
+    "load_balancers.remove_droplets": ("DELETE", "/v2/load_balancers/{lb_id}/droplets"),
+    "certificates.list": ("GET", "/v2/certificates"),
+    "regions.list": ("GET", "/v2/regions"),
+}
+#: Variables naming the CA bundle to verify the API with (requests' names, which pydo used).
+CA_BUNDLE_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 
 
-def make_client(config: DigitalOceanConfig) -> Any:
-    """A pydo client for ``config``: no SDK retries, no redirects, bounded timeouts."""
-    import pydo
+class RestClient:
+    """JSON requests to the API at ``config.api_url`` with the bearer token: one urllib3 pool,
+    verified TLS, no redirects, no retries, bounded timeouts."""
 
-    return pydo.Client(
-        config.token,
-        endpoint=config.api_url,
-        retry_total=0,
-        permit_redirects=False,
-        connection_timeout=CONNECT_TIMEOUT,
-        read_timeout=READ_TIMEOUT,
-        user_agent="polyccm",
-    )
+    def __init__(self, config: DigitalOceanConfig) -> None:
+        self._base = config.api_url.rstrip("/")
+        self._token = config.token
+        ca_bundle = next((os.environ[v] for v in CA_BUNDLE_VARIABLES if os.environ.get(v)), None)
+        self._pool = urllib3.PoolManager(
+            maxsize=8,
+            retries=False,
+            cert_reqs="CERT_REQUIRED",
+            ca_certs=ca_bundle,
+            timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT, read=READ_TIMEOUT),
+        )
+
+    def send(self, operation: str, **params: Any) -> Answer:
+        """One request for ``operation``: path parameters by name, ``body`` as JSON, the rest
+        as the query. urllib3's errors (connection, TLS, timeout) are raised as they are."""
+        method, template = OPERATIONS[operation]
+        body = params.pop("body", None)
+        path = template.format(**{k: quote(str(params.pop(k)), safe="") for k in _fields(template)})
+        query = {k: v for k, v in params.items() if v is not None}
+        url = self._base + path + (f"?{urlencode(query)}" if query else "")
+        headers = {
+            "Authorization": f"Bearer {self._token}",
+            "Accept": "application/json",
+            "User-Agent": "polyccm",
+        }
+        payload = None
+        if body is not None:
+            payload = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        response = self._pool.request(
+            method, url, body=payload, headers=headers, redirect=False, preload_content=True
+        )
+        data: Any = None
+        if response.data:
+            try:
+                data = json.loads(response.data)
+            except ValueError:
+                data = None
+        return Answer(response.status, data, dict(response.headers))
+
+
+def _fields(template: str) -> list[str]:
+    return [part.split("}", 1)[0] for part in template.split("{")[1:]]
+
+
+def make_client(config: DigitalOceanConfig) -> RestClient:
+    """The client every :class:`DigitalOceanApi` of ``config`` sends through."""
+    return RestClient(config)
 
 
 class DigitalOceanApi:
-    """pydo behind the limiter, the call counter and the error translation."""
+    """The API behind the limiter, the call counter and the error translation."""
 
     def __init__(
         self,
         config: DigitalOceanConfig,
         *,
-        client: Any = None,
+        client: RestClient | None = None,
         limiter: TokenBucket | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
@@ -110,9 +168,6 @@ class DigitalOceanApi:
 
     def call(self, operation: str, **params: Any) -> Any:
         """Call ``operation`` (``"load_balancers.get"``) with ``params``; the answer's body."""
-        from azure.core.exceptions import AzureError, HttpResponseError
-
-        group, method = operation.split(".")
         wait = self.limiter.reserve()
         if wait > MAX_LIMITER_WAIT:
             self.limiter.give_back()
@@ -125,14 +180,8 @@ class DigitalOceanApi:
             self._sleep(wait)
         cloudcalls.record(PROVIDER, operation)
         try:
-            answer = getattr(getattr(self.client, group), method)(cls=_capture, **params)
-        except HttpResponseError as error:
-            response = error.response
-            status = int(error.status_code or 0)
-            body = _json_body(response)
-            headers = dict(getattr(response, "headers", None) or {})
-            answer = _Answer(status, body, headers)
-        except AzureError as error:
+            answer = self.client.send(operation, **params)
+        except (urllib3.exceptions.HTTPError, OSError) as error:
             cloudcalls.record_error(PROVIDER, operation)
             raise DigitalOceanApiError(operation, 0, type(error).__name__, str(error)) from None
         if answer.status < 400:
@@ -152,7 +201,7 @@ class DigitalOceanApi:
                 return
             page += 1
 
-    def _error(self, operation: str, answer: _Answer) -> DigitalOceanApiError | RateLimited:
+    def _error(self, operation: str, answer: Answer) -> DigitalOceanApiError | RateLimited:
         body = answer.body if isinstance(answer.body, dict) else {}
         error_id = str(body.get("id", "")) or f"http_{answer.status}"
         message = str(body.get("message", ""))
@@ -175,12 +224,3 @@ class DigitalOceanApi:
         except ValueError:
             return 60.0
         return max(1.0, reset - self._clock())
-
-
-def _json_body(response: Any) -> Any:
-    if response is None:
-        return None
-    try:
-        return response.json()
-    except ValueError:
-        return None
