@@ -4,14 +4,17 @@ nothing else, with the same client (polyccm's), QPS, burst and number of workers
 It learns of new nodes and services from a watch, as a CCM's informers do, and then, for each
 node, sets providerID, labels and no taint (one patch) and its addresses (one status patch);
 for each service, adds the cleanup finalizer (one patch) and an ingress (one status patch);
-for each service being deleted, removes the finalizer (one patch). No cloud is called. The
-harness times it exactly as it times a CCM.
+for each service being deleted, removes the finalizer (one patch). No cloud is called. It runs
+as its own process, as a CCM does (``python -m bench.bound``, until SIGTERM); the harness times
+it exactly as it times a CCM.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import queue
+import signal
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -125,3 +128,30 @@ class BareClient:
         for worker in self._workers:
             worker.join(timeout=10)
         self.api.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the bare client until SIGTERM; print ``ready`` once it watches."""
+    parser = argparse.ArgumentParser(prog="python -m bench.bound", description=__doc__)
+    parser.add_argument("--kubeconfig", type=Path, required=True)
+    parser.add_argument("--kube-api-qps", type=float, default=Knobs.kube_api_qps)
+    parser.add_argument("--kube-api-burst", type=int, default=Knobs.kube_api_burst)
+    parser.add_argument("--workers", type=int, default=Knobs.node_workers)
+    args = parser.parse_args(argv)
+    knobs = Knobs(
+        kube_api_qps=args.kube_api_qps,
+        kube_api_burst=args.kube_api_burst,
+        node_workers=args.workers,
+        service_workers=args.workers,
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    client = BareClient(args.kubeconfig, knobs)
+    print("ready", flush=True)
+    stop.wait()
+    client.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

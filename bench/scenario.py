@@ -17,6 +17,8 @@ emulator's count.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -28,7 +30,6 @@ from polyccm.kube.api import KubeApi
 
 from bench import cluster
 from bench.audit import AuditLog, Window
-from bench.bound import BareClient
 from bench.ccms import Ccm, Knobs, metric_calls
 from bench.clouds import BenchCloud, normalise
 from bench.processes import CcmProcess
@@ -385,7 +386,18 @@ def run_bound(context: Context, scale: Scale) -> Run:
     audit = AuditLog(context.audit_log)
     nodes = cluster.node_tracker(admin)
     services = cluster.service_tracker(admin)
-    client = BareClient(context.kubeconfigs["bench-bound"], context.knobs)
+    knobs = context.knobs
+    client = subprocess.Popen(
+        [sys.executable, "-m", "bench.bound",
+         f"--kubeconfig={context.kubeconfigs['bench-bound']}",
+         f"--kube-api-qps={knobs.kube_api_qps:g}", f"--kube-api-burst={knobs.kube_api_burst}",
+         f"--workers={max(knobs.node_workers, knobs.service_workers)}"],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1],
+    )  # fmt: skip
+    assert client.stdout is not None
+    if client.stdout.readline().strip() != "ready":
+        client.kill()
+        raise RuntimeError("the bare client did not start")
     limit = context.timing.phase_timeout
     try:
         names = [f"node-{i:05d}" for i in range(scale.nodes)]
@@ -403,7 +415,8 @@ def run_bound(context: Context, scale: Scale) -> Run:
         done = services.wait(lambda items: not items, limit)
         run.phases["delete"] = clock.end(clock.elapsed() if done else None, limit)
     finally:
-        client.stop()
+        client.terminate()
+        client.wait(timeout=30)
         nodes.stop()
         services.stop()
     _count_requests(run, audit, cluster.username("bench-bound"), clock.windows)
