@@ -65,16 +65,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--scales", type=parse_scales, help="e.g. 100/10,1000/100 (NODES/SERVICES)")
     parser.add_argument("--no-peers", action="store_true", help="polyccm and the bound only")
-    parser.add_argument("--quiet", type=float, help="seconds of the quiet period")
     parser.add_argument(
-        "--phase-timeout", type=float, default=600.0, help="seconds a phase may take (600)"
+        "--quiet",
+        type=float,
+        help="seconds of the quiet period (default 30: six node-monitor periods; quick 10)",
+    )
+    parser.add_argument(
+        "--phase-timeout", type=float, default=300.0, help="seconds a phase may take (300)"
     )
     parser.add_argument(
         "--go-time-box",
         type=float,
-        default=300.0,
+        default=180.0,
         help="seconds the upstream Go CCM may spend initialising nodes at 5,000 nodes and "
-        "more; it skips its later phases when cut (300)",
+        "more; it skips its later phases when cut (180)",
     )
     parser.add_argument("--out", type=Path, help="results directory (bench/results)")
     args = parser.parse_args(argv)
@@ -88,7 +92,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.scales is None:
         args.scales = QUICK_SCALES if args.quick else FULL_SCALES
     if args.quiet is None:
-        args.quiet = 10.0 if args.quick else 60.0
+        args.quiet = 10.0 if args.quick else 30.0
     if args.out is None:
         args.out = RESULTS / "quick" if args.quick else RESULTS
     return args
@@ -173,8 +177,8 @@ def run_provider(provider: str, args: argparse.Namespace, command: str) -> Provi
                     timing=Timing(
                         quiet=args.quiet,
                         phase_timeout=args.phase_timeout,
-                        settle_limit=20.0 if args.quick else 60.0,
-                        settled_after=3.0 if args.quick else 5.0,
+                        settle_limit=20.0 if args.quick else 30.0,
+                        settled_after=3.0,
                     ),
                     say=say,
                 )

@@ -58,13 +58,13 @@ class Timing:
     """How long phases may take and how long the quiet period lasts."""
 
     quiet: float = 30.0
-    phase_timeout: float = 600.0
+    phase_timeout: float = 300.0
     #: A CCM whose node phase is cut by this (seconds) skips its later phases.
     node_time_box: float | None = None
     #: How long the cloud calls after a phase may go on before the next phase starts anyway.
-    settle_limit: float = 60.0
+    settle_limit: float = 30.0
     #: The cloud calls have "stopped" once none came for this long.
-    settled_after: float = 5.0
+    settled_after: float = 3.0
 
 
 @dataclass
