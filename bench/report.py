@@ -238,10 +238,15 @@ def chart(result: ProviderResult, path: Path) -> None:
             positions = [i + offset * width for i in range(len(labels))]
             axis.bar(positions, [v[panel] for v in values], width, label=label)
         axis.set_title(title)
+        if panel < 2 and len(labels) > 1:
+            axis.set_yscale("log", nonpositive="clip")
         axis.set_xticks([i + width * (len(series) - 1) / 2 for i in range(len(labels))])
         axis.set_xticklabels([f"{label}\nnodes/services" for label in labels])
     axes[0].legend(fontsize="small")
-    figure.suptitle(f"polyccm benchmark: {result.provider} (a timed-out phase shows its limit)")
+    figure.suptitle(
+        f"polyccm benchmark: {result.provider} (times on a log scale; a phase cut short shows "
+        "its limit)"
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)
