@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 import pytest
 from polyccm.cloud import EXTERNAL_IP, HOSTNAME, INTERNAL_IP
 from polyccm.errors import InstanceNotFound
 from polyccm.objects import Node
+from polyccm_packet import listing
 from polyccm_packet.testing import MetalApi, control, provider_for
 
 
@@ -60,19 +62,31 @@ def test_a_powered_off_device_is_shut_down_and_a_deleted_one_is_gone(
         instances.instance_metadata(node("node-1", f"equinixmetal://{gone['id']}"))
 
 
-def test_bulk_lookups_page_the_projects_devices(metal: Mapping[str, str]) -> None:
-    created = MetalApi(metal).create_devices(150)
-    nodes = [node(d["hostname"]) for d in created[:120]] + [node("nowhere")]
+def test_bulk_lookups_share_one_listing_and_look_again_for_a_device_it_lacks(
+    metal: Mapping[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(listing, "DEVICE_PAGE_SIZE", 100)
+    api = MetalApi(metal)
+    created = api.create_devices(150)
     instances = provider_for(metal).instances_v2()
     control(metal).reset_calls()
 
-    found = instances.instances_metadata(nodes)
+    first = instances.instances_metadata([node(d["hostname"]) for d in created[:100]]
+                                         + [node("nowhere")])  # fmt: skip
+    second = instances.instances_metadata([node(d["hostname"]) for d in created[100:]])
 
-    assert control(metal).calls() == {"findProjectDevices": 2}  # 150 devices, 100 a page
-    assert (
-        {found[d["hostname"]].provider_id for d in created[:120]}
-        == {  # type: ignore[union-attr]
-            f"equinixmetal://{d['id']}" for d in created[:120]
-        }
-    )
+    assert control(metal).calls() == {"findProjectDevices": 2}  # one listing, 100 a page
+    found = {**first, **second}
+    assert {found[d["hostname"]].provider_id for d in created} == {  # type: ignore[union-attr]
+        f"equinixmetal://{d['id']}" for d in created
+    }
     assert isinstance(found["nowhere"], InstanceNotFound)
+
+    time.sleep(listing.CURRENT)  # the listing kept is no longer current
+    (late,) = api.create_devices(1, prefix="late")
+    control(metal).reset_calls()
+    third = instances.instances_metadata([node(d["hostname"]) for d in created[:2]]
+                                         + [node("late-0")])  # fmt: skip
+
+    assert control(metal).calls() == {"findProjectDevices": 2}  # listed again for late-0
+    assert third["late-0"].provider_id == f"equinixmetal://{late['id']}"  # type: ignore[union-attr]

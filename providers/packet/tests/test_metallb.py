@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,11 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from polyccm.app.options import ManagerOptions
-from polyccm.controllers import ControllerContext
-from polyccm.events import EventRecorder
 from polyccm.kube.api import CONFIGMAPS, NODES, SECRETS, SERVICES, ApiError, KubeApi, Resource
-from polyccm.kube.informer import Informer, slim_node
 from polyccm.objects import Service
 from polyccm_packet.bgp import BgpController
 from polyccm_packet.metallb import (
@@ -29,7 +24,7 @@ from polyccm_packet.metallb import (
     IP_ADDRESS_POOLS,
     MetalLbController,
 )
-from polyccm_packet.testing import MetalApi, provider_for
+from polyccm_packet.testing import MetalApi, provider_controllers, provider_for
 from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
 
 PASSWORD = "MetalLbMd5Pass7"
@@ -67,30 +62,10 @@ def running(kube_api: KubeApi, env: Mapping[str, str], namespace: str) -> Iterat
     """``packet-bgp`` and ``packet-metallb`` in a term of their own (as the manager runs them)."""
     provider = provider_for(env, METAL_LOAD_BALANCER=f"metallb:///{namespace}/config",
                             METAL_BGP_PASS=PASSWORD, METAL_LOCAL_ASN="65100")  # fmt: skip
-    nodes = Informer(kube_api, NODES, slim=slim_node)
-    services = Informer(kube_api, SERVICES)
-    recorder = EventRecorder(kube_api)
-    context = ControllerContext(api=kube_api, provider=provider,
-                                options=ManagerOptions(provider="packet"), nodes=nodes,
-                                services=services, recorder=recorder)  # fmt: skip
-    bgp, metallb = BgpController.for_term(context), MetalLbController.for_term(context)
-    assert bgp is not None and metallb is not None
-    stop = threading.Event()
-    threads = [threading.Thread(target=c.run, args=(stop,), daemon=True) for c in (bgp, metallb)]
-    recorder.start()
-    for informer in (nodes, services):
-        informer.start()
-    for thread in threads:
-        thread.start()
-    try:
+    with provider_controllers(
+        kube_api, provider, BgpController.for_term, MetalLbController.for_term
+    ):
         yield provider
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(10)
-        for informer in (nodes, services):
-            informer.stop()
-        recorder.stop()
 
 
 def two_nodes_and_a_service(

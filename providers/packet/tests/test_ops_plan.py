@@ -129,7 +129,6 @@ def test_what_ensure_would_do_create_fail_and_warn(
 OPERATIONS = {
     "devices.find_device_by_id": True,
     "devices.find_project_devices": True,
-    "devices.find_bgp_sessions": True,
     "devices.get_bgp_neighbor_data": True,
     "devices.create_bgp_session": False,
     "bgp.find_bgp_config_by_project": True,

@@ -135,11 +135,14 @@ class MetalClient:
         cloudcalls.record_error(PROVIDER, method)
         raise self._error(method, status, body, response.headers)
 
-    def pages(self, operation: str, key: str, *args: Any, **params: Any) -> Iterator[Any]:
-        """Every item under ``key`` of every page of a list ``operation``."""
+    def pages(
+        self, operation: str, key: str, *args: Any, per_page: int = PAGE_SIZE, **params: Any
+    ) -> Iterator[Any]:
+        """Every item under ``key`` of every page of a list ``operation``, ``per_page`` a
+        page."""
         page = 1
         while True:
-            body = self.call(operation, *args, page=page, per_page=PAGE_SIZE, **params) or {}
+            body = self.call(operation, *args, page=page, per_page=per_page, **params) or {}
             items = body.get(key) or []
             yield from items
             meta = body.get("meta") or {}

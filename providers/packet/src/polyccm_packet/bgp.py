@@ -13,17 +13,30 @@ on each node what its speaker must peer with, from the device's BGP neighbours::
     metal.equinix.com/bgp-peers-{n}-src-ip     the device's private address
     metal.equinix.com/bgp-peers-{n}-bgp-pass   the MD5 password (only when one is set)
 
-The node handler only enqueues names; a worker reads the cache, calls the API (each request
-through the leadership fence) and patches the node once, only when an annotation differs. A
-pass every :data:`RESYNC_PERIOD` keeps the annotations current when neighbours change. Events
-name the device and the session, never the password.
+Event-driven, and batched per project: a node is queued when it gets its device (its
+providerID) or when its peer annotations are missing or incomplete, never for a heartbeat of a
+peered node. A worker takes every queued node at once (up to :data:`BATCH`) and reads the
+project's BGP once for them, with ``findBgpConfigByProject``, which answers the project's ASN, its
+MD5 password and every BGP session with its device (Metal's documented way to read a project's
+BGP configuration and sessions). Only then, per node: a session is created for a device that has
+none, and the device's neighbours are read when its session is new or its annotations do not
+match the project (missing, another ASN, another password); the node is patched once, only when
+an annotation differs. A peered node whose device has its session costs no request.
+
+A pass every :data:`RESYNC_PERIOD` queues every node, so a session deleted in Metal or a project
+whose ASN or password changed is repaired: one request per :data:`BATCH` nodes when nothing
+changed (upstream's CCM asks two per node every 60 s). A device whose session shows no
+neighbours yet is asked again after :data:`NO_NEIGHBORS_RETRY`. Events name the device and the
+session, never the password.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from polyccm.controllers import (
@@ -31,9 +44,10 @@ from polyccm.controllers import (
     NODES,
     Controller,
     ControllerContext,
+    LeadershipLost,
     Node,
     RateLimitingQueue,
-    process_one,
+    RetryAfter,
     run_periodically,
     run_workers,
 )
@@ -46,9 +60,18 @@ log = logging.getLogger(__name__)
 
 NAME = "packet-bgp"
 ANNOTATION_PREFIX = "metal.equinix.com/bgp-peers-"
-RESYNC_PERIOD = 60.0
+#: Seconds between passes over every node (each costs one request per :data:`BATCH` nodes).
+RESYNC_PERIOD = 300.0
+#: Nodes whose project BGP one request reads.
+BATCH = 500
+#: Seconds a worker waits for more nodes to join a batch (nodes get their devices in bursts).
+BATCH_WINDOW = 0.2
+#: Seconds before asking again about a device whose session lists no neighbours yet.
+NO_NEIGHBORS_RETRY = 30.0
 #: Modes in which the cluster announces Elastic IPs by BGP (``empty://`` announces nothing).
 BGP_MODES = ("metallb://", "kube-vip://")
+#: The annotations every peer has (``bgp-pass`` too when the project has a password).
+PEER_FIELDS = ("node-asn", "peer-asn", "peer-ip", "src-ip")
 
 
 def peer_annotations(neighbors: list[Mapping[str, Any]]) -> dict[str, str]:
@@ -70,48 +93,98 @@ def peer_annotations(neighbors: list[Mapping[str, Any]]) -> dict[str, str]:
     return found
 
 
+def peer_annotations_of(annotations: Mapping[str, str]) -> dict[str, str]:
+    """The ``bgp-peers-*`` annotations among ``annotations``."""
+    return {k: v for k, v in annotations.items() if k.startswith(ANNOTATION_PREFIX)}
+
+
+@dataclass(frozen=True)
+class ProjectState:
+    """The project's BGP as one ``findBgpConfigByProject`` showed it."""
+
+    asn: int
+    md5: str
+    sessions: frozenset[str]
+    """Devices that have an IPv4 session."""
+
+    def peered(self, annotations: Mapping[str, str]) -> bool:
+        """Whether ``annotations`` name at least one peer, each complete, with this project's
+        ASN and exactly its password (none when it has none)."""
+        peers = peer_annotations_of(annotations)
+        count = 0
+        while f"{ANNOTATION_PREFIX}{count}-peer-ip" in peers:
+            count += 1
+        expected = {f"{ANNOTATION_PREFIX}{n}-{f}" for n in range(count) for f in PEER_FIELDS}
+        if self.md5:
+            expected |= {f"{ANNOTATION_PREFIX}{n}-bgp-pass" for n in range(count)}
+        return (
+            count > 0
+            and set(peers) == expected
+            and all(peers[f"{ANNOTATION_PREFIX}{n}-node-asn"] == str(self.asn)
+                    for n in range(count))
+            and all(peers.get(f"{ANNOTATION_PREFIX}{n}-bgp-pass", "") == self.md5
+                    for n in range(count))
+        )  # fmt: skip
+
+
+def device_of(session: Mapping[str, Any]) -> str:
+    """The device id of a session (the last part of its device's href)."""
+    device = session.get("device")
+    href = str(device.get("href", "")) if isinstance(device, Mapping) else ""
+    return href.rstrip("/").rsplit("/", 1)[-1]
+
+
 class ProjectBgp:
     """The Metal side: the project's BGP config and the devices' sessions and neighbours."""
 
     def __init__(self, api: MetalClient) -> None:
         self.api = api
-        self._enabled = False
         self._lock = threading.Lock()
+        self._enabled = False
 
     @property
     def config(self) -> MetalConfig:
         return self.api.config
 
-    def ensure_enabled(self) -> None:
-        """Request BGP for the project unless it has it (asked once per term)."""
-        with self._lock:
-            if self._enabled:
-                return
-            from equinix.services import metalv1
+    def state(self) -> ProjectState:
+        """The project's ASN, password and sessions, in one request; BGP is requested first
+        (local, ``METAL_LOCAL_ASN``, ``METAL_BGP_PASS``) when the project has none."""
+        current = self._read() if self._enabled else {}
+        if not current.get("asn"):
+            with self._lock:  # one request for BGP, not one per worker
+                current = self._read()
+                self._enabled = True
+                if not current.get("asn"):
+                    self._request()
+                    return ProjectState(self.config.local_asn, self.config.bgp_pass, frozenset())
+        sessions = frozenset(
+            device_of(s) for s in current.get("sessions") or () if s.get("address_family") == "ipv4"
+        )
+        return ProjectState(int(current["asn"]), str(current.get("md5") or ""), sessions)
 
-            current = self.api.call("bgp.find_bgp_config_by_project", self.config.project_id)
-            if not (current or {}).get("asn"):
-                request = metalv1.BgpConfigRequestInput(
-                    asn=self.config.local_asn, deployment_type="local",
-                    md5=self.config.bgp_pass or None,
-                )  # fmt: skip
-                self.api.call("bgp.request_bgp_config", self.config.project_id, request)
-                log.info("enabled BGP on project %s with ASN %d", self.config.project_id,
-                         self.config.local_asn)  # fmt: skip
-            self._enabled = True
+    def _read(self) -> dict[str, Any]:
+        found = self.api.call("bgp.find_bgp_config_by_project", self.config.project_id)
+        return dict(found or {})
 
-    def ensure_session(self, device_id: str) -> str | None:
-        """The device's IPv4 session, made when missing; the new session's id, else ``None``."""
+    def _request(self) -> None:
         from equinix.services import metalv1
 
-        sessions = self.api.call("devices.find_bgp_sessions", device_id) or {}
-        if any(s.get("address_family") == "ipv4" for s in sessions.get("bgp_sessions") or ()):
-            return None
+        request = metalv1.BgpConfigRequestInput(
+            asn=self.config.local_asn, deployment_type="local", md5=self.config.bgp_pass or None
+        )
+        self.api.call("bgp.request_bgp_config", self.config.project_id, request)
+        log.info("enabled BGP on project %s with ASN %d", self.config.project_id,
+                 self.config.local_asn)  # fmt: skip
+
+    def create_session(self, device_id: str) -> str:
+        """A new IPv4 session for the device; its id."""
+        from equinix.services import metalv1
+
         made = self.api.call(
             "devices.create_bgp_session", device_id,
             metalv1.BGPSessionInput(address_family="ipv4"),
         )  # fmt: skip
-        return str(made.get("id", ""))
+        return str((made or {}).get("id", ""))
 
     def neighbors(self, device_id: str) -> list[Mapping[str, Any]]:
         body = self.api.call("devices.get_bgp_neighbor_data", device_id) or {}
@@ -127,6 +200,9 @@ class BgpController(Controller):
         self.context = context
         self.bgp = bgp
         self.queue = RateLimitingQueue(self.name)
+        self._waiting: set[str] = set()
+        """Nodes asked about again later (no neighbours yet): a heartbeat does not queue them."""
+        self._lock = threading.Lock()
 
     @classmethod
     def for_term(cls, context: ControllerContext) -> BgpController | None:
@@ -140,11 +216,7 @@ class BgpController(Controller):
         return cls(context, ProjectBgp(api))
 
     def run(self, stop: threading.Event) -> None:
-        nodes = self.context.nodes
-        nodes.add_handler(
-            on_add=lambda node: self.queue.add(node["metadata"]["name"]),
-            on_update=lambda _old, new: self.queue.add(new["metadata"]["name"]),
-        )
+        self.context.nodes.add_handler(on_add=self._on_add, on_update=self._on_update)
         threading.Thread(
             target=run_periodically,
             args=(self.name, "resync", self.enqueue_all, RESYNC_PERIOD, stop),
@@ -153,34 +225,116 @@ class BgpController(Controller):
         ).start()
         run_workers(
             name=self.name, queue=self.queue, workers=2, stop=stop,
-            process=lambda q: process_one(q, self.sync, name=self.name),
+            process=self._process_batch,
         )  # fmt: skip
+
+    def _on_add(self, raw: Mapping[str, Any]) -> None:
+        """Every node with a device, once, when the cache first lists it."""
+        if device_id_from_provider_id(Node(raw).provider_id) is not None:
+            self.queue.add(Node(raw).name)
+
+    def _on_update(self, _old: Mapping[str, Any], raw: Mapping[str, Any]) -> None:
+        """A node with a device whose peer annotations are incomplete (it just got its device,
+        or someone removed them), unless it is already due for a retry."""
+        node = Node(raw)
+        if device_id_from_provider_id(node.provider_id) is None:
+            return
+        with self._lock:
+            if node.name in self._waiting:
+                return
+        if not _looks_peered(node.annotations):
+            self.queue.add(node.name)
 
     def enqueue_all(self) -> None:
         for node in self.context.nodes.list():
             self.queue.add(node["metadata"]["name"])
 
-    def sync(self, name: str) -> None:
-        raw = self.context.nodes.get(name)
-        if raw is None:
-            return  # deleted: Metal deletes the device's sessions with the device
-        node = Node(raw)
+    # -- the batch worker -------------------------------------------------------------------
+
+    def _process_batch(self, queue: RateLimitingQueue) -> bool:
+        names = queue.get_batch(BATCH, timeout=1.0)
+        if not names:
+            return not queue.shutting_down
+        try:
+            if len(names) < BATCH:
+                time.sleep(BATCH_WINDOW)
+                if len(queue) and not queue.shutting_down:
+                    names += queue.get_batch(BATCH - len(names), timeout=0)
+            self._sync_batch(names)
+        finally:
+            for name in names:
+                queue.done(name)
+        return True
+
+    def _sync_batch(self, names: list[str]) -> None:
+        nodes = [Node(raw) for raw in map(self.context.nodes.get, names) if raw is not None]
+        for name in set(names) - {node.name for node in nodes}:
+            self.queue.forget(name)  # deleted: Metal deletes the device's sessions with it
+        try:
+            project = self.bgp.state()
+        except LeadershipLost:
+            raise
+        except Exception as error:  # noqa: BLE001 - every node of the batch comes back later
+            log.warning("%s: reading the project's BGP: %s", self.name, error)
+            for node in nodes:
+                self._retry_later(node.name)
+            return
+        for node in nodes:
+            with self._lock:
+                self._waiting.discard(node.name)
+            try:
+                self.sync(node, project)
+            except LeadershipLost:
+                raise
+            except RetryAfter as error:
+                log.info("%s: %s: retrying in %.0fs: %s", self.name, node.name, error.delay,
+                         error)  # fmt: skip
+                self._retry_later(node.name, error.delay)
+            except Exception as error:  # noqa: BLE001 - reported and retried with backoff
+                log.warning("%s: %s: sync failed (retry %d): %s", self.name, node.name,
+                            self.queue.num_requeues(node.name) + 1, error)  # fmt: skip
+                self._retry_later(node.name)
+            else:
+                self.queue.forget(node.name)
+
+    def _retry_later(self, name: str, delay: float | None = None) -> None:
+        """Ask about ``name`` again after ``delay`` (default: its backoff); node updates do not
+        queue it meanwhile."""
+        with self._lock:
+            self._waiting.add(name)
+        if delay is None:
+            self.queue.add_rate_limited(name)
+        else:
+            self.queue.add_after(name, delay)
+
+    def sync(self, node: Node, project: ProjectState) -> None:
+        """One node, knowing the project's BGP: its session made when missing, its neighbours
+        read when its session is new or its annotations do not match the project."""
         device_id = device_id_from_provider_id(node.provider_id)
         if device_id is None:
-            return  # not initialised yet: the update that sets providerID enqueues it again
-        self.bgp.ensure_enabled()
-        session = self.bgp.ensure_session(device_id)
-        if session:
+            return  # not initialised yet: the update that sets providerID queues it again
+        current = peer_annotations_of(node.annotations)
+        if device_id in project.sessions and project.peered(current):
+            return
+        if device_id not in project.sessions:
+            session = self.bgp.create_session(device_id)
             self.context.recorder.event(
-                raw, "Normal", "BGPSessionCreated",
+                node.raw, "Normal", "BGPSessionCreated",
                 f"BGP session {session} created for device {device_id}",
             )  # fmt: skip
         wanted = peer_annotations(self.bgp.neighbors(device_id))
-        current = {k: v for k, v in node.annotations.items() if k.startswith(ANNOTATION_PREFIX)}
+        if not wanted:
+            raise RetryAfter(f"device {device_id} has no BGP neighbours yet", NO_NEIGHBORS_RETRY)
         if current == wanted:
             return
         patch: dict[str, str | None] = {k: None for k in current if k not in wanted}
         patch.update(wanted)
         self.context.api.patch(
-            NODES, name, {"metadata": {"annotations": patch}}, patch_type=MERGE_PATCH
+            NODES, node.name, {"metadata": {"annotations": patch}}, patch_type=MERGE_PATCH
         )
+
+
+def _looks_peered(annotations: Mapping[str, str]) -> bool:
+    """Whether the first peer's annotations are all there (the project is not read here: a
+    pass compares them with its ASN and password)."""
+    return all(f"{ANNOTATION_PREFIX}0-{field}" in annotations for field in PEER_FIELDS)

@@ -5,8 +5,9 @@ bare device id are read the same way. Before the node has a providerID its devic
 project's device whose hostname is the node's name. Type is the plan's slug, region the metro's
 code, zone the facility's code. Exists is false only when the API answers 404 (or the project
 has no such device); a device in state ``inactive`` (powered off) is shut down. Bulk lookups
-page the project's devices once and answer every node from that listing, so N nodes cost about
-N/100 requests instead of N.
+answer every node of a batch from one listing of the project's devices
+(:class:`~polyccm_packet.listing.ProjectDevices`), which the batches of a burst share: N nodes
+cost about N/200 requests, however many batches the node controller makes of them.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from polyccm.errors import InstanceNotFound
 from polyccm.objects import Node
 
 from polyccm_packet.api import MetalClient, NotFound
+from polyccm_packet.listing import CURRENT, Listing, ProjectDevices
 
 PREFIX = "equinixmetal://"
 LEGACY_PREFIX = "packet://"
-#: Below this many nodes a bulk lookup asks device by device.
+#: Below this many nodes a bulk lookup asks device by device (unless a listing is kept).
 BULK_THRESHOLD = 3
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
@@ -84,8 +86,9 @@ def is_shut_down(device: Device) -> bool:
 class MetalInstances(InstancesV2):
     """The project's devices as the node controllers see them."""
 
-    def __init__(self, api: MetalClient) -> None:
+    def __init__(self, api: MetalClient, *, devices: ProjectDevices | None = None) -> None:
         self.api = api
+        self.devices = devices or ProjectDevices(api)
 
     def device(self, node: Node) -> Device:
         """The node's device: by providerID, else by hostname; :class:`InstanceNotFound`."""
@@ -125,27 +128,28 @@ class MetalInstances(InstancesV2):
 
     # -- bulk lookups: one paged listing for many nodes -------------------------------------
 
-    def _bulk(self, nodes: Sequence[Node]) -> dict[str, Device | Exception]:
-        by_id: dict[str, Device] = {}
-        by_name: dict[str, Device] = {}
-        for device in self.project_devices():
-            by_id[str(device["id"])] = device
-            by_name.setdefault(str(device.get("hostname", "")), device)
-        found: dict[str, Device | Exception] = {}
-        for node in nodes:
-            device_id = device_id_from_provider_id(node.provider_id)
-            match = by_id.get(device_id) if device_id is not None else None
-            if match is None and not node.provider_id:
-                match = by_name.get(node.name)
-            found[node.name] = (
-                match if match is not None else InstanceNotFound(f"no device for {node.name}")
-            )
-        return found
+    def _bulk(
+        self, nodes: Sequence[Node], *, current: bool = False
+    ) -> dict[str, Device | Exception]:
+        """Each node's device (or InstanceNotFound) from a shared listing: a current one when
+        ``current`` is set, else one up to its TTL old; a node an older listing lacks is looked
+        for again in a current one, so "not found" is never stale."""
+        asked = self.devices.clock() - CURRENT
+        listing = self.devices.listing(started_after=asked if current else None)
+        found = {node.name: _match(listing, node) for node in nodes}
+        missing = [node for node in nodes if found[node.name] is None]
+        if missing and listing.started < asked:
+            listing = self.devices.listing(started_after=asked)
+            found.update((node.name, _match(listing, node)) for node in missing)
+        return {
+            name: device if device is not None else InstanceNotFound(f"no device for {name}")
+            for name, device in found.items()
+        }
 
     def instances_metadata(
         self, nodes: Sequence[Node]
     ) -> Mapping[str, InstanceMetadata | Exception]:
-        if len(nodes) < BULK_THRESHOLD:
+        if len(nodes) < BULK_THRESHOLD and self.devices.kept() is None:
             return super().instances_metadata(nodes)
         return {
             name: device if isinstance(device, Exception) else metadata_of(device)
@@ -155,12 +159,25 @@ class MetalInstances(InstancesV2):
     def instances_exist(self, nodes: Sequence[Node]) -> Mapping[str, bool | Exception]:
         if len(nodes) < BULK_THRESHOLD:
             return super().instances_exist(nodes)
-        return {name: not isinstance(d, Exception) for name, d in self._bulk(nodes).items()}
+        return {
+            name: not isinstance(d, Exception)
+            for name, d in self._bulk(nodes, current=True).items()
+        }
 
     def instances_shutdown(self, nodes: Sequence[Node]) -> Mapping[str, bool | Exception]:
         if len(nodes) < BULK_THRESHOLD:
             return super().instances_shutdown(nodes)
         return {
             name: device if isinstance(device, Exception) else is_shut_down(device)
-            for name, device in self._bulk(nodes).items()
+            for name, device in self._bulk(nodes, current=True).items()
         }
+
+
+def _match(listing: Listing, node: Node) -> Device | None:
+    """``node``'s device in ``listing``: by providerID, else (none set) by hostname."""
+    device_id = device_id_from_provider_id(node.provider_id)
+    if device_id is not None:
+        return listing.by_id.get(device_id)
+    if node.provider_id:
+        return None
+    return listing.by_hostname.get(node.name)

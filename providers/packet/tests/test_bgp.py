@@ -1,0 +1,78 @@
+"""``packet-bgp`` against the real API server and the Metal emulator: each node's device gets
+its session and the node its peers once; after that, node updates cost Metal nothing, and a
+pass repairs what changed in Metal (a deleted session) with one read for every node."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from polyccm.kube.api import MERGE_PATCH, NODES, KubeApi
+from polyccm_packet.bgp import ANNOTATION_PREFIX, BgpController
+from polyccm_packet.demo import bgp_peers
+from polyccm_packet.testing import MetalApi, control, provider_controllers, provider_for
+from polyccm_testing.kubeobjects import make_node, wait_for
+
+PASSWORD = "BgpMd5Pass7"
+
+
+def peered(kube_api: KubeApi, names: list[str]) -> bool:
+    return all(bgp_peers(kube_api.get(NODES, name)) for name in names)
+
+
+def sessions(metal: MetalApi, device_id: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = metal.ok("GET", f"/devices/{device_id}/bgp/sessions")[
+        "bgp_sessions"
+    ]
+    return found
+
+
+@pytest.mark.timeout(120)
+def test_sessions_and_peers_are_made_once_and_a_pass_repairs_a_deleted_session(
+    control_plane: Any, kube_api: KubeApi, clean_nodes: None, metal: Mapping[str, str]
+) -> None:
+    api = MetalApi(metal)
+    devices = api.create_devices(3, prefix="bgp")
+    names = [str(d["hostname"]) for d in devices]
+    for device in devices:
+        make_node(kube_api, device["hostname"], provider_id=f"equinixmetal://{device['id']}")
+    provider = provider_for(metal, METAL_LOAD_BALANCER="kube-vip://", METAL_BGP_PASS=PASSWORD)
+    calls = control(metal)
+    calls.reset_calls()
+
+    with provider_controllers(kube_api, provider, BgpController.for_term) as (bgp,):
+        wait_for(lambda: peered(kube_api, names), 30, "every node peered")
+        made = calls.calls()
+        assert made["createBgpSession"] == 3 and made["getBgpNeighborData"] == 3, made
+        assert made["requestBgpConfig"] == 1
+        peers = bgp_peers(kube_api.get(NODES, names[0]))
+        assert peers[f"{ANNOTATION_PREFIX}0-bgp-pass"] == PASSWORD
+
+        # Heartbeats and label changes of peered nodes ask Metal nothing.
+        calls.reset_calls()
+        for name in names:
+            kube_api.patch(NODES, name, {"metadata": {"labels": {"beat": "1"}}},
+                           patch_type=MERGE_PATCH)  # fmt: skip
+        time.sleep(1.5)
+        assert calls.calls() == {}
+
+        # Annotations someone removed come back, read from Metal; no session is made.
+        removed = {k: None for k in bgp_peers(kube_api.get(NODES, names[1]))}
+        kube_api.patch(NODES, names[1], {"metadata": {"annotations": removed}},
+                       patch_type=MERGE_PATCH)  # fmt: skip
+        wait_for(lambda: peered(kube_api, names), 30, "peers back")
+        assert calls.calls() == {"findBgpConfigByProject": 1, "getBgpNeighborData": 1}
+
+        # A session deleted in Metal is made again by the next pass: one read for all nodes.
+        (session,) = sessions(api, devices[2]["id"])
+        api.ok("DELETE", f"/bgp/sessions/{session['id']}")
+        calls.reset_calls()
+        bgp.enqueue_all()
+        wait_for(lambda: calls.calls().get("getBgpNeighborData"), 30, "the pass")
+        time.sleep(0.5)
+        assert calls.calls() == {
+            "findBgpConfigByProject": 1, "createBgpSession": 1, "getBgpNeighborData": 1,
+        }  # fmt: skip
+        assert sessions(api, devices[2]["id"])
