@@ -14,6 +14,7 @@ import shlex
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -205,15 +206,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     began = time.monotonic()
     failures: list[str] = []
     for provider in args.providers:
-        result = run_provider(provider, args, command.strip())
+        try:
+            result = run_provider(provider, args, command.strip())
+        except Exception:  # noqa: BLE001 (the other providers still run; the trace is shown)
+            say(f"{provider}: the benchmark broke:\n{traceback.format_exc()}")
+            failures.append(f"{provider}: the benchmark broke (see above)")
+            continue
         paths = write(result, args.out)
         say(f"{provider}: results in {', '.join(str(p) for p in paths)}")
         for scale_result in result.scales:
             for run in scale_result.runs:
                 if run.mismatches:
                     failures.append(f"{provider} {scale_result.scale.label}: call counts differ")
-                if run.key == "polyccm" and any(p.seconds is None for p in run.phases.values()):
-                    failures.append(f"{provider} {scale_result.scale.label}: polyccm timed out")
+                cut = [name for name, p in run.phases.items() if p.seconds is None]
+                if cut:
+                    say(f"NOT DONE in time: {provider} {scale_result.scale.label} {run.label}: "
+                        f"{', '.join(cut)}")  # fmt: skip
     say(f"done in {(time.monotonic() - began) / 60:.1f} min")
     for failure in failures:
         say(f"FAILED: {failure}")
