@@ -10,8 +10,9 @@ time window.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -49,10 +50,12 @@ def apiserver_args(directory: Path, users: Iterable[str]) -> tuple[list[str], Pa
 
 @dataclass(frozen=True)
 class Requests:
-    """One user's requests in a window: all of them, and the writes."""
+    """One user's requests in a window: all of them, the writes, and the writes by kind
+    (``patch nodes/status``)."""
 
     total: int = 0
     writes: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -75,8 +78,9 @@ class AuditLog:
         """``user``'s requests in each window (by the time each was received); one request in
         none of the windows counts in ``"other"``."""
         seen: set[str] = set()
-        totals: dict[str, list[int]] = {w.name: [0, 0] for w in windows}
-        totals.setdefault("other", [0, 0])
+        names = [w.name for w in windows] + ["other"]
+        totals: dict[str, Counter[str]] = {name: Counter() for name in names}
+        kinds: dict[str, Counter[str]] = {name: Counter() for name in names}
         for event in self._events():
             user_info = event.get("user") or {}
             if user_info.get("username") != user:
@@ -87,10 +91,14 @@ class AuditLog:
             seen.add(audit_id)
             when = _seconds(str(event.get("requestReceivedTimestamp", "")))
             name = next((w.name for w in windows if w.start <= when < w.end), "other")
-            totals[name][0] += 1
+            totals[name]["total"] += 1
             if event.get("verb") in WRITE_VERBS:
-                totals[name][1] += 1
-        return {name: Requests(total, writes) for name, (total, writes) in totals.items()}
+                totals[name]["writes"] += 1
+                kinds[name][_kind(event)] += 1
+        return {
+            name: Requests(totals[name]["total"], totals[name]["writes"], dict(kinds[name]))
+            for name in names
+        }
 
     def _events(self) -> Iterable[Mapping[str, Any]]:
         if not self.path.exists():
@@ -104,6 +112,15 @@ class AuditLog:
                     yield json.loads(line)
                 except ValueError:
                     continue
+
+
+def _kind(event: Mapping[str, Any]) -> str:
+    """``verb resource[/subresource]`` of an audit event."""
+    target = event.get("objectRef") or {}
+    resource = str(target.get("resource", "?"))
+    if target.get("subresource"):
+        resource += f"/{target['subresource']}"
+    return f"{event.get('verb')} {resource}"
 
 
 def _seconds(timestamp: str) -> float:

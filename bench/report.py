@@ -147,6 +147,12 @@ def scale_table(result: ScaleResult, kind: str, quiet: str) -> list[str]:
     ]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     for run in runs:
+        rest = run.phases.get("rest")
+        if rest is not None and rest.write_kinds:
+            kinds = ", ".join(
+                f"{kind} x{count}" for kind, count in sorted(rest.write_kinds.items())
+            )
+            lines.append(f"\n{run.label}: kube-apiserver writes at rest: {kinds}")
         for note in run.notes:
             lines.append(f"\n{run.label}: {note}")
         if run.mismatches:

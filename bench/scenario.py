@@ -76,6 +76,8 @@ class Phase:
     calls: dict[str, int] = field(default_factory=dict)
     requests: int = 0
     writes: int = 0
+    write_kinds: dict[str, int] = field(default_factory=dict)
+    """The writes by ``verb resource[/subresource]``."""
     note: str = ""
 
 
@@ -374,6 +376,7 @@ def _count_requests(run: Run, audit: AuditLog, user: str, windows: list[Window])
         if name in run.phases:
             run.phases[name].requests = requests.total
             run.phases[name].writes = requests.writes
+            run.phases[name].write_kinds = requests.kinds
 
 
 def run_bound(context: Context, scale: Scale) -> Run:
