@@ -1,11 +1,12 @@
 """Load balancers on the emulator: the id annotation keeps a renamed load balancer the same one
-(DO #224), a ``new`` one is asked about again after 15 s, disowned ones are left alone, invalid
-services cost no cloud call, and the annotations reach DigitalOcean. The type as upstream's CCM
-decides it since v0.1.61: a new load balancer is REGIONAL_NETWORK (to the service ports) unless
-``DEFAULT_LB_TYPE=REGIONAL``; one that exists keeps its type, written back as the ``type``
-annotation; and ``polyccm plan``'s planner adopts what the current upstream release and an
-older one made, reading only, and warns as ensure would (of the default type for a load
-balancer to make, of its own type for one that exists)."""
+(DO #224), a ``new`` one is asked about again after 1 s, then less often up to every 15 s, with
+one listing for all those waiting, one is deleted by its annotated id, disowned ones are left
+alone, invalid services cost no cloud call, and the annotations reach DigitalOcean. The type as
+upstream's CCM decides it since v0.1.61: a new load balancer is REGIONAL_NETWORK (to the
+service ports) unless ``DEFAULT_LB_TYPE=REGIONAL``; one that exists keeps its type, written back
+as the ``type`` annotation; and ``polyccm plan``'s planner adopts what the current upstream
+release and an older one made, reading only, and warns as ensure would (of the default type for
+a load balancer to make, of its own type for one that exists)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from polyccm.errors import InvalidServiceSpec, RetryAfter
 from polyccm.objects import Node, Service
 from polyccm.ops.contract import ADOPT, CREATE
 from polyccm_digitalocean import annotations as ann
+from polyccm_digitalocean.load_balancer import DigitalOceanLoadBalancer
 from polyccm_digitalocean.testing import (
     DigitalOceanApi,
     control,
@@ -72,23 +74,57 @@ def test_a_renamed_load_balancer_stays_the_same_one(do: Mapping[str, str]) -> No
     assert [(b["id"], b["name"]) for b in balancers(api)] == [(lb_id, "second")]
 
 
-def test_a_new_load_balancer_is_asked_about_again_after_15_seconds(
+def test_a_new_load_balancer_is_asked_about_again_sooner_then_later_up_to_every_15_seconds(
     do: Mapping[str, str],
 ) -> None:
     api = DigitalOceanApi(do)
-    provider = provider_for(do)
+    now = [1000.0]
+    balancer = DigitalOceanLoadBalancer(provider_for(do).api, region="nyc3", clock=lambda: now[0])
     svc = service()
     control(do).configure(lb_active_delay=60.0)
+    delays = []
     try:
-        with pytest.raises(RetryAfter) as raised:
-            provider.load_balancer().ensure_load_balancer("k", svc, nodes(api))
-        with pytest.raises(RetryAfter):
-            provider.load_balancer().ensure_load_balancer("k", svc, [])
+        for waited in (0.0, 0.5, 4.0, 100.0):
+            now[0] = 1000.0 + waited
+            with pytest.raises(RetryAfter) as raised:
+                balancer.ensure_load_balancer("k", svc, nodes(api) if not delays else [])
+            delays.append(raised.value.delay)
     finally:
         control(do).configure(lb_active_delay=0.0)
 
-    assert raised.value.delay == 15
-    assert len(balancers(api)) == 1, "the retry made a second load balancer"
+    assert delays == [1.0, 1.0, 4.0, 15.0]
+    assert len(balancers(api)) == 1, "a retry made a second load balancer"
+
+
+def test_load_balancers_still_new_are_read_with_one_listing_and_deleted_by_their_id(
+    do: Mapping[str, str],
+) -> None:
+    api = DigitalOceanApi(do)
+    backends = nodes(api)
+    balancer = provider_for(do).load_balancer()
+    services = [service() for _ in range(3)]
+    control(do).configure(lb_active_delay=60.0)
+    try:
+        for svc in services:
+            with pytest.raises(RetryAfter):
+                balancer.ensure_load_balancer("k", svc, backends)
+        control(do).reset_calls()
+        for svc in services:
+            with pytest.raises(RetryAfter):
+                balancer.ensure_load_balancer("k", svc, backends)
+        assert control(do).calls() == {"loadBalancers_list": 1}
+    finally:
+        control(do).configure(lb_active_delay=0.0)
+    ids = {b["name"]: b["id"] for b in balancers(api)}
+    annotated = [with_annotations(svc, {ann.LOAD_BALANCER_ID: ids[default_load_balancer_name(svc)]})
+                 for svc in services]  # fmt: skip
+
+    control(do).reset_calls()
+    for svc in annotated:
+        balancer.ensure_load_balancer_deleted("k", svc)
+
+    assert control(do).calls() == {"loadBalancers_delete": 3}
+    assert balancers(api) == []
 
 
 def test_a_disowned_load_balancer_is_neither_changed_nor_deleted(do: Mapping[str, str]) -> None:

@@ -25,9 +25,10 @@ DEFAULT_METADATA_URL = "http://169.254.169.254/metadata/v1/"
 #: Requests per second when ``DO_API_RATE_LIMIT_QPS`` is unset: 4,500 an hour, under the
 #: API's 5,000 per hour (and far under 250 per minute), leaving room for other clients.
 DEFAULT_QPS = 1.25
-#: Requests the limiter lets through at once after a quiet spell (a burst well inside the
-#: per-minute budget).
-DEFAULT_BURST = 40
+#: Requests the limiter lets through at once after a quiet spell: with the 75 a minute it then
+#: allows, 175 in any minute, under the API's 250 (a cluster's load balancers made, updated by a
+#: node change and deleted within a minute, without waiting on the limiter).
+DEFAULT_BURST = 100
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,11 @@ place: never a second one, never an orphan (DO #224).
 Ensure checks the service first (:mod:`polyccm_digitalocean.annotations`: nothing reaches the
 cloud for an invalid spec), then creates, or updates with one PUT only when what DigitalOcean
 reports differs from the request, so a second ensure writes nothing. While the load balancer is
-``new`` (no IP yet) it raises ``RetryAfter(15)``, as upstream waits. A service annotated
+``new`` (no IP yet) it raises ``RetryAfter``: the first time after 1 s, then after as long as it
+has been waiting, up to every 15 s (upstream's service controller retries after 5 s, doubling to
+5 minutes), and load balancers still waiting are read together, one ``load_balancers.list``
+for all those asked about within a second, instead of one ``get`` each. Deleting one whose id is
+annotated is one ``DELETE`` (a 404 falls back to the lookup). A service annotated
 ``service.kubernetes.io/do-loadbalancer-disown: "true"`` has its load balancer neither changed
 nor deleted.
 
@@ -22,10 +26,10 @@ so the default never changes a load balancer that exists.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from polyccm.cloud import LoadBalancer, LoadBalancerIngress, LoadBalancerStatus
@@ -44,8 +48,12 @@ from polyccm_digitalocean.instances import droplet_id_from_provider_id
 
 log = logging.getLogger(__name__)
 
-#: Seconds before asking again about a load balancer still ``new`` (upstream's wait).
+#: Seconds before asking again about a load balancer still ``new``: the first time, then at
+#: most (in between: as long as it has been waiting so far).
+FIRST_RETRY_DELAY = 1.0
 NEW_RETRY_DELAY = 15.0
+#: Seconds a listing of every load balancer answers for those still ``new``.
+WAITING_LISTING_AGE = 1.0
 
 Balancer = Mapping[str, Any]
 
@@ -85,11 +93,58 @@ def differences(desired: Mapping[str, Any], current: Balancer) -> list[str]:
     return changed
 
 
+class WaitingBalancers:
+    """Load balancers seen ``new``: since when each waits, and their state read for all at once
+    (one listing, shared by the callers within :data:`WAITING_LISTING_AGE` of it)."""
+
+    def __init__(self, api: DigitalOceanApi, clock: Callable[[], float]) -> None:
+        self.api = api
+        self.clock = clock
+        self._since: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._listed_at: float | None = None
+        self._listed: dict[str, Balancer] = {}
+
+    def __contains__(self, lb_id: str) -> bool:
+        return lb_id in self._since
+
+    def retry_delay(self, lb_id: str) -> float:
+        """Seconds until ``lb_id`` (not active yet) is asked about again: as long as it has
+        waited so far, between :data:`FIRST_RETRY_DELAY` and :data:`NEW_RETRY_DELAY`."""
+        with self._lock:
+            since = self._since.setdefault(lb_id, self.clock())
+        return min(NEW_RETRY_DELAY, max(FIRST_RETRY_DELAY, self.clock() - since))
+
+    def done(self, lb_id: str) -> None:
+        with self._lock:
+            self._since.pop(lb_id, None)
+
+    def read(self, lb_id: str) -> Balancer | None:
+        """``lb_id`` as a listing at most :data:`WAITING_LISTING_AGE` old shows it (``None``
+        when it lists no such load balancer)."""
+        asked = self.clock()
+        with self._lock:
+            if self._listed_at is None or self._listed_at < asked - WAITING_LISTING_AGE:
+                started = self.clock()
+                self._listed = {
+                    str(b["id"]): dict(b)
+                    for b in self.api.pages("load_balancers.list", "load_balancers")
+                }
+                self._listed_at = started
+            return self._listed.get(lb_id)
+
+
 class DigitalOceanLoadBalancer(LoadBalancer):
     """Services of ``type: LoadBalancer`` on DigitalOcean load balancers."""
 
     def __init__(
-        self, api: DigitalOceanApi, *, region: str, vpc_id: str = "", default_type: str = ""
+        self,
+        api: DigitalOceanApi,
+        *,
+        region: str,
+        vpc_id: str = "",
+        default_type: str = "",
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``default_type``: a new load balancer's type when its Service names none (default:
         the API's configuration's ``DEFAULT_LB_TYPE``)."""
@@ -100,6 +155,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         self._made: dict[str, str] = {}
         """Service UID -> id of a load balancer created here (until its id is annotated)."""
         self._lock = threading.Lock()
+        self._waiting = WaitingBalancers(api, clock)
 
     # -- finding -----------------------------------------------------------------------------
 
@@ -109,12 +165,17 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                       self._made.get(service.uid, "")):  # fmt: skip
             if not lb_id:
                 continue
+            if lb_id in self._waiting:
+                waiting = self._waiting.read(lb_id)
+                if waiting is not None:
+                    return waiting
             try:
                 balancer: Balancer = self.api.call("load_balancers.get", lb_id=lb_id)[
                     "load_balancer"
                 ]
                 return balancer
             except NotFound:
+                self._waiting.done(lb_id)
                 continue
         names = {self.get_load_balancer_name("", service)}
         if spec is not None:
@@ -179,12 +240,14 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                 balancer = self.api.call("load_balancers.update", lb_id=balancer["id"], body=body)[
                     "load_balancer"
                 ]
+        lb_id = str(balancer["id"])
         if balancer.get("status") != "active" or not balancer.get("ip"):
             raise RetryAfter(
-                f"load balancer {balancer['id']} is not yet active "
+                f"load balancer {lb_id} is not yet active "
                 f"(current status: {balancer.get('status')})",
-                NEW_RETRY_DELAY,
+                self._waiting.retry_delay(lb_id),
             )
+        self._waiting.done(lb_id)
         return self._status(balancer, spec.hostname, spec.warnings)
 
     def update_load_balancer(
@@ -212,13 +275,27 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         if spec is not None and spec.disowned:
             log.info("service %s: load balancer disowned; not deleted", service.key)
             return
-        balancer = self._find(service, spec)
-        if balancer is not None:
-            with contextlib.suppress(NotFound):  # gone meanwhile: what was asked
-                self.api.call("load_balancers.delete", lb_id=balancer["id"])
-            log.info("service %s: deleted load balancer %s", service.key, balancer["id"])
+        annotated = service.annotations.get(LOAD_BALANCER_ID, "").strip()
+        deleted = bool(annotated) and self._delete(annotated)
+        if not deleted:  # no id annotated, or none by that id: found as ensure finds it
+            balancer = self._find(service, spec)
+            if balancer is not None:
+                self._delete(str(balancer["id"]))
+                annotated = str(balancer["id"])
+                deleted = True
+        if deleted:
+            log.info("service %s: deleted load balancer %s", service.key, annotated)
         with self._lock:
             self._made.pop(service.uid, None)
+
+    def _delete(self, lb_id: str) -> bool:
+        """Delete ``lb_id``; whether DigitalOcean had it (a 404 is "already gone")."""
+        self._waiting.done(lb_id)
+        try:
+            self.api.call("load_balancers.delete", lb_id=lb_id)
+        except NotFound:
+            return False
+        return True
 
     # -- helpers ----------------------------------------------------------------------------
 
