@@ -205,7 +205,9 @@ class KubeApi:
         self.limiter = TokenBucket(qps, burst)
         self.user_agent = user_agent
         self.retry = retry if retry is not None else RetryPolicy()
-        pool_args: dict[str, Any] = {"maxsize": 8, "retries": False}
+        # Connections kept open: more than the threads that send at once (workers, their
+        # writers, informers, events), or each extra one is a new TLS handshake per request.
+        pool_args: dict[str, Any] = {"maxsize": 32, "retries": False}
         if configuration.host.startswith("https"):
             pool_args["cert_reqs"] = "CERT_REQUIRED" if configuration.verify_ssl else "CERT_NONE"
             if configuration.ssl_ca_cert:
