@@ -8,7 +8,7 @@ from google.cloud import compute_v1
 from google.oauth2.credentials import Credentials
 from polyccm import cloudcalls, logredact
 from polyccm.errors import LeadershipLost
-from polyccm_gce.api import DONE, GceApi, GceApiError
+from polyccm_gce.api import GceApi, GceApiError
 from polyccm_gce.testing import PROJECT, RunningEmulator
 
 
@@ -82,7 +82,7 @@ def test_a_slow_operation_is_awaited_in_short_polls(emulator: RunningEmulator) -
         api.client(compute_v1.RoutesClient).insert_unary, route_resource=slow_route("slow")
     )
 
-    assert done.status == DONE
+    assert done.status == compute_v1.Operation.Status.DONE
     assert emulator.control.calls()["compute.globalOperations.wait"] >= 3
 
 

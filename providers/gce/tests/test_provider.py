@@ -1,8 +1,11 @@
 """Building the provider as ``polyccm --provider gce`` does: what gce.conf leaves out comes from
-the credentials and the metadata server, and what cannot be found stops the start clearly."""
+the credentials and the metadata server, what cannot be found stops the start clearly, and
+google-cloud-compute is loaded in the background rather than before the provider is built."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -44,3 +47,21 @@ def test_without_a_zone_the_start_stops_naming_local_zone(on_the_emulators_vm: s
 
     with pytest.raises(ConfigError, match="set local-zone"):
         GceProvider.discover(config)
+
+
+def test_google_cloud_compute_loads_in_the_background_not_before_the_provider_is_built() -> None:
+    code = (
+        "import sys, time\n"
+        "from polyccm.cli import main\n"
+        "from polyccm_gce import provider, sdk\n"
+        "print('imported', 'google.cloud.compute_v1' in sys.modules)\n"
+        "sdk.load_in_background().join(120)\n"
+        "print('loaded', 'google.cloud.compute_v1' in sys.modules)\n"
+        "print('client', sdk.compute_v1.RoutesClient.__name__)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=180
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["imported False", "loaded True", "client RoutesClient"]

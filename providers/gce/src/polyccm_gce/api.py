@@ -43,9 +43,10 @@ import requests
 from google.api_core import exceptions as core_exceptions
 from google.api_core.client_options import ClientOptions
 from google.auth.transport.requests import AuthorizedSession
-from google.cloud import compute_v1
 from polyccm import cloudcalls, logredact
 from polyccm.errors import CloudError, ConfigError
+
+from polyccm_gce.sdk import compute_v1
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +58,11 @@ C = TypeVar("C")
 SCOPES = ("https://www.googleapis.com/auth/compute",)
 RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded"})
 QUOTA_REASONS = frozenset({"quotaExceeded", "QUOTA_EXCEEDED"})
-DONE = compute_v1.Operation.Status.DONE
-
 #: The polling client of each kind of ExtendedOperation (keys of the SDK's transport table).
-OPERATION_CLIENTS: Mapping[str, type[Any]] = {
-    "zone_operations": compute_v1.ZoneOperationsClient,
-    "region_operations": compute_v1.RegionOperationsClient,
-    "global_operations": compute_v1.GlobalOperationsClient,
+OPERATION_CLIENTS: Mapping[str, str] = {
+    "zone_operations": "ZoneOperationsClient",
+    "region_operations": "RegionOperationsClient",
+    "global_operations": "GlobalOperationsClient",
 }
 
 
@@ -169,7 +168,8 @@ def compute_client(client_class: type[C], api_endpoint: str, credentials: Any) -
     )
     polling = getattr(client.transport, "_extended_operations_services", None)  # type: ignore[attr-defined]
     if polling is not None:
-        for key, operations_class in OPERATION_CLIENTS.items():
+        for key, class_name in OPERATION_CLIENTS.items():
+            operations_class = getattr(compute_v1, class_name)
             polling[key] = compute_client(operations_class, api_endpoint, credentials)
     return client
 
@@ -322,7 +322,7 @@ class GceApi:
         rpc: Callable[..., compute_v1.Operation] = self.client(operations).wait
         method = method_id(operations, "wait")
         deadline = time.monotonic() + self.operation_timeout
-        while operation.status != DONE:
+        while operation.status != compute_v1.Operation.Status.DONE:
             if time.monotonic() > deadline:
                 raise GceApiError(method, 0, "timeout", f"operation {operation.name} not done")
             operation = self._poll(method, rpc, operation.name, scope) or operation

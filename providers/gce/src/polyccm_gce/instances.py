@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping, Sequence
 
-from google.cloud import compute_v1
 from polyccm.cloud import (
     EXTERNAL_IP,
     HOSTNAME,
@@ -33,6 +32,7 @@ from polyccm.objects import Node
 
 from polyccm_gce.api import GceApi, GceApiError
 from polyccm_gce.naming import InstanceRef, InvalidProviderID, last, parse_provider_id, region_of
+from polyccm_gce.sdk import compute_v1
 
 SHUT_DOWN = frozenset({"TERMINATED", "STOPPED", "SUSPENDED"})
 

@@ -45,7 +45,6 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from google.cloud import compute_v1
 from polyccm.cloud import LoadBalancer, LoadBalancerIngress, LoadBalancerStatus
 from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
 from polyccm.kube.api import MERGE_PATCH, SERVICES, ApiError, KubeApi
@@ -61,6 +60,7 @@ from polyccm_gce.descriptions import (
 )
 from polyccm_gce.instances import InstanceLookup
 from polyccm_gce.naming import InstanceRef, InvalidProviderID, instance_ref, parse_provider_id
+from polyccm_gce.sdk import compute_v1
 from polyccm_gce.service_spec import (
     LEGACY_FINALIZER,
     check_ours,

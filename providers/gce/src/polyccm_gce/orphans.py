@@ -31,7 +31,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from google.cloud import compute_v1
 from polyccm.cloud import Route
 from polyccm.errors import CloudError, RetryAfter
 from polyccm.objects import Node, Service
@@ -48,6 +47,7 @@ from polyccm_gce.load_balancer import (
 )
 from polyccm_gce.naming import NodeDirectory, instance_ref, last
 from polyccm_gce.routes import DESCRIPTION, GceRoutes, route_prefix
+from polyccm_gce.sdk import compute_v1
 
 FORWARDING_RULE, TARGET_POOL, HEALTH_CHECK, FIREWALL, ROUTE = (
     "forwarding-rule",

@@ -18,7 +18,6 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-from google.cloud import compute_v1
 from polyccm.objects import Node, Service
 from polyccm.ops.contract import BACKENDS, HEALTH_CHECK, LISTENERS, Difference, LoadBalancerPlan
 from polyccm.ops.recording import (
@@ -29,9 +28,10 @@ from polyccm.ops.recording import (
     describe_calls,
 )
 
-from polyccm_gce.api import DONE, GceApi, GceApiError, Json, method_id
+from polyccm_gce.api import GceApi, GceApiError, Json, method_id
 from polyccm_gce.load_balancer import GceLoadBalancer
 from polyccm_gce.naming import last
+from polyccm_gce.sdk import compute_v1
 
 T = TypeVar("T")
 FIREWALL = "firewall"
@@ -98,7 +98,9 @@ class RecordingApi(GceApi):
             return self._read(method, name, lambda: super(RecordingApi, self).invoke(rpc, **fields))
         body = next((v for k, v in fields.items() if k.endswith("_resource")), None)
         self._write(method, name, fields, body)
-        return cast(T, compute_v1.Operation(status=DONE, name="planned"))
+        return cast(
+            T, compute_v1.Operation(status=compute_v1.Operation.Status.DONE, name="planned")
+        )
 
     def rest(self, method: str, http_method: str, path: str, *, body: Any = None) -> Json:
         name = str((body or {}).get("name") or last(path))

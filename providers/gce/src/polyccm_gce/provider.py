@@ -1,8 +1,9 @@
 """The GCE cloud provider: wires the capabilities to one API client of one project.
 
 Built by the plugin when ``--provider gce`` is chosen (importing this module imports
-google-auth). :meth:`GceProvider.discover` finds what gce.conf leaves out as cloud-provider-gcp
-does: credentials are Google's application-default credentials (``GOOGLE_APPLICATION_
+google-auth, not google-cloud-compute: :mod:`polyccm_gce.sdk` loads that in the background).
+:meth:`GceProvider.discover` finds what gce.conf leaves out as cloud-provider-gcp does:
+credentials are Google's application-default credentials (``GOOGLE_APPLICATION_
 CREDENTIALS``, gcloud's, or the metadata server's service account on a VM); the project is
 ``project-id``, else the credentials' project, else the metadata server's; the local zone is
 ``local-zone``, else the metadata server's ``instance/zone``. The cluster's zones are the local
@@ -31,7 +32,6 @@ import urllib.request
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from google.cloud import compute_v1
 from polyccm.cloud import CloudProvider, InstancesV2, LoadBalancer, ProviderContext, Routes
 from polyccm.errors import ConfigError
 from polyccm.kube.api import CONFIGMAPS, ApiError, KubeApi, load_configuration
@@ -44,6 +44,7 @@ from polyccm_gce.naming import NodeDirectory, last, region_of
 from polyccm_gce.orphans import GceOrphans
 from polyccm_gce.planning import GceLoadBalancerPlanner
 from polyccm_gce.routes import GceRoutes
+from polyccm_gce.sdk import compute_v1, load_in_background
 
 if TYPE_CHECKING:
     from polyccm.ops.contract import LoadBalancerPlanner, Orphans
@@ -168,7 +169,9 @@ class GceProvider(CloudProvider):
         cluster_name: str = "kubernetes",
         cluster_id_source: Callable[[], str | None] | None = None,
     ) -> GceProvider:
-        """The provider with credentials, project and zones found as upstream finds them."""
+        """The provider with credentials, project and zones found as upstream finds them;
+        google-cloud-compute starts loading in the background (:mod:`polyccm_gce.sdk`)."""
+        load_in_background()
         if config.token_url and config.token_url != "nil":
             log.warning(
                 "gce.conf token-url is not supported; using application-default credentials"

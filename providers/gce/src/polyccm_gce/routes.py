@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import re
 
-from google.cloud import compute_v1
 from polyccm.cloud import Route, Routes
 from polyccm.objects import Node
 from polyccm.ratelimit import TokenBucket
@@ -37,6 +36,7 @@ from polyccm_gce.naming import (
     last,
     parse_provider_id,
 )
+from polyccm_gce.sdk import compute_v1
 
 DESCRIPTION = "k8s-node-route"
 PRIORITY = 1000
