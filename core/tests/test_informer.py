@@ -155,12 +155,43 @@ def test_slim_node_also_drops_images_and_volumes() -> None:
 
 
 def test_slim_node_shares_one_copy_of_each_key_between_objects() -> None:
-    one = slim_node(json.loads('{"metadata": {"name": "a"}, "status": {"nodeInfo": {}}}'))
-    two = slim_node(json.loads('{"metadata": {"name": "b"}, "status": {"nodeInfo": {}}}'))
+    one = slim_node(json.loads('{"metadata": {"name": "a"}, "status": {"conditions": []}}'))
+    two = slim_node(json.loads('{"metadata": {"name": "b"}, "status": {"conditions": []}}'))
     keys_one = [next(iter(one)), next(iter(one["status"]))]
     keys_two = [next(iter(two)), next(iter(two["status"]))]
     assert all(a is b for a, b in zip(keys_one, keys_two, strict=True))
     assert intern_keys([{"k": [{"x": 1}]}]) == [{"k": [{"x": 1}]}]
+
+
+def test_slim_node_drops_what_no_controller_reads_and_shares_repeated_values() -> None:
+    def node(name: str) -> JsonObject:
+        text = json.dumps(
+            {
+                "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": "zone-a"}},
+                "spec": {"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]},
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                    "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                    "nodeInfo": {"kubeletVersion": "v1.33.0"},
+                    "capacity": {"cpu": "2"},
+                    "allocatable": {"cpu": "2"},
+                    "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                    "images": [{"names": ["busybox"]}],
+                },
+            }
+        )
+        return slim_node(json.loads(text))
+
+    one, two = node("a"), node("b")
+
+    assert set(one["status"]) == {"conditions", "addresses"}
+    assert (
+        one["metadata"]["labels"]["topology.kubernetes.io/zone"]
+        is (two["metadata"]["labels"]["topology.kubernetes.io/zone"])
+    )
+    assert one["status"]["conditions"][0]["reason"] is two["status"]["conditions"][0]["reason"]
+    assert one["spec"]["taints"][0]["effect"] is two["spec"]["taints"][0]["effect"]
+    assert one["status"]["addresses"] == [{"type": "InternalIP", "address": "10.0.0.1"}]
 
 
 def test_backoff_grows_to_its_cap_and_resets() -> None:
