@@ -22,12 +22,14 @@ from pathlib import Path
 from bench import audit, cluster
 from bench.ccms import IDENTITIES, POLYCCM, Ccm, Knobs, aws_go, fake_go
 from bench.clouds import CLOUDS
-from bench.report import ProviderResult, ScaleResult, write
+from bench.report import ProviderResult, ScaleResult, load, write
 from bench.scenario import Context, Scale, Timing, run_bound, run_ccm
 
 FULL_SCALES = (Scale(100, 10), Scale(1000, 100), Scale(5000, 500))
 QUICK_SCALES = (Scale(100, 10),)
 RESULTS = Path(__file__).resolve().parent / "results"
+#: Service addresses for 5,000 Services and more (kube-apiserver's last flag wins).
+SERVICE_RANGE = "10.96.0.0/16"
 
 
 def say(message: str) -> None:
@@ -82,6 +84,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "more; it skips its later phases when cut (180)",
     )
     parser.add_argument("--out", type=Path, help="results directory (bench/results)")
+    parser.add_argument(
+        "--add",
+        action="store_true",
+        help="keep the other scales already in the results directory (a scale measured "
+        "again is replaced)",
+    )
     args = parser.parse_args(argv)
     providers = [p.strip() for p in args.providers.split(",") if p.strip()]
     unknown = [p for p in providers if p not in CLOUDS]
@@ -118,6 +126,12 @@ def peers_for(provider: str, no_peers: bool) -> tuple[list[Ccm], list[str]]:
     return ccms, list(peers.missing)
 
 
+def _put(result: ProviderResult, measured: ScaleResult) -> None:
+    """Add ``measured`` to ``result``, in place of the same scale measured before."""
+    kept = [s for s in result.scales if s.scale != measured.scale]
+    result.scales = sorted([*kept, measured], key=lambda s: (s.scale.nodes, s.scale.services))
+
+
 def run_provider(provider: str, args: argparse.Namespace, command: str) -> ProviderResult:
     from polyccm_testing.devenv import controlplane
 
@@ -142,12 +156,22 @@ def run_provider(provider: str, args: argparse.Namespace, command: str) -> Provi
         ],
         skipped=skipped,
     )
+    spent = 0.0
+    earlier = args.out / f"{provider}.json"
+    if args.add and earlier.exists():
+        before = load(earlier)
+        spent = before.seconds
+        result.scales = before.scales
+        result.command = f"{before.command}, then {command}"
+        result.skipped = sorted(set(before.skipped) | set(skipped))
     logs = args.out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"polyccm-bench-{provider}-") as name:
         directory = Path(name)
         users = [cluster.username(identity) for identity in IDENTITIES]
         flags, audit_log = audit.apiserver_args(directory / "audit", users)
+        # The local control plane's /24 of service addresses holds 254 Services.
+        flags.append(f"--service-cluster-ip-range={SERVICE_RANGE}")
         say(f"{provider}: starting etcd, kube-apiserver and the {provider} emulator")
         os.environ.update(cloud_class.emulator_env)
         plane = controlplane.start(
@@ -191,12 +215,12 @@ def run_provider(provider: str, args: argparse.Namespace, command: str) -> Provi
                     box = time_box if peer.key == "aws-go" else None
                     boxed = replace(context, timing=replace(context.timing, node_time_box=box))
                     runs.append(run_ccm(boxed, peer, scale))
-                result.scales.append(ScaleResult(scale, bound, runs))
-                result.seconds = time.monotonic() - began
+                _put(result, ScaleResult(scale, bound, runs))
+                result.seconds = spent + time.monotonic() - began
                 write(result, args.out)
         finally:
             plane.stop()
-    result.seconds = time.monotonic() - began
+    result.seconds = spent + time.monotonic() - began
     return result
 
 
