@@ -82,6 +82,14 @@ def _time_row(
     return cells
 
 
+def _at_rest(run: Run, figure: str) -> str:
+    """A figure of the quiet period, which is not one when the services were still being made."""
+    services = run.phases.get("services")
+    if figure != "—" and services is not None and services.seconds is None:
+        return f"{figure} (not at rest: services not done)"
+    return figure
+
+
 def _calls_row(title: str, name: str, runs: Sequence[Run]) -> list[str]:
     return [title, *(_calls(run.phases.get(name), run) for run in runs), "—"]
 
@@ -102,10 +110,17 @@ def scale_table(result: ScaleResult, kind: str, quiet: str) -> list[str]:
         _calls_row("cloud calls for that", "nodes", runs),
         _time_row(f"{scale.services:,} {kind}, every ingress set", "services", runs, bound, peer),
         _calls_row("cloud calls for that (until quiet)", "services", runs),
-        _calls_row(f"cloud calls at rest ({quiet})", "rest", runs),
+        [
+            f"cloud calls at rest ({quiet})",
+            *(_at_rest(r, _calls(r.phases.get("rest"), r)) for r in runs),
+            "—",
+        ],
         [
             f"kube-apiserver writes at rest ({quiet})",
-            *(str(r.phases["rest"].writes) if "rest" in r.phases else "—" for r in runs),
+            *(
+                _at_rest(r, str(r.phases["rest"].writes)) if "rest" in r.phases else "—"
+                for r in runs
+            ),
             "—",
         ],
         _time_row(f"churn: {scale.churned:,} nodes replaced", "churn", runs, None, peer),
@@ -297,3 +312,23 @@ def _run(data: dict[str, object]) -> Run:
     run = Run(**data)  # type: ignore[arg-type]
     run.phases = {name: Phase(**phase) for name, phase in phases.items()}
     return run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m bench.report RESULTS.json...``: write each one's .md and .png again."""
+    import sys
+
+    paths = [Path(a) for a in (sys.argv[1:] if argv is None else argv)]
+    if not paths:
+        print("usage: python -m bench.report RESULTS.json...", file=sys.stderr)
+        return 2
+    for path in paths:
+        result = load(path)
+        path.with_suffix(".md").write_text(markdown(result))
+        chart(result, path.with_suffix(".png"))
+        print(f"wrote {path.with_suffix('.md')} and {path.with_suffix('.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
