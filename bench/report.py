@@ -134,18 +134,7 @@ def scale_table(result: ScaleResult, kind: str, quiet: str) -> list[str]:
         ],
         [
             "peak RSS (VmHWM)",
-            *(
-                _with_ratios(
-                    f"{r.peak_rss_mib:.0f} MiB",
-                    r.peak_rss_mib,
-                    None,
-                    peer.peak_rss_mib if peer else None,
-                    r is peer,
-                )
-                if r.peak_rss_mib
-                else "—"
-                for r in runs
-            ),
+            *(_rss(r, peer) for r in runs),
             "—",
         ],
         [
@@ -175,6 +164,23 @@ def scale_table(result: ScaleResult, kind: str, quiet: str) -> list[str]:
     lines.append("")
     lines += calls_by_operation(runs)
     return lines
+
+
+def _complete(run: Run) -> bool:
+    """Whether every phase ran and was done in time."""
+    return len(run.phases) == 6 and all(p.seconds is not None for p in run.phases.values())
+
+
+def _rss(run: Run, peer: Run | None) -> str:
+    """Peak RSS, with its ratio to the Go peer's when both ran every phase."""
+    if not run.peak_rss_mib:
+        return "—"
+    text = f"{run.peak_rss_mib:.0f} MiB"
+    if not _complete(run):
+        return f"{text} (phases cut short)"
+    if peer is None or run is peer or not peer.peak_rss_mib or not _complete(peer):
+        return text
+    return f"{text} ({run.peak_rss_mib / peer.peak_rss_mib:.2g}x Go)"
 
 
 def _ready(run: Run) -> str:
