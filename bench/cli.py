@@ -202,7 +202,7 @@ def run_provider(provider: str, args: argparse.Namespace, command: str) -> Provi
                     timing=Timing(
                         quiet=args.quiet,
                         phase_timeout=args.phase_timeout,
-                        settle_limit=20.0 if args.quick else 30.0,
+                        settle_limit=10.0 if args.quick else 30.0,
                         settled_after=3.0,
                     ),
                     say=say,
