@@ -170,6 +170,9 @@ class ServiceController(Controller):
         self._written: dict[str, dict[str, str]] = {}
         self._node_sync = threading.Event()
         self._service_locks: dict[str, threading.Lock] = {}
+        # The backend nodes and their identity as of a node cache version: every ensure of
+        # a burst of services shares one computation and one identity object.
+        self._backends: tuple[str, list[Node], frozenset[tuple[str, str]]] | None = None
 
     def _service_lock(self, key: str) -> threading.Lock:
         """The lock held by whoever changes the load balancer of service ``key``."""
@@ -284,8 +287,9 @@ class ServiceController(Controller):
             )
             raise
         metrics.loadbalancer_sync_total.inc()
+        identity = self._identity(nodes)
         with self._lock:
-            self._applied[service.key] = backend_identity(nodes)
+            self._applied[service.key] = identity
         self._write_annotations(service, status.service_annotations)
         self._patch_status(service, status.to_api())
         for warning in status.warnings:
@@ -419,8 +423,28 @@ class ServiceController(Controller):
     # -- node sync ----------------------------------------------------------------------
 
     def backend_nodes(self) -> list[Node]:
-        """The nodes every load balancer should send traffic to, by name."""
-        return backend_set(Node(raw) for raw in self.context.nodes.list())
+        """The nodes every load balancer should send traffic to, by name: computed once per
+        version of the node cache (a shared list: never change it)."""
+        version = getattr(self.context.nodes, "resource_version", None)
+        with self._lock:
+            cached = self._backends
+        if version is not None and cached is not None and cached[0] == version:
+            return cached[1]
+        nodes = backend_set(Node(raw) for raw in self.context.nodes.list())
+        if version is not None:
+            identity = backend_identity(nodes)
+            with self._lock:
+                self._backends = (version, nodes, identity)
+        return nodes
+
+    def _identity(self, nodes: Sequence[Node]) -> frozenset[tuple[str, str]]:
+        """:func:`backend_identity` of ``nodes``, the one object all services given the
+        same backend list share (a thousand nodes' identity is some 90 KB)."""
+        with self._lock:
+            cached = self._backends
+        if cached is not None and cached[1] is nodes:
+            return cached[2]
+        return backend_identity(nodes)
 
     def _node_sync_loop(self, stop: threading.Event) -> None:
         last = 0.0
@@ -452,7 +476,7 @@ class ServiceController(Controller):
         if not applied and not unapplied:
             return  # no load balancer: the backend set need not even be computed
         nodes = self.backend_nodes()
-        current = backend_identity(nodes)
+        current = self._identity(nodes)
         stale = [key for key, given in applied.items() if given != current] + unapplied
         if not stale:
             return
@@ -499,8 +523,9 @@ class ServiceController(Controller):
             return
         metrics.update_loadbalancer_host_latency_seconds.observe(time.monotonic() - started)
         metrics.loadbalancer_sync_total.inc()
+        identity = self._identity(nodes)
         with self._lock:
-            self._applied[service.key] = backend_identity(nodes)
+            self._applied[service.key] = identity
         self.context.recorder.event(
             service.raw, "Normal", "UpdatedLoadBalancer", "Updated load balancer with new hosts"
         )

@@ -8,6 +8,7 @@ start with ``i-``. Node names that are resource-based hostnames (``i-0abc`` or
 
 from __future__ import annotations
 
+import functools
 import re
 from urllib.parse import urlsplit
 
@@ -20,8 +21,10 @@ class InvalidProviderID(ValueError):
     """A provider ID that does not name an EC2 instance."""
 
 
+@functools.lru_cache(maxsize=16384)
 def instance_id_from_provider_id(provider_id: str) -> str:
-    """The EC2 instance id inside ``provider_id``; raise InvalidProviderID when there is none."""
+    """The EC2 instance id inside ``provider_id``; raise InvalidProviderID when there is none.
+    Remembered for the last 16,384 IDs: every load balancer's ensure parses every node's."""
     text = provider_id if provider_id.startswith(f"{SCHEME}://") else f"{SCHEME}:///{provider_id}"
     if "://" in provider_id and not provider_id.startswith(f"{SCHEME}://"):
         raise InvalidProviderID(f"provider ID {provider_id!r} does not start with aws://")
