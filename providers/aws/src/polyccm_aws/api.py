@@ -12,7 +12,10 @@ from the normal boto3 chain, optionally exchanged for ``RoleARN`` through STS.
 
 from __future__ import annotations
 
+import gzip
+import json
 import logging
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -130,8 +133,9 @@ class AwsApi:
         # Timestamps stay the strings AWS sent: nothing here reads them, and parsing each one
         # with dateutil (LaunchTime, AttachTime... of every instance) cost more CPU than the
         # rest of a DescribeInstances answer.
-        parsers = self._session._session.get_component("response_parser_factory")
-        parsers.set_parser_defaults(timestamp_parser=str)
+        core = self._session._session
+        core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=str)
+        core.get_component("data_loader").file_loader = LeanModelLoader()
         self._clients: dict[str, Any] = {}
 
     def client(self, name: str) -> Any:
@@ -171,6 +175,31 @@ class AwsApi:
             raise AwsApiError(
                 service, _api_name(client, operation), type(error).__name__, str(error), 1
             ) from error
+
+
+class LeanModelLoader:
+    """botocore's model-file loader (its ``JSONFileLoader``'s two methods), reading the JSON
+    into plain dicts with the documentation strings emptied: EC2's model took 14 MiB as
+    botocore's ordered dicts with documentation, 6.5 MiB this way. Nothing here reads the
+    documentation (botocore only builds docstrings from it)."""
+
+    SUFFIXES = (".json", ".json.gz")
+
+    def exists(self, file_path: str) -> bool:
+        return any(os.path.isfile(file_path + suffix) for suffix in self.SUFFIXES)
+
+    def load_file(self, file_path: str) -> Any:
+        for suffix in self.SUFFIXES:
+            path = file_path + suffix
+            if os.path.isfile(path):
+                with gzip.open(path, "rb") if suffix.endswith(".gz") else open(path, "rb") as file:
+                    text = file.read().decode("utf-8")
+                return json.loads(text, object_pairs_hook=_no_docs)
+        return None
+
+
+def _no_docs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {k: "" if k == "documentation" and isinstance(v, str) else v for k, v in pairs}
 
 
 def count_calls(client: Any) -> None:
