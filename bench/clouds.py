@@ -211,12 +211,24 @@ class AwsCloud(BenchCloud):
 
 
 class GceCloud(BenchCloud):
-    """The GCE emulator: VMs by instances.insert in one zone (operations done at once),
-    network load balancers (forwarding rule, target pool, health check, firewall)."""
+    """The GCE emulator: VMs by instances.insert in one zone (operations done at once) in a
+    /16 subnetwork, network load balancers (forwarding rule, target pool, health check,
+    firewall)."""
 
     name = "gce"
     balancer_kind = "network load balancers"
-    notes = ("the emulator's operations finish at once (pending and running 0 s)",)
+    SUBNET = "bench-nodes"
+    #: A project with hundreds of load balancers and thousands of VMs has these raised.
+    QUOTAS: ClassVar[dict[str, int]] = {
+        "INSTANCES": 6000, "FORWARDING_RULES": 600, "TARGET_POOLS": 600,
+        "HEALTH_CHECKS": 600, "FIREWALLS": 1200,
+    }  # fmt: skip
+    notes = (
+        "the emulator's operations finish at once (pending and running 0 s)",
+        "the project's quotas raised: instances 6,000, forwarding rules, target pools and "
+        "health checks 600, firewalls 1,200; nodes in a /16 subnetwork (the region's default "
+        "/20 holds 4,092)",
+    )
 
     def __init__(self, env: Mapping[str, str], directory: Path) -> None:
         from polyccm_gce.emulator.control import EmulatorControl
@@ -226,23 +238,37 @@ class GceCloud(BenchCloud):
         self.control = EmulatorControl(env["POLYCCM_GCE_API_ENDPOINT"])
         self.compute = ComputeApi(env["POLYCCM_GCE_API_ENDPOINT"], env["GOOGLE_CLOUD_PROJECT"])
         self._config = Path(env["POLYCCM_GCE_CLOUD_CONFIG"]).read_text()
+        self.network = "global/networks/default"
 
     def reset(self) -> None:
-        from polyccm_gce.testing import ZONE
+        from polyccm_gce.testing import REGION, ZONE
 
         self.control.reset()
-        self.control.configure(pending_seconds=0.0, running_seconds=0.0)
+        settings = self.control.configure(
+            pending_seconds=0.0, running_seconds=0.0, quotas=self.QUOTAS
+        )
+        self.network = f"global/networks/{settings['network']}"
+        self.compute.do(
+            "POST",
+            f"regions/{REGION}/subnetworks",
+            {"name": self.SUBNET, "network": self.network, "ipCidrRange": "10.64.0.0/16"},
+        )
         self.compute.create_instance(
             "ccm-host", zone=ZONE, labels={"polyccm-ccm-host": "true"}, tags=[f"{CLUSTER}-node"]
         )
 
     def _insert(self, name: str) -> str:
-        from polyccm_gce.testing import ZONE
+        from polyccm_gce.testing import REGION, ZONE
 
+        nic = {
+            "network": self.network,
+            "subnetwork": f"regions/{REGION}/subnetworks/{self.SUBNET}",
+            "accessConfigs": [{"type": "ONE_TO_ONE_NAT"}],
+        }
         body = {
             "name": name,
             "machineType": f"zones/{ZONE}/machineTypes/e2-medium",
-            "networkInterfaces": [{"accessConfigs": [{"type": "ONE_TO_ONE_NAT"}]}],
+            "networkInterfaces": [nic],
             "disks": [
                 {
                     "boot": True,
