@@ -311,7 +311,16 @@ class DigitalOceanCloud(BenchCloud):
 
     name = "digitalocean"
     LB_ACTIVE_DELAY = 1.0
-    notes = (f"load balancers turn active {LB_ACTIVE_DELAY:g} s after they are made",)
+    #: The harness shares the CCM's token: the emulated account's limits are raised so that
+    #: making thousands of droplets leaves the CCM's budget alone.
+    ACCOUNT = {"droplet_limit": 6000, "rate_limit_per_hour": 1_000_000,
+               "rate_limit_per_minute": 100_000}  # fmt: skip
+    notes = (
+        f"load balancers turn active {LB_ACTIVE_DELAY:g} s after they are made",
+        "the account's droplet limit (1,000) and API rate limits (5,000 an hour, 250 a minute) "
+        "raised, as the harness makes its droplets with the CCM's token; polyccm keeps its own "
+        "client-side limit (DO_API_RATE_LIMIT_QPS, default 1.25 requests a second)",
+    )
 
     def __init__(self, env: Mapping[str, str], directory: Path) -> None:
         from polyccm_digitalocean.testing import DigitalOceanApi, control
@@ -323,7 +332,7 @@ class DigitalOceanCloud(BenchCloud):
 
     def reset(self) -> None:
         self.control.reset()
-        self.control.configure(lb_active_delay=self.LB_ACTIVE_DELAY)
+        self.control.configure(lb_active_delay=self.LB_ACTIVE_DELAY, **self.ACCOUNT)
         self._ids.clear()
 
     def create(self, names: list[str]) -> list[str]:
