@@ -9,9 +9,10 @@ address of its instance. While the route controller runs, a node without a ``Net
 condition first gets ``True/NoRouteCreated`` (as upstream), which the route controller turns
 to ``False/RouteCreated`` once the node's routes exist.
 
-Cloud calls are batched: a worker takes up to :data:`BATCH` waiting nodes at once and asks the
-provider's bulk ``instances_metadata`` once for all of them, so a provider that lists in bulk
-initialises N nodes in about N/100 calls. The batch's node writes then go out
+Cloud calls are batched: a worker takes up to :data:`BATCH` waiting nodes at once (waiting up to
+:data:`BATCH_MAX_WAIT` for more while a burst keeps arriving) and asks the provider's bulk
+``instances_metadata`` once for all of them, so a provider that lists in bulk initialises N
+nodes in about N/100 calls. The batch's node writes then go out
 :data:`WRITES_IN_FLIGHT` at a time, so a batch of 100 costs the API server's latency about 50
 times, not 200. Initialised nodes cost no cloud call on updates; their addresses are refreshed
 every ``--node-status-update-frequency`` in the same batches, and patched only when they change.
@@ -26,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -46,6 +47,8 @@ BATCH = 100
 """Nodes asked about in one bulk cloud lookup."""
 BATCH_WINDOW = 0.1
 """Seconds a worker waits for more nodes to join a batch."""
+BATCH_MAX_WAIT = 1.0
+"""Longest a batch waits for more nodes while they keep arriving."""
 WRITES_IN_FLIGHT = 4
 """Nodes of one batch written at the same time, once the cloud has answered for the batch."""
 CONFLICT_RETRIES = 5
@@ -69,6 +72,7 @@ class CloudNodeController(Controller):
         self.context = context
         self.instances = instances
         self.queue = RateLimitingQueue(self.name)
+        self._collecting = threading.Lock()
         self._seen_first_sync: set[str] = set()
         options = context.options
         # The same conditions under which the manager starts the route controller.
@@ -103,18 +107,12 @@ class CloudNodeController(Controller):
     # -- the batch worker ---------------------------------------------------------------
 
     def _process_batch(self, queue: RateLimitingQueue) -> bool:
-        keys = queue.get_batch(BATCH, timeout=1.0)
+        with self._collecting:
+            keys = self._collect(queue)
         if not keys:
             return not queue.shutting_down
         batch = _Batch(queue)
         try:
-            if len(keys) < BATCH and any(self._needs_cloud(key) for key in keys):
-                # Nodes tend to arrive in bursts (a scale-up, the initial list): wait a moment
-                # so one cloud lookup answers the whole burst. Updates of initialised nodes need
-                # no cloud call, so they never wait.
-                time.sleep(BATCH_WINDOW)
-                if len(queue) and not queue.shutting_down:
-                    keys += queue.get_batch(BATCH - len(keys), timeout=0)
             self._sync_batch(keys, batch)
         except LeadershipLost:
             raise  # the term is over: nothing is retried, the worker stops
@@ -129,6 +127,25 @@ class CloudNodeController(Controller):
             for key in keys:
                 queue.done(key)
         return True
+
+    def _collect(self, queue: RateLimitingQueue) -> list[str]:
+        """The next batch. Nodes arrive in bursts (a scale-up, the initial list): while a batch
+        that needs the cloud is not full, more are awaited for :data:`BATCH_WINDOW` at a time,
+        as long as some keep coming and for :data:`BATCH_MAX_WAIT` at most, so one lookup
+        answers a whole stretch of the burst. One worker collects at a time (the others are
+        busy or idle), so a burst fills batches one after the other rather than four halves.
+        Updates of initialised nodes need no cloud call and never wait."""
+        keys = queue.get_batch(BATCH, timeout=1.0)
+        if not keys or len(keys) >= BATCH or not any(self._needs_cloud(k) for k in keys):
+            return keys
+        deadline = time.monotonic() + BATCH_MAX_WAIT
+        while len(keys) < BATCH and not queue.shutting_down:
+            time.sleep(BATCH_WINDOW)
+            more = queue.get_batch(BATCH - len(keys), timeout=0) if len(queue) else []
+            keys += more
+            if not more or time.monotonic() >= deadline:
+                break
+        return keys
 
     def _sync_batch(self, keys: Sequence[str], batch: _Batch) -> None:
         uninitialised: list[Node] = []
@@ -180,14 +197,11 @@ class CloudNodeController(Controller):
         except Exception as error:  # noqa: BLE001 - reported and retried
             results = {node.name: error for node in nodes}
 
-        def settle(node: Node) -> None:
-            result = results.get(node.name)
-            if result is None:
-                result = RuntimeError("the cloud returned no answer for this node")
+        finishing: dict[str, Callable[[], None]] = {}
+
+        def settle(node: Node, step: Callable[[], Callable[[], None] | None]) -> None:
             try:
-                if isinstance(result, Exception):
-                    raise result
-                self._initialise(node, result)
+                rest = step()
             except LeadershipLost:
                 raise
             except RetryAfter as error:
@@ -196,15 +210,40 @@ class CloudNodeController(Controller):
                 self._report_failure(node, error)
                 batch.retry(node.name)
             else:
-                batch.forget(node.name)
+                if rest is None:
+                    batch.forget(node.name)
+                else:
+                    finishing[node.name] = rest
 
-        if len(nodes) == 1:
-            settle(nodes[0])
+        def initialise(node: Node) -> Callable[[], None] | None:
+            result = results.get(node.name)
+            if result is None:
+                result = RuntimeError("the cloud returned no answer for this node")
+            if isinstance(result, Exception):
+                raise result
+            return self._initialise(node, result)
+
+        def finish(node: Node) -> None:
+            finishing.pop(node.name)()
+
+        # Every node's taint first, then every node's addresses: each node keeps upstream's
+        # order, and none waits for another's address write to become schedulable.
+        self._each(nodes, lambda node: settle(node, lambda: initialise(node)))
+        self._each(
+            [node for node in nodes if node.name in finishing],
+            lambda node: settle(node, lambda: finish(node)),
+        )
+
+    @staticmethod
+    def _each(nodes: Sequence[Node], action: Callable[[Node], None]) -> None:
+        """``action`` on every node, :data:`WRITES_IN_FLIGHT` at a time; a lost leadership
+        reaches the caller once the writes in flight have ended."""
+        if len(nodes) <= 1:
+            for node in nodes:
+                action(node)
             return
         with ThreadPoolExecutor(min(WRITES_IN_FLIGHT, len(nodes))) as writers:
-            # Every node is settled (or its failure raised) before the batch is done; a lost
-            # leadership reaches the worker once the writes in flight have ended.
-            for outcome in [writers.submit(settle, node) for node in nodes]:
+            for outcome in [writers.submit(action, node) for node in nodes]:
                 outcome.result()
 
     def _report_failure(self, node: Node, error: Exception) -> None:
@@ -214,7 +253,9 @@ class CloudNodeController(Controller):
 
     # -- one node -----------------------------------------------------------------------
 
-    def _initialise(self, node: Node, metadata: InstanceMetadata) -> None:
+    def _initialise(self, node: Node, metadata: InstanceMetadata) -> Callable[[], None] | None:
+        """Set the node's providerID and labels and remove its taint; what is left to do (its
+        addresses, the Synced event), or None when the node is gone or done by someone else."""
         provider_id, addresses = nodeinfo.initial_fields(node, metadata)
         fresh = node
         for attempt in range(CONFLICT_RETRIES):
@@ -223,25 +264,30 @@ class CloudNodeController(Controller):
                 break
             except ApiError as error:
                 if error.not_found:
-                    return
+                    return None
                 if not error.conflict or attempt == CONFLICT_RETRIES - 1:
                     raise
                 fresh = Node(self.context.api.get(NODES, node.name))
                 if not fresh.has_taint(UNINITIALIZED_TAINT):
-                    return
-        # Addresses after the taint (upstream's order): the watch event of the taint removal
-        # then arrives first, so our own status write never triggers a second cloud lookup.
-        if addresses is not None:
-            try:
-                self._patch_addresses(fresh, addresses)
-            except ApiError as error:
-                if not error.not_found:
-                    raise
+                    return None
         age = creation_age(node)
         if age is not None:
             metrics.cloud_provider_taint_removal_delay_seconds.observe(age)
-        log.info("cloud-node: initialised %s (%s)", node.name, provider_id)
-        self.context.recorder.event(node.raw, "Normal", "Synced", "Node synced successfully")
+
+        def rest() -> None:
+            # Addresses after the taint (upstream's order): the watch event of the taint
+            # removal then arrives first, so our own status write never triggers a second
+            # cloud lookup.
+            if addresses is not None:
+                try:
+                    self._patch_addresses(fresh, addresses)
+                except ApiError as error:
+                    if not error.not_found:
+                        raise
+            log.info("cloud-node: initialised %s (%s)", node.name, provider_id)
+            self.context.recorder.event(node.raw, "Normal", "Synced", "Node synced successfully")
+
+        return rest
 
     def _finish(self, node: Node, provider_id: str, metadata: InstanceMetadata) -> None:
         """Set providerID and labels and remove the taint, in one write guarded by the node's
