@@ -161,6 +161,22 @@ def test_load_balancers_reuse_the_instances_the_node_controller_just_read(
         assert len(health["TargetHealthDescriptions"]) == 7
 
 
+def test_a_burst_of_load_balancers_lists_the_vpc_network_once(
+    world: World, aws: EmulatorControl
+) -> None:
+    provider = AwsProvider(CloudConfig(), cluster_name=CLUSTER)
+    nodes = [world.node(i) for i in world.instances(2)]
+    lb = provider.load_balancer()
+
+    aws.reset_calls()
+    for name in ("first", "second", "third"):
+        lb.ensure_load_balancer(CLUSTER, nlb_service(world, name=name), nodes)
+
+    calls = aws.calls()
+    assert (calls["DescribeSubnets"], calls["DescribeRouteTables"]) == (1, 1)  # 6 and 3 before
+    assert len(load_balancers(world)) == 3
+
+
 def test_a_target_the_cloud_refuses_is_looked_up_afresh(world: World, aws: EmulatorControl) -> None:
     provider = AwsProvider(CloudConfig(), cluster_name=CLUSTER)
     nodes = [world.node(i) for i in world.instances(2)]

@@ -123,6 +123,11 @@ class InstanceStore:
 
     # -- public -------------------------------------------------------------------------------
 
+    @property
+    def caches(self) -> bool:
+        """Whether answers are kept at all (a store with no lifetime asks every time)."""
+        return self._ttl > 0
+
     def by_ids(
         self, ids: Iterable[str], *, max_age: float | None = None
     ) -> dict[str, Instance | None]:

@@ -9,8 +9,10 @@ for internet-facing load balancers, ties broken by the role tag, then the cluste
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from polyccm.errors import CloudError
@@ -103,16 +105,42 @@ def no_subnets_error(name: str, *, internal: bool, tagging: ClusterTagging) -> C
 
 
 class Network:
-    """VPC and subnet lookups for load balancers."""
+    """VPC and subnet lookups for load balancers. With ``max_age`` the VPC's subnets and route
+    tables are listed once for every load balancer ensured within that many seconds (a burst
+    of Services asked for the same two lists each, several times)."""
 
     def __init__(
-        self, api: AwsApi, config: CloudConfig, tagging: ClusterTagging, zones: Zones
+        self,
+        api: AwsApi,
+        config: CloudConfig,
+        tagging: ClusterTagging,
+        zones: Zones,
+        *,
+        max_age: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._api = api
         self._config = config
         self._tagging = tagging
         self._zones = zones
         self._vpc_id: str | None = config.vpc or None
+        self._max_age = max_age
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._listed: dict[tuple[str, str], tuple[float, list[Any]]] = {}
+
+    def _listing(self, operation: str, key: str, vpc_id: str) -> list[Any]:
+        """Every item under ``key`` of ``operation`` for the VPC, remembered ``max_age``."""
+        with self._lock:
+            found = self._listed.get((operation, vpc_id))
+        if found is not None and self._clock() - found[0] < self._max_age:
+            return found[1]
+        answer = self._api.call("ec2", operation, Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])
+        items = list(answer.get(key, ()))
+        if self._max_age > 0:
+            with self._lock:
+                self._listed[(operation, vpc_id)] = (self._clock(), items)
+        return items
 
     def vpc_id(self, instances: Iterable[Instance] = ()) -> str:
         """The cluster's VPC (remembered once found)."""
@@ -140,12 +168,9 @@ class Network:
         """The subnet ids for a load balancer: the annotated ones, else discovered ones."""
         if named is not None:
             return self._resolve(named, vpc_id)
-        answer = self._api.call(
-            "ec2", "describe_subnets", Filters=[{"Name": "vpc-id", "Values": [vpc_id]}]
-        )
         subnets = [
             s
-            for s in answer.get("Subnets", ())
+            for s in self._listing("describe_subnets", "Subnets", vpc_id)
             if self._tagging.has_cluster_tag(s.get("Tags")) or has_no_cluster_tag(s.get("Tags"))
         ]
         # Upstream falls back to the CCM's own subnet when nothing is tagged; without instance
@@ -158,13 +183,7 @@ class Network:
             )
         tables: list[RouteTable] = []
         if not internal:
-            tables = list(
-                self._api.call(
-                    "ec2",
-                    "describe_route_tables",
-                    Filters=[{"Name": "vpc-id", "Values": [vpc_id]}],
-                ).get("RouteTables", ())
-            )
+            tables = self._listing("describe_route_tables", "RouteTables", vpc_id)
         zone_types = {}
         for subnet in subnets:
             zone = self._zones.get(str(subnet.get("AvailabilityZone", "")))
@@ -203,5 +222,16 @@ class Network:
     def subnet_cidrs(self, subnet_ids: Sequence[str]) -> list[str]:
         if not subnet_ids:
             return []
+        wanted = set(subnet_ids)
+        with self._lock:
+            listed = [
+                subnet
+                for (operation, _), (at, subnets) in self._listed.items()
+                if operation == "describe_subnets" and self._clock() - at < self._max_age
+                for subnet in subnets
+                if subnet.get("SubnetId") in wanted
+            ]
+        if {s.get("SubnetId") for s in listed} == wanted:
+            return [str(s["CidrBlock"]) for s in listed]
         answer = self._api.call("ec2", "describe_subnets", SubnetIds=list(subnet_ids))
         return [str(s["CidrBlock"]) for s in answer.get("Subnets", ())]
