@@ -338,7 +338,7 @@ class ClassicElb(BalancerKind):
         (rules in groups not tagged for the cluster are left alone unless ``deleting``)."""
         if self._config.disable_security_group_ingress:
             return
-        cluster = self._groups.cluster_groups()
+        cluster = self._groups.cluster_group_ids()
         wanted = {
             node_group
             for instance in instances.values()

@@ -43,8 +43,9 @@ node's instance is always looked up; one the node controller or the lifecycle co
 just read is reused, so load balancers made after a burst of nodes cost no DescribeInstances.
 An instance the cloud refuses as a target (it stopped meanwhile) is looked up afresh."""
 NETWORK_MAX_AGE = 30.0
-"""How long one listing of the VPC's subnets and route tables serves the load balancers
-ensured meanwhile (a subnet tagged for load balancers is used within this long)."""
+"""How long one listing of the VPC's subnets and route tables, and of which security groups are
+the cluster's, serves the load balancers ensured meanwhile (a subnet or node group tagged anew
+is used within this long)."""
 REFUSED_TARGET_CODES = frozenset({"InvalidTarget", "InvalidInstance"})
 """ELBv2's and the classic ELB's error for an instance that cannot be registered."""
 
@@ -69,10 +70,9 @@ class AwsLoadBalancer(LoadBalancer):
         zones: Zones,
         directory: NodeDirectory,
     ) -> None:
-        groups = SecurityGroups(api, tagging)
-        network = Network(
-            api, config, tagging, zones, max_age=NETWORK_MAX_AGE if store.caches else 0.0
-        )
+        max_age = NETWORK_MAX_AGE if store.caches else 0.0
+        groups = SecurityGroups(api, tagging, max_age=max_age)
+        network = Network(api, config, tagging, zones, max_age=max_age)
         self._store = store
         self._directory = directory
         self._probe = HealthProbeDefaults.from_config(config)

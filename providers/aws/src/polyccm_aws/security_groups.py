@@ -8,7 +8,8 @@ that tag. Node groups get one rule per load balancer, and lose it when the load 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from polyccm.errors import CloudError
@@ -50,9 +51,19 @@ def node_security_group(instance: Instance, cluster_groups: Iterable[str]) -> st
 class SecurityGroups:
     """EC2 security-group operations used by the load balancers."""
 
-    def __init__(self, api: AwsApi, tagging: ClusterTagging) -> None:
+    def __init__(
+        self,
+        api: AwsApi,
+        tagging: ClusterTagging,
+        *,
+        max_age: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._api = api
         self._tagging = tagging
+        self._max_age = max_age
+        self._clock = clock
+        self._cluster_ids: tuple[float, frozenset[str]] | None = None
 
     def describe(self, group_ids: Iterable[str]) -> list[SecurityGroup]:
         ids = sorted(set(group_ids))
@@ -75,11 +86,22 @@ class SecurityGroups:
         answer = self._api.call(
             "ec2", "describe_security_groups", Filters=[self._tagging.tag_filter()]
         )
-        return {
+        groups = {
             str(g["GroupId"]): g
             for g in answer.get("SecurityGroups", ())
             if self._tagging.has_cluster_tag(g.get("Tags"))
         }
+        self._cluster_ids = (self._clock(), frozenset(groups))
+        return groups
+
+    def cluster_group_ids(self) -> frozenset[str]:
+        """The ids of :meth:`cluster_groups`, as read within ``max_age`` seconds: a node
+        group's rules grow with every load balancer, and a caller that only needs to know
+        which groups are the cluster's need not download them again."""
+        known = self._cluster_ids
+        if known is not None and self._clock() - known[0] < self._max_age:
+            return known[1]
+        return frozenset(self.cluster_groups())
 
     def referencing(self, group_id: str) -> list[SecurityGroup]:
         """Groups with an ingress rule whose source is ``group_id``."""
