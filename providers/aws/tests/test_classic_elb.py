@@ -10,7 +10,6 @@ from polyccm.cloud import default_load_balancer_name
 from polyccm.errors import InvalidServiceSpec, RetryAfter
 from polyccm.objects import Service
 from polyccm_aws import annotations as ann
-from polyccm_aws.config import CloudConfig
 from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
 from polyccm_aws.testing import CLUSTER, CLUSTER_TAG, World
@@ -155,24 +154,6 @@ def test_source_ranges_limit_the_security_group(world: World, provider: AwsProvi
         "192.0.2.0/24",
         "198.51.100.7/32",
     }
-
-
-def test_a_burst_of_elbs_reads_which_groups_are_the_clusters_once(
-    world: World, aws: EmulatorControl
-) -> None:
-    # The node group's rules grow with every load balancer; which groups are the cluster's
-    # does not change from one ELB to the next.
-    provider = AwsProvider(CloudConfig(), cluster_name=CLUSTER)
-    nodes = [world.node(i) for i in world.instances(2)]
-    lb = provider.load_balancer()
-
-    aws.reset_calls()
-    for name in ("first", "second", "third"):
-        lb.ensure_load_balancer(CLUSTER, two_port_service(world, name=name), nodes)
-
-    assert aws.calls()["DescribeSecurityGroups"] == 10  # 12 before: the cluster's groups each time
-    groups = [group_named(world, f"k8s-elb-{name}") for name in all_elbs(world)]
-    assert node_group_sources(world) == {g["GroupId"] for g in groups if g} and len(groups) == 3
 
 
 def test_update_follows_the_backend_nodes(world: World, provider: AwsProvider) -> None:

@@ -161,8 +161,17 @@ def test_load_balancers_reuse_the_instances_the_node_controller_just_read(
         assert len(health["TargetHealthDescriptions"]) == 7
 
 
-def test_a_burst_of_load_balancers_lists_the_vpc_network_once(
-    world: World, aws: EmulatorControl
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("nlb", {"DescribeSubnets": 1, "DescribeRouteTables": 1}),  # 6 and 3 before
+        # The node group's rules grow with each load balancer; which groups are the cluster's
+        # does not change from one ELB to the next (12 DescribeSecurityGroups before).
+        ("classic", {"DescribeSubnets": 1, "DescribeRouteTables": 1, "DescribeSecurityGroups": 10}),
+    ],
+)
+def test_a_burst_of_load_balancers_lists_the_network_and_the_clusters_groups_once(
+    world: World, aws: EmulatorControl, kind: str, expected: dict[str, int]
 ) -> None:
     provider = AwsProvider(CloudConfig(), cluster_name=CLUSTER)
     nodes = [world.node(i) for i in world.instances(2)]
@@ -170,11 +179,12 @@ def test_a_burst_of_load_balancers_lists_the_vpc_network_once(
 
     aws.reset_calls()
     for name in ("first", "second", "third"):
-        lb.ensure_load_balancer(CLUSTER, nlb_service(world, name=name), nodes)
+        service = nlb_service(world, name=name) if kind == "nlb" else world.service(name=name)
+        lb.ensure_load_balancer(CLUSTER, service, nodes)
 
     calls = aws.calls()
-    assert (calls["DescribeSubnets"], calls["DescribeRouteTables"]) == (1, 1)  # 6 and 3 before
-    assert len(load_balancers(world)) == 3
+    assert {operation: calls[operation] for operation in expected} == expected
+    assert calls["CreateLoadBalancer"] == 3
 
 
 def test_a_target_the_cloud_refuses_is_looked_up_afresh(world: World, aws: EmulatorControl) -> None:
