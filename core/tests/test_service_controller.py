@@ -299,6 +299,30 @@ def test_a_burst_of_new_nodes_updates_each_load_balancer_a_few_times_not_once_pe
     assert fake_cloud.count("update_load_balancer") - updates <= elapsed / NODE_SYNC_INTERVAL + 2
 
 
+def test_a_node_change_updates_the_load_balancers_several_at_a_time(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    initialised_nodes(kube_api, fake_cloud, "p1")
+    names = [f"par-{i}" for i in range(4)]
+    for name in names:
+        make_service(kube_api, namespace, name)
+    start_manager(fake_cloud, concurrent_service_syncs=4)
+    wait_for(lambda: all(ingress_ip(kube_api, namespace, n) for n in names), timeout=30)
+    started: list[float] = []
+    fake_cloud.slow("update_load_balancer", 1.0)
+    fake_cloud.observe("update_load_balancer", lambda _s: started.append(time.monotonic()))
+
+    initialised_nodes(kube_api, fake_cloud, "p2")
+    wait_for(
+        lambda: all(backends(fake_cloud, f"{namespace}/{n}") == ("p1", "p2") for n in names),
+        timeout=30,
+        what="the new node behind every load balancer",
+    )
+
+    # Four updates of a second each: together, not one after the other (as upstream).
+    assert len(started) == 4 and max(started) - min(started) < 1.0
+
+
 def test_failed_backend_update_is_reported_and_retried(
     kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
 ) -> None:

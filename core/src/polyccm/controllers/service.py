@@ -11,7 +11,8 @@ changes (not the nodes' readiness, which is not a filter), every managed service
 gets ``update_load_balancer``; services whose update failed are retried on the next node sync.
 Node syncs start at most once per :data:`NODE_SYNC_INTERVAL`, so a burst of node changes (a
 scale-up, a cluster's first nodes) costs each load balancer a few updates, not one per node,
-and with no load balancer to manage a sync computes nothing.
+and with no load balancer to manage a sync computes nothing. A sync updates
+``--concurrent-service-syncs`` load balancers at a time, as upstream's does.
 A service whose last ensure failed still gets its backends updated when it holds the finalizer
 (its load balancer may exist, adopted or half-made), so an annotation problem never freezes the
 backends of a working load balancer. One service is only ever handled by one thread: the worker
@@ -32,6 +33,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from polyccm import metrics
@@ -481,17 +483,24 @@ class ServiceController(Controller):
         if not stale:
             return
         started = time.monotonic()
-        for key in stale:
+
+        def update(key: str) -> None:
             with self._service_lock(key):
                 with self._lock:
                     if self._applied.get(key) == current:
-                        continue  # a worker ensured it with these nodes meanwhile
+                        return  # a worker ensured it with these nodes meanwhile
                 raw = self.context.services.get(key)
                 if raw is None:
-                    continue
+                    return
                 service = Service(raw)
                 if wants_load_balancer(service) and service.deletion_timestamp is None:
                     self._update_backends(service, nodes)
+
+        # As upstream: --concurrent-service-syncs load balancers are updated at a time.
+        workers = max(1, min(self.context.options.concurrent_service_syncs, len(stale)))
+        with ThreadPoolExecutor(workers, thread_name_prefix="service-node-sync") as pool:
+            for outcome in [pool.submit(update, key) for key in stale]:
+                outcome.result()  # a lost leadership stops the sync once the updates end
         metrics.nodesync_latency_seconds.observe(time.monotonic() - started)
 
     def _warn_no_nodes(self, service: Service) -> None:
