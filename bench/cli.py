@@ -1,9 +1,10 @@
 """``python -m bench``: run the scenarios for each provider, write bench/results/, say progress.
 
-Each provider gets its own control plane (etcd and kube-apiserver with an audit log of the
-benchmark's identities) and emulator. At each scale, the bare client sets the bound, then
-polyccm runs the scenario, then (AWS) the upstream CCM and the framework floor run the same
-scenario on the same control plane and emulator, one after the other.
+One control plane (etcd and kube-apiserver with an audit log of the benchmark's identities)
+serves the whole run, with every provider's emulator. At each scale, the bare client sets the
+bound once (it calls no cloud), then for each provider polyccm runs the scenario, then (AWS)
+the upstream CCM and the framework floor run it on the same emulator, one after the other.
+At the end, ``summary.md`` checks issue 13's targets against every provider's results.
 """
 
 from __future__ import annotations
@@ -16,14 +17,17 @@ import tempfile
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from polyccm.kube.api import KubeApi
 
 from bench import audit, cluster
 from bench.ccms import IDENTITIES, POLYCCM, Ccm, Knobs, aws_go, fake_go
-from bench.clouds import CLOUDS
+from bench.clouds import CLOUDS, BenchCloud
 from bench.report import ProviderResult, ScaleResult, load, write
 from bench.scenario import Context, Scale, Timing, run_bound, run_ccm
+from bench.targets import all_checks, write_summary
 
 FULL_SCALES = (Scale(100, 10), Scale(1000, 100), Scale(5000, 500))
 QUICK_SCALES = (Scale(100, 10),)
@@ -32,8 +36,13 @@ RESULTS = Path(__file__).resolve().parent / "results"
 SERVICE_RANGE = "10.96.0.0/16"
 
 
+_BEGAN = time.monotonic()
+
+
 def say(message: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+    """A progress line: the time of day and the minutes since the run began."""
+    minutes = (time.monotonic() - _BEGAN) / 60
+    print(f"[bench {time.strftime('%H:%M:%S')} +{minutes:4.1f} min] {message}", flush=True)
 
 
 def parse_scales(text: str) -> tuple[Scale, ...]:
@@ -132,15 +141,25 @@ def _put(result: ProviderResult, measured: ScaleResult) -> None:
     result.scales = sorted([*kept, measured], key=lambda s: (s.scale.nodes, s.scale.services))
 
 
-def run_provider(provider: str, args: argparse.Namespace, command: str) -> ProviderResult:
-    from polyccm_testing.devenv import controlplane
+@dataclass
+class _Provider:
+    """One provider's side of the run: its emulator, its peers and its results so far."""
 
-    began = time.monotonic()
+    name: str
+    cloud: BenchCloud
+    peers: list[Ccm]
+    result: ProviderResult
+    spent: float = 0.0
+    """Seconds of the run spent on this provider's CCMs (its share of the bound included)."""
+    broken: str = ""
+
+
+def _provider(name: str, args: argparse.Namespace, command: str, cloud: BenchCloud) -> _Provider:
     knobs = Knobs()
-    peers, skipped = peers_for(provider, args.no_peers)
-    cloud_class = CLOUDS[provider]
+    peers, skipped = peers_for(name, args.no_peers)
+    cloud_class = CLOUDS[name]
     result = ProviderResult(
-        provider=provider,
+        provider=name,
         balancer_kind=cloud_class.balancer_kind,
         command=command,
         settings=[
@@ -157,25 +176,71 @@ def run_provider(provider: str, args: argparse.Namespace, command: str) -> Provi
         skipped=skipped,
     )
     spent = 0.0
-    earlier = args.out / f"{provider}.json"
+    earlier = args.out / f"{name}.json"
     if args.add and earlier.exists():
         before = load(earlier)
         spent = before.seconds
         result.scales = before.scales
         result.command = f"{before.command}, then {command}"
         result.skipped = sorted(set(before.skipped) | set(skipped))
+    return _Provider(name, cloud, peers, result, spent)
+
+
+@dataclass(frozen=True)
+class _Plane:
+    """What every run shares: the control plane's admin client, the CCMs' identities, the
+    audit log, the run's directory and where CCM logs go."""
+
+    admin: KubeApi
+    kubeconfigs: dict[str, Path]
+    audit_log: Path
+    directory: Path
+    logs: Path
+
+    def context(self, args: argparse.Namespace, cloud: BenchCloud) -> Context:
+        return Context(
+            admin=self.admin,
+            cloud=cloud,
+            kubeconfigs=self.kubeconfigs,
+            audit_log=self.audit_log,
+            directory=self.directory,
+            logs=self.logs,
+            knobs=Knobs(),
+            timing=Timing(
+                quiet=args.quiet,
+                phase_timeout=args.phase_timeout,
+                settle_limit=10.0 if args.quick else 30.0,
+                settled_after=3.0,
+            ),
+            say=say,
+        )
+
+
+def run_all(args: argparse.Namespace, command: str) -> list[_Provider]:
+    """Every scale, smallest first; at each, the bound once, then each provider's CCMs.
+
+    One control plane serves every provider (each with its own emulator, all started with it):
+    the bound is the control plane's, the same for every provider, so it is measured once per
+    scale, and the cluster is emptied before each CCM's run.
+    """
+    from polyccm_testing.devenv import controlplane
+
     logs = args.out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f"polyccm-bench-{provider}-") as name:
+    with tempfile.TemporaryDirectory(prefix="polyccm-bench-") as name:
         directory = Path(name)
         users = [cluster.username(identity) for identity in IDENTITIES]
         flags, audit_log = audit.apiserver_args(directory / "audit", users)
         # The local control plane's /24 of service addresses holds 254 Services.
         flags.append(f"--service-cluster-ip-range={SERVICE_RANGE}")
-        say(f"{provider}: starting etcd, kube-apiserver and the {provider} emulator")
-        os.environ.update(cloud_class.emulator_env)
+        say(f"starting etcd, kube-apiserver and the {', '.join(args.providers)} emulator(s)")
+        for provider in args.providers:
+            os.environ.update(CLOUDS[provider].emulator_env)
         plane = controlplane.start(
-            directory / "plane", clouds=(provider,), die_with_caller=True, apiserver_args=flags
+            directory / "plane",
+            clouds=tuple(args.providers),
+            die_with_caller=True,
+            apiserver_args=flags,
         )
         try:
             admin = plane.kube_api(qps=0)
@@ -184,69 +249,84 @@ def run_provider(provider: str, args: argparse.Namespace, command: str) -> Provi
                 identity: cluster.make_identity(admin, identity, directory, plane.ca_cert)
                 for identity in IDENTITIES
             }
-            cloud = cloud_class(plane.env, directory)
-            cloud.reset()
-            cloud.learn_harness_operations()
-            say(f"{provider}: the harness's own cloud operations: "
-                f"{', '.join(sorted(cloud.harness_operations))}")  # fmt: skip
+            providers: list[_Provider] = []
+            for provider in args.providers:
+                cloud = CLOUDS[provider](plane.env, directory)
+                cloud.reset()
+                cloud.learn_harness_operations()
+                say(f"{provider}: the harness's own cloud operations: "
+                    f"{', '.join(sorted(cloud.harness_operations))}")  # fmt: skip
+                providers.append(_provider(provider, args, command, cloud))
+            shared = _Plane(admin, kubeconfigs, audit_log, directory, logs)
             for scale in args.scales:
-                time_box = args.go_time_box if scale.nodes >= 5000 else None
-                context = Context(
-                    admin=admin,
-                    cloud=cloud,
-                    kubeconfigs=kubeconfigs,
-                    audit_log=audit_log,
-                    directory=directory,
-                    logs=logs,
-                    knobs=knobs,
-                    timing=Timing(
-                        quiet=args.quiet,
-                        phase_timeout=args.phase_timeout,
-                        settle_limit=10.0 if args.quick else 30.0,
-                        settled_after=3.0,
-                    ),
-                    say=say,
-                )
-                say(f"{provider} {scale.label}: the bare client's bound")
-                bound = run_bound(context, scale)
-                runs = [run_ccm(context, POLYCCM, scale)]
-                for peer in peers:
-                    say(f"{provider} {scale.label}: {peer.label}")
-                    box = time_box if peer.key == "aws-go" else None
-                    boxed = replace(context, timing=replace(context.timing, node_time_box=box))
-                    runs.append(run_ccm(boxed, peer, scale))
-                _put(result, ScaleResult(scale, bound, runs))
-                result.seconds = spent + time.monotonic() - began
-                write(result, args.out)
+                _run_scale(args, scale, providers, shared)
         finally:
             plane.stop()
-    result.seconds = spent + time.monotonic() - began
-    return result
+    return providers
+
+
+def _run_scale(
+    args: argparse.Namespace, scale: Scale, providers: list[_Provider], shared: _Plane
+) -> None:
+    live = [p for p in providers if not p.broken]
+    if not live:
+        return
+    say(f"{scale.label}: the bare client's bound (the control plane's, for every provider)")
+    began = time.monotonic()
+    bound = run_bound(shared.context(args, live[0].cloud), scale)
+    share = (time.monotonic() - began) / len(live)
+    for provider in live:
+        began = time.monotonic()
+        context = shared.context(args, provider.cloud)
+        try:
+            say(f"{provider.name} {scale.label}: polyccm")
+            runs = [run_ccm(context, POLYCCM, scale)]
+            for peer in provider.peers:
+                say(f"{provider.name} {scale.label}: {peer.label}")
+                box = args.go_time_box if peer.key == "aws-go" and scale.nodes >= 5000 else None
+                boxed = replace(context, timing=replace(context.timing, node_time_box=box))
+                runs.append(run_ccm(boxed, peer, scale))
+        except Exception:  # noqa: BLE001 (the other providers still run; the trace is shown)
+            say(f"{provider.name}: the benchmark broke:\n{traceback.format_exc()}")
+            provider.broken = f"{provider.name} {scale.label}: the benchmark broke (see above)"
+            continue
+        finally:
+            provider.spent += share + time.monotonic() - began
+        _put(provider.result, ScaleResult(scale, bound, runs))
+        provider.result.seconds = provider.spent
+        paths = write(provider.result, args.out)
+        say(f"{provider.name} {scale.label}: results in {', '.join(str(p) for p in paths)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     command = "python -m bench " + shlex.join(sys.argv[1:] if argv is None else list(argv))
-    began = time.monotonic()
+    global _BEGAN
+    _BEGAN = time.monotonic()
     failures: list[str] = []
-    for provider in args.providers:
-        try:
-            result = run_provider(provider, args, command.strip())
-        except Exception:  # noqa: BLE001 (the other providers still run; the trace is shown)
-            say(f"{provider}: the benchmark broke:\n{traceback.format_exc()}")
-            failures.append(f"{provider}: the benchmark broke (see above)")
-            continue
-        paths = write(result, args.out)
-        say(f"{provider}: results in {', '.join(str(p) for p in paths)}")
-        for scale_result in result.scales:
+    for provider in run_all(args, command.strip()):
+        if provider.broken:
+            failures.append(provider.broken)
+        for scale_result in provider.result.scales:
             for run in scale_result.runs:
                 if run.mismatches:
-                    failures.append(f"{provider} {scale_result.scale.label}: call counts differ")
+                    failures.append(
+                        f"{provider.name} {scale_result.scale.label}: call counts differ"
+                    )
                 cut = [name for name, p in run.phases.items() if p.seconds is None]
                 if cut:
-                    say(f"NOT DONE in time: {provider} {scale_result.scale.label} {run.label}: "
-                        f"{', '.join(cut)}")  # fmt: skip
-    say(f"done in {(time.monotonic() - began) / 60:.1f} min")
+                    say(f"NOT DONE in time: {provider.name} {scale_result.scale.label} "
+                        f"{run.label}: {', '.join(cut)}")  # fmt: skip
+    minutes = (time.monotonic() - _BEGAN) / 60
+    written = [load(path) for path in sorted(args.out.glob("*.json"))]
+    order = {name: index for index, name in enumerate(CLOUDS)}
+    written.sort(key=lambda r: order.get(r.provider, len(order)))
+    path = write_summary(written, args.out, minutes)
+    for check in all_checks(written):
+        if not check.met:
+            say(f"target missed: {check.provider} {check.scale}: {check.target}: {check.measured}")
+    say(f"summary in {path}")
+    say(f"done in {minutes:.1f} min")
     for failure in failures:
         say(f"FAILED: {failure}")
     return 1 if failures else 0
