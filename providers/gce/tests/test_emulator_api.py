@@ -186,6 +186,20 @@ def test_a_route_insert_conflict_is_409_and_a_missing_next_hop_fails_the_operati
     assert [r["name"] for r in api.list_all("global/routes", filter="name eq r-.*")] == ["r-a"]
 
 
+def test_a_full_subnetwork_fails_the_insert_operation_and_makes_no_instance(
+    api: ComputeApi,
+) -> None:
+    subnet = {"name": "tiny", "network": "global/networks/default", "ipCidrRange": "10.99.0.0/29"}
+    api.do("POST", f"regions/{REGION}/subnetworks", subnet)
+    where = f"regions/{REGION}/subnetworks/tiny"
+    for index in range(4):  # a /29 holds 8 addresses, GCE keeps four of them
+        api.create_instance(f"fits-{index}", subnetwork=where)
+    with pytest.raises(OperationError) as failed:
+        api.create_instance("one-too-many", subnetwork=where)
+    assert failed.value.codes == ["IP_SPACE_EXHAUSTED"]
+    assert "one-too-many" not in {i["name"] for i in api.list_all(f"{ZONE_PATH}/instances")}
+
+
 def test_route_inserts_are_slow_and_rate_limited_per_project() -> None:
     settings = EmulatorSettings(
         pending_seconds=0.0,

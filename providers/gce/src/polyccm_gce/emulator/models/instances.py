@@ -12,7 +12,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from polyccm_gce.emulator.errors import AlreadyExists, ConditionNotMet, Invalid, ResourceNotReady
+from polyccm_gce.emulator.errors import (
+    AlreadyExists,
+    ConditionNotMet,
+    Invalid,
+    OperationFailure,
+    ResourceNotReady,
+)
 from polyccm_gce.emulator.models.base import ProjectBase, Resource, check_name, reference
 from polyccm_gce.emulator.models.common import Link, fingerprint, timestamp
 from polyccm_gce.emulator.models.geography import GeographyMixin, region_of
@@ -85,9 +91,13 @@ class InstancesMixin(GeographyMixin, NetworkMixin, ProjectBase):
         try:
             for index, nic in enumerate(requested):
                 interfaces.append(self._interface(zone, index, nic))
-        except Exception:
+        except Exception as error:
             # A later interface was refused: give back what the earlier ones took.
             self._release_interfaces(interfaces)
+            if isinstance(error, OperationFailure):
+                # No address left (IP_SPACE_EXHAUSTED): GCE accepts the insert and its
+                # operation ends in the error, with no instance made.
+                return self._failed_insert(zone, name, error)
             raise
         stored: dict[str, Any] = {
             "name": name,
@@ -160,6 +170,14 @@ class InstancesMixin(GeographyMixin, NetworkMixin, ProjectBase):
         self._claim_static_addresses(instance)
         operation.on_fail = self._wrap(operation.on_fail, lambda: self._release(instance))
         return operation
+
+    def _failed_insert(self, zone: str, name: str, failure: OperationFailure) -> Operation:
+        def fail() -> None:
+            raise failure
+
+        return self.create(
+            f"zones/{zone}", "instances", {"name": name}, kind="compute#instance", on_done=fail
+        )
 
     @staticmethod
     def _wrap(first: Any, then: Any) -> Any:
