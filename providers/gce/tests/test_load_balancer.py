@@ -116,6 +116,26 @@ def test_the_pool_is_made_with_the_first_instances_and_the_rest_added(
     assert calls["compute.targetPools.addInstance"] == 1
 
 
+def test_load_balancers_on_the_same_nodes_read_their_tags_once(
+    provider: Any, nodes: list[Any], api: ComputeApi, emulator: RunningEmulator
+) -> None:
+    lb = provider.load_balancer()
+    emulator.control.reset_calls()
+
+    for index in range(3):
+        lb.ensure_load_balancer("c", service_for(f"web{index}"), nodes)
+    api.create_instance("lb-d", tags=["other-node"])
+    last = service_for("web3")
+    lb.ensure_load_balancer("c", last, [*nodes, node_for("lb-d")])
+
+    assert emulator.control.calls()["compute.instances.aggregatedList"] == 2
+    name = lb.get_load_balancer_name("c", last)
+    assert api.get(f"global/firewalls/k8s-fw-{name}")["targetTags"] == [
+        "cluster-node",
+        "other-node",
+    ]
+
+
 def test_load_balancer_ip_uses_the_reserved_address(
     provider: Any, nodes: list[Any], api: ComputeApi
 ) -> None:

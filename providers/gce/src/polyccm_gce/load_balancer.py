@@ -42,6 +42,7 @@ after the switch.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -121,6 +122,8 @@ class GceLoadBalancer(LoadBalancer):
         self.network_url = network_url
         self.node_tags = tuple(node_tags)
         self.cluster_id = cluster_id
+        self._tags_lock = threading.Lock()
+        self._tags_for: tuple[frozenset[str], tuple[str, ...]] | None = None
         self.kube: KubeApi | None = None
         """The term's Kubernetes API (set by the provider's ``initialize``; None outside a
         term, where nothing is deleted)."""
@@ -247,12 +250,20 @@ class GceLoadBalancer(LoadBalancer):
             )
 
     def _target_tags(self, nodes: Sequence[Node]) -> list[str]:
+        """``node-tags`` from gce.conf, else the tags the nodes' instances carry: read once
+        for a set of nodes and kept until the set changes (as upstream's ``GetNodeTags``),
+        so a burst of load balancers on the same nodes lists their instances once."""
         if self.node_tags:
             return list(self.node_tags)
-        tags: set[str] = set()
-        for instance in self.lookup.many(nodes).values():
-            tags.update(instance.tags.items)
-        return sorted(tags)
+        names = frozenset(node.name for node in nodes)
+        with self._tags_lock:
+            if self._tags_for is not None and self._tags_for[0] == names:
+                return list(self._tags_for[1])
+            tags: set[str] = set()
+            for instance in self.lookup.many(nodes).values():
+                tags.update(instance.tags.items)
+            self._tags_for = (names, tuple(sorted(tags)))
+            return sorted(tags)
 
     def _ensure_firewall(
         self,
