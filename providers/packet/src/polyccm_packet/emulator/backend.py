@@ -141,6 +141,8 @@ class Backend:
     def reset(self) -> None:
         """Forget every device, reservation and BGP setting; the project stays (same id)."""
         self.project = Project(self.project_id, "polyccm", self.clock.now())
+        self._sessions_of: dict[str, dict[str, BgpSession]] = {}
+        """Each device's sessions by id (an index of ``project.sessions``)."""
         self._blocks = {
             "public4": _blocks(PUBLIC_V4, 31),
             "private4": _blocks(PRIVATE_V4, 31),
@@ -231,9 +233,8 @@ class Backend:
     def delete_device(self, device_id: str) -> None:
         self.device(device_id)
         del self.project.devices[device_id]
-        for session in list(self.project.sessions.values()):
-            if session.device_id == device_id:
-                del self.project.sessions[session.id]
+        for session_id in self._sessions_of.pop(device_id, {}):
+            del self.project.sessions[session_id]
 
     def act(self, device_id: str, kind: str) -> None:
         """A power action: ``power_off``/``power_on``/``reboot`` as the API's ``performAction``."""
@@ -328,8 +329,7 @@ class Backend:
         if self.project.bgp is None:
             raise Unprocessable("BGP is not enabled for this project")
         family = str(spec.get("address_family", "ipv4"))
-        if any(s.device_id == device_id and s.family == family
-               for s in self.project.sessions.values()):  # fmt: skip
+        if any(s.family == family for s in self._sessions_of.get(device_id, {}).values()):
             raise Unprocessable(f"A BGP session for {family} already exists on this device")
         session = BgpSession(
             id=new_id(),
@@ -339,15 +339,17 @@ class Backend:
             created=self.clock.now(),
         )
         self.project.sessions[session.id] = session
+        self._sessions_of.setdefault(device_id, {})[session.id] = session
         return session
 
     def device_sessions(self, device_id: str) -> list[BgpSession]:
         self.device(device_id)
-        return [s for s in self.project.sessions.values() if s.device_id == device_id]
+        return list(self._sessions_of.get(device_id, {}).values())
 
     def delete_session(self, session_id: str) -> None:
-        self.session(session_id)
+        session = self.session(session_id)
         del self.project.sessions[session_id]
+        self._sessions_of.get(session.device_id, {}).pop(session_id, None)
 
 
 def _metro_code(requested: object) -> str:

@@ -113,11 +113,16 @@ def reservation(item: IpReservation, owner: Project, include: Sequence[str] = ()
     return body
 
 
+def block_type(item: Assignment) -> str:
+    """The reservation type of a device's own block (``public_ipv4``, ``private_ipv4``...)."""
+    return "private_ipv4" if not item.public else f"public_ipv{item.family}"
+
+
 def device_block(
     item: Assignment, device: Device, owner: Project, include: Sequence[str] = ()
 ) -> dict[str, Any]:
     """A device's own address block, as the project's IP list shows it (management)."""
-    kind = "private_ipv4" if not item.public else f"public_ipv{item.family}"
+    kind = block_type(item)
     block_id = management_reservation_id(item)
     body = _reservation_fields(item.network, kind, owner, include)
     body.update(

@@ -162,23 +162,35 @@ def find_device_metadata(call: Call) -> Reply:
 # -- IP reservations ----------------------------------------------------------------------------
 
 
-def _ip_list(call: Call) -> list[dict[str, Any]]:
+def _ip_list(call: Call, types: list[str], limit: int) -> tuple[list[dict[str, Any]], int]:
+    """The project's reservations, then its devices' own blocks, of ``types`` (any when empty):
+    the first ``limit`` rendered, and how many there are (only those shown are rendered)."""
     project = call.backend.project
     include = call.many("include")
-    items = [render.reservation(r, project, include) for r in project.ips.values()]
+    wanted = set(types)
+    shown: list[dict[str, Any]] = []
+    total = 0
+    for reservation in project.ips.values():
+        if not wanted or reservation.kind in wanted:
+            total += 1
+            if len(shown) < limit:
+                shown.append(render.reservation(reservation, project, include))
     for item in project.devices.values():
-        items += [render.device_block(a, item, project, include) for a in item.addresses]
-    return items
+        for block in item.addresses:
+            if not wanted or render.block_type(block) in wanted:
+                total += 1
+                if len(shown) < limit:
+                    shown.append(render.device_block(block, item, project, include))
+    return shown, total
 
 
 def find_ip_reservations(call: Call) -> Reply:
     project = call.backend.find_project(call.path["id"])
-    types = call.many("types")
-    items = [item for item in _ip_list(call) if not types or item["type"] in types]
     per_page = min(int(call.one("per_page") or 250), MAX_PER_PAGE)
+    items, total = _ip_list(call, call.many("types"), per_page)
     url = f"{BASE_PATH}/projects/{project.id}/ips"
-    return Reply(200, {"ip_addresses": items[:per_page],
-                       "meta": _meta(url, call.query, 1, per_page, len(items)),
+    return Reply(200, {"ip_addresses": items,
+                       "meta": _meta(url, call.query, 1, per_page, total),
                        "href": url})  # fmt: skip
 
 
