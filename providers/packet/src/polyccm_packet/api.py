@@ -2,9 +2,12 @@
 
 Every request goes through :meth:`MetalClient.call`, which, in this order, waits for the
 client-side limiter (or raises :class:`RateLimited` when the wait would block a worker too
-long), passes :func:`polyccm.cloudcalls.record` (counted as ``packet``/``find_device_by_id``;
-refused once leadership is lost), sends exactly one request through ``metalv1`` (urllib3's own
-retries are off: they would resend a 429 out of the record's sight), and translates the answer:
+long; :meth:`MetalClient.spare_call`, for background bookkeeping such as BGP sessions, waits
+instead until the limiter has tokens to spare, so a burst of node or load-balancer work is
+never queued behind it), passes :func:`polyccm.cloudcalls.record` (counted as
+``packet``/``find_device_by_id``; refused once leadership is lost), sends exactly one request
+through ``metalv1`` (urllib3's own retries are off: they would resend a 429 out of the record's
+sight), and translates the answer:
 
 * 2xx: the JSON body as plain dicts (the SDK's ``*_without_preload_content`` variants: its
   serialisation, paths and auth, without its pydantic models, which refuse fields a
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -32,6 +36,10 @@ log = logging.getLogger(__name__)
 
 PROVIDER = "packet"
 MAX_LIMITER_WAIT = 5.0
+#: Seconds a background call waits for spare tokens before it gives up (and is retried).
+MAX_SPARE_WAIT = 120.0
+#: At most this share of the rate goes to background calls, even when nothing else calls.
+BACKGROUND_SHARE = 0.5
 #: Seconds for connecting and for reading an answer: well under the 15 s lease.
 TIMEOUT = (5.0, 10.0)
 #: Devices and reservations per page (Metal allows 1000; 100 keeps each answer small).
@@ -80,8 +88,30 @@ def make_client(config: MetalConfig) -> Any:
     return client
 
 
+class PriorityBucket(TokenBucket):
+    """The project's token bucket, with a second, lower priority: :meth:`reserve_spare` takes a
+    token only while more than a reserve of the burst is left, so background calls use what
+    the foreground leaves and a foreground burst always finds its tokens."""
+
+    def reserve_spare(self, keep: float) -> float:
+        """Take a token when more than ``keep`` would remain (0.0); else take none and answer
+        the seconds until one may be there."""
+        if self.rate <= 0:
+            return 0.0
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+            self._last = now
+            if self._tokens - 1 >= keep:
+                self._tokens -= 1
+                return 0.0
+            return (keep + 1 - self._tokens) / self.rate
+
+
 class MetalClient:
-    """``metalv1`` behind the limiter, the call counter and the error translation."""
+    """``metalv1`` behind the limiter, the call counter and the error translation. The SDK is
+    imported on the first request (or by :meth:`load_in_background`), not at start-up: it
+    costs seconds of CPU and tens of MiB."""
 
     def __init__(
         self,
@@ -93,31 +123,83 @@ class MetalClient:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.config = config
-        self.client = client if client is not None else make_client(config)
-        self.limiter = limiter or TokenBucket(config.qps, config.burst)
+        self._client = client
+        self.limiter = limiter or PriorityBucket(config.qps, config.burst)
+        self.background = TokenBucket(config.qps * BACKGROUND_SHARE, config.burst)
+        """Background calls' own budget (a share of the rate), beside the spare tokens."""
         self._clock = clock
         self._sleep = sleep
         self._apis: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def client(self) -> Any:
+        """The ``metalv1`` API client, made (and the SDK imported) on first use."""
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = make_client(self.config)
+        return self._client
+
+    def load_in_background(self) -> threading.Thread:
+        """Import the SDK and make the client in a daemon thread, so that the first request
+        rarely waits for it."""
+
+        def load() -> None:
+            try:
+                self.client  # noqa: B018 - the property makes the client
+            except Exception:  # the first request reports it
+                log.debug("loading the equinix SDK in the background failed", exc_info=True)
+
+        thread = threading.Thread(target=load, name="packet-sdk-load", daemon=True)
+        thread.start()
+        return thread
 
     def _api(self, group: str) -> Any:
         if group not in self._apis:
+            client = self.client
             from equinix.services import metalv1
 
-            self._apis[group] = getattr(metalv1, _API_CLASSES[group])(self.client)
+            self._apis[group] = getattr(metalv1, _API_CLASSES[group])(client)
         return self._apis[group]
 
     def call(self, operation: str, *args: Any, **params: Any) -> Any:
         """Call ``operation`` (``"devices.find_device_by_id"``); the answer's JSON body."""
-        import urllib3
-
-        group, method = operation.split(".")
-        function = getattr(self._api(group), f"{method}_without_preload_content")
+        method = operation.split(".")[1]
         wait = self.limiter.reserve()
         if wait > MAX_LIMITER_WAIT:
             self.limiter.give_back()
             raise RateLimited(f"Metal {method}: client-side rate limit reached", wait)
         if wait > 0:
             self._sleep(wait)
+        return self._send(operation, *args, **params)
+
+    def spare_call(self, operation: str, *args: Any, **params: Any) -> Any:
+        """:meth:`call` for background work: at most :data:`BACKGROUND_SHARE` of the rate, and
+        only when the limiter has a token to spare (more than half its burst left), waiting up to
+        :data:`MAX_SPARE_WAIT` seconds."""
+        limiter = self.limiter
+        if not isinstance(limiter, PriorityBucket):
+            return self.call(operation, *args, **params)
+        waited = self.background.reserve()
+        self._sleep(waited)
+        while (wait := limiter.reserve_spare(limiter.burst / 2)) > 0:
+            if waited >= MAX_SPARE_WAIT:
+                raise RateLimited(
+                    f"Metal {operation.split('.')[1]}: no spare budget for background calls",
+                    MAX_LIMITER_WAIT,
+                )
+            step = min(wait, 1.0)
+            self._sleep(step)
+            waited += step
+        return self._send(operation, *args, **params)
+
+    def _send(self, operation: str, *args: Any, **params: Any) -> Any:
+        """One request, counted, its answer translated (the limiter already passed)."""
+        import urllib3
+
+        group, method = operation.split(".")
+        function = getattr(self._api(group), f"{method}_without_preload_content")
         cloudcalls.record(PROVIDER, method)
         try:
             response = function(*args, _request_timeout=TIMEOUT, **params)

@@ -52,7 +52,7 @@ from polyccm.controllers import (
     run_workers,
 )
 
-from polyccm_packet.api import MetalClient
+from polyccm_packet.api import MetalClient, NotFound
 from polyccm_packet.config import MetalConfig
 from polyccm_packet.instances import device_id_from_provider_id
 
@@ -135,7 +135,9 @@ def device_of(session: Mapping[str, Any]) -> str:
 
 
 class ProjectBgp:
-    """The Metal side: the project's BGP config and the devices' sessions and neighbours."""
+    """The Metal side: the project's BGP config and the devices' sessions and neighbours. Its
+    requests are background work: they use the budget node and load-balancer work leaves
+    (:meth:`~polyccm_packet.api.MetalClient.spare_call`)."""
 
     def __init__(self, api: MetalClient) -> None:
         self.api = api
@@ -163,7 +165,7 @@ class ProjectBgp:
         return ProjectState(int(current["asn"]), str(current.get("md5") or ""), sessions)
 
     def _read(self) -> dict[str, Any]:
-        found = self.api.call("bgp.find_bgp_config_by_project", self.config.project_id)
+        found = self.api.spare_call("bgp.find_bgp_config_by_project", self.config.project_id)
         return dict(found or {})
 
     def _request(self) -> None:
@@ -172,7 +174,7 @@ class ProjectBgp:
         request = metalv1.BgpConfigRequestInput(
             asn=self.config.local_asn, deployment_type="local", md5=self.config.bgp_pass or None
         )
-        self.api.call("bgp.request_bgp_config", self.config.project_id, request)
+        self.api.spare_call("bgp.request_bgp_config", self.config.project_id, request)
         log.info("enabled BGP on project %s with ASN %d", self.config.project_id,
                  self.config.local_asn)  # fmt: skip
 
@@ -180,14 +182,14 @@ class ProjectBgp:
         """A new IPv4 session for the device; its id."""
         from equinix.services import metalv1
 
-        made = self.api.call(
+        made = self.api.spare_call(
             "devices.create_bgp_session", device_id,
             metalv1.BGPSessionInput(address_family="ipv4"),
         )  # fmt: skip
         return str((made or {}).get("id", ""))
 
     def neighbors(self, device_id: str) -> list[Mapping[str, Any]]:
-        body = self.api.call("devices.get_bgp_neighbor_data", device_id) or {}
+        body = self.api.spare_call("devices.get_bgp_neighbor_data", device_id) or {}
         return list(body.get("bgp_neighbors") or ())
 
 
@@ -290,6 +292,9 @@ class BgpController(Controller):
                 log.info("%s: %s: retrying in %.0fs: %s", self.name, node.name, error.delay,
                          error)  # fmt: skip
                 self._retry_later(node.name, error.delay)
+            except NotFound:  # its device is gone: the node goes too (or the next pass asks)
+                log.info("%s: %s: device gone; not retried", self.name, node.name)
+                self.queue.forget(node.name)
             except Exception as error:  # noqa: BLE001 - reported and retried with backoff
                 log.warning("%s: %s: sync failed (retry %d): %s", self.name, node.name,
                             self.queue.num_requeues(node.name) + 1, error)  # fmt: skip

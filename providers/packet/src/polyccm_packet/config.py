@@ -28,10 +28,12 @@ DEFAULT_METADATA_URL = "https://metadata.platformequinix.com"
 DEFAULT_LOCAL_ASN = 65000
 #: Metal's side of every BGP session (the ASN of its routers).
 DEFAULT_PEER_ASN = 65530
-#: Requests per second and burst of the client-side limiter: Metal documents no hard budget;
-#: this keeps a large cluster's periodic lookups from starving other API users of the project.
-DEFAULT_QPS = 5.0
-DEFAULT_BURST = 20
+#: Requests per second and burst of the client-side limiter: Metal documents no hard budget
+#: (upstream's CCM sets none); this keeps a large cluster's bursts (a BGP session and a
+#: neighbour read per new node) from starving other API users of the project. Background calls
+#: (BGP) use only what node and load-balancer work leaves (:meth:`MetalClient.spare_call`).
+DEFAULT_QPS = 20.0
+DEFAULT_BURST = 40
 
 #: Metal's rule for a BGP MD5 password (the API document's pattern).
 _MD5_PASSWORD = re.compile(r"^(?=.*[a-z])(?=.*[A-Z])(?=.*\d)[a-zA-Z\d]{10,20}$")

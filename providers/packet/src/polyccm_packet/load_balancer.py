@@ -14,6 +14,14 @@ Where a new address is reserved follows upstream's order: the service's annotati
 then ``METAL_FACILITY``. :func:`build_spec` reads the service before any call to Metal (it is
 also what ``polyccm check-service`` runs); a reservation found outside the place asked for is
 kept, with a warning, since a new one would change the service's address.
+
+Services come in bursts (a deploy, a restart's initial sync), and each ensure or delete looks
+its reservation up in the project's listing; one listing serves every lookup for
+:data:`LISTING_TTL` seconds, with the reservations this process makes and releases applied to
+it. Only this cluster's leader makes reservations with the cluster's tags, so a kept listing
+that lacks a service's reservation is trusted (a new term reads again); a
+``spec.loadBalancerIP`` the kept listing lacks (an operator's, made any time) is looked up in a
+new listing.
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ import base64
 import contextlib
 import hashlib
 import ipaddress
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +54,8 @@ ANNOTATIONS: Mapping[str, str] = {
 }
 
 Reservation = Mapping[str, Any]
+#: Seconds a listing of the project's Elastic IPs answers ensures and deletes for.
+LISTING_TTL = 30.0
 
 
 @dataclass(frozen=True)
@@ -150,8 +162,15 @@ def cluster_tag(cluster_id: str) -> str:
 class ElasticIpLoadBalancer(LoadBalancer):
     """Elastic IPs of one project, one per service."""
 
-    def __init__(self, api: MetalClient) -> None:
+    def __init__(self, api: MetalClient, *, ttl: float = LISTING_TTL) -> None:
         self.api = api
+        self.ttl = ttl
+        self._lock = threading.Lock()
+        self._listing = threading.Lock()
+        """Held while a listing for :meth:`_current` is made: lookups meanwhile wait for it."""
+        self._listed = -float("inf")
+        self._kept: dict[str, Reservation] = {}
+        """The last listing's reservations by id, with this process's changes since."""
 
     @property
     def cluster_id(self) -> str:
@@ -173,26 +192,55 @@ class ElasticIpLoadBalancer(LoadBalancer):
         return ":".join(self.tags_for(service))
 
     def reservations(self) -> list[Reservation]:
-        """The project's public IPv4 reservations (Elastic IPs and device blocks)."""
+        """The project's public IPv4 reservations (Elastic IPs and device blocks), listed now;
+        the listing is kept for the next lookups."""
         body = self.api.call(
             "ips.find_ip_reservations", self.api.config.project_id, types=["public_ipv4"],
             per_page=1000,
         ) or {}  # fmt: skip
-        return list(body.get("ip_addresses") or ())
+        found: list[Reservation] = list(body.get("ip_addresses") or ())
+        with self._lock:
+            self._kept = {str(r.get("id")): r for r in found}
+            self._listed = time.monotonic()
+        return found
+
+    def forget(self) -> None:
+        """Drop the kept listing (a new term reads the project again)."""
+        with self._lock:
+            self._listed = -float("inf")
+            self._kept = {}
+
+    def _current(self) -> list[Reservation]:
+        """The kept listing while it is at most :attr:`ttl` seconds old, else a new one."""
+        with self._listing:
+            with self._lock:
+                if time.monotonic() - self._listed <= self.ttl:
+                    return list(self._kept.values())
+            return self.reservations()
+
+    def _keep(self, reservation: Reservation) -> None:
+        with self._lock:
+            self._kept[str(reservation.get("id"))] = reservation
+
+    def released(self, reservation_id: str) -> None:
+        """Forget a reservation released (by ensure-deleted or by ``polyccm orphans``)."""
+        with self._lock:
+            self._kept.pop(reservation_id, None)
 
     def _own(self, service: Service) -> Reservation | None:
         """The reservation tagged for ``service`` in this cluster, if any."""
         wanted = set(self.tags_for(service))
-        for reservation in self.reservations():
+        for reservation in self._current():
             if wanted <= set(reservation.get("tags") or ()):
                 return reservation
         return None
 
     def _named(self, address: str) -> Reservation:
         """The project's reservation holding ``address`` (``spec.loadBalancerIP``)."""
-        for reservation in self.reservations():
-            if reservation.get("address") == address and int(reservation.get("cidr", 0)) == 32:
-                return reservation
+        for listing in (self._current, self.reservations):
+            for reservation in listing():
+                if reservation.get("address") == address and int(reservation.get("cidr", 0)) == 32:
+                    return reservation
         raise InvalidServiceSpec(
             f"spec.loadBalancerIP {address} is not an Elastic IP (/32) reserved in project "
             f"{self.api.config.project_id}"
@@ -242,6 +290,8 @@ class ElasticIpLoadBalancer(LoadBalancer):
             config.project_id,
             metalv1.RequestIPReservationRequest(body),
         )
+        if reserved:  # (a plan records the request and gets nothing back)
+            self._keep(reserved)
         return reserved
 
     def update_load_balancer(
@@ -255,3 +305,4 @@ class ElasticIpLoadBalancer(LoadBalancer):
             return
         with contextlib.suppress(NotFound):  # released meanwhile: what was wanted
             self.api.call("ips.delete_ip_address", str(found["id"]))
+        self.released(str(found["id"]))

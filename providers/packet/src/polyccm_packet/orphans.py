@@ -89,3 +89,4 @@ class MetalOrphans(Orphans):
             )
         with contextlib.suppress(NotFound):
             api.call("ips.delete_ip_address", resource.id)
+        self.balancer.released(resource.id)

@@ -60,7 +60,8 @@ class MetalLoadBalancerPlanner(RecordingPlanner):
 
     def __init__(self, api: MetalClient) -> None:
         recorder = WriteRecorder(creates={RESERVE})
-        self._balancer = ElasticIpLoadBalancer(RecordingMetalClient(api, recorder))
+        # ttl 0: every plan reads the project's Elastic IPs as they are now
+        self._balancer = ElasticIpLoadBalancer(RecordingMetalClient(api, recorder), ttl=0)
         super().__init__(self._balancer, recorder)
 
     def spec_warnings(self, service: Service) -> Sequence[str]:

@@ -1,9 +1,10 @@
 """The Equinix Metal cloud provider: devices (InstancesV2) and Elastic IPs (LoadBalancer).
 
-Built by the plugin when ``--provider packet`` is chosen; importing this module imports the
-``equinix`` SDK's ``metalv1``. Settings come from upstream's JSON config (``--cloud-config``)
-overridden by the ``METAL_*`` variables; the cluster id tagging Elastic IPs is
-``--cluster-name`` unless ``METAL_CLUSTER_ID`` says otherwise. Metal has no routes.
+Built by the plugin when ``--provider packet`` is chosen; the ``equinix`` SDK's ``metalv1`` is
+imported in the background once the term starts (or by the first request), not at start-up.
+Settings come from upstream's JSON config (``--cloud-config``) overridden by the ``METAL_*``
+variables; the cluster id tagging Elastic IPs is ``--cluster-name`` unless ``METAL_CLUSTER_ID``
+says otherwise. Metal has no routes.
 
 ``polyccm plan`` and ``polyccm orphans`` get :mod:`polyccm_packet.planning` and
 :mod:`polyccm_packet.orphans`. Every call is counted under the ``metalv1`` method's name, and
@@ -46,7 +47,7 @@ class MetalProvider(CloudProvider):
         self.api = api or MetalClient(config)
         self._instances = MetalInstances(self.api)
         self._load_balancer = ElasticIpLoadBalancer(self.api)
-        self._planner = MetalLoadBalancerPlanner(self.api)
+        self._planner: MetalLoadBalancerPlanner | None = None
         self._orphans = MetalOrphans(self._load_balancer)
 
     @classmethod
@@ -60,7 +61,11 @@ class MetalProvider(CloudProvider):
         return cls(config_from(os.environ if environ is None else environ, None))
 
     def initialize(self, context: ProviderContext) -> None:
-        """Nothing to connect: lookups go to the API; BGP runs as a provider controller."""
+        """Nothing to connect: lookups go to the API; BGP runs as a provider controller. The
+        SDK starts loading in the background (start-up does not wait for it), and Elastic IPs
+        a former term kept are read again."""
+        self.api.load_in_background()
+        self._load_balancer.forget()
 
     def instances_v2(self) -> InstancesV2:
         return self._instances
@@ -69,6 +74,8 @@ class MetalProvider(CloudProvider):
         return self._load_balancer
 
     def load_balancer_planner(self) -> LoadBalancerPlanner:
+        if self._planner is None:
+            self._planner = MetalLoadBalancerPlanner(self.api)
         return self._planner
 
     def orphans(self) -> Orphans:
