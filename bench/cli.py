@@ -80,7 +80,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--quiet",
         type=float,
-        help="seconds of the quiet period (default 30: six node-monitor periods; quick 10)",
+        help="seconds of the quiet period (default 20: four node-monitor periods, two route "
+        "reconciliation periods; quick 10)",
     )
     parser.add_argument(
         "--phase-timeout", type=float, default=300.0, help="seconds a phase may take (300)"
@@ -88,9 +89,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--go-time-box",
         type=float,
-        default=180.0,
+        default=120.0,
         help="seconds the upstream Go CCM may spend initialising nodes at 5,000 nodes and "
-        "more; it skips its later phases when cut (180)",
+        "more; it skips its later phases when cut (120)",
     )
     parser.add_argument("--out", type=Path, help="results directory (bench/results)")
     parser.add_argument(
@@ -110,7 +111,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.scales is None:
         args.scales = QUICK_SCALES if args.quick else FULL_SCALES
     if args.quiet is None:
-        args.quiet = 10.0 if args.quick else 30.0
+        args.quiet = 10.0 if args.quick else 20.0
     if args.out is None:
         args.out = RESULTS / "quick" if args.quick else RESULTS
     return args

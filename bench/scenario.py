@@ -22,6 +22,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,7 @@ class Scale:
 class Timing:
     """How long phases may take and how long the quiet period lasts."""
 
-    quiet: float = 30.0
+    quiet: float = 20.0
     phase_timeout: float = 300.0
     #: A CCM whose node phase is cut by this (seconds) skips its later phases.
     node_time_box: float | None = None
@@ -201,10 +202,13 @@ def run_ccm(context: Context, ccm: Ccm, scale: Scale) -> Run:
     cloud = context.cloud
     admin = context.admin
     run = Run(ccm.key, ccm.label, scale.nodes, scale.services)
-    cluster.clear(admin)
-    cloud.reset()
-    say(f"creating {scale.nodes} instances through the {cloud.name} emulator's API")
-    names = cloud.create([f"node-{i:05d}" for i in range(scale.nodes)])
+    # The cluster is emptied while the emulator makes the instances: neither waits for the other.
+    with ThreadPoolExecutor(1) as background:
+        clearing = background.submit(cluster.clear, admin)
+        cloud.reset()
+        say(f"creating {scale.nodes} instances through the {cloud.name} emulator's API")
+        names = cloud.create([f"node-{i:05d}" for i in range(scale.nodes)])
+        clearing.result()
     clock = _Clock(cloud if ccm.calls_cloud else None)
     audit = AuditLog(context.audit_log)
     nodes = cluster.node_tracker(admin)
