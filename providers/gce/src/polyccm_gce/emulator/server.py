@@ -182,12 +182,13 @@ class ComputeEmulator:
                 answer = method.handler(call)
             finally:
                 project.operation_fault = None
-            if isinstance(answer, Operation) and request_id:
-                self._request_ids[(project_id, request_id)] = answer
+            if isinstance(answer, Operation):
+                if request_id:
+                    self._request_ids[(project_id, request_id)] = answer
+                # Under the lock: another request's advance() may be finishing it.
+                return 200, render(answer.body, base)
         if isinstance(answer, WaitFor):
             return 200, self._wait(project, answer.operation, base)
-        if isinstance(answer, Operation):
-            return 200, render(answer.body, base)
         return 200, answer
 
     def _wait(self, project: ComputeProject, operation: Operation, base: str) -> Any:
