@@ -2,7 +2,8 @@
 does: a classic ELB made without ConfigureHealthCheck already has AWS's default health check
 (upstream's AWS CCM reads it and fails on a missing one), and DescribeInstanceTopology answers
 (moto fails it, and upstream's CCM retries it for every node); the quota of rules per security
-group is AWS's default unless raised as an account's can be."""
+group is AWS's default unless raised as an account's can be. Finding an instance by id (which
+the emulator indexes, moto scans) answers as EC2 does."""
 
 from __future__ import annotations
 
@@ -94,6 +95,50 @@ def test_instance_topology_lists_the_supported_types_only(
     assert both[0]["AvailabilityZone"] == "us-east-1a"
     assert len(both[0]["NetworkNodes"]) == 3
     assert alone == []
+
+
+def test_instances_found_by_id_answer_as_ec2_does(aws: EmulatorControl, world: World) -> None:
+    """DescribeInstances by id, RegisterTargets and a classic ELB's instance health find
+    instances through the emulator's index: each reservation shows only the instances asked
+    for, in launch order; a terminated instance is still described but not running; an unknown
+    id is InvalidInstanceID.NotFound."""
+    first = [i["InstanceId"] for i in world.instances(3)]
+    second = [i["InstanceId"] for i in world.instances(2, zone="us-east-1b")]
+    ec2, elb, elbv2 = boto3.client("ec2"), boto3.client("elb"), boto3.client("elbv2")
+    ec2.terminate_instances(InstanceIds=[first[1]])
+
+    reservations = ec2.describe_instances(InstanceIds=[second[0], first[2], first[1]])
+    shown = [[i["InstanceId"] for i in r["Instances"]] for r in reservations["Reservations"]]
+    assert shown == [[first[1], first[2]], [second[0]]]
+    states = {
+        i["InstanceId"]: i["State"]["Name"] for i in reservations["Reservations"][0]["Instances"]
+    }
+    assert states == {first[1]: "terminated", first[2]: "running"}
+    with pytest.raises(ClientError, match=r"InvalidInstanceID\.NotFound"):
+        ec2.describe_instances(InstanceIds=[first[0], "i-0123456789abcdef0"])
+
+    group = elbv2.create_target_group(
+        Name="nodes", Protocol="TCP", Port=30080, VpcId=world.vpc_id, TargetType="instance"
+    )["TargetGroups"][0]["TargetGroupArn"]
+    elbv2.register_targets(TargetGroupArn=group, Targets=[{"Id": second[1]}, {"Id": first[0]}])
+    with pytest.raises(ClientError, match="not in a running state"):
+        elbv2.register_targets(TargetGroupArn=group, Targets=[{"Id": first[1]}])
+    health = elbv2.describe_target_health(TargetGroupArn=group)["TargetHealthDescriptions"]
+    assert sorted(h["Target"]["Id"] for h in health) == sorted([second[1], first[0]])
+
+    elb.create_load_balancer(
+        LoadBalancerName="web",
+        Listeners=[{"Protocol": "TCP", "LoadBalancerPort": 80, "InstancePort": 30080}],
+        Subnets=[world.public["us-east-1a"]],
+    )
+    elb.register_instances_with_load_balancer(
+        LoadBalancerName="web", Instances=[{"InstanceId": i} for i in (first[0], first[1])]
+    )
+    health = elb.describe_instance_health(LoadBalancerName="web")["InstanceStates"]
+    assert {h["InstanceId"]: h["State"] for h in health} == {
+        first[0]: "InService",
+        first[1]: "OutOfService",
+    }
 
 
 def _add_rules(group: str, first: int, count: int) -> None:

@@ -29,6 +29,7 @@ the ``emulator`` extra) behind a small WSGI layer that
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import io
 import ipaddress
@@ -493,6 +494,97 @@ def apply_rules_quota(quota: int) -> None:
     setattr(SecurityGroupBackend, check, verify)  # moto's own check, replaced
 
 
+_INDEX = "_polyccm_instances_by_id"
+
+
+def _instances_by_id(backend: Any) -> dict[str, Any]:
+    """``backend``'s instances by id, built from its reservations on first use and kept up to
+    date by :func:`index_instances_by_id`'s ``run_instances`` (moto never removes an instance:
+    a terminated one stays listed, as on EC2 for a while)."""
+    index: dict[str, Any] | None = backend.__dict__.get(_INDEX)
+    if index is None:
+        index = {i.id: i for r in list(backend.reservations.values()) for i in r.instances}
+        backend.__dict__[_INDEX] = index
+    return index
+
+
+def index_instances_by_id() -> None:
+    """Find an instance by id in a dict instead of moto's scan of every reservation.
+
+    moto looks an instance up by walking all instances of the region, so each target that
+    RegisterTargets, DescribeTargetHealth or a classic ELB's health registers costs O(instances)
+    and a load balancer in front of N nodes O(N^2): minutes at 5,000 nodes, for any CCM. This
+    keeps an id -> instance dict per EC2 backend in step with RunInstances; an id it does not
+    hold goes to moto's own scan, so every answer and error stays moto's."""
+    from moto.ec2.models.instances import InstanceBackend
+
+    if getattr(InstanceBackend.run_instances, "polyccm_indexed", False):
+        return
+    run_instances = InstanceBackend.run_instances
+    by_id = InstanceBackend.get_instance_by_id
+    get = InstanceBackend.get_instance
+    get_many = InstanceBackend.get_multi_instances_by_id
+    reservations_of = InstanceBackend.get_reservations_by_instance_ids
+
+    @functools.wraps(run_instances)
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        reservation = run_instances(self, *args, **kwargs)
+        index = _instances_by_id(self)
+        for instance in reservation.instances:
+            index[instance.id] = instance
+        return reservation
+
+    @functools.wraps(by_id)
+    def get_instance_by_id(self: Any, instance_id: str) -> Any:
+        found = _instances_by_id(self).get(instance_id)
+        return found if found is not None else by_id(self, instance_id)
+
+    @functools.wraps(get)
+    def get_instance(self: Any, instance_id: str) -> Any:
+        found = _instances_by_id(self).get(instance_id)
+        return found if found is not None else get(self, instance_id)
+
+    @functools.wraps(get_many)
+    def get_multi_instances_by_id(
+        self: Any, instance_ids: list[str], filters: Any = None
+    ) -> list[Any]:
+        index = _instances_by_id(self)
+        found = [index.get(i) for i in instance_ids]
+        if any(instance is None for instance in found):
+            return list(get_many(self, instance_ids, filters))
+        return [i for i in found if i is not None and i.applies(filters)]
+
+    @functools.wraps(reservations_of)
+    def get_reservations_by_instance_ids(
+        self: Any, instance_ids: list[str], filters: Any = None
+    ) -> list[Any]:
+        # moto's answer: a copy of each reservation holding a wanted instance, in order, with
+        # only the wanted ones; anything unusual (a missing or repeated id) goes to moto.
+        index = _instances_by_id(self)
+        wanted = set(instance_ids)
+        if len(wanted) != len(instance_ids) or any(i not in index for i in wanted):
+            return list(reservations_of(self, instance_ids, filters))
+        answer = []
+        for reservation in list(self.reservations.values()):
+            kept = [i for i in reservation.instances if i.id in wanted]
+            if kept:
+                shown = copy.copy(reservation)
+                shown.instances = kept
+                answer.append(shown)
+        if filters is not None:
+            from moto.ec2.utils import filter_reservations
+
+            answer = filter_reservations(answer, filters)
+        return answer
+
+    run.polyccm_indexed = True  # type: ignore[attr-defined]
+    InstanceBackend.run_instances = run  # type: ignore[method-assign]
+    InstanceBackend.get_instance_by_id = get_instance_by_id  # type: ignore[method-assign]
+    InstanceBackend.get_instance = get_instance  # type: ignore[method-assign]
+    InstanceBackend.get_multi_instances_by_id = get_multi_instances_by_id  # type: ignore[method-assign]
+    InstanceBackend.get_reservations_by_instance_ids = get_reservations_by_instance_ids  # type: ignore[method-assign]
+
+
 def build_app() -> FaultInjector:
     """moto's multi-service WSGI app wrapped in the fault injector, with the emulated instance
     metadata service and AWS's default health check on new classic ELBs."""
@@ -500,6 +592,7 @@ def build_app() -> FaultInjector:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
     give_classic_elbs_a_default_health_check()
+    index_instances_by_id()
     quota = os.environ.get(RULES_QUOTA_VARIABLE)
     if quota:
         apply_rules_quota(int(quota))
