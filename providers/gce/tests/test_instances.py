@@ -73,3 +73,17 @@ def test_a_batch_costs_one_filtered_aggregated_list(
     assert emulator.control.calls() == {"compute.instances.aggregatedList": 1}
     assert {name for name, value in found.items() if not isinstance(value, Exception)} == set(names)
     assert isinstance(found["never-made"], InstanceNotFound)
+
+
+def test_thousands_of_nodes_are_looked_up_in_requests_of_a_few_hundred(
+    provider: Any, api: ComputeApi, emulator: RunningEmulator
+) -> None:
+    api.create_instance("many-00007")
+    api.create_instance("many-04999")
+    nodes = [node_for(f"many-{i:05d}") for i in range(5000)]
+    emulator.control.reset_calls()
+
+    found = provider.instances_v2().instances_exist(nodes)
+
+    assert {name for name, exists in found.items() if exists} == {"many-00007", "many-04999"}
+    assert emulator.control.calls() == {"compute.instances.aggregatedList": 10}

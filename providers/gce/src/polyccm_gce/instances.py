@@ -4,7 +4,8 @@ Calls go through ``compute_v1.InstancesClient``. A node with a providerID costs 
 ``instances.get`` (project, zone and name are in it); a node without one costs one
 ``instances.aggregatedList`` filtered on its name (every zone at once, kept to the cluster's
 zones). The bulk methods answer a whole batch with one aggregatedList filtered on all the
-batch's names (``name eq "(a|b|...)"``), never one request per node.
+batch's names (``name eq "(a|b|...)"``, one per ~500 names so the URL stays short), never one
+request per node.
 
 Metadata as cloud-provider-gcp gives it: providerID ``gce://<project>/<zone>/<name>``, the
 machine type's last segment, zone, region (the zone without its letter), each interface's
@@ -35,6 +36,9 @@ from polyccm_gce.naming import InstanceRef, InvalidProviderID, last, parse_provi
 from polyccm_gce.sdk import compute_v1
 
 SHUT_DOWN = frozenset({"TERMINATED", "STOPPED", "SUSPENDED"})
+#: The longest name alternation one aggregatedList filter carries (about 500 node names;
+#: percent-encoded, about 8 KB of URL, where 5,000 names in one would be a 414).
+FILTER_CHARACTERS = 6000
 
 
 class InstanceLookup:
@@ -72,12 +76,13 @@ class InstanceLookup:
             wanted[ref.name if ref else node.name] = node
         if not wanted:
             return {}
-        names = "|".join(re.escape(name) for name in sorted(wanted))
-        items: list[compute_v1.Instance] = self.api.aggregated_items(
-            self.api.client(compute_v1.InstancesClient).aggregated_list,
-            "instances",
-            filter=f'name eq "({names})"',
-        )
+        items: list[compute_v1.Instance] = []
+        for names in _name_patterns(sorted(wanted)):
+            items += self.api.aggregated_items(
+                self.api.client(compute_v1.InstancesClient).aggregated_list,
+                "instances",
+                filter=f'name eq "({names})"',
+            )
         found: dict[str, compute_v1.Instance] = {}
         for instance in items:
             zone = last(instance.zone)
@@ -94,6 +99,24 @@ class InstanceLookup:
 
     def _where(self) -> str:
         return f"zones {', '.join(sorted(self.zones))}" if self.zones else "any zone"
+
+
+def _name_patterns(names: Sequence[str]) -> list[str]:
+    """``a|b|...`` alternations of the escaped ``names``, each at most
+    :data:`FILTER_CHARACTERS` long, so no request's URL outgrows what the API takes."""
+    patterns: list[str] = []
+    current: list[str] = []
+    length = 0
+    for name in names:
+        escaped = re.escape(name)
+        if current and length + len(escaped) + 1 > FILTER_CHARACTERS:
+            patterns.append("|".join(current))
+            current, length = [], 0
+        current.append(escaped)
+        length += len(escaped) + 1
+    if current:
+        patterns.append("|".join(current))
+    return patterns
 
 
 def _ref(node: Node) -> InstanceRef | None:
