@@ -29,6 +29,7 @@ the ``emulator`` extra) behind a small WSGI layer that
 from __future__ import annotations
 
 import argparse
+import bisect
 import copy
 import functools
 import io
@@ -585,6 +586,35 @@ def index_instances_by_id() -> None:
     InstanceBackend.get_reservations_by_instance_ids = get_reservations_by_instance_ids  # type: ignore[method-assign]
 
 
+def parse_long_lists_in_linear_time() -> None:
+    """Parse a request's list of N structures (a classic ELB's 5,000 ``Instances``) in
+    O(N log N) instead of moto's O(N^2).
+
+    Before each structure, moto's query parser asks whether any parameter name starts with the
+    structure's prefix by walking every parameter: seconds of CPU for one call that registers
+    thousands of instances. The same question is answered here by a binary search in the
+    request's sorted parameter names (the first name not below the prefix starts with it if any
+    does), so every parse comes out as moto's."""
+    from moto.core.parse import QueryParser
+
+    if getattr(QueryParser._gonna_recurse, "polyccm_sorted", False):
+        return
+
+    def gonna_recurse(self: Any, query_params: Mapping[str, Any], prefix: str) -> bool:
+        if prefix == "":
+            return False
+        cached = self.__dict__.get("_polyccm_names")
+        if cached is None or cached[0] is not query_params:  # one parse, one request's names
+            cached = (query_params, sorted(query_params))
+            self.__dict__["_polyccm_names"] = cached
+        names: list[str] = cached[1]
+        at = bisect.bisect_left(names, prefix)
+        return not (at < len(names) and names[at].startswith(prefix))
+
+    gonna_recurse.polyccm_sorted = True  # type: ignore[attr-defined]
+    QueryParser._gonna_recurse = gonna_recurse  # type: ignore[method-assign]
+
+
 def build_app() -> FaultInjector:
     """moto's multi-service WSGI app wrapped in the fault injector, with the emulated instance
     metadata service and AWS's default health check on new classic ELBs."""
@@ -593,6 +623,7 @@ def build_app() -> FaultInjector:
 
     give_classic_elbs_a_default_health_check()
     index_instances_by_id()
+    parse_long_lists_in_linear_time()
     quota = os.environ.get(RULES_QUOTA_VARIABLE)
     if quota:
         apply_rules_quota(int(quota))
