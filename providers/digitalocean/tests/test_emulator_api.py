@@ -245,6 +245,23 @@ def test_droplet_creates_refuse_what_digitalocean_refuses(account: Account) -> N
     assert "droplet limit" in limited.api.call("POST", "/v2/droplets", base).body["message"]
 
 
+def test_a_full_vpc_refuses_a_droplet_create_whole(account: Account) -> None:
+    api = account.api
+    vpc = api.ok("POST", "/v2/vpcs", {"name": "tiny", "region": "nyc3",
+                                      "ip_range": "10.250.0.0/28"})["vpc"]  # fmt: skip
+    base = {"region": "nyc3", "size": "s-1vcpu-1gb", "image": "ubuntu-24-04-x64",
+            "vpc_uuid": vpc["id"]}  # fmt: skip
+    made = api.ok("POST", "/v2/droplets", {**base, "names": [f"a{i}" for i in range(10)]})
+    assert len(made["droplets"]) == 10
+
+    answer = api.call("POST", "/v2/droplets", {**base, "names": [f"b{i}" for i in range(5)]})
+
+    assert answer.status == 422
+    assert "no private address left" in answer.body["message"]
+    names = {d["name"] for d in api.ok("GET", "/v2/droplets?per_page=200")["droplets"]}
+    assert not any(name.startswith("b") for name in names)
+
+
 def test_certificates_tags_firewalls_and_the_account(account: Account) -> None:
     api = account.api
     custom = api.ok("POST", "/v2/certificates", {"name": "web", "type": "custom",

@@ -146,6 +146,11 @@ class Backend:
                 f"({self.settings.droplet_limit})"
             )
         vpc = self._droplet_vpc(body.get("vpc_uuid"), region)
+        if vpc.pool.left < len(names):
+            raise Unprocessable(
+                f"VPC {vpc.name} ({vpc.ip_range}) has no private address left for "
+                f"{len(names)} more Droplet(s)."
+            )
         tags = list(dict.fromkeys(str(tag) for tag in body.get("tags") or []))
         for tag in tags:
             self.tags.setdefault(tag, None)

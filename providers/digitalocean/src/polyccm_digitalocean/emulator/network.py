@@ -27,12 +27,16 @@ class AddressPool:
     def __init__(self, network: ipaddress.IPv4Network) -> None:
         self.network = network
         self._next = _usable(network)
+        self.left = sum(1 for _ in _usable(network))
+        """Addresses not yet handed out."""
 
     def take(self) -> str:
         try:
-            return str(next(self._next))
+            address = str(next(self._next))
         except StopIteration:
             raise RuntimeError(f"no address left in {self.network}") from None
+        self.left -= 1
+        return address
 
     @property
     def netmask(self) -> str:
