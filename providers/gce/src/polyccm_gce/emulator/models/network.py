@@ -66,9 +66,13 @@ class NetworkMixin(ProjectBase):
 
     #: Internal addresses in use, per subnetwork (or legacy network) link.
     used_addresses: dict[str, set[ipaddress.IPv4Address]]
+    #: Per the same link, an address below which none is free (an index: the lowest free
+    #: host is looked for from there, not from the start of a /16 at each instance).
+    free_from: dict[str, int]
 
     def seed_network(self) -> None:
         self.used_addresses = {}
+        self.free_from = {}
         name = self.settings.network
         network = Resource(
             self.project,
@@ -260,6 +264,7 @@ class NetworkMixin(ProjectBase):
                         if item.body.get("network") == link:
                             del items[key]
                             self.used_addresses.pop(item.path, None)
+                            self.free_from.pop(item.path, None)
 
         return self.delete(network, on_done=gone)
 
@@ -306,6 +311,7 @@ class NetworkMixin(ProjectBase):
 
         def gone() -> None:
             self.used_addresses.pop(subnet.path, None)
+            self.free_from.pop(subnet.path, None)
 
         return self.delete(subnet, on_done=gone)
 
@@ -332,17 +338,23 @@ class NetworkMixin(ProjectBase):
             used.add(address)
             return str(address)
         # .0 is the network, .1 the gateway, and GCE keeps the last two of each range.
-        for offset in range(2, range_.num_addresses - 2):
-            address = range_.network_address + offset
+        first = int(range_.network_address)
+        start = max(self.free_from.get(pool.path, 0) - first, 2)
+        for offset in range(start, range_.num_addresses - 2):
+            address = ipaddress.IPv4Address(first + offset)
             if address not in used:
                 used.add(address)
+                self.free_from[pool.path] = first + offset + 1
                 return str(address)
         raise OperationFailure(
             "IP_SPACE_EXHAUSTED", f"The subnetwork '{pool.path}' has no free address.", 400
         )
 
     def release_internal(self, pool_link: str, address: str) -> None:
-        self.used_addresses.get(pool_link, set()).discard(ipaddress.IPv4Address(address))
+        freed = ipaddress.IPv4Address(address)
+        self.used_addresses.get(pool_link, set()).discard(freed)
+        if pool_link in self.free_from:
+            self.free_from[pool_link] = min(self.free_from[pool_link], int(freed))
 
     # -- routes ----------------------------------------------------------------------------
 
