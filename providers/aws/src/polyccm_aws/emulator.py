@@ -509,20 +509,36 @@ def _instances_by_id(backend: Any) -> dict[str, Any]:
     return index
 
 
+def _find_instance(backend: Any, instance_id: str) -> Any:
+    """The instance ``instance_id`` of ``backend``, or ``None``. One not yet indexed (RunInstances
+    looks each new instance up before it returns) is searched for from the newest reservation
+    back, indexing what it passes."""
+    index = _instances_by_id(backend)
+    found = index.get(instance_id)
+    if found is not None:
+        return found
+    for reservation in reversed(list(backend.reservations.values())):
+        for instance in reservation.instances:
+            index.setdefault(instance.id, instance)
+        if instance_id in index:
+            return index[instance_id]
+    return None
+
+
 def index_instances_by_id() -> None:
     """Find an instance by id in a dict instead of moto's scan of every reservation.
 
     moto looks an instance up by walking all instances of the region, so each target that
     RegisterTargets, DescribeTargetHealth or a classic ELB's health registers costs O(instances)
     and a load balancer in front of N nodes O(N^2): minutes at 5,000 nodes, for any CCM. This
-    keeps an id -> instance dict per EC2 backend in step with RunInstances; an id it does not
-    hold goes to moto's own scan, so every answer and error stays moto's."""
+    keeps an id -> instance dict per EC2 backend in step with RunInstances (which looks each new
+    instance up before it returns); an unknown id gets moto's own answer or error, and so does
+    every other lookup."""
     from moto.ec2.models.instances import InstanceBackend
 
     if getattr(InstanceBackend.run_instances, "polyccm_indexed", False):
         return
     run_instances = InstanceBackend.run_instances
-    by_id = InstanceBackend.get_instance_by_id
     get = InstanceBackend.get_instance
     get_many = InstanceBackend.get_multi_instances_by_id
     reservations_of = InstanceBackend.get_reservations_by_instance_ids
@@ -535,15 +551,14 @@ def index_instances_by_id() -> None:
             index[instance.id] = instance
         return reservation
 
-    @functools.wraps(by_id)
+    @functools.wraps(InstanceBackend.get_instance_by_id)
     def get_instance_by_id(self: Any, instance_id: str) -> Any:
-        found = _instances_by_id(self).get(instance_id)
-        return found if found is not None else by_id(self, instance_id)
+        return _find_instance(self, instance_id)
 
     @functools.wraps(get)
     def get_instance(self: Any, instance_id: str) -> Any:
-        found = _instances_by_id(self).get(instance_id)
-        return found if found is not None else get(self, instance_id)
+        found = _find_instance(self, instance_id)
+        return found if found is not None else get(self, instance_id)  # moto's error
 
     @functools.wraps(get_many)
     def get_multi_instances_by_id(
