@@ -128,10 +128,17 @@ class AwsCloud(BenchCloud):
         self._ids: dict[str, str] = {}
 
     def reset(self) -> None:
+        import boto3
+        from botocore.config import Config
         from polyccm_aws.testing import World
 
         self.control.reset()
         self.world = World(CLUSTER)
+        # RunInstances of 500 can outlast botocore's 60 s read timeout on a busy machine, and a
+        # retry after a timeout would launch the instances twice: wait instead, never retry.
+        self.world.ec2 = boto3.client(
+            "ec2", config=Config(read_timeout=600, retries={"total_max_attempts": 1})
+        )
         self.world.instances(1, ccm_host=True, tags={self.world.cluster_tag: "owned"})
         self._ids.clear()
         # The world's /24 subnets hold 251 instances; the nodes get a /18 in each zone.
