@@ -57,3 +57,23 @@ def test_bulk_lookups_cost_a_request_per_200_droplets(do: Mapping[str, str]) -> 
 
     assert len(metadata) == len(exist) == 250 and all(exist.values())
     assert dict(control(do).calls()) == {"droplets_list": 4}, "two pages per lookup"
+
+
+def test_batches_of_registering_nodes_share_one_listing_until_a_droplet_is_missing(
+    do: Mapping[str, str],
+) -> None:
+    api = DigitalOceanApi(do)
+    first, second = api.create_droplets(3, prefix="a"), api.create_droplets(3, prefix="b")
+    instances = provider_for(do).instances_v2()
+    control(do).reset_calls()
+
+    instances.instances_metadata([node(d["name"]) for d in first])
+    instances.instances_metadata([node(d["name"]) for d in second])
+    assert dict(control(do).calls()) == {"droplets_list": 1}
+
+    (late,) = api.create_droplets(1, prefix="late")
+    found = instances.instances_metadata([node(d["name"]) for d in (*first, late)])
+    assert not any(isinstance(value, Exception) for value in found.values())
+    assert control(do).calls()["droplets_list"] == 2
+    instances.instances_exist([node(d["name"]) for d in second])
+    assert control(do).calls()["droplets_list"] == 3, "existence is always read afresh"

@@ -4,11 +4,17 @@ A node's droplet is ``digitalocean://<droplet id>``; before the node has a provi
 droplet of the node's name (a droplet's name is its hostname). Exists is false only when the
 API answers 404; a droplet whose status is ``off`` is shut down. Bulk lookups list the
 account's droplets 200 to a page once and answer every node from that listing, so N nodes cost
-about N/200 requests instead of N.
+about N/200 requests instead of N. The metadata of the next batches (nodes registering one
+batch after another) comes from the same listing while it is under a minute old and holds
+every droplet asked about, none of them still ``new``; else a new listing is made. Existence
+and shutdown are always read afresh, so a deleted droplet's node goes as soon as upstream's
+would.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +35,8 @@ PREFIX = "digitalocean://"
 #: Below this many nodes a bulk lookup asks droplet by droplet (cheaper than listing an
 #: account's every droplet).
 BULK_THRESHOLD = 3
+#: Seconds a listing of every droplet answers metadata lookups for the droplets it holds.
+LISTING_AGE = 60.0
 
 Droplet = Mapping[str, Any]
 
@@ -71,6 +79,8 @@ class DigitalOceanInstances(InstancesV2):
 
     def __init__(self, api: DigitalOceanApi) -> None:
         self.api = api
+        self._lock = threading.Lock()
+        self._listing: _Listing | None = None
 
     # -- single lookups ---------------------------------------------------------------------
 
@@ -106,25 +116,22 @@ class DigitalOceanInstances(InstancesV2):
 
     # -- bulk lookups: one listing for many nodes -------------------------------------------
 
-    def _bulk(self, nodes: Sequence[Node]) -> dict[str, Droplet | Exception]:
-        """Each node's droplet (or InstanceNotFound) from one listing of every droplet."""
-        by_id: dict[int, Droplet] = {}
-        by_name: dict[str, Droplet] = {}
-        for droplet in self.api.pages("droplets.list", "droplets"):
-            by_id[int(droplet["id"])] = droplet
-            by_name.setdefault(str(droplet["name"]), droplet)
-        found: dict[str, Droplet | Exception] = {}
-        for node in nodes:
-            droplet_id = droplet_id_from_provider_id(node.provider_id)
-            droplet = by_id.get(droplet_id) if droplet_id is not None else None
-            if droplet is None and not node.provider_id:
-                droplet = by_name.get(node.name)
-            found[node.name] = (
-                droplet
-                if droplet is not None
-                else InstanceNotFound(f"no droplet for node {node.name}")
-            )
-        return found
+    def _bulk(
+        self, nodes: Sequence[Node], *, reuse: bool = False
+    ) -> dict[str, Droplet | Exception]:
+        """Each node's droplet (or InstanceNotFound) from one listing of every droplet;
+        ``reuse``: the last listing, when young enough and holding every node's droplet."""
+        with self._lock:
+            listing = self._listing if reuse else None
+            if listing is not None and (
+                time.monotonic() - listing.at > LISTING_AGE
+                or any(_unsettled(d) for d in listing.find(nodes).values())
+            ):
+                listing = None
+            if listing is None:
+                listing = _Listing(self.api.pages("droplets.list", "droplets"))
+                self._listing = listing
+        return listing.find(nodes)
 
     def instances_metadata(
         self, nodes: Sequence[Node]
@@ -133,7 +140,7 @@ class DigitalOceanInstances(InstancesV2):
             return super().instances_metadata(nodes)
         return {
             name: droplet if isinstance(droplet, Exception) else metadata_of(droplet)
-            for name, droplet in self._bulk(nodes).items()
+            for name, droplet in self._bulk(nodes, reuse=True).items()
         }
 
     def instances_exist(self, nodes: Sequence[Node]) -> Mapping[str, bool | Exception]:
@@ -151,3 +158,34 @@ class DigitalOceanInstances(InstancesV2):
             name: droplet if isinstance(droplet, Exception) else droplet.get("status") == "off"
             for name, droplet in self._bulk(nodes).items()
         }
+
+
+def _unsettled(droplet: Droplet | Exception) -> bool:
+    """Not in a listing, or still ``new`` there (its addresses may not be given yet)."""
+    return isinstance(droplet, Exception) or droplet.get("status") == "new"
+
+
+class _Listing:
+    """Every droplet of one listing, by id and by name, and when it was made."""
+
+    def __init__(self, droplets: Any) -> None:
+        self.by_id: dict[int, Droplet] = {}
+        self.by_name: dict[str, Droplet] = {}
+        for droplet in droplets:
+            self.by_id[int(droplet["id"])] = droplet
+            self.by_name.setdefault(str(droplet["name"]), droplet)
+        self.at = time.monotonic()
+
+    def find(self, nodes: Sequence[Node]) -> dict[str, Droplet | Exception]:
+        found: dict[str, Droplet | Exception] = {}
+        for node in nodes:
+            droplet_id = droplet_id_from_provider_id(node.provider_id)
+            droplet = self.by_id.get(droplet_id) if droplet_id is not None else None
+            if droplet is None and not node.provider_id:
+                droplet = self.by_name.get(node.name)
+            found[node.name] = (
+                droplet
+                if droplet is not None
+                else InstanceNotFound(f"no droplet for node {node.name}")
+            )
+        return found
