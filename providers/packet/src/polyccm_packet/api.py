@@ -98,14 +98,12 @@ class PriorityBucket(TokenBucket):
         the seconds until one may be there."""
         if self.rate <= 0:
             return 0.0
-        with self._lock:
-            now = self._clock()
-            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
-            self._last = now
-            if self._tokens - 1 >= keep:
-                self._tokens -= 1
-                return 0.0
-            return (keep + 1 - self._tokens) / self.rate
+        wait = self.reserve()
+        left = self._tokens  # after this reservation (another may have come since: no matter)
+        if wait <= 0 and left >= keep:
+            return 0.0
+        self.give_back()
+        return max(wait, (keep - left) / self.rate, 0.001)
 
 
 class MetalClient:
