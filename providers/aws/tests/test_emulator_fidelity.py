@@ -99,9 +99,10 @@ def test_instance_topology_lists_the_supported_types_only(
 
 def test_instances_found_by_id_answer_as_ec2_does(aws: EmulatorControl, world: World) -> None:
     """DescribeInstances by id, RegisterTargets and a classic ELB's instance health find
-    instances through the emulator's index: each reservation shows only the instances asked
-    for, in launch order; a terminated instance is still described but not running; an unknown
-    id is InvalidInstanceID.NotFound."""
+        instances through the emulator's index: each reservation shows only the instances asked
+        for, in launch order; a terminated instance is still described but not running; an unknown
+        id is InvalidInstanceID.NotFound. An instance takes its image's details (the emulator looks
+    the image up directly)."""
     first = [i["InstanceId"] for i in world.instances(3)]
     second = [i["InstanceId"] for i in world.instances(2, zone="us-east-1b")]
     ec2, elb, elbv2 = boto3.client("ec2"), boto3.client("elb"), boto3.client("elbv2")
@@ -114,6 +115,12 @@ def test_instances_found_by_id_answer_as_ec2_does(aws: EmulatorControl, world: W
         i["InstanceId"]: i["State"]["Name"] for i in reservations["Reservations"][0]["Instances"]
     }
     assert states == {first[1]: "terminated", first[2]: "running"}
+    (image,) = ec2.describe_images(ImageIds=["ami-12c6146b"])["Images"]
+    launched = reservations["Reservations"][1]["Instances"][0]
+    assert (launched["Architecture"], launched["RootDeviceName"]) == (
+        image["Architecture"],
+        image["RootDeviceName"],
+    ), "an instance takes its image's details"
     with pytest.raises(ClientError, match=r"InvalidInstanceID\.NotFound"):
         ec2.describe_instances(InstanceIds=[first[0], "i-0123456789abcdef0"])
 

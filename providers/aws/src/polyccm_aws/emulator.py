@@ -511,17 +511,17 @@ def _instances_by_id(backend: Any) -> dict[str, Any]:
 
 def _find_instance(backend: Any, instance_id: str) -> Any:
     """The instance ``instance_id`` of ``backend``, or ``None``. One not yet indexed (RunInstances
-    looks each new instance up before it returns) is searched for from the newest reservation
+    looks each new instance up before it returns) is searched for from the newest instance
     back, indexing what it passes."""
     index = _instances_by_id(backend)
     found = index.get(instance_id)
     if found is not None:
         return found
     for reservation in reversed(list(backend.reservations.values())):
-        for instance in reservation.instances:
+        for instance in reversed(reservation.instances):
             index.setdefault(instance.id, instance)
-        if instance_id in index:
-            return index[instance_id]
+            if instance.id == instance_id:
+                return instance
     return None
 
 
@@ -601,6 +601,43 @@ def index_instances_by_id() -> None:
     InstanceBackend.get_reservations_by_instance_ids = get_reservations_by_instance_ids  # type: ignore[method-assign]
 
 
+def find_an_image_by_id_directly() -> None:
+    """Look a launched instance's image up in moto's dict of images instead of matching the
+    ``image-id`` filter against each of the ~1,300 images moto knows, which moto does for every
+    instance RunInstances makes (most of a 500-instance call's CPU). Only that exact query (one
+    image id without wildcards, nothing else) is answered here, with what the filter finds."""
+    from moto.ec2.models.amis import AmiBackend
+
+    original = AmiBackend.describe_images
+    if getattr(original, "polyccm_direct", False):
+        return
+
+    @functools.wraps(original)
+    def describe_images(
+        self: Any,
+        ami_ids: list[str] | None = None,
+        filters: dict[str, Any] | None = None,
+        exec_users: list[str] | None = None,
+        owners: list[str] | None = None,
+    ) -> list[Any]:
+        wanted = (filters or {}).get("image-id")
+        if (
+            not ami_ids
+            and not exec_users
+            and not owners
+            and filters is not None
+            and len(filters) == 1
+            and isinstance(wanted, str)
+            and not any(c in wanted for c in "*?[")
+        ):
+            image = self.amis.get(wanted)
+            return [image] if image is not None and image.id == wanted else []
+        return list(original(self, ami_ids, filters, exec_users, owners))
+
+    describe_images.polyccm_direct = True  # type: ignore[attr-defined]
+    AmiBackend.describe_images = describe_images  # type: ignore[method-assign]
+
+
 def parse_long_lists_in_linear_time() -> None:
     """Parse a request's list of N structures (a classic ELB's 5,000 ``Instances``) in
     O(N log N) instead of moto's O(N^2).
@@ -639,6 +676,7 @@ def build_app() -> FaultInjector:
     give_classic_elbs_a_default_health_check()
     index_instances_by_id()
     parse_long_lists_in_linear_time()
+    find_an_image_by_id_directly()
     quota = os.environ.get(RULES_QUOTA_VARIABLE)
     if quota:
         apply_rules_quota(int(quota))
