@@ -235,9 +235,6 @@ class GceCloud(BenchCloud):
         "the project's quotas raised: instances 6,000, forwarding rules, target pools and "
         "health checks 600, firewalls 1,200; nodes in a /16 subnetwork (the region's default "
         "/20 holds 4,092)",
-        "google-cloud-compute's byte code compiled before the run, as in polyccm's image "
-        "(UV_COMPILE_BYTECODE) and any pip install: else each start compiles its ~1,000 "
-        "modules (seconds of CPU, ~100 MiB more peak RSS)",
     )
 
     def __init__(self, env: Mapping[str, str], directory: Path) -> None:
@@ -245,21 +242,10 @@ class GceCloud(BenchCloud):
         from polyccm_gce.testing import ComputeApi
 
         super().__init__(env, directory)
-        self._compile_sdk()
         self.control = EmulatorControl(env["POLYCCM_GCE_API_ENDPOINT"])
         self.compute = ComputeApi(env["POLYCCM_GCE_API_ENDPOINT"], env["GOOGLE_CLOUD_PROJECT"])
         self._config = Path(env["POLYCCM_GCE_CLOUD_CONFIG"]).read_text()
         self.network = "global/networks/default"
-
-    @staticmethod
-    def _compile_sdk() -> None:
-        """The SDK's byte code on disk (PYTHONDONTWRITEBYTECODE keeps imports from writing it)."""
-        import compileall
-        import importlib.util
-
-        spec = importlib.util.find_spec("google.cloud.compute_v1")
-        if spec is not None and spec.origin is not None:
-            compileall.compile_dir(os.path.dirname(spec.origin), quiet=1)
 
     def reset(self) -> None:
         from polyccm_gce.testing import REGION, ZONE
