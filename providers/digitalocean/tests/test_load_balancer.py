@@ -127,6 +127,33 @@ def test_load_balancers_still_new_are_read_with_one_listing_and_deleted_by_their
     assert balancers(api) == []
 
 
+def test_a_burst_of_new_services_shares_one_listing_and_sees_its_own_creates_and_deletes(
+    do: Mapping[str, str],
+) -> None:
+    api = DigitalOceanApi(do)
+    backends = nodes(api)
+    now = [1000.0]
+    balancer = DigitalOceanLoadBalancer(provider_for(do).api, region="nyc3", clock=lambda: now[0])
+    burst = [service() for _ in range(3)]
+    control(do).reset_calls()
+    for svc in burst:
+        balancer.ensure_load_balancer("k", svc, backends)
+    assert control(do).calls()["loadBalancers_list"] == 1, "one listing for the burst"
+    assert len(balancers(api)) == 3
+
+    # Deleted by name (no id annotated): the kept listing no longer shows it.
+    balancer.ensure_load_balancer_deleted("k", burst[0])
+    assert balancer.get_load_balancer("k", burst[0]) is None
+    assert len(balancers(api)) == 2
+
+    # Later than the listing's age, a new service lists afresh.
+    now[0] += 6.0
+    control(do).reset_calls()
+    balancer.ensure_load_balancer("k", service(), backends)
+    assert control(do).calls()["loadBalancers_list"] == 1
+    assert len(balancers(api)) == 3
+
+
 def test_a_disowned_load_balancer_is_neither_changed_nor_deleted(do: Mapping[str, str]) -> None:
     api = DigitalOceanApi(do)
     provider = provider_for(do)

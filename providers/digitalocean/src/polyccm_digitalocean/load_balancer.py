@@ -13,7 +13,10 @@ reports differs from the request, so a second ensure writes nothing. While the l
 ``new`` (no IP yet) it raises ``RetryAfter``: the first time after 1 s, then after as long as it
 has been waiting, up to every 15 s (upstream's service controller retries after 5 s, doubling to
 5 minutes), and load balancers still waiting are read together, one ``load_balancers.list``
-for all those asked about within a second, instead of one ``get`` each. Deleting one whose id is
+for all those asked about within a second, instead of one ``get`` each. A Service with no id
+yet is looked up by name in a listing shared by those asking within 5 s (a burst of new
+Services: one listing, not one each), with this process's creates and deletes applied to it.
+Deleting one whose id is
 annotated is one ``DELETE`` (a 404 falls back to the lookup). A service annotated
 ``service.kubernetes.io/do-loadbalancer-disown: "true"`` has its load balancer neither changed
 nor deleted.
@@ -54,6 +57,12 @@ FIRST_RETRY_DELAY = 1.0
 NEW_RETRY_DELAY = 15.0
 #: Seconds a listing of every load balancer answers for those still ``new``.
 WAITING_LISTING_AGE = 1.0
+#: Seconds a listing of every load balancer answers name lookups (a Service with no id yet): a
+#: burst of new Services shares one listing instead of one each (500 load balancers of 5,000
+#: droplets list as ~25 MB). Shorter than a leader's lease (15 s), so no listing kept here
+#: predates a load balancer another replica made before this one's term; what this process
+#: makes or deletes meanwhile is applied to the kept listing.
+NAME_LISTING_AGE = 5.0
 
 Balancer = Mapping[str, Any]
 
@@ -93,17 +102,53 @@ def differences(desired: Mapping[str, Any], current: Balancer) -> list[str]:
     return changed
 
 
-class WaitingBalancers:
-    """Load balancers seen ``new``: since when each waits, and their state read for all at once
-    (one listing, shared by the callers within :data:`WAITING_LISTING_AGE` of it)."""
+class BalancerListing:
+    """The account's load balancers from one ``load_balancers.list``, shared by every caller
+    asking within the age it accepts (one caller lists while the others wait for it)."""
 
     def __init__(self, api: DigitalOceanApi, clock: Callable[[], float]) -> None:
         self.api = api
         self.clock = clock
-        self._since: dict[str, float] = {}
         self._lock = threading.Lock()
         self._listed_at: float | None = None
         self._listed: dict[str, Balancer] = {}
+
+    def balancers(self, max_age: float) -> dict[str, Balancer]:
+        """Id -> load balancer, from a listing at most ``max_age`` seconds old (0: a new one)."""
+        asked = self.clock()
+        with self._lock:
+            if self._listed_at is None or max_age <= 0 or self._listed_at < asked - max_age:
+                started = self.clock()
+                self._listed = {
+                    str(b["id"]): dict(b)
+                    for b in self.api.pages("load_balancers.list", "load_balancers")
+                }
+                self._listed_at = started
+            return self._listed
+
+    def put(self, balancer: Balancer) -> None:
+        """``balancer`` as this process just made or changed it."""
+        with self._lock:
+            if self._listed_at is not None:
+                self._listed = {**self._listed, str(balancer["id"]): balancer}
+
+    def drop(self, lb_id: str) -> None:
+        """``lb_id`` deleted by this process."""
+        with self._lock:
+            if lb_id in self._listed:
+                self._listed = {k: v for k, v in self._listed.items() if k != lb_id}
+
+
+class WaitingBalancers:
+    """Load balancers seen ``new``: since when each waits, and their state read for all at once
+    (one listing of their own, only ever the cloud's answer, shared by the callers within
+    :data:`WAITING_LISTING_AGE` of it)."""
+
+    def __init__(self, listing: BalancerListing, clock: Callable[[], float]) -> None:
+        self.listing = listing
+        self.clock = clock
+        self._since: dict[str, float] = {}
+        self._lock = threading.Lock()
 
     def __contains__(self, lb_id: str) -> bool:
         return lb_id in self._since
@@ -122,16 +167,7 @@ class WaitingBalancers:
     def read(self, lb_id: str) -> Balancer | None:
         """``lb_id`` as a listing at most :data:`WAITING_LISTING_AGE` old shows it (``None``
         when it lists no such load balancer)."""
-        asked = self.clock()
-        with self._lock:
-            if self._listed_at is None or self._listed_at < asked - WAITING_LISTING_AGE:
-                started = self.clock()
-                self._listed = {
-                    str(b["id"]): dict(b)
-                    for b in self.api.pages("load_balancers.list", "load_balancers")
-                }
-                self._listed_at = started
-            return self._listed.get(lb_id)
+        return self.listing.balancers(WAITING_LISTING_AGE).get(lb_id)
 
 
 class DigitalOceanLoadBalancer(LoadBalancer):
@@ -145,9 +181,11 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         vpc_id: str = "",
         default_type: str = "",
         clock: Callable[[], float] = time.monotonic,
+        name_listing_age: float = NAME_LISTING_AGE,
     ) -> None:
         """``default_type``: a new load balancer's type when its Service names none (default:
-        the API's configuration's ``DEFAULT_LB_TYPE``)."""
+        the API's configuration's ``DEFAULT_LB_TYPE``); ``name_listing_age``: how old a listing
+        may answer a lookup by name (0 for ``polyccm plan``, which reads afresh)."""
         self.api = api
         self.region = region
         self.vpc_id = vpc_id
@@ -155,7 +193,10 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         self._made: dict[str, str] = {}
         """Service UID -> id of a load balancer created here (until its id is annotated)."""
         self._lock = threading.Lock()
-        self._waiting = WaitingBalancers(api, clock)
+        self._name_listing_age = name_listing_age
+        self._listing = BalancerListing(api, clock)
+        """For name lookups, with this process's creates and deletes applied."""
+        self._waiting = WaitingBalancers(BalancerListing(api, clock), clock)
 
     # -- finding -----------------------------------------------------------------------------
 
@@ -174,13 +215,14 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                     "load_balancer"
                 ]
                 return balancer
-            except NotFound:
+            except NotFound:  # deleted behind this process's back
                 self._waiting.done(lb_id)
+                self._listing.drop(lb_id)
                 continue
         names = {self.get_load_balancer_name("", service)}
         if spec is not None:
             names.add(spec.name)
-        for found in self.api.pages("load_balancers.list", "load_balancers"):
+        for found in self._listing.balancers(self._name_listing_age).values():
             if found.get("name") in names:
                 return dict(found)
         return None
@@ -221,6 +263,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         body = self._body(spec, nodes)
         if balancer is None:
             balancer = self.api.call("load_balancers.create", body=body)["load_balancer"]
+            self._listing.put(balancer)
             with self._lock:
                 self._made[service.uid] = str(balancer["id"])
             log.info("service %s: created load balancer %s (%s)",
@@ -240,6 +283,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                 balancer = self.api.call("load_balancers.update", lb_id=balancer["id"], body=body)[
                     "load_balancer"
                 ]
+                self._listing.put(balancer)
         lb_id = str(balancer["id"])
         if balancer.get("status") != "active" or not balancer.get("ip"):
             raise RetryAfter(
@@ -295,6 +339,8 @@ class DigitalOceanLoadBalancer(LoadBalancer):
             self.api.call("load_balancers.delete", lb_id=lb_id)
         except NotFound:
             return False
+        finally:
+            self._listing.drop(lb_id)
         return True
 
     # -- helpers ----------------------------------------------------------------------------

@@ -80,7 +80,10 @@ class DigitalOceanLoadBalancerPlanner(RecordingPlanner):
     def __init__(self, api: DigitalOceanApi, *, region: str, vpc_id: str = "") -> None:
         recorder = WriteRecorder(creates={CREATE_CALL})
         self._api = RecordingApi(api, recorder)
-        self._balancer = DigitalOceanLoadBalancer(self._api, region=region, vpc_id=vpc_id)
+        # Every plan reads the account afresh: no listing kept from an earlier plan.
+        self._balancer = DigitalOceanLoadBalancer(
+            self._api, region=region, vpc_id=vpc_id, name_listing_age=0.0
+        )
         super().__init__(self._balancer, recorder)
 
     def load_balancer_name(self, cluster_name: str, service: Service) -> str:
