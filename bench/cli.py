@@ -27,7 +27,7 @@ from bench.ccms import IDENTITIES, POLYCCM, Ccm, Knobs, aws_go, fake_go
 from bench.clouds import CLOUDS, BenchCloud
 from bench.report import ProviderResult, ScaleResult, load, write
 from bench.scenario import Context, Scale, Timing, run_bound, run_ccm
-from bench.targets import all_checks, write_summary
+from bench.targets import all_checks, load_results, write_summary
 
 FULL_SCALES = (Scale(100, 10), Scale(1000, 100), Scale(5000, 500))
 QUICK_SCALES = (Scale(100, 10),)
@@ -337,9 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     say(f"NOT DONE in time: {provider.name} {scale_result.scale.label} "
                         f"{run.label}: {', '.join(cut)}")  # fmt: skip
     minutes = (time.monotonic() - _BEGAN) / 60
-    written = [load(path) for path in sorted(args.out.glob("*.json"))]
-    order = {name: index for index, name in enumerate(CLOUDS)}
-    written.sort(key=lambda r: order.get(r.provider, len(order)))
+    written = load_results(args.out)
     path = write_summary(written, args.out, minutes)
     for check in all_checks(written):
         if not check.met:

@@ -254,3 +254,37 @@ def write_summary(
     path = directory / "summary.md"
     path.write_text(summary(results, minutes))
     return path
+
+
+def load_results(directory: Path) -> list[ProviderResult]:
+    """Every provider's results in ``directory``, in the providers' usual order."""
+    from bench.clouds import CLOUDS
+    from bench.report import load
+
+    order = {name: index for index, name in enumerate(CLOUDS)}
+    return sorted(
+        (load(path) for path in directory.glob("*.json")),
+        key=lambda r: order.get(r.provider, len(order)),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m bench.targets [DIR]``: write DIR's ``summary.md`` again from the providers'
+    ``.json`` results there (default bench/results), e.g. after a run stopped part-way."""
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) > 1:
+        print("usage: python -m bench.targets [RESULTS-DIR]", file=sys.stderr)
+        return 2
+    directory = Path(args[0]) if args else Path(__file__).resolve().parent / "results"
+    results = load_results(directory)
+    if not results:
+        print(f"no results in {directory}", file=sys.stderr)
+        return 2
+    print(f"wrote {write_summary(results, directory, None)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
