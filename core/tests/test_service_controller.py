@@ -99,8 +99,13 @@ def test_deleting_the_service_deletes_the_load_balancer_then_the_finalizer(
     wait_for(lambda: service(kube_api, namespace, "short-lived") is None, what="service gone")
     assert fake_cloud.balancer_for(f"{namespace}/short-lived") is None
     assert fake_cloud.count("ensure_load_balancer_deleted") == 1, "one cloud delete, not two"
-    assert {"DeletingLoadBalancer", "DeletedLoadBalancer"} <= reasons_for(
-        kube_api, namespace, "short-lived"
+    # Events are written in the background: the last may land just after the finalizer goes.
+    wait_for(
+        lambda: (
+            {"DeletingLoadBalancer", "DeletedLoadBalancer"}
+            <= reasons_for(kube_api, namespace, "short-lived")
+        ),
+        what="the Deleting and Deleted events",
     )
 
 
