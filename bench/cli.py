@@ -166,8 +166,6 @@ class _Provider:
     cloud: BenchCloud
     peers: list[Ccm]
     result: ProviderResult
-    spent: float = 0.0
-    """Seconds of the run spent on this provider's CCMs (its share of the bound included)."""
     broken: str = ""
 
 
@@ -192,15 +190,14 @@ def _provider(name: str, args: argparse.Namespace, command: str, cloud: BenchClo
         ],
         skipped=skipped,
     )
-    spent = 0.0
     earlier = args.out / f"{name}.json"
     if args.add and earlier.exists():
         before = load(earlier)
-        spent = before.seconds
+        result.seconds = before.seconds
         result.scales = before.scales
         result.command = f"{before.command}, then {command}"
         result.skipped = sorted(set(before.skipped) | set(skipped))
-    return _Provider(name, cloud, peers, result, spent)
+    return _Provider(name, cloud, peers, result)
 
 
 @dataclass(frozen=True)
@@ -308,9 +305,9 @@ def _run_scale(
             provider.broken = f"{provider.name} {scale.label}: the benchmark broke (see above)"
             continue
         finally:
-            provider.spent += share + time.monotonic() - began
+            # The provider's CCMs, with its share of the bound.
+            provider.result.seconds += share + time.monotonic() - began
         _put(provider.result, ScaleResult(scale, bound, runs))
-        provider.result.seconds = provider.spent
         paths = write(provider.result, args.out)
         say(f"{provider.name} {scale.label}: results in {', '.join(str(p) for p in paths)}")
 

@@ -166,19 +166,14 @@ def scale_table(result: ScaleResult, kind: str, quiet: str) -> list[str]:
     return lines
 
 
-def _complete(run: Run) -> bool:
-    """Whether every phase ran and was done in time."""
-    return len(run.phases) == 6 and all(p.seconds is not None for p in run.phases.values())
-
-
 def _rss(run: Run, peer: Run | None) -> str:
     """Peak RSS, with its ratio to the Go peer's when both ran every phase."""
     if not run.peak_rss_mib:
         return "—"
     text = f"{run.peak_rss_mib:.0f} MiB"
-    if not _complete(run):
+    if not run.complete:
         return f"{text} (phases cut short)"
-    if peer is None or run is peer or not peer.peak_rss_mib or not _complete(peer):
+    if peer is None or run is peer or not peer.peak_rss_mib or not peer.complete:
         return text
     return f"{text} ({run.peak_rss_mib / peer.peak_rss_mib:.2g}x Go)"
 

@@ -102,6 +102,13 @@ class Run:
     mismatches: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def complete(self) -> bool:
+        """Whether every phase ran and was done in time."""
+        return len(self.phases) == len(PHASES) and all(
+            p.seconds is not None for p in self.phases.values()
+        )
+
 
 @dataclass
 class Context:

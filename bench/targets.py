@@ -122,14 +122,14 @@ def checks_for(provider: str, result: ScaleResult, quiet: float) -> list[Check]:
             calls < allowed and rest.writes == 0 and _seconds(services) is not None,
         )
     rss = ours.peak_rss_mib
-    if peer is not None and peer.peak_rss_mib and _complete(peer):
+    if peer is not None and peer.peak_rss_mib and peer.complete:
         check(
             "peak RSS at or below the Go peer's",
             f"{rss or 0:.0f} MiB vs Go {peer.peak_rss_mib:.0f} MiB",
-            rss is not None and _complete(ours) and rss <= peer.peak_rss_mib,
+            rss is not None and ours.complete and rss <= peer.peak_rss_mib,
         )
     if scale.nodes >= LARGE_SCALE_NODES:
-        complete = _complete(ours)
+        complete = ours.complete
         check(
             f"peak RSS under {LARGE_SCALE_RSS_MIB:g} MiB",
             f"{rss or 0:.0f} MiB" + ("" if complete else " (phases cut short)"),
@@ -146,10 +146,6 @@ def checks_for(provider: str, result: ScaleResult, quiet: float) -> list[Check]:
         if phase is not None and phase.seconds is None:
             check(f"{name} phase done in time", _not_done(phase), False)
     return checks
-
-
-def _complete(run: Run) -> bool:
-    return len(run.phases) == 6 and all(p.seconds is not None for p in run.phases.values())
 
 
 def quiet_seconds(result: ProviderResult) -> float:
