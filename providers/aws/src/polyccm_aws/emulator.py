@@ -638,7 +638,7 @@ def find_an_image_by_id_directly() -> None:
     AmiBackend.describe_images = describe_images  # type: ignore[method-assign]
 
 
-def parse_long_lists_in_linear_time() -> None:
+def parse_long_lists_by_binary_search() -> None:
     """Parse a request's list of N structures (a classic ELB's 5,000 ``Instances``) in
     O(N log N) instead of moto's O(N^2).
 
@@ -675,7 +675,7 @@ def build_app() -> FaultInjector:
 
     give_classic_elbs_a_default_health_check()
     index_instances_by_id()
-    parse_long_lists_in_linear_time()
+    parse_long_lists_by_binary_search()
     find_an_image_by_id_directly()
     quota = os.environ.get(RULES_QUOTA_VARIABLE)
     if quota:
