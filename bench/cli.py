@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import sys
 import tempfile
 import time
@@ -312,8 +313,15 @@ def _run_scale(
         say(f"{provider.name} {scale.label}: results in {', '.join(str(p) for p in paths)}")
 
 
+def _terminated(signum: int, _frame: object) -> None:
+    """SIGTERM ends the run as Ctrl-C does: the running CCM, the bare client and the control
+    plane are stopped on the way out, not left behind."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminated)
     command = "python -m bench " + shlex.join(sys.argv[1:] if argv is None else list(argv))
     global _BEGAN
     _BEGAN = time.monotonic()
