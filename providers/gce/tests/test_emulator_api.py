@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 import pytest
-from polyccm_gce.emulator import EmulatorSettings
+from polyccm_gce.emulator import EmulatorSettings, filters
 from polyccm_gce.testing import (
     REGION,
     ZONE,
@@ -327,6 +327,41 @@ def test_aggregated_list_groups_instances_by_zone_and_warns_on_empty_ones(
         for item in scoped.get("instances", [])
     ]
     assert sorted(names) == ["a", "b"] and "nextPageToken" not in second
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        'name eq "(node\\-1|node\\-3|web)"',
+        'name = "node-*"',
+        "name != node-2",
+        'NOT name eq "node-.*"',
+        "-name = node-1",
+        "",
+    ],
+)
+def test_a_list_filtered_on_names_answers_as_one_that_renders_every_item(
+    api: ComputeApi, monkeypatch: pytest.MonkeyPatch, expression: str
+) -> None:
+    """The emulator tests a name-only filter on names before rendering: the same pages."""
+    for name, zone in (("node-1", ZONE), ("node-2", ZONE), ("node-3", "us-east1-b"), ("web", ZONE)):
+        api.create_instance(name, zone=zone)
+
+    def pages(path: str) -> list[Any]:
+        answers, params = [], {"filter": expression, "maxResults": 2}
+        while True:
+            answers.append(api.get(path, **params))
+            if "nextPageToken" not in answers[-1]:
+                return answers
+            params["pageToken"] = answers[-1]["nextPageToken"]
+
+    paths = ("aggregated/instances", f"{ZONE_PATH}/instances")
+    by_name = [pages(path) for path in paths]
+    parse_reading = filters.parse_reading
+    monkeypatch.setattr(  # as if the filter read more than names: every item rendered
+        filters, "parse_reading", lambda text: (parse_reading(text)[0], frozenset({"status"}))
+    )
+    assert by_name == [pages(path) for path in paths]
 
 
 def test_load_balancer_parts_refuse_deletion_while_in_use(api: ComputeApi) -> None:

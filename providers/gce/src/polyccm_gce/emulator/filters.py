@@ -11,6 +11,10 @@ A dotted field reaches into nested values (``labels.env``, ``scheduling.preempti
 step holds a list (``tags.items``, ``networkInterfaces.network``) any element may match. URLs
 compare by their path below ``compute/v1/``, so a client may name a resource with the
 googleapis.com host or with the emulator's own address. A malformed filter is 400 ``invalid``.
+
+:func:`fields` names the top-level fields an expression reads, so a list whose filter reads only
+``name`` can test each resource's name before it renders the resource (what matches is the
+same: the predicate sees the same value either way).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class _Tokens:
         self.text = text
         self.items: list[tuple[str, str]] = list(self._scan(text))
         self.position = 0
+        self.fields: set[str] = set()
 
     def _scan(self, text: str) -> Iterator[tuple[str, str]]:
         index = 0
@@ -72,13 +77,19 @@ class _Tokens:
 
 def parse(text: str) -> Predicate:
     """The predicate a filter expression means (an empty filter matches everything)."""
+    return parse_reading(text)[0]
+
+
+def parse_reading(text: str) -> tuple[Predicate, frozenset[str]]:
+    """The predicate a filter expression means, and the top-level fields it reads (none for
+    an empty filter, which matches everything)."""
     if not text.strip():
-        return lambda _item: True
+        return (lambda _item: True), frozenset()
     tokens = _Tokens(text)
     predicate = _or(tokens)
     if tokens.peek() is not None:
         raise tokens.error()
-    return predicate
+    return predicate, frozenset(tokens.fields)
 
 
 def _or(tokens: _Tokens) -> Predicate:
@@ -140,6 +151,7 @@ def _comparison(tokens: _Tokens) -> Predicate:
         raise tokens.error()
     test = _test(operator, value, tokens)
     path = field.split(".")
+    tokens.fields.add(path[0])
 
     def predicate(item: dict[str, Any]) -> bool:
         values = list(_values(item, path))

@@ -150,12 +150,21 @@ def _plain(key: Any) -> Any:
     return json.loads(json.dumps(key))
 
 
+def _matching(call: Call, resources: list[Resource]) -> list[dict[str, Any]]:
+    """The rendered ``resources`` the call's filter matches. A filter that reads nothing but
+    ``name`` is tested on each name first, so only the matches are rendered (a listing of 500
+    names among 5,000 instances renders 500, not 5,000); the answer is the same."""
+    matches, reads = filters.parse_reading(call.query.get("filter", ""))
+    if reads <= {"name"}:
+        return [call.show(item) for item in resources if matches({"name": item.name})]
+    return [shown for shown in map(call.show, resources) if matches(shown)]
+
+
 def list_of(call: Call, kind: str, scope: str, collection: str) -> dict[str, Any]:
     """A ``*.list`` answer: filtered, ordered, paginated."""
-    matches = filters.parse(call.query.get("filter", ""))
     key, reverse = _order(call)
-    shown = [call.show(item) for item in call.project.visible(scope, collection)]
-    selected = sorted((item for item in shown if matches(item)), key=key, reverse=reverse)
+    shown = _matching(call, call.project.visible(scope, collection))
+    selected = sorted(shown, key=key, reverse=reverse)
     items, token = _page(call, [(key(item), item) for item in selected], reverse=reverse)
     path = f"projects/{call.project.project}/{scope + '/' if scope else ''}{collection}"
     answer: dict[str, Any] = {"kind": kind, "id": path, "selfLink": call.base + path}
@@ -170,12 +179,11 @@ def aggregated_list_of(call: Call, kind: str, collection: str, zonal: bool) -> d
     """An ``*.aggregatedList`` answer: every zone's (or region's) items by scope and name,
     paginated together, with GCE's NO_RESULTS_ON_PAGE warning for each scope without items on
     this page."""
-    matches = filters.parse(call.query.get("filter", ""))
     scopes = [f"zones/{z}" for z in all_zones()] if zonal else [f"regions/{r}" for r in REGIONS]
     keyed = []
     for scope in sorted(scopes):
-        shown = [call.show(item) for item in call.project.visible(scope, collection)]
-        keyed += [((scope, item["name"]), (scope, item)) for item in shown if matches(item)]
+        shown = _matching(call, call.project.visible(scope, collection))
+        keyed += [((scope, item["name"]), (scope, item)) for item in shown]
     page, token = _page(call, keyed)
     grouped: dict[str, list[dict[str, Any]]] = {}
     for scope, item in page:
