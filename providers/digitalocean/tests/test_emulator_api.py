@@ -3,6 +3,7 @@ load balancers that become active after a delay, and the errors a client must ha
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -310,3 +311,64 @@ def test_missing_or_wrong_tokens_are_401_and_plain_http_is_refused() -> None:
 def test_unknown_paths_are_404_not_found(account: Account) -> None:
     answer = account.api.call("GET", "/v2/spaceships")
     assert (answer.status, answer.body["id"]) == (404, "not_found")
+
+
+def test_a_load_balancers_droplets_keep_the_order_they_were_added_in(account: Account) -> None:
+    api = account.api
+    ids = [d["id"] for d in api.create_droplets(6)]
+    lb_id = api.ok("POST", "/v2/load_balancers", _lb([ids[2], ids[0], ids[2]]))["load_balancer"][
+        "id"
+    ]
+
+    def backends() -> list[int]:
+        found: list[int] = api.ok("GET", f"/v2/load_balancers/{lb_id}")["load_balancer"][
+            "droplet_ids"
+        ]
+        return found
+
+    assert backends() == [ids[2], ids[0]]  # each once, in the request's order
+    api.ok(
+        "POST", f"/v2/load_balancers/{lb_id}/droplets", {"droplet_ids": [ids[4], ids[0], ids[1]]}
+    )
+    assert backends() == [ids[2], ids[0], ids[4], ids[1]]
+    api.ok("DELETE", f"/v2/load_balancers/{lb_id}/droplets", {"droplet_ids": [ids[0], ids[5]]})
+    api.delete_droplet(ids[2])
+    assert backends() == [ids[4], ids[1]]
+    api.ok("POST", f"/v2/load_balancers/{lb_id}/droplets", {"droplet_ids": [ids[0]]})
+    assert backends() == [ids[4], ids[1], ids[0]]
+    api.ok("PUT", f"/v2/load_balancers/{lb_id}", _lb([ids[3], ids[1]]))
+    assert backends() == [ids[3], ids[1]]
+
+
+def _cpu_of_load_balancers_in_front_of(count: int) -> float:
+    """CPU seconds for twenty load balancers in front of ``count`` droplets to be made, to
+    have droplets removed and added, and to see 100 other droplets destroyed."""
+    account = Account(droplet_limit=count + 100)
+    body = {"region": "nyc3", "size": "s-1vcpu-1gb", "image": "ubuntu-24-04-x64"}
+    backend = account.app.backend
+    ids = [d.id for n in range(0, count + 100, 10)
+           for d in backend.create_droplets([f"n{i}" for i in range(n, n + 10)], body)]  # fmt: skip
+    api = account.api
+    started = time.process_time()
+    made = [api.ok("POST", "/v2/load_balancers", _lb(ids[:count], name=f"lb{n}"))
+            ["load_balancer"]["id"] for n in range(20)]  # fmt: skip
+    for lb_id in made:
+        api.ok(
+            "DELETE", f"/v2/load_balancers/{lb_id}/droplets", {"droplet_ids": ids[: count // 20]}
+        )
+        api.ok("POST", f"/v2/load_balancers/{lb_id}/droplets", {"droplet_ids": ids[: count // 10]})
+    for droplet_id in ids[count:]:
+        api.delete_droplet(droplet_id)
+    spent = time.process_time() - started
+    lb = api.ok("GET", f"/v2/load_balancers/{made[0]}")["load_balancer"]
+    assert lb["droplet_ids"] == ids[count // 20 : count] + ids[: count // 20]
+    return spent
+
+
+def test_load_balancers_of_thousands_of_droplets_cost_little_more_cpu_than_of_twenty() -> None:
+    """The same requests on load balancers of 2,000 droplets as of 20 cost at most twice the
+    CPU (checking a create's 5,000 ids took 0.2 s, a destroy walked every load balancer's list:
+    with 500 such load balancers the cluster's churn held the emulator for a minute)."""
+    small = _cpu_of_load_balancers_in_front_of(20)
+    large = _cpu_of_load_balancers_in_front_of(2000)
+    assert large < 2 * small, f"{large:.2f} s of CPU with 2,000 droplets, {small:.2f} s with 20"

@@ -13,6 +13,7 @@ import pytest
 from openapi_core import OpenAPI
 from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
 from polyccm_digitalocean.emulator import EmulatorApp, EmulatorSettings, ManualClock
+from polyccm_digitalocean.emulator import openapi as emulator_openapi
 from polyccm_digitalocean.emulator.openapi import document, operations
 from polyccm_digitalocean.emulator.urls import ROUTES
 from polyccm_digitalocean.testing import Answer, LocalApi
@@ -230,3 +231,67 @@ def test_checking_every_request_keeps_the_emulator_fast(api: CheckedApi) -> None
         api.create_droplets(10)
         api.ok("GET", "/v2/droplets?per_page=200")
     assert time.monotonic() - started < 10
+
+
+def _droplet_ids_schemas(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        properties = node.get("properties")
+        if isinstance(properties, dict) and "droplet_ids" in properties:
+            yield properties["droplet_ids"]
+        for value in node.values():
+            yield from _droplet_ids_schemas(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _droplet_ids_schemas(value)
+
+
+def test_droplet_ids_are_arrays_of_integers_with_no_other_rule_in_the_document() -> None:
+    """What checking a long ``droplet_ids`` by its first id rests on."""
+    schemas = list(_droplet_ids_schemas(document()))
+    assert len(schemas) >= 4
+    for schema in schemas:
+        rules = set(schema) - {"description", "example", "nullable"}
+        assert rules == {"type", "items"} and schema["type"] == "array", schema
+        assert schema["items"] == {"type": "integer"}, schema
+
+
+def _answers(bodies: list[tuple[str, str, Any]], whole: bool) -> list[tuple[int, Any]]:
+    """Status and error body (or droplet ids) of each request on a fresh account of 40
+    droplets; ``whole``: every ``droplet_ids`` checked whole."""
+    app = EmulatorApp(EmulatorSettings(lb_active_delay=5), clock=ManualClock())
+    local = LocalApi(app)
+    local.create_droplets(40)
+    with pytest.MonkeyPatch.context() as patch:
+        if whole:
+            patch.setattr(emulator_openapi, "CHECKED_DROPLET_IDS", 10**9)
+        answers = []
+        for method, path, body in bodies:
+            answer = local.call(method, path, body)
+            kept = answer.body if answer.status >= 400 else answer.status
+            if answer.status < 300 and isinstance(answer.body, dict):
+                kept = answer.body.get("load_balancer", {}).get("droplet_ids")
+            answers.append((answer.status, kept))
+    return answers
+
+
+def test_a_long_droplet_ids_is_answered_as_when_checked_whole() -> None:
+    ids = list(range(463_000_001, 463_000_041))
+    rule = {"entry_protocol": "tcp", "entry_port": 80, "target_protocol": "tcp",
+            "target_port": 30080}  # fmt: skip
+    lb = {"name": "a", "region": "nyc3", "forwarding_rules": [rule]}
+    bodies = [
+        ("POST", "/v2/load_balancers", {**lb, "droplet_ids": ids}),
+        ("POST", "/v2/load_balancers", {**lb, "droplet_ids": [*ids, "463000001"]}),
+        ("POST", "/v2/load_balancers", {**lb, "droplet_ids": [*ids, True]}),
+        ("POST", "/v2/load_balancers", {**lb, "droplet_ids": [*ids, 1.5]}),
+        ("POST", "/v2/load_balancers", {**lb, "droplet_ids": [*ids, None]}),
+        ("POST", "/v2/load_balancers", {**lb, "droplet_ids": ids, "tag": "k8s"}),
+        ("POST", "/v2/load_balancers", {**lb, "droplet_ids": ids, "algorithm_name": "x"}),
+        ("POST", "/v2/load_balancers", {**lb, "droplet_ids": [*ids, 1]}),
+        ("POST", "/v2/load_balancers", {"droplet_ids": ids, "region": "nyc3"}),
+        ("POST", "/v2/load_balancers/nope/droplets", {"droplet_ids": ids}),
+        ("POST", "/v2/load_balancers/nope/droplets", {"droplet_ids": [*ids, "x"]}),
+        ("DELETE", "/v2/load_balancers/nope/droplets", {"droplet_ids": ids, "more": 1}),
+        ("POST", "/v2/firewalls", {"name": "f", "droplet_ids": ids, "inbound_rules": []}),
+    ]
+    assert _answers(bodies, whole=False) == _answers(bodies, whole=True)

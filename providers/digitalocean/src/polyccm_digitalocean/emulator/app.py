@@ -156,7 +156,7 @@ class EmulatorApp:
         return token
 
     def _serve(self, request: Request, route: Route, path_args: dict[str, str]) -> Reply:
-        self.validators.check_request(request)
+        openapi.check_request(self.validators, request)
         body = http.json_body(request, BadRequest)
         base_url = request.host_url.rstrip("/")
         call = Call(

@@ -217,7 +217,8 @@ class Backend:
         for droplet_id in gone:
             del self.droplets[droplet_id]
         for lb in self.load_balancers.values():
-            lb.droplet_ids = [i for i in lb.droplet_ids if i not in gone]
+            for droplet_id in gone:
+                lb.droplet_ids.pop(droplet_id, None)
         for firewall in self.firewalls.values():
             ids = firewall.spec.get("droplet_ids") or []
             firewall.spec["droplet_ids"] = [i for i in ids if i not in gone]
@@ -377,7 +378,7 @@ class Backend:
             region=region,
             spec=lbs.normalized(body, project_id=PROJECT_ID, vpc_uuid=vpc.id),
             created_at=self.clock.now(),
-            droplet_ids=droplet_ids,
+            droplet_ids=dict.fromkeys(droplet_ids),
             tag=str(body.get("tag") or ""),
         )
         if lb.tag:
@@ -436,7 +437,7 @@ class Backend:
         for name in lbs.FIXED_ON_UPDATE:
             if wanted.get(name) != current.get(name):
                 raise Unprocessable(f"the load balancer's {name} cannot be changed")
-        lb.droplet_ids = self._backends(body.get("droplet_ids") or [], lb.region)
+        lb.droplet_ids = dict.fromkeys(self._backends(body.get("droplet_ids") or [], lb.region))
         lb.tag = str(body.get("tag") or "")
         if not spec["name"]:
             spec["name"] = lb.spec["name"]
@@ -452,14 +453,14 @@ class Backend:
         if lb.tag:
             raise Unprocessable("droplets cannot be added to a load balancer that uses a tag")
         for droplet_id in self._backends(droplet_ids, lb.region):
-            if droplet_id not in lb.droplet_ids:
-                lb.droplet_ids.append(droplet_id)
+            lb.droplet_ids.setdefault(droplet_id)
 
     def remove_lb_droplets(self, lb_id: str, droplet_ids: list[int]) -> None:
         lb = self.load_balancer(lb_id)
         if lb.tag:
             raise Unprocessable("droplets cannot be removed from a load balancer that uses a tag")
-        lb.droplet_ids = [i for i in lb.droplet_ids if i not in set(droplet_ids)]
+        for droplet_id in droplet_ids:
+            lb.droplet_ids.pop(droplet_id, None)
 
     def add_lb_rules(self, lb_id: str, rules: list[Mapping[str, Any]]) -> None:
         lb = self.load_balancer(lb_id)

@@ -57,7 +57,9 @@ class LoadBalancer:
     status: str = "new"
     ip: str = ""
     ipv6: str = ""
-    droplet_ids: list[int] = field(default_factory=list)
+    droplet_ids: dict[int, None] = field(default_factory=dict)
+    """The droplets behind it, in the order they were added (a dict: adding, removing and
+    forgetting a destroyed droplet cost the same with 5,000 of them as with one)."""
     tag: str = ""
 
     def render(self, droplet_ids: Iterable[int]) -> dict[str, Any]:

@@ -5,16 +5,25 @@ covers the operations the emulator serves, copied unchanged (see ``_trim_documen
 Requests are checked against a strict reading of it (an unknown field is a 422, as DigitalOcean
 answers one), responses as published: :mod:`polyccm_testing.emulation.openapi` does the work,
 answering with DigitalOcean's errors.
+
+A body's ``droplet_ids`` (5,000 ids for a load balancer in front of 5,000 droplets) is checked
+with its first id only when every id is a plain integer: wherever the document names
+``droplet_ids`` it is an array of integers with no other rule, so that check accepts exactly
+the bodies the whole one accepts, at the cost of one id instead of 5,000 (a load balancer
+create: 0.2 s of CPU before). A body it refuses is checked again whole, for the same error.
 """
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
 
 from polyccm_testing.emulation import openapi as emulation
 from polyccm_testing.emulation.openapi import Validators, describe
+from werkzeug.wrappers import Request
 
-from polyccm_digitalocean.emulator.errors import BadRequest, NotFound, Unprocessable
+from polyccm_digitalocean.emulator.errors import ApiError, BadRequest, NotFound, Unprocessable
 
 DOCUMENT = Path(__file__).with_name("openapi.json")
 #: Where DigitalOcean serves the API; the emulator serves the same paths at its own root.
@@ -31,4 +40,43 @@ document = CLOUD.document
 operations = CLOUD.operations
 validators = CLOUD.validators
 
-__all__ = ["DOCUMENT", "SERVER_URL", "Validators", "describe", "document", "operations"]
+#: Lists of droplet ids longer than this are checked by their first id (see above).
+CHECKED_DROPLET_IDS = 16
+
+
+def check_request(checker: Validators, request: Request) -> None:
+    """Raise the error DigitalOcean would answer for ``request``, as
+    :meth:`Validators.check_request`, with a long ``droplet_ids`` checked by its first id."""
+    lean = _lean(request)
+    if lean is not None:
+        try:
+            checker.check_request(lean)
+            return
+        except ApiError:
+            pass  # the same request whole, for the error it gets
+    checker.check_request(request)
+
+
+def _lean(request: Request) -> Request | None:
+    """``request`` with its ``droplet_ids`` cut to the first one, when the body is a JSON
+    object whose ``droplet_ids`` lists more than :data:`CHECKED_DROPLET_IDS` plain integers."""
+    data = request.get_data()
+    if b'"droplet_ids"' not in data:
+        return None
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return None
+    ids = body.get("droplet_ids") if isinstance(body, dict) else None
+    if not isinstance(ids, list) or len(ids) <= CHECKED_DROPLET_IDS:
+        return None
+    if any(type(i) is not int for i in ids):
+        return None
+    lean = json.dumps({**body, "droplet_ids": ids[:1]}).encode()
+    environ = {**request.environ, "wsgi.input": io.BytesIO(lean),
+               "CONTENT_LENGTH": str(len(lean))}  # fmt: skip
+    return Request(environ)
+
+
+__all__ = ["DOCUMENT", "SERVER_URL", "Validators", "check_request", "describe", "document",
+           "operations"]  # fmt: skip
