@@ -96,9 +96,11 @@ def test_a_new_load_balancer_is_asked_about_again_sooner_then_later_up_to_every_
     assert len(balancers(api)) == 1, "a retry made a second load balancer"
 
 
-def test_load_balancers_still_new_are_read_with_one_listing_and_deleted_by_their_id(
+def test_load_balancers_still_new_are_read_and_deleted_by_their_id(
     do: Mapping[str, str],
 ) -> None:
+    """As upstream: never a listing of every load balancer (25 MB with 500 of 5,000 droplets)
+    while one is ``new``."""
     api = DigitalOceanApi(do)
     backends = nodes(api)
     balancer = provider_for(do).load_balancer()
@@ -112,7 +114,7 @@ def test_load_balancers_still_new_are_read_with_one_listing_and_deleted_by_their
         for svc in services:
             with pytest.raises(RetryAfter):
                 balancer.ensure_load_balancer("k", svc, backends)
-        assert control(do).calls() == {"loadBalancers_list": 1}
+        assert control(do).calls() == {"loadBalancers_get": 3}
     finally:
         control(do).configure(lb_active_delay=0.0)
     ids = {b["name"]: b["id"] for b in balancers(api)}

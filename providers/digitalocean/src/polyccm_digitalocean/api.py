@@ -190,14 +190,18 @@ class DigitalOceanApi:
         raise self._error(operation, answer)
 
     def pages(self, operation: str, key: str, **params: Any) -> Iterator[Any]:
-        """Every item under ``key`` of every page of a list ``operation``, 200 a page."""
+        """Every item under ``key`` of every page of a list ``operation``, 200 a page (a page
+        is let go before the next is asked for: 200 load balancers of 5,000 droplets are 10 MB
+        of JSON)."""
         page = 1
         while True:
             body = self.call(operation, per_page=PAGE_SIZE, page=page, **params)
-            items = body.get(key) or []
+            items: list[Any] = body.get(key) or []
+            more = bool(items) and bool(((body.get("links") or {}).get("pages") or {}).get("next"))
+            del body
             yield from items
-            pages = (body.get("links") or {}).get("pages") or {}
-            if not pages.get("next") or not items:
+            del items
+            if not more:
                 return
             page += 1
 

@@ -12,10 +12,11 @@ cloud for an invalid spec), then creates, or updates with one PUT only when what
 reports differs from the request, so a second ensure writes nothing. While the load balancer is
 ``new`` (no IP yet) it raises ``RetryAfter``: the first time after 1 s, then after as long as it
 has been waiting, up to every 15 s (upstream's service controller retries after 5 s, doubling to
-5 minutes), and load balancers still waiting are read together, one ``load_balancers.list``
-for all those asked about within a second, instead of one ``get`` each. A Service with no id
+5 minutes), reading that one load balancer by its id (as upstream does: some 50 KB with 5,000
+droplets, where a listing of 500 such load balancers is 25 MB). A Service with no id
 yet is looked up by name in a listing shared by those asking within 5 s (a burst of new
-Services: one listing, not one each), with this process's creates and deletes applied to it.
+Services: one listing, not one each), with this process's creates and deletes applied to it,
+and the one found is then read by its id.
 Deleting one whose id is
 annotated is one ``DELETE`` (a 404 falls back to the lookup). A service annotated
 ``service.kubernetes.io/do-loadbalancer-disown: "true"`` has its load balancer neither changed
@@ -55,8 +56,6 @@ log = logging.getLogger(__name__)
 #: most (in between: as long as it has been waiting so far).
 FIRST_RETRY_DELAY = 1.0
 NEW_RETRY_DELAY = 15.0
-#: Seconds a listing of every load balancer answers for those still ``new``.
-WAITING_LISTING_AGE = 1.0
 #: Seconds a listing of every load balancer answers name lookups (a Service with no id yet): a
 #: burst of new Services shares one listing instead of one each (500 load balancers of 5,000
 #: droplets list as ~25 MB). Shorter than a leader's lease (15 s), so no listing kept here
@@ -102,56 +101,52 @@ def differences(desired: Mapping[str, Any], current: Balancer) -> list[str]:
     return changed
 
 
-class BalancerListing:
-    """The account's load balancers from one ``load_balancers.list``, shared by every caller
-    asking within the age it accepts (one caller lists while the others wait for it)."""
+class BalancerNames:
+    """The name of each of the account's load balancers, from one ``load_balancers.list``
+    shared by every caller asking within the age it accepts (one caller lists while the others
+    wait for it). Only names are kept: a load balancer found by name is then read by its id,
+    so a listing's droplet ids (5,000 a load balancer) do not outlive the page they came in."""
 
     def __init__(self, api: DigitalOceanApi, clock: Callable[[], float]) -> None:
         self.api = api
         self.clock = clock
         self._lock = threading.Lock()
         self._listed_at: float | None = None
-        self._listed: dict[str, Balancer] = {}
+        self._names: dict[str, str] = {}
 
-    def balancers(self, max_age: float) -> dict[str, Balancer]:
-        """Id -> load balancer, from a listing at most ``max_age`` seconds old (0: a new one)."""
+    def names(self, max_age: float) -> dict[str, str]:
+        """Id -> name, from a listing at most ``max_age`` seconds old (0: a new one)."""
         asked = self.clock()
         with self._lock:
             if self._listed_at is None or max_age <= 0 or self._listed_at < asked - max_age:
                 started = self.clock()
-                self._listed = {
-                    str(b["id"]): dict(b)
+                self._names = {
+                    str(b["id"]): str(b.get("name") or "")
                     for b in self.api.pages("load_balancers.list", "load_balancers")
                 }
                 self._listed_at = started
-            return self._listed
+            return self._names
 
     def put(self, balancer: Balancer) -> None:
         """``balancer`` as this process just made or changed it."""
         with self._lock:
             if self._listed_at is not None:
-                self._listed = {**self._listed, str(balancer["id"]): balancer}
+                self._names = {**self._names, str(balancer["id"]): str(balancer.get("name"))}
 
     def drop(self, lb_id: str) -> None:
         """``lb_id`` deleted by this process."""
         with self._lock:
-            if lb_id in self._listed:
-                self._listed = {k: v for k, v in self._listed.items() if k != lb_id}
+            if lb_id in self._names:
+                self._names = {k: v for k, v in self._names.items() if k != lb_id}
 
 
 class WaitingBalancers:
-    """Load balancers seen ``new``: since when each waits, and their state read for all at once
-    (one listing of their own, only ever the cloud's answer, shared by the callers within
-    :data:`WAITING_LISTING_AGE` of it)."""
+    """Load balancers seen ``new``: since when each waits, for the delay before the next look."""
 
-    def __init__(self, listing: BalancerListing, clock: Callable[[], float]) -> None:
-        self.listing = listing
+    def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
         self._since: dict[str, float] = {}
         self._lock = threading.Lock()
-
-    def __contains__(self, lb_id: str) -> bool:
-        return lb_id in self._since
 
     def retry_delay(self, lb_id: str) -> float:
         """Seconds until ``lb_id`` (not active yet) is asked about again: as long as it has
@@ -163,11 +158,6 @@ class WaitingBalancers:
     def done(self, lb_id: str) -> None:
         with self._lock:
             self._since.pop(lb_id, None)
-
-    def read(self, lb_id: str) -> Balancer | None:
-        """``lb_id`` as a listing at most :data:`WAITING_LISTING_AGE` old shows it (``None``
-        when it lists no such load balancer)."""
-        return self.listing.balancers(WAITING_LISTING_AGE).get(lb_id)
 
 
 class DigitalOceanLoadBalancer(LoadBalancer):
@@ -194,9 +184,9 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         """Service UID -> id of a load balancer created here (until its id is annotated)."""
         self._lock = threading.Lock()
         self._name_listing_age = name_listing_age
-        self._listing = BalancerListing(api, clock)
+        self._names = BalancerNames(api, clock)
         """For name lookups, with this process's creates and deletes applied."""
-        self._waiting = WaitingBalancers(BalancerListing(api, clock), clock)
+        self._waiting = WaitingBalancers(clock)
 
     # -- finding -----------------------------------------------------------------------------
 
@@ -204,28 +194,25 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         """The service's load balancer: by annotated id, by the id made here, then by name."""
         for lb_id in (service.annotations.get(LOAD_BALANCER_ID, "").strip(),
                       self._made.get(service.uid, "")):  # fmt: skip
-            if not lb_id:
-                continue
-            if lb_id in self._waiting:
-                waiting = self._waiting.read(lb_id)
-                if waiting is not None:
-                    return waiting
-            try:
-                balancer: Balancer = self.api.call("load_balancers.get", lb_id=lb_id)[
-                    "load_balancer"
-                ]
+            if lb_id and (balancer := self._get(lb_id)) is not None:
                 return balancer
-            except NotFound:  # deleted behind this process's back
-                self._waiting.done(lb_id)
-                self._listing.drop(lb_id)
-                continue
         names = {self.get_load_balancer_name("", service)}
         if spec is not None:
             names.add(spec.name)
-        for found in self._listing.balancers(self._name_listing_age).values():
-            if found.get("name") in names:
-                return dict(found)
+        for lb_id, name in self._names.names(self._name_listing_age).items():
+            if name in names and (balancer := self._get(lb_id)) is not None:
+                return balancer
         return None
+
+    def _get(self, lb_id: str) -> Balancer | None:
+        """``lb_id`` as DigitalOcean reports it now (``None`` once deleted)."""
+        try:
+            balancer: Balancer = self.api.call("load_balancers.get", lb_id=lb_id)["load_balancer"]
+        except NotFound:  # deleted behind this process's back
+            self._waiting.done(lb_id)
+            self._names.drop(lb_id)
+            return None
+        return balancer
 
     def _spec(self, service: Service, balancer: Balancer | None = None) -> LoadBalancerSpec:
         """The checked request for ``service``; with ``balancer`` (the one that exists), of its
@@ -263,7 +250,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         body = self._body(spec, nodes)
         if balancer is None:
             balancer = self.api.call("load_balancers.create", body=body)["load_balancer"]
-            self._listing.put(balancer)
+            self._names.put(balancer)
             with self._lock:
                 self._made[service.uid] = str(balancer["id"])
             log.info("service %s: created load balancer %s (%s)",
@@ -283,7 +270,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                 balancer = self.api.call("load_balancers.update", lb_id=balancer["id"], body=body)[
                     "load_balancer"
                 ]
-                self._listing.put(balancer)
+                self._names.put(balancer)
         lb_id = str(balancer["id"])
         if balancer.get("status") != "active" or not balancer.get("ip"):
             raise RetryAfter(
@@ -340,7 +327,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         except NotFound:
             return False
         finally:
-            self._listing.drop(lb_id)
+            self._names.drop(lb_id)
         return True
 
     # -- helpers ----------------------------------------------------------------------------
