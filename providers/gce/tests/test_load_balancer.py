@@ -136,6 +136,49 @@ def test_load_balancers_on_the_same_nodes_read_their_tags_once(
     ]
 
 
+def test_a_new_load_balancer_inserts_its_own_pieces_without_reading_them_first(
+    provider: Any, nodes: list[Any], api: ComputeApi, emulator: RunningEmulator
+) -> None:
+    lb = provider.load_balancer()
+    first, second = service_for("first"), service_for("second")
+    lb.ensure_load_balancer("c", first, nodes)  # the shared check and its firewall, once
+    emulator.control.reset_calls()
+
+    lb.ensure_load_balancer("c", second, nodes)
+
+    calls = emulator.control.calls()
+    assert "compute.targetPools.get" not in calls
+    assert calls["compute.firewalls.get"] == 1  # the shared check's firewall, not its own
+    # rule read before and after its insert, shared check read, 3 inserts and their waits
+    assert sum(calls.values()) == 10
+    emulator.control.reset_calls()
+
+    for service in (second, first):
+        lb.ensure_load_balancer_deleted("c", service)
+
+    assert "compute.httpHealthChecks.get" not in emulator.control.calls()
+    assert names(api, "global/httpHealthChecks") == set()
+    assert not any(n.startswith("k8s-") for n in names(api, "global/firewalls"))
+
+
+def test_pieces_left_without_their_forwarding_rule_are_corrected_not_doubled(
+    provider: Any, nodes: list[Any], api: ComputeApi
+) -> None:
+    service = service_for()
+    lb = provider.load_balancer()
+    name = lb.get_load_balancer_name("c", service)
+    lb.ensure_load_balancer("c", service, nodes[:1])
+    api.do("DELETE", f"regions/{REGION}/forwardingRules/{name}")  # as a failed attempt leaves it
+    service.raw["spec"]["loadBalancerSourceRanges"] = ["10.0.0.0/8"]
+
+    lb.ensure_load_balancer("c", service, nodes)
+
+    pool = api.get(f"regions/{REGION}/targetPools/{name}")
+    assert {url.rsplit("/", 1)[-1] for url in pool["instances"]} == {"lb-a", "lb-b", "lb-c"}
+    assert api.get(f"global/firewalls/k8s-fw-{name}")["sourceRanges"] == ["10.0.0.0/8"]
+    assert api.get(f"regions/{REGION}/forwardingRules/{name}")["target"].endswith(name)
+
+
 def test_load_balancer_ip_uses_the_reserved_address(
     provider: Any, nodes: list[Any], api: ComputeApi
 ) -> None:

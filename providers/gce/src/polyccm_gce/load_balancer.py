@@ -19,7 +19,9 @@ in the order ensure makes them:
 The firewalls come last because they name the rule's address (upstream reserves the address
 first instead); the service's status is written only once all are there. Descriptions are
 upstream's exact bytes (:mod:`polyccm_gce.descriptions`), read by what they say. Each piece is
-read first and written only when missing or different, so a second ensure writes nothing, and
+read first and written only when missing or different (but a new load balancer, one without
+its forwarding rule, inserts its own pool and firewalls at once, and reads one only when GCE
+answers 409 that it exists), so a second ensure writes nothing, and
 a load balancer cloud-provider-gcp made (the same names) is adopted, not doubled (its
 firewall's ports, consecutive ones merged into ranges as upstream writes them, count as the
 same ports); when the rule's address changes (a new ``loadBalancerIP``), the firewalls follow
@@ -181,10 +183,14 @@ class GceLoadBalancer(LoadBalancer):
             reason = implemented_elsewhere(service, rule_backend_service=existing.backend_service)
             if reason is not None:
                 raise ImplementedElsewhere(f"service {service.key}: {reason}")
+        # No rule yet: a new load balancer, whose own pool and firewalls are most likely
+        # absent too, so they are inserted straight away (an existing one answers 409 and is
+        # read and corrected then) instead of read first.
+        fresh = existing is None
         description = service_description(service.key)
         check, check_port, shared = self._health_check_of(service, name)
         self._ensure_health_check(check, check_port)
-        if self._ensure_pool(name, description, service, nodes, check):
+        if self._ensure_pool(name, description, service, nodes, check, fresh=fresh):
             existing = None  # made again, with its pool
         rule = self._ensure_rule(name, description, service, protocol, ports, rule=existing)
         address = rule.I_p_address  # empty only in a plan that would create the rule
@@ -200,6 +206,7 @@ class GceLoadBalancer(LoadBalancer):
             protocol="tcp",
             ports=[str(check_port)],
             nodes=nodes,
+            fresh=fresh and not shared,
         )
         self._ensure_firewall(
             firewall_name(name),
@@ -209,6 +216,7 @@ class GceLoadBalancer(LoadBalancer):
             protocol=protocol.lower(),
             ports=ports,
             nodes=nodes,
+            fresh=fresh,
         )
         return _status(rule)
 
@@ -275,30 +283,33 @@ class GceLoadBalancer(LoadBalancer):
         protocol: str,
         ports: list[str],
         nodes: Sequence[Node],
+        fresh: bool = False,
     ) -> None:
         """``destination``: the one address the firewall lets traffic to ("": any, and an
-        existing firewall's destination is left as it is)."""
-        current = self._get(self._firewalls.get, firewall=name)
-        tags = self.node_tags or (tuple(current.target_tags) if current is not None else ())
+        existing firewall's destination is left as it is). ``fresh``: most likely absent, so
+        inserted without a read first (read and corrected when GCE answers 409)."""
         wanted: dict[str, Any] = {
             "source_ranges": sorted(sources),
             "allowed": [(protocol, sorted(ports, key=port_key))],
         }
         allowed = [compute_v1.Allowed(I_p_protocol=protocol, ports=sorted(ports, key=port_key))]
+        current = None if fresh else self._get(self._firewalls.get, firewall=name)
         if current is None:
-            target_tags = list(tags) or self._target_tags(nodes)
             body = compute_v1.Firewall(
                 name=name,
                 description=description,
                 network=self.network_url,
                 source_ranges=sorted(sources),
                 allowed=allowed,
-                target_tags=target_tags,
+                target_tags=list(self.node_tags) or self._target_tags(nodes),
             )
             if destination:
                 body.destination_ranges = [destination]
-            self._insert(self._firewalls.insert_unary, firewall_resource=body)
-            return
+            if self._inserted(self._firewalls.insert_unary, firewall_resource=body):
+                return
+            current = self._get(self._firewalls.get, firewall=name)
+            if current is None:  # deleted again meanwhile
+                raise GceApiError("compute.firewalls.get", 404, "notFound", f"{name} vanished")
         have = {
             "source_ranges": sorted(current.source_ranges),
             "allowed": [(a.I_p_protocol, sorted(a.ports, key=port_key)) for a in current.allowed],
@@ -332,11 +343,21 @@ class GceLoadBalancer(LoadBalancer):
         return refs
 
     def _ensure_pool(
-        self, name: str, description: str, service: Service, nodes: Sequence[Node], check: str
+        self,
+        name: str,
+        description: str,
+        service: Service,
+        nodes: Sequence[Node],
+        check: str,
+        *,
+        fresh: bool = False,
     ) -> bool:
-        """Make or correct the pool; True when its forwarding rule was deleted on the way."""
+        """Make or correct the pool; True when its forwarding rule was deleted on the way.
+        ``fresh``: most likely absent, so made without a read first."""
         affinity = "CLIENT_IP" if service.session_affinity == "ClientIP" else "NONE"
         check_url = f"{self.api.base}{_checks_path(check)}"
+        if fresh and self._make_pool(name, description, affinity, nodes, check_url):
+            return False
         pool = self._pool(name)
         remade = False
         if pool is not None and (pool.session_affinity or "NONE") != affinity:
@@ -344,16 +365,7 @@ class GceLoadBalancer(LoadBalancer):
             self._delete_rule_and_pool(name)
             pool, remade = None, True
         if pool is None:
-            refs = list(self._refs(nodes).values())
-            body = compute_v1.TargetPool(
-                name=name,
-                description=description,
-                session_affinity=affinity,
-                instances=[self._instance_url(r) for r in refs[:POOL_CREATE_LIMIT]],
-                health_checks=[check_url],
-            )
-            self._insert(self._pools.insert_unary, region=self.region, target_pool_resource=body)
-            self._add_instances(name, refs[POOL_CREATE_LIMIT:])
+            self._make_pool(name, description, affinity, nodes, check_url)
             return remade
         self._sync_pool(pool, nodes)
         checks = [instance_ref_or_name(url) for url in pool.health_checks]
@@ -380,6 +392,26 @@ class GceLoadBalancer(LoadBalancer):
                 ),
             )
         return False
+
+    def _make_pool(
+        self, name: str, description: str, affinity: str, nodes: Sequence[Node], check_url: str
+    ) -> bool:
+        """Insert the pool with the first instances and add the rest; False when GCE answers
+        that it exists already (nothing added)."""
+        refs = list(self._refs(nodes).values())
+        body = compute_v1.TargetPool(
+            name=name,
+            description=description,
+            session_affinity=affinity,
+            instances=[self._instance_url(r) for r in refs[:POOL_CREATE_LIMIT]],
+            health_checks=[check_url],
+        )
+        if not self._inserted(
+            self._pools.insert_unary, region=self.region, target_pool_resource=body
+        ):
+            return False
+        self._add_instances(name, refs[POOL_CREATE_LIMIT:])
+        return True
 
     def _sync_pool(self, pool: compute_v1.TargetPool, nodes: Sequence[Node]) -> None:
         """Add and remove instances so the pool holds exactly the nodes' instances."""
@@ -464,11 +496,17 @@ class GceLoadBalancer(LoadBalancer):
         return made
 
     def _insert(self, rpc: Callable[..., compute_v1.Operation], **fields: Any) -> None:
+        self._inserted(rpc, **fields)
+
+    def _inserted(self, rpc: Callable[..., compute_v1.Operation], **fields: Any) -> bool:
+        """Insert; False when it exists already."""
         try:
             self.api.run(rpc, **fields)
         except GceApiError as error:
             if not error.already_exists:
                 raise
+            return False
+        return True
 
     # -- update ------------------------------------------------------------------------
 
@@ -546,10 +584,9 @@ class GceLoadBalancer(LoadBalancer):
     def _delete_shared_check_if_unused(self) -> None:
         """The shared nodes check and its firewall, once no target pool uses the check."""
         shared = nodes_health_check_name(self.cluster_id())
-        if self._check_get(shared) is None:
-            return
         try:
-            self._delete_check(shared)
+            if not self._delete_check(shared):
+                return  # gone already
         except GceApiError as error:
             if error.reason == "resourceInUseByAnotherResource":
                 return  # another service's pool still uses it
