@@ -1,5 +1,6 @@
 """Fixtures for the DigitalOcean provider tests: the emulator as a process, shared by the
-session, reset for each test, with this process's environment pointing pydo at it alone."""
+session, reset for each test, with this process's environment pointing the provider's client
+at it alone."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def provider_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mapp
 
 @pytest.fixture
 def do(provider_emulator: Mapping[str, str], monkeypatch: pytest.MonkeyPatch) -> Mapping[str, str]:
-    """A reset emulator; pydo trusts its CA (``REQUESTS_CA_BUNDLE``) and nothing else."""
+    """A reset emulator; the client trusts its CA (``REQUESTS_CA_BUNDLE``) and nothing else."""
     for name in ("DO_ACCESS_TOKEN_FILE", "REGION", "DO_API_RATE_LIMIT_QPS"):
         monkeypatch.delenv(name, raising=False)
     for name, value in provider_emulator.items():

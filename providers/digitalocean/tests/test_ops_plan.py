@@ -189,7 +189,7 @@ def test_what_ensure_would_change_is_listed_and_not_done(
     assert writes(do) == before
 
 
-# Every pydo operation the provider sends, and whether it only reads.
+# Every operation the provider sends, and whether it only reads.
 OPERATIONS = {
     "regions.list": True,
     "droplets.get": True,

@@ -1,7 +1,7 @@
 """``polyccm plan`` for DigitalOcean: the provider's own ensure, run with its writes written
 down instead of sent.
 
-:class:`RecordingApi` is a :class:`~polyccm_digitalocean.api.DigitalOceanApi` over the same pydo
+:class:`RecordingApi` is a :class:`~polyccm_digitalocean.api.DigitalOceanApi` over the same
 client and limiter whose reads (``load_balancers.get``/``list``, ``certificates.list``) go to
 DigitalOcean and whose every other call is recorded (:mod:`polyccm.ops.recording`) and answered
 with a stand-in. :class:`DigitalOceanLoadBalancerPlanner` runs

@@ -23,7 +23,8 @@ PROVIDER = "digitalocean"
 #: The bearer token the emulator launched by polyccm-dev accepts (and the only one): fake, and
 #: shaped like DigitalOcean's personal access tokens.
 EMULATOR_TOKEN = "dop_v1_polyccm0emulator0fake0token0000000000000000000000000000000000"
-#: The variable that gives pydo's transport (requests, through azure-core) the CA to trust.
+#: The variable naming the CA the provider's client (:class:`~polyccm_digitalocean.api.RestClient`)
+#: trusts, as requests-based clients (DigitalOcean's SDK among them) read it.
 CA_BUNDLE_VARIABLE = "REQUESTS_CA_BUNDLE"
 
 

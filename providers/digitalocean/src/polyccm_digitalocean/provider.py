@@ -2,8 +2,9 @@
 planning and leaked-load-balancer search of ``polyccm plan`` and ``polyccm orphans``.
 
 Built by the plugin when ``--provider digitalocean`` is chosen; importing this module imports
-pydo. The region comes from ``REGION`` or, without it, from the droplet metadata service (the
-droplet polyccm runs on), and is checked against the regions API at start-up, as upstream does.
+the provider's own JSON client (:mod:`polyccm_digitalocean.api`, over urllib3), no SDK. The
+region comes from ``REGION`` or, without it, from the droplet metadata service (the droplet
+polyccm runs on), and is checked against the regions API at start-up, as upstream does.
 The cluster id is ``DO_CLUSTER_ID`` when set.
 """
 

@@ -1,7 +1,7 @@
 """Call counting and fault injection, per API operation.
 
 Operations are named by their OpenAPI ``operationId`` (``droplets_list``,
-``loadBalancers_create``, ...): the names pydo's methods are generated from. A fault makes the
+``loadBalancers_create``, ...), as DigitalOcean's SDKs name their methods. A fault makes the
 next ``count`` calls of an operation (``*``: of any operation) wait ``latency`` seconds and,
 when ``status`` is set, fail with DigitalOcean's error body for that status (429 answers carry
 the rate-limit headers as a real throttle does). The model is

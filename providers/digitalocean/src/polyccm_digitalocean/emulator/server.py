@@ -1,10 +1,11 @@
 """Serving the emulator: https for the API, plain http for the control endpoints, one port.
 
-pydo (through azure-core) refuses to send a bearer token over plain http, so the API is served
-over TLS with a certificate the client trusts (the local control plane's CA, handed to clients
-in ``REQUESTS_CA_BUNDLE``); nothing on the client side is weakened. Each connection's first
-byte tells a TLS handshake (0x16) from plain http, so health checks and the control client may
-still speak http on the same loopback port. Only loopback addresses are served.
+The provider's client sends its bearer token only over https (as DigitalOcean's SDK, pydo,
+does), so the API is served over TLS with a certificate the client trusts (the local control
+plane's CA, handed to clients in ``REQUESTS_CA_BUNDLE``); nothing on the client side is
+weakened. Each connection's first byte tells a TLS handshake (0x16) from plain http, so health
+checks and the control client may still speak http on the same loopback port. Only loopback
+addresses are served.
 """
 
 from __future__ import annotations
