@@ -13,7 +13,7 @@ from polyccm.kube.api import MERGE_PATCH, NODES, KubeApi
 from polyccm_packet.bgp import ANNOTATION_PREFIX, BgpController
 from polyccm_packet.demo import bgp_peers
 from polyccm_packet.testing import MetalApi, control, provider_controllers, provider_for
-from polyccm_testing.kubeobjects import make_node, wait_for
+from polyccm_testing.kubeobjects import events_for, make_node, wait_for
 
 PASSWORD = "BgpMd5Pass7"
 
@@ -75,4 +75,15 @@ def test_sessions_and_peers_are_made_once_and_a_pass_repairs_a_deleted_session(
         assert calls.calls() == {
             "findBgpConfigByProject": 1, "createBgpSession": 1, "getBgpNeighborData": 1,
         }  # fmt: skip
-        assert sessions(api, devices[2]["id"])
+        (remade,) = sessions(api, devices[2]["id"])
+        # a node whose session went away gets an Event naming the new one (a new node's first
+        # session is only logged: a burst's would crowd other Events out)
+        wait_for(
+            lambda: ("Normal", "BGPSessionCreated",
+                     f"BGP session {remade['id']} created for device {devices[2]['id']}")
+            in events_for(kube_api, "default", names[2]),
+            10, "the BGPSessionCreated event",
+        )  # fmt: skip
+        assert not any(
+            r == "BGPSessionCreated" for _, r, _ in events_for(kube_api, "default", names[0])
+        )

@@ -1,5 +1,6 @@
-"""The client-side limiter's two priorities: BGP's background calls take only spare tokens, so
-node and load-balancer calls arriving behind a BGP backlog never wait for it."""
+"""The client-side limiter's two priorities: BGP's background calls go only while node and
+load-balancer calls leave half the burst, and never take their tokens, so foreground calls
+arriving behind a BGP backlog never wait for it."""
 
 from __future__ import annotations
 
@@ -14,23 +15,20 @@ class Clock:
         return self.now
 
 
-def test_background_calls_leave_half_the_burst_to_foreground_calls() -> None:
+def test_background_calls_hold_back_while_foreground_calls_use_the_burst() -> None:
     clock = Clock()
     bucket = PriorityBucket(10.0, 20, clock=clock)
 
-    background = 0
-    while bucket.reserve_spare(10) == 0.0:
-        background += 1
-        assert background <= 20, "background calls took the whole burst"
-
-    assert background == 10
-    # a burst of ten foreground calls goes out at once, behind the background backlog
+    # an idle bucket lets background calls go, and they take none of its tokens
+    assert all(bucket.spare_wait(10) == 0.0 for _ in range(100))
     assert [bucket.reserve() for _ in range(10)] == [0.0] * 10
-    # the background waits until the bucket holds more than its reserve again: 1.1 s at 10/s
-    wait = bucket.reserve_spare(10)
-    assert 1.0 < wait < 1.2
-    clock.now += 0.5
-    assert bucket.reserve_spare(10) > 0
-    assert bucket.reserve() == 0.0  # meanwhile a foreground call still goes out at once
-    clock.now += 0.7
-    assert bucket.reserve_spare(10) == 0.0
+    # a foreground burst of ten left ten: the background waits until it holds more again
+    wait = bucket.spare_wait(10)
+    assert 0.0 < wait <= 0.01
+    assert [bucket.reserve() for _ in range(5)] == [0.0] * 5  # the foreground still goes at once
+    wait = bucket.spare_wait(10)
+    assert 0.49 < wait < 0.51
+    clock.now += 0.3
+    assert bucket.spare_wait(10) > 0
+    clock.now += 0.3
+    assert bucket.spare_wait(10) == 0.0

@@ -2,9 +2,9 @@
 
 Every request goes through :meth:`MetalClient.call`, which, in this order, waits for the
 client-side limiter (or raises :class:`RateLimited` when the wait would block a worker too
-long; :meth:`MetalClient.spare_call`, for background bookkeeping such as BGP sessions, waits
-instead until the limiter has tokens to spare, so a burst of node or load-balancer work is
-never queued behind it), passes :func:`polyccm.cloudcalls.record` (counted as
+long; :meth:`MetalClient.spare_call`, for background bookkeeping such as BGP sessions, keeps to
+a pace of its own and waits while node or load-balancer work is using the limiter, so such a
+burst is never queued behind it), passes :func:`polyccm.cloudcalls.record` (counted as
 ``packet``/``find_device_by_id``; refused once leadership is lost), sends exactly one request
 through ``metalv1`` (urllib3's own retries are off: they would resend a 429 out of the record's
 sight), and translates the answer:
@@ -38,8 +38,12 @@ PROVIDER = "packet"
 MAX_LIMITER_WAIT = 5.0
 #: Seconds a background call waits for spare tokens before it gives up (and is retried).
 MAX_SPARE_WAIT = 120.0
-#: At most this share of the rate goes to background calls, even when nothing else calls.
-BACKGROUND_SHARE = 0.5
+#: Background calls' own pace (requests a second) and burst. Metal publishes no request rate
+#: (it answers 429 with ``X-RateLimit-Reset``, which :class:`RateLimited` honours) and upstream's
+#: CCM sends the same BGP requests with no pacing at all; this cap bounds a burst's background
+#: work (2 requests per new node: 2,000 for 1,000 nodes take ~13 s) without starving anyone.
+BACKGROUND_QPS = 150.0
+BACKGROUND_BURST = 30
 #: Seconds for connecting and for reading an answer: well under the 15 s lease.
 TIMEOUT = (5.0, 10.0)
 #: Devices and reservations per page (Metal allows 1000; 100 keeps each answer small).
@@ -89,21 +93,21 @@ def make_client(config: MetalConfig) -> Any:
 
 
 class PriorityBucket(TokenBucket):
-    """The project's token bucket, with a second, lower priority: :meth:`reserve_spare` takes a
-    token only while more than a reserve of the burst is left, so background calls use what
-    the foreground leaves and a foreground burst always finds its tokens."""
+    """The foreground's token bucket, which background calls watch: they go only while
+    :meth:`spare_wait` says more than a reserve of the burst is left, so they hold back during
+    a foreground burst and never take its tokens."""
 
-    def reserve_spare(self, keep: float) -> float:
-        """Take a token when more than ``keep`` would remain (0.0); else take none and answer
-        the seconds until one may be there."""
+    def spare_wait(self, keep: float) -> float:
+        """0.0 when the bucket holds more than ``keep`` tokens (foreground work is not using
+        it up), else the seconds until it may; takes no token."""
         if self.rate <= 0:
             return 0.0
-        wait = self.reserve()
-        left = self._tokens  # after this reservation (another may have come since: no matter)
-        if wait <= 0 and left >= keep:
-            return 0.0
-        self.give_back()
-        return max(wait, (keep - left) / self.rate, 0.001)
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+            self._last = now
+            left = self._tokens
+        return 0.0 if left > keep else max((keep - left) / self.rate, 0.001)
 
 
 class MetalClient:
@@ -123,8 +127,8 @@ class MetalClient:
         self.config = config
         self._client = client
         self.limiter = limiter or PriorityBucket(config.qps, config.burst)
-        self.background = TokenBucket(config.qps * BACKGROUND_SHARE, config.burst)
-        """Background calls' own budget (a share of the rate), beside the spare tokens."""
+        self.background = TokenBucket(BACKGROUND_QPS, BACKGROUND_BURST)
+        """Background calls' own pace, beside the foreground's limiter."""
         self._clock = clock
         self._sleep = sleep
         self._apis: dict[str, Any] = {}
@@ -173,15 +177,15 @@ class MetalClient:
         return self._send(operation, *args, **params)
 
     def spare_call(self, operation: str, *args: Any, **params: Any) -> Any:
-        """:meth:`call` for background work: at most :data:`BACKGROUND_SHARE` of the rate, and
-        only when the limiter has a token to spare (more than half its burst left), waiting up to
-        :data:`MAX_SPARE_WAIT` seconds."""
+        """:meth:`call` for background work: at :data:`BACKGROUND_QPS` at most, and only while
+        the foreground's limiter has more than half its burst left (node and load-balancer
+        work is not using it up), waiting up to :data:`MAX_SPARE_WAIT` seconds for that."""
         limiter = self.limiter
         if not isinstance(limiter, PriorityBucket):
             return self.call(operation, *args, **params)
         waited = self.background.reserve()
         self._sleep(waited)
-        while (wait := limiter.reserve_spare(limiter.burst / 2)) > 0:
+        while (wait := limiter.spare_wait(limiter.burst / 2)) > 0:
             if waited >= MAX_SPARE_WAIT:
                 raise RateLimited(
                     f"Metal {operation.split('.')[1]}: no spare budget for background calls",

@@ -15,19 +15,39 @@ on each node what its speaker must peer with, from the device's BGP neighbours::
 
 Event-driven, and batched per project: a node is queued when it gets its device (its
 providerID) or when its peer annotations are missing or incomplete, never for a heartbeat of a
-peered node. A worker takes every queued node at once (up to :data:`BATCH`) and reads the
-project's BGP once for them, with ``findBgpConfigByProject``, which answers the project's ASN, its
-MD5 password and every BGP session with its device (Metal's documented way to read a project's
-BGP configuration and sessions). Only then, per node: a session is created for a device that has
-none, and the device's neighbours are read when its session is new or its annotations do not
-match the project (missing, another ASN, another password); the node is patched once, only when
-an annotation differs. A peered node whose device has its session costs no request.
+peered node. A worker takes every queued node at once (up to :data:`BATCH`; :data:`WORKERS`
+batches at a time), once no node has got its device for :data:`QUIET` seconds (:data:`STALL`
+while nodes still carry the uninitialised taint): a burst of node initialisations, which is
+what makes pods schedulable, goes first, and its nodes share a few batches. It reads the
+project's BGP once for them, with ``findBgpConfigByProject``, which answers the project's
+ASN, its MD5 password and every BGP session with its device (Metal's documented way to read a
+project's BGP configuration and sessions). Only then, per node: a
+session is created for a device that has none, and the device's neighbours are read when its
+session is new or its annotations do not match the project (missing, another ASN, another
+password); the node is patched once, only when an annotation differs. A peered node whose
+device has its session costs no request.
 
 A pass every :data:`RESYNC_PERIOD` queues every node, so a session deleted in Metal or a project
 whose ASN or password changed is repaired: one request per :data:`BATCH` nodes when nothing
 changed (upstream's CCM asks two per node every 60 s). A device whose session shows no
-neighbours yet is asked again after :data:`NO_NEIGHBORS_RETRY`. Events name the device and the
+neighbours yet is asked again after :data:`NO_NEIGHBORS_RETRY`. A session made again for a
+node that had peers (deleted in Metal) is a ``BGPSessionCreated`` Event on the node; a new
+node's first session only a log line (a burst's thousand Events would crowd the node and
+service controllers' out of the recorder's queue). Events and logs name the device and the
 session, never the password.
+
+What a new device needs, and at what pace. Its session is one ``createBgpSession`` (Metal has
+no batch form; upstream's CCM makes one per node too). Its annotations need its neighbours,
+one ``getBgpNeighborData``: no listing carries them (a device has no ``bgp_neighbors`` field,
+``findBgpConfigByProject`` lists sessions without them), and the published document does not
+promise values that could be derived instead (``peer_ips`` is "typically" Metal's gateway,
+``customer_as`` in a local deployment "an internal ASN"). So two requests per new node. Metal
+publishes no request rate for its API (it answers 429 with ``X-RateLimit-Reset``, which the
+client honours), and upstream's CCM sends these two requests for every node with no pacing at
+all, and again at every sync. They go at :data:`~polyccm_packet.api.BACKGROUND_QPS` (150 a
+second: a 1,000-node burst's 2,000 requests in about 13 s, a 5,000-node burst's in about 70 s),
+and only while node and load-balancer work leaves half the limiter's burst
+(:meth:`~polyccm_packet.api.MetalClient.spare_call`).
 """
 
 from __future__ import annotations
@@ -51,6 +71,7 @@ from polyccm.controllers import (
     run_periodically,
     run_workers,
 )
+from polyccm.objects import UNINITIALIZED_TAINT
 
 from polyccm_packet.api import MetalClient, NotFound
 from polyccm_packet.config import MetalConfig
@@ -63,9 +84,17 @@ ANNOTATION_PREFIX = "metal.equinix.com/bgp-peers-"
 #: Seconds between passes over every node (each costs one request per :data:`BATCH` nodes).
 RESYNC_PERIOD = 300.0
 #: Nodes whose project BGP one request reads.
-BATCH = 500
-#: Seconds a worker waits for more nodes to join a batch (nodes get their devices in bursts).
-BATCH_WINDOW = 0.2
+BATCH = 250
+#: Workers, each on its own batch: a burst's requests overlap (upstream's CCM has one).
+WORKERS = 4
+#: A batch starts once no node has got its device for this many seconds: a burst of node
+#: initialisations (their taints) goes first, and its nodes share a few batches...
+QUIET = 1.0
+#: ... for this many while nodes still wait for initialisation (a busy control plane pauses
+#: between them; a node that is never initialised holds nothing up for longer) ...
+STALL = 5.0
+#: ... and never more than this, however long the burst goes on.
+MAX_DEFER = 60.0
 #: Seconds before asking again about a device whose session lists no neighbours yet.
 NO_NEIGHBORS_RETRY = 30.0
 #: Modes in which the cluster announces Elastic IPs by BGP (``empty://`` announces nothing).
@@ -205,6 +234,11 @@ class BgpController(Controller):
         self._waiting: set[str] = set()
         """Nodes asked about again later (no neighbours yet): a heartbeat does not queue them."""
         self._lock = threading.Lock()
+        self._last_device = 0.0
+        """When (monotonic) a node last got its device."""
+        self._uninitialised: set[str] = set()
+        """Nodes with the cloud provider's taint: while there are, a burst is on until
+        :data:`STALL` after the last device, else until :data:`QUIET` after it."""
 
     @classmethod
     def for_term(cls, context: ControllerContext) -> BgpController | None:
@@ -218,7 +252,9 @@ class BgpController(Controller):
         return cls(context, ProjectBgp(api))
 
     def run(self, stop: threading.Event) -> None:
-        self.context.nodes.add_handler(on_add=self._on_add, on_update=self._on_update)
+        self.context.nodes.add_handler(
+            on_add=self._on_add, on_update=self._on_update, on_delete=self._on_delete
+        )
         threading.Thread(
             target=run_periodically,
             args=(self.name, "resync", self.enqueue_all, RESYNC_PERIOD, stop),
@@ -226,26 +262,43 @@ class BgpController(Controller):
             daemon=True,
         ).start()
         run_workers(
-            name=self.name, queue=self.queue, workers=2, stop=stop,
+            name=self.name, queue=self.queue, workers=WORKERS, stop=stop,
             process=self._process_batch,
         )  # fmt: skip
 
     def _on_add(self, raw: Mapping[str, Any]) -> None:
         """Every node with a device, once, when the cache first lists it."""
-        if device_id_from_provider_id(Node(raw).provider_id) is not None:
-            self.queue.add(Node(raw).name)
+        node = Node(raw)
+        self._note_taint(node)
+        if device_id_from_provider_id(node.provider_id) is not None:
+            self._last_device = time.monotonic()
+            self.queue.add(node.name)
 
-    def _on_update(self, _old: Mapping[str, Any], raw: Mapping[str, Any]) -> None:
+    def _on_update(self, old: Mapping[str, Any], raw: Mapping[str, Any]) -> None:
         """A node with a device whose peer annotations are incomplete (it just got its device,
         or someone removed them), unless it is already due for a retry."""
         node = Node(raw)
+        self._note_taint(node)
         if device_id_from_provider_id(node.provider_id) is None:
             return
+        if device_id_from_provider_id(Node(old).provider_id) is None:
+            self._last_device = time.monotonic()
         with self._lock:
             if node.name in self._waiting:
                 return
         if not _looks_peered(node.annotations):
             self.queue.add(node.name)
+
+    def _on_delete(self, raw: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._uninitialised.discard(Node(raw).name)
+
+    def _note_taint(self, node: Node) -> None:
+        with self._lock:
+            if node.has_taint(UNINITIALIZED_TAINT):
+                self._uninitialised.add(node.name)
+            else:
+                self._uninitialised.discard(node.name)
 
     def enqueue_all(self) -> None:
         for node in self.context.nodes.list():
@@ -259,7 +312,7 @@ class BgpController(Controller):
             return not queue.shutting_down
         try:
             if len(names) < BATCH:
-                time.sleep(BATCH_WINDOW)
+                self._wait_for_quiet(queue)
                 if len(queue) and not queue.shutting_down:
                     names += queue.get_batch(BATCH - len(names), timeout=0)
             self._sync_batch(names)
@@ -267,6 +320,20 @@ class BgpController(Controller):
             for name in names:
                 queue.done(name)
         return True
+
+    def _wait_for_quiet(self, queue: RateLimitingQueue) -> None:
+        """Until no node has got its device for :data:`QUIET` seconds (:data:`STALL` while
+        nodes still wait for theirs; at most :data:`MAX_DEFER` in all): the nodes of a burst
+        join the batch, and node initialisation keeps the API and the CPU meanwhile."""
+        deadline = time.monotonic() + MAX_DEFER
+        while not queue.shutting_down:
+            now = time.monotonic()
+            with self._lock:
+                quiet = STALL if self._uninitialised else QUIET
+            wait = min(self._last_device + quiet, deadline) - now
+            if wait <= 0:
+                return
+            time.sleep(min(wait, QUIET))
 
     def _sync_batch(self, names: list[str]) -> None:
         nodes = [Node(raw) for raw in map(self.context.nodes.get, names) if raw is not None]
@@ -323,10 +390,11 @@ class BgpController(Controller):
             return
         if device_id not in project.sessions:
             session = self.bgp.create_session(device_id)
-            self.context.recorder.event(
-                node.raw, "Normal", "BGPSessionCreated",
-                f"BGP session {session} created for device {device_id}",
-            )  # fmt: skip
+            message = f"BGP session {session} created for device {device_id}"
+            if current:  # it had peers: its session went away in Metal, worth an Event
+                self.context.recorder.event(node.raw, "Normal", "BGPSessionCreated", message)
+            else:  # a new node's (a burst would crowd the node and service Events out)
+                log.info("%s: %s: %s", self.name, node.name, message)
         wanted = peer_annotations(self.bgp.neighbors(device_id))
         if not wanted:
             raise RetryAfter(f"device {device_id} has no BGP neighbours yet", NO_NEIGHBORS_RETRY)

@@ -29,9 +29,9 @@ DEFAULT_LOCAL_ASN = 65000
 #: Metal's side of every BGP session (the ASN of its routers).
 DEFAULT_PEER_ASN = 65530
 #: Requests per second and burst of the client-side limiter: Metal documents no hard budget
-#: (upstream's CCM sets none); this keeps a large cluster's bursts (a BGP session and a
-#: neighbour read per new node) from starving other API users of the project. Background calls
-#: (BGP) use only what node and load-balancer work leaves (:meth:`MetalClient.spare_call`).
+#: (upstream's CCM sets none); this keeps a large cluster's node and load-balancer bursts from
+#: starving other API users of the project. Background calls (BGP) have a pace of their own and
+#: hold back while this one is in use (:meth:`MetalClient.spare_call`).
 DEFAULT_QPS = 20.0
 DEFAULT_BURST = 40
 
