@@ -667,6 +667,43 @@ def parse_long_lists_by_binary_search() -> None:
     QueryParser._gonna_recurse = gonna_recurse  # type: ignore[method-assign]
 
 
+def read_a_resources_tags_directly() -> None:
+    """Read one EC2 resource's tags from moto's dict of tags by its id, instead of through
+    DescribeTags' filter, which matches the id's pattern against every tag of the region.
+
+    moto renders each instance and security group with its tags, and the ``tag:``/``tag-key``
+    filters read them for every candidate, so each such read cost O(all tags): at 5,000 tagged
+    instances a DescribeInstances of 100 ids took ~0.9 s and a tag-filtered DescribeSecurityGroups
+    seconds. An id is matched exactly by that filter (an fnmatch pattern anchored at both ends)
+    unless it holds a wildcard; such an id goes to moto. The answer is the filter's: the id's tags
+    in their dict order, each with moto's resource type."""
+    from moto.ec2.models.core import TaggedEC2Resource
+    from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix
+
+    original = TaggedEC2Resource.get_tags
+    if getattr(original, "polyccm_direct", False):
+        return
+
+    @functools.wraps(original)
+    def get_tags(self: Any) -> list[dict[str, str]]:
+        resource_id = self.id
+        if not isinstance(resource_id, str) or any(c in resource_id for c in "*?[]\\"):
+            return list(original(self))
+        if not resource_id:
+            return []
+        tags = self.ec2_backend.tags.get(resource_id)
+        if not tags:
+            return []
+        kind = EC2_PREFIX_TO_RESOURCE.get(get_prefix(resource_id), "")
+        return [
+            {"resource_id": resource_id, "key": key, "value": value, "resource_type": kind}
+            for key, value in list(tags.items())
+        ]
+
+    get_tags.polyccm_direct = True  # type: ignore[attr-defined]
+    TaggedEC2Resource.get_tags = get_tags  # type: ignore[method-assign]
+
+
 def build_app() -> FaultInjector:
     """moto's multi-service WSGI app wrapped in the fault injector, with the emulated instance
     metadata service and AWS's default health check on new classic ELBs."""
@@ -677,6 +714,7 @@ def build_app() -> FaultInjector:
     index_instances_by_id()
     parse_long_lists_by_binary_search()
     find_an_image_by_id_directly()
+    read_a_resources_tags_directly()
     quota = os.environ.get(RULES_QUOTA_VARIABLE)
     if quota:
         apply_rules_quota(int(quota))
