@@ -393,3 +393,20 @@ def test_a_service_upstream_served_is_not_left_terminating(
 
     wait_for(lambda: gone(kube_api, namespace, "web"), 10, "the service deleted")
     assert name not in names(api, f"regions/{REGION}/forwardingRules")
+
+
+@pytest.mark.parametrize(
+    "request_class",
+    [
+        load_balancer.compute_v1.TargetPoolsAddInstanceRequest,
+        load_balancer.compute_v1.TargetPoolsRemoveInstanceRequest,
+    ],
+)
+def test_an_instance_request_built_on_its_message_is_the_sdks_own(request_class: Any) -> None:
+    urls = [f"zones/us-central1-a/instances/node-{i}" for i in range(3)]
+    references = [load_balancer.compute_v1.InstanceReference(instance=url) for url in urls]
+
+    built = load_balancer._naming_instances(request_class, urls)
+
+    assert built == request_class(instances=references)
+    assert [reference.instance for reference in built.instances] == urls

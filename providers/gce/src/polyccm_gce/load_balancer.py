@@ -75,6 +75,10 @@ from polyccm_gce.service_spec import (
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: (Named as strings: google-cloud-compute is loaded in the background, not at this import.)
+R = TypeVar(
+    "R", "compute_v1.TargetPoolsAddInstanceRequest", "compute_v1.TargetPoolsRemoveInstanceRequest"
+)
 
 #: Where Google's load-balancer health checks come from.
 PROBER_RANGES = ("35.191.0.0/16", "130.211.0.0/22", "209.85.152.0/22", "209.85.204.0/22")
@@ -430,8 +434,8 @@ class GceLoadBalancer(LoadBalancer):
                 self._pools.remove_instance_unary,
                 region=self.region,
                 target_pool=name,
-                target_pools_remove_instance_request_resource=(
-                    compute_v1.TargetPoolsRemoveInstanceRequest(instances=_instance_refs(chunk))
+                target_pools_remove_instance_request_resource=_naming_instances(
+                    compute_v1.TargetPoolsRemoveInstanceRequest, chunk
                 ),
             )
 
@@ -443,8 +447,8 @@ class GceLoadBalancer(LoadBalancer):
                 self._pools.add_instance_unary,
                 region=self.region,
                 target_pool=name,
-                target_pools_add_instance_request_resource=(
-                    compute_v1.TargetPoolsAddInstanceRequest(instances=_instance_refs(urls))
+                target_pools_add_instance_request_resource=_naming_instances(
+                    compute_v1.TargetPoolsAddInstanceRequest, urls
                 ),
             )
 
@@ -614,8 +618,15 @@ def _check_refs(urls: Sequence[str]) -> list[compute_v1.HealthCheckReference]:
     return [compute_v1.HealthCheckReference(health_check=url) for url in urls]
 
 
-def _instance_refs(urls: Sequence[str]) -> list[compute_v1.InstanceReference]:
-    return [compute_v1.InstanceReference(instance=url) for url in urls]
+def _naming_instances(request_class: type[R], urls: Sequence[str]) -> R:
+    """An add or remove instance request naming ``urls``, the references added to its
+    protobuf message directly: the same request, where proto-plus would wrap each reference at
+    ~20 µs (100 ms of CPU for a pool of 5,000 nodes)."""
+    request = request_class()
+    message = request_class.pb(request)
+    for url in urls:
+        message.instances.add(instance=url)
+    return request
 
 
 def instance_ref_or_name(url: str) -> str:
