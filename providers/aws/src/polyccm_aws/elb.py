@@ -338,7 +338,8 @@ class ClassicElb(BalancerKind):
         (rules in groups not tagged for the cluster are left alone unless ``deleting``)."""
         if self._config.disable_security_group_ingress:
             return
-        cluster = self._groups.cluster_group_ids()
+        groups = self._groups.cluster_groups()
+        cluster = frozenset(groups)
         wanted = {
             node_group
             for instance in instances.values()
@@ -346,7 +347,14 @@ class ClassicElb(BalancerKind):
         }
         wanted.discard(self._config.elb_security_group)
         rule = group_rule(load_balancer_group)
-        for group in self._groups.referencing(load_balancer_group):
+        # Rules in groups outside the cluster are only removed when deleting: otherwise the
+        # cluster's groups (one shared read per burst of ensures) tell all there is to change.
+        referencing = (
+            self._groups.referencing(load_balancer_group)
+            if deleting or not wanted <= cluster
+            else self._groups.referencing_among(groups, load_balancer_group)
+        )
+        for group in referencing:
             group_id = str(group["GroupId"])
             if group_id in wanted:
                 wanted.discard(group_id)

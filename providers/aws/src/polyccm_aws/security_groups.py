@@ -8,6 +8,7 @@ that tag. Node groups get one rule per load balancer, and lose it when the load 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from polyccm.errors import CloudError
 
 from polyccm_aws.api import AwsApi, AwsApiError, error_code
+from polyccm_aws.coalesce import Coalescer
 from polyccm_aws.instance_store import Instance
 from polyccm_aws.sg_rules import Rule, permissions, ungroup
 from polyccm_aws.tagging import ClusterTagging, tag_list
@@ -48,6 +50,20 @@ def node_security_group(instance: Instance, cluster_groups: Iterable[str]) -> st
     return groups[0] if groups else None
 
 
+def _apply(
+    groups: dict[str, SecurityGroup], group_id: str, add: set[Rule], remove: set[Rule] | None
+) -> None:
+    """Apply a change to ``group_id`` in ``groups`` (``remove`` None: the group was deleted)."""
+    group = groups.get(group_id)
+    if group is None:
+        return
+    if remove is None:
+        del groups[group_id]
+        return
+    rules = (ungroup(group.get("IpPermissions") or ()) | add) - remove
+    groups[group_id] = {**group, "IpPermissions": permissions(rules)}
+
+
 class SecurityGroups:
     """EC2 security-group operations used by the load balancers."""
 
@@ -63,7 +79,14 @@ class SecurityGroups:
         self._tagging = tagging
         self._max_age = max_age
         self._clock = clock
-        self._cluster_ids: tuple[float, frozenset[str]] | None = None
+        self._lock = threading.Lock()
+        self._cluster: tuple[float, dict[str, SecurityGroup]] | None = None
+        """The cluster's groups as last read, with this process's rule changes since applied."""
+        self._during_read: list[tuple[str, set[Rule], set[Rule] | None]] | None = None
+        """Changes made while a read runs (it may or may not see them): applied to its answer."""
+        self._reads: Coalescer[str, dict[str, SecurityGroup]] = Coalescer(
+            lambda keys: dict.fromkeys(keys, self._read_cluster_groups()), window=0.0
+        )
 
     def describe(self, group_ids: Iterable[str]) -> list[SecurityGroup]:
         ids = sorted(set(group_ids))
@@ -82,26 +105,68 @@ class SecurityGroups:
         return list(answer.get("SecurityGroups", ()))
 
     def cluster_groups(self) -> dict[str, SecurityGroup]:
-        """Every group tagged for this cluster, by id."""
-        answer = self._api.call(
-            "ec2", "describe_security_groups", Filters=[self._tagging.tag_filter()]
-        )
+        """Every group tagged for this cluster, by id, as read within ``max_age`` seconds.
+
+        The node groups' rules grow with every load balancer (a read of them costs the cloud
+        more each time), so one read serves the ensures of a burst: concurrent callers share
+        it, and every rule this process authorizes or revokes, and every group it deletes, is
+        applied to it. Without ``max_age`` each call reads anew."""
+        if self._max_age <= 0:
+            return self._read_cluster_groups()
+        with self._lock:
+            known = self._cluster
+        if known is not None and self._clock() - known[0] < self._max_age:
+            return dict(known[1])
+        return dict(self._reads.get(["cluster"])["cluster"])
+
+    def _read_cluster_groups(self) -> dict[str, SecurityGroup]:
+        with self._lock:
+            self._during_read = []
+        try:
+            answer = self._api.call(
+                "ec2", "describe_security_groups", Filters=[self._tagging.tag_filter()]
+            )
+        finally:
+            with self._lock:
+                during, self._during_read = self._during_read or [], None
         groups = {
             str(g["GroupId"]): g
             for g in answer.get("SecurityGroups", ())
             if self._tagging.has_cluster_tag(g.get("Tags"))
         }
-        self._cluster_ids = (self._clock(), frozenset(groups))
+        for group_id, add, remove in during:
+            _apply(groups, group_id, add, remove)
+        with self._lock:
+            self._cluster = (self._clock(), groups)
         return groups
 
-    def cluster_group_ids(self) -> frozenset[str]:
-        """The ids of :meth:`cluster_groups`, as read within ``max_age`` seconds: a node
-        group's rules grow with every load balancer, and a caller that only needs to know
-        which groups are the cluster's need not download them again."""
-        known = self._cluster_ids
-        if known is not None and self._clock() - known[0] < self._max_age:
-            return known[1]
-        return frozenset(self.cluster_groups())
+    def _applied(self, group_id: str, *, add: set[Rule], remove: set[Rule] | None) -> None:
+        """Keep the shared read of the cluster's groups in step with a change made to one
+        (``remove`` None: it was deleted)."""
+        with self._lock:
+            if self._during_read is not None:
+                self._during_read.append((group_id, add, remove))
+            if self._cluster is not None and group_id in self._cluster[1]:
+                at, groups = self._cluster
+                groups = dict(groups)
+                _apply(groups, group_id, add, remove)
+                self._cluster = (at, groups)
+
+    def _forget(self, group_id: str) -> None:
+        """A deleted group leaves the shared read."""
+        self._applied(group_id, add=set(), remove=None)
+
+    @staticmethod
+    def referencing_among(
+        groups: Mapping[str, SecurityGroup], group_id: str
+    ) -> list[SecurityGroup]:
+        """Those of ``groups`` with an ingress rule whose source is ``group_id`` (what
+        :meth:`referencing` answers, within ``groups``)."""
+        return [
+            group
+            for group in groups.values()
+            if any(rule.group_id == group_id for rule in ungroup(group.get("IpPermissions") or ()))
+        ]
 
     def referencing(self, group_id: str) -> list[SecurityGroup]:
         """Groups with an ingress rule whose source is ``group_id``."""
@@ -183,6 +248,7 @@ class SecurityGroups:
             except AwsApiError as error:
                 if error_code(error) != "InvalidPermission.Duplicate":
                     raise
+            self._applied(group_id, add=add, remove=set())
         if remove:
             try:
                 self._api.call(
@@ -194,6 +260,7 @@ class SecurityGroups:
             except AwsApiError as error:
                 if error_code(error) != "InvalidPermission.NotFound":
                     raise
+            self._applied(group_id, add=set(), remove=remove)
         return bool(add or remove)
 
     def delete_owned(self, group_ids: Iterable[str]) -> None:
@@ -211,10 +278,13 @@ class SecurityGroups:
                 self._api.call("ec2", "delete_security_group", GroupId=group_id)
             except AwsApiError as error:
                 if error_code(error) == "InvalidGroup.NotFound":
+                    self._forget(group_id)
                     continue
                 if error_code(error) != "DependencyViolation":
                     raise
                 busy.append(group_id)
+                continue
+            self._forget(group_id)
         if busy:
             raise SecurityGroupInUse(
                 f"security groups {', '.join(busy)} are still in use (the load balancer's "
