@@ -225,12 +225,13 @@ def test_the_documents_own_request_examples_are_accepted(api: CheckedApi) -> Non
 
 def test_checking_every_request_keeps_the_emulator_fast(api: CheckedApi) -> None:
     """The document is parsed and the validators built once per process: a hundred checked
-    creates and pages of 200 take well under a few seconds."""
-    started = time.monotonic()
+    creates and pages of 200 take well under a few seconds of CPU (CPU, not wall time: the
+    emulator answers in this process, and other work on the machine does not count)."""
+    started = time.process_time()
     for _ in range(10):
         api.create_droplets(10)
         api.ok("GET", "/v2/droplets?per_page=200")
-    assert time.monotonic() - started < 10
+    assert time.process_time() - started < 10
 
 
 def _droplet_ids_schemas(node: Any) -> Iterator[dict[str, Any]]:

@@ -156,6 +156,33 @@ def test_a_burst_of_new_services_shares_one_listing_and_sees_its_own_creates_and
     assert len(balancers(api)) == 3
 
 
+def test_a_destroyed_droplet_whose_node_is_still_listed_keeps_no_new_node_out(
+    do: Mapping[str, str],
+) -> None:
+    """DigitalOcean takes a destroyed droplet out of its load balancers, and refuses (422) a
+    request naming it; its node stays listed until the node lifecycle controller deletes it,
+    and the nodes that replace it are added meanwhile."""
+    api = DigitalOceanApi(do)
+    old = nodes(api, 3)
+    svc = service()
+    balancer = provider_for(do).load_balancer()
+    svc = with_annotations(svc, balancer.ensure_load_balancer("k", svc, old).service_annotations)
+    api.delete_droplet(droplet_ids(old)[0])
+    new = nodes(api, 2)
+    control(do).reset_calls()
+
+    balancer.update_load_balancer("k", svc, old + new)
+    balancer.update_load_balancer("k", svc, old + new)  # nothing more to add
+
+    assert control(do).calls() == {"loadBalancers_get": 2, "loadBalancers_add_droplets": 1}
+    ((_, held),) = [(b["id"], b["droplet_ids"]) for b in balancers(api)]
+    assert sorted(held) == sorted(droplet_ids(old[1:] + new))
+    balancer.update_load_balancer("k", svc, old[1:] + new[:1])  # this process's removal
+    balancer.update_load_balancer("k", svc, old[1:] + new)  # is no drop: added back
+    ((_, held),) = [(b["id"], b["droplet_ids"]) for b in balancers(api)]
+    assert sorted(held) == sorted(droplet_ids(old[1:] + new))
+
+
 def test_a_disowned_load_balancer_is_neither_changed_nor_deleted(do: Mapping[str, str]) -> None:
     api = DigitalOceanApi(do)
     provider = provider_for(do)

@@ -17,7 +17,10 @@ droplets, where a listing of 500 such load balancers is 25 MB). A Service with n
 yet is looked up by name in a listing shared by those asking within 5 s (a burst of new
 Services: one listing, not one each), with this process's creates and deletes applied to it,
 and the one found is then read by its id.
-Deleting one whose id is
+A droplet DigitalOcean took out of a load balancer on its own (it does so when the droplet
+is destroyed) is not asked back for two minutes: its node may still be listed until the node
+lifecycle controller deletes it, and adding it would have the whole request refused (422), the
+new nodes' droplets with it. Deleting one whose id is
 annotated is one ``DELETE`` (a 404 falls back to the lookup). A service annotated
 ``service.kubernetes.io/do-loadbalancer-disown: "true"`` has its load balancer neither changed
 nor deleted.
@@ -33,7 +36,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from polyccm.cloud import LoadBalancer, LoadBalancerIngress, LoadBalancerStatus
@@ -62,6 +65,8 @@ NEW_RETRY_DELAY = 15.0
 #: predates a load balancer another replica made before this one's term; what this process
 #: makes or deletes meanwhile is applied to the kept listing.
 NAME_LISTING_AGE = 5.0
+#: Seconds a droplet DigitalOcean dropped from a load balancer is not added back.
+DROPPED_FOR = 120.0
 
 Balancer = Mapping[str, Any]
 
@@ -140,6 +145,57 @@ class BalancerNames:
                 self._names = {k: v for k, v in self._names.items() if k != lb_id}
 
 
+class DroppedDroplets:
+    """The droplets each load balancer held when last seen here, and those DigitalOcean has
+    dropped since on its own (as it does when a droplet is destroyed), kept out of requests for
+    :data:`DROPPED_FOR` seconds. Load balancers holding the same droplets share one set."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self._held: dict[str, frozenset[int]] = {}
+        self._last: frozenset[int] = frozenset()
+        self._dropped: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def seen(self, balancer: Balancer) -> None:
+        """``balancer`` as DigitalOcean reports it: what it held and holds no longer was not
+        taken out by this process."""
+        held, now = frozenset(balancer.get("droplet_ids") or ()), self.clock()
+        with self._lock:
+            for droplet_id in self._held.get(str(balancer["id"]), held) - held:
+                self._dropped[droplet_id] = now
+            self._keep(str(balancer["id"]), held)
+
+    def wrote(self, balancer: Balancer) -> None:
+        """``balancer`` as this process just made or replaced it."""
+        with self._lock:
+            self._keep(str(balancer["id"]), frozenset(balancer.get("droplet_ids") or ()))
+
+    def changed(self, lb_id: str, added: Iterable[int] = (), removed: Iterable[int] = ()) -> None:
+        """This process added or removed droplets of ``lb_id``."""
+        with self._lock:
+            held = self._held.get(lb_id, frozenset())
+            self._keep(lb_id, (held | frozenset(added)) - frozenset(removed))
+
+    def forget(self, lb_id: str) -> None:
+        with self._lock:
+            self._held.pop(lb_id, None)
+
+    def wanted(self, droplet_ids: Iterable[int]) -> list[int]:
+        """``droplet_ids`` without those DigitalOcean dropped in the last :data:`DROPPED_FOR` s."""
+        since = self.clock() - DROPPED_FOR
+        with self._lock:
+            if self._dropped:
+                self._dropped = {i: at for i, at in self._dropped.items() if at > since}
+            dropped = set(self._dropped)
+        return [i for i in droplet_ids if i not in dropped]
+
+    def _keep(self, lb_id: str, held: frozenset[int]) -> None:
+        if held == self._last:
+            held = self._last
+        self._held[lb_id] = self._last = held
+
+
 class WaitingBalancers:
     """Load balancers seen ``new``: since when each waits, for the delay before the next look."""
 
@@ -187,6 +243,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         self._names = BalancerNames(api, clock)
         """For name lookups, with this process's creates and deletes applied."""
         self._waiting = WaitingBalancers(clock)
+        self._dropped = DroppedDroplets(clock)
 
     # -- finding -----------------------------------------------------------------------------
 
@@ -211,7 +268,9 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         except NotFound:  # deleted behind this process's back
             self._waiting.done(lb_id)
             self._names.drop(lb_id)
+            self._dropped.forget(lb_id)
             return None
+        self._dropped.seen(balancer)
         return balancer
 
     def _spec(self, service: Service, balancer: Balancer | None = None) -> LoadBalancerSpec:
@@ -251,15 +310,14 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         if balancer is None:
             balancer = self.api.call("load_balancers.create", body=body)["load_balancer"]
             self._names.put(balancer)
+            self._dropped.wrote(balancer)
             with self._lock:
                 self._made[service.uid] = str(balancer["id"])
             log.info("service %s: created load balancer %s (%s)",
                      service.key, balancer["id"], spec.name)  # fmt: skip
             if balancer.get("status") == "new":
                 # One look right away: a quick cloud (or an emulator) may be done already.
-                balancer = self.api.call("load_balancers.get", lb_id=balancer["id"])[
-                    "load_balancer"
-                ]
+                balancer = self._get(str(balancer["id"])) or balancer
         else:
             if "region" in body:
                 body["region"] = (balancer.get("region") or {}).get("slug", body["region"])
@@ -271,6 +329,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                     "load_balancer"
                 ]
                 self._names.put(balancer)
+                self._dropped.wrote(balancer)
         lb_id = str(balancer["id"])
         if balancer.get("status") != "active" or not balancer.get("ip"):
             raise RetryAfter(
@@ -290,13 +349,17 @@ class DigitalOceanLoadBalancer(LoadBalancer):
             return
         if balancer is None:
             raise CloudError(f"service {service.key}: no load balancer to update")
-        want, have = set(droplet_ids(nodes)), set(balancer.get("droplet_ids") or ())
+        lb_id = str(balancer["id"])
+        want = set(self._dropped.wanted(droplet_ids(nodes)))
+        have = set(balancer.get("droplet_ids") or ())
         if want - have:
-            self.api.call("load_balancers.add_droplets", lb_id=balancer["id"],
+            self.api.call("load_balancers.add_droplets", lb_id=lb_id,
                           body={"droplet_ids": sorted(want - have)})  # fmt: skip
+            self._dropped.changed(lb_id, added=want - have)
         if have - want:
-            self.api.call("load_balancers.remove_droplets", lb_id=balancer["id"],
+            self.api.call("load_balancers.remove_droplets", lb_id=lb_id,
                           body={"droplet_ids": sorted(have - want)})  # fmt: skip
+            self._dropped.changed(lb_id, removed=have - want)
 
     def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
         try:
@@ -322,6 +385,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
     def _delete(self, lb_id: str) -> bool:
         """Delete ``lb_id``; whether DigitalOcean had it (a 404 is "already gone")."""
         self._waiting.done(lb_id)
+        self._dropped.forget(lb_id)
         try:
             self.api.call("load_balancers.delete", lb_id=lb_id)
         except NotFound:
@@ -341,7 +405,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                 for rule in body["forwarding_rules"]
             ]
         body["region"] = self.region
-        body["droplet_ids"] = droplet_ids(nodes)
+        body["droplet_ids"] = self._dropped.wanted(droplet_ids(nodes))
         if self.vpc_id:
             body["vpc_uuid"] = self.vpc_id
         return body
