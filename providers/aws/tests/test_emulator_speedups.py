@@ -1,6 +1,7 @@
 """The emulator's speed-ups change how fast moto answers, never what it answers: on the same
-fleet (tagged instances in several reservations, security groups holding many rules), each
-read is answered identically with the emulator's shortcuts and with moto's own code.
+fleet (tagged instances in several reservations, security groups holding many rules, a classic
+ELB and an NLB with their instances), each read is answered identically with the emulator's
+shortcuts (tags read by id, the serializer's field names remembered) and with moto's own code.
 
 The emulator runs in this process here, so that moto's own code can be put back for a moment
 and the same request asked again."""
@@ -32,15 +33,19 @@ def _serving() -> Iterator[str]:
 
 @contextmanager
 def _moto_alone() -> Iterator[None]:
-    """moto's own tag lookup, for the duration."""
+    """moto's own tag lookup and serializer, for the duration."""
+    from moto.core.serialize import XFormedAttributePicker
     from moto.ec2.models.core import TaggedEC2Resource
 
-    patched = TaggedEC2Resource.get_tags
-    TaggedEC2Resource.get_tags = patched.__wrapped__  # type: ignore[attr-defined, method-assign]
+    patched = [(TaggedEC2Resource, "get_tags"), (XFormedAttributePicker, "get_possible_keys")]
+    shortcuts = [getattr(owner, name) for owner, name in patched]
+    for (owner, name), shortcut in zip(patched, shortcuts, strict=True):
+        setattr(owner, name, shortcut.__wrapped__)
     try:
         yield
     finally:
-        TaggedEC2Resource.get_tags = patched  # type: ignore[method-assign]
+        for (owner, name), shortcut in zip(patched, shortcuts, strict=True):
+            setattr(owner, name, shortcut)
 
 
 def _without_metadata(answer: dict[str, Any]) -> dict[str, Any]:
@@ -109,16 +114,46 @@ def _fleet(ec2: Any) -> tuple[list[str], list[str]]:
     ec2.create_tags(Resources=instances[:2], Tags=[{"Key": "extra", "Value": "x"}])
     ec2.delete_tags(Resources=[instances[3]], Tags=[{"Key": "Name"}])
     ec2.terminate_instances(InstanceIds=[instances[5]])
+    elb = boto3.client("elb", endpoint_url=ec2.meta.endpoint_url, region_name="us-east-1")
+    elb.create_load_balancer(
+        LoadBalancerName="web",
+        Listeners=[{"Protocol": "TCP", "LoadBalancerPort": 80, "InstancePort": 30080}],
+        Subnets=[subnet],
+        SecurityGroups=balancers[:1],
+        Tags=[cluster],
+    )
+    elb.register_instances_with_load_balancer(
+        LoadBalancerName="web", Instances=[{"InstanceId": i} for i in instances[:4]]
+    )
+    elbv2 = boto3.client("elbv2", endpoint_url=ec2.meta.endpoint_url, region_name="us-east-1")
+    arn = elbv2.create_load_balancer(Name="api", Type="network", Subnets=[subnet], Tags=[cluster])[
+        "LoadBalancers"
+    ][0]["LoadBalancerArn"]
+    group = elbv2.create_target_group(
+        Name="k8s-api", Protocol="TCP", Port=30081, VpcId=vpc, TargetType="instance"
+    )["TargetGroups"][0]["TargetGroupArn"]
+    elbv2.create_listener(
+        LoadBalancerArn=arn,
+        Protocol="TCP",
+        Port=80,
+        DefaultActions=[{"Type": "forward", "TargetGroupArn": group}],
+    )
+    elbv2.register_targets(TargetGroupArn=group, Targets=[{"Id": i} for i in instances[6:]])
     return instances, balancers
 
 
 def test_reads_of_tagged_resources_answer_as_moto_alone_does(aws: EmulatorControl) -> None:
-    """Instances and security groups, read by id and by tag, answer byte for byte (parsed) as
-    moto's own tag lookup, which scans every tag of the region for each resource, answers."""
+    """Instances, security groups and load balancers, read by id and by tag, answer (parsed) as
+    moto's own code answers: its tag lookup scans every tag of the region for each resource,
+    its serializer asks its alias providers for every field of every object."""
     del aws  # for its fake credentials and isolated boto3; the emulator here serves the reads
     with _serving() as url:
         ec2 = boto3.client("ec2", endpoint_url=url, region_name="us-east-1")
+        elb = boto3.client("elb", endpoint_url=url, region_name="us-east-1")
+        elbv2 = boto3.client("elbv2", endpoint_url=url, region_name="us-east-1")
         instances, balancers = _fleet(ec2)
+        (nlb,) = elbv2.describe_load_balancers()["LoadBalancers"]
+        (group,) = elbv2.describe_target_groups()["TargetGroups"]
         reads: list[Callable[[], dict[str, Any]]] = [
             lambda: ec2.describe_instances(InstanceIds=instances),
             lambda: ec2.describe_instances(InstanceIds=instances[2:6]),
@@ -136,6 +171,18 @@ def test_reads_of_tagged_resources_answer_as_moto_alone_does(aws: EmulatorContro
             lambda: ec2.describe_tags(Filters=[{"Name": "resource-id", "Values": instances[:3]}]),
             ec2.describe_vpcs,
             lambda: ec2.describe_subnets(Filters=[{"Name": "tag-key", "Values": ["n", "extra"]}]),
+            elb.describe_load_balancers,
+            lambda: elb.describe_instance_health(LoadBalancerName="web"),
+            lambda: elb.describe_load_balancer_attributes(LoadBalancerName="web"),
+            lambda: elb.describe_tags(LoadBalancerNames=["web"]),
+            elbv2.describe_load_balancers,
+            elbv2.describe_target_groups,
+            lambda: elbv2.describe_listeners(LoadBalancerArn=nlb["LoadBalancerArn"]),
+            lambda: elbv2.describe_target_health(TargetGroupArn=group["TargetGroupArn"]),
+            lambda: elbv2.describe_load_balancer_attributes(LoadBalancerArn=nlb["LoadBalancerArn"]),
+            lambda: elbv2.describe_tags(ResourceArns=[nlb["LoadBalancerArn"]]),
+            ec2.describe_route_tables,
+            ec2.describe_availability_zones,
         ]  # fmt: skip
         fast = [_without_metadata(read()) for read in reads]
         with _moto_alone():

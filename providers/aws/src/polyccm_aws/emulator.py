@@ -704,6 +704,52 @@ def read_a_resources_tags_directly() -> None:
     TaggedEC2Resource.get_tags = get_tags  # type: ignore[method-assign]
 
 
+def remember_where_answers_find_their_fields() -> None:
+    """Work out once, not for every field of every object rendered, which attribute names
+    moto's serializer tries for a field of an answer.
+
+    moto renders an answer by asking, for each field of each object (5,000 instances of
+    ~70 fields each), a chain of alias providers which names to try, and most of its CPU for a
+    large DescribeInstances or DescribeSecurityGroups goes there. Those names depend only on
+    the service, the object's class (and its ``Meta`` aliases), the field's shape and its
+    parent's, and the field's key, which key a dict here; the values are then read from the
+    object as moto reads them. An object with ``Meta`` aliases of its own (not its class's) is
+    left to moto."""
+    from moto.core.serialize import XFormedAttributePicker
+
+    original = XFormedAttributePicker.get_possible_keys
+    if getattr(original, "polyccm_remembered", False):
+        return
+    known: dict[tuple[Any, ...], tuple[str, ...]] = {}
+
+    @functools.wraps(original)
+    def get_possible_keys(self: Any, context: Any) -> Iterable[str]:
+        obj, shape = context.obj, context.shape
+        meta = getattr(obj, "Meta", None)
+        if shape is None or (meta is not None and meta is not getattr(type(obj), "Meta", None)):
+            return original(self, context)
+        parent = getattr(shape, "parent", None)
+        service = context.service_model
+        key = (
+            tuple(self.alias_providers),
+            service.service_name if service is not None else None,
+            type(obj),
+            meta,
+            shape.name,
+            shape.type_name,
+            shape.serialization.get("name"),
+            None if parent is None else (parent.name, parent.type_name),
+            context.key,
+        )
+        names = known.get(key)
+        if names is None:
+            names = known[key] = tuple(original(self, context))
+        return names
+
+    get_possible_keys.polyccm_remembered = True  # type: ignore[attr-defined]
+    XFormedAttributePicker.get_possible_keys = get_possible_keys  # type: ignore[assignment, method-assign]
+
+
 def build_app() -> FaultInjector:
     """moto's multi-service WSGI app wrapped in the fault injector, with the emulated instance
     metadata service and AWS's default health check on new classic ELBs."""
@@ -715,6 +761,7 @@ def build_app() -> FaultInjector:
     parse_long_lists_by_binary_search()
     find_an_image_by_id_directly()
     read_a_resources_tags_directly()
+    remember_where_answers_find_their_fields()
     quota = os.environ.get(RULES_QUOTA_VARIABLE)
     if quota:
         apply_rules_quota(int(quota))
