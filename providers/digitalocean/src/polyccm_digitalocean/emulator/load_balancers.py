@@ -79,12 +79,14 @@ class LoadBalancer:
         return body
 
 
+#: The fields the model keeps apart from the spec (5,000 droplet ids are not copied into it).
+PLACEMENT = frozenset({"region", "droplet_ids", "tag"})
+
+
 def normalized(body: Mapping[str, Any], *, project_id: str, vpc_uuid: str) -> dict[str, Any]:
     """The stored spec of a create/update body: every field with its value or default, without
     the placement fields (``region``, ``droplet_ids``, ``tag``) the model keeps apart."""
-    spec = {key: copy.deepcopy(value) for key, value in body.items()}
-    for key in ("region", "droplet_ids", "tag"):
-        spec.pop(key, None)
+    spec = {key: copy.deepcopy(value) for key, value in body.items() if key not in PLACEMENT}
     for key, value in DEFAULTS.items():
         spec.setdefault(key, value)
     spec.setdefault("name", "")
