@@ -28,7 +28,8 @@ same ports); when the rule's address changes (a new ``loadBalancerIP``), the fir
 it. The shared check's firewall gets no destination: upstream gives it the address of whichever
 load balancer made it first, and compares it with nothing. Validation
 (:mod:`polyccm_gce.service_spec`) comes before any call.
-Delete removes them in reverse order; the shared health check and its firewall go when the last
+Delete removes them as upstream does: the service's firewall while the rule, the pool and the
+health checks go in turn; the shared health check and its firewall go when the last
 pool using them is gone. The internal load balancer (``networking.gke.io/load-balancer-type:
 Internal``: backend services and instance groups) is not built: such a service is refused with
 :class:`~polyccm.errors.InvalidServiceSpec`, which the service controller reports as a Warning.
@@ -46,6 +47,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from polyccm.cloud import LoadBalancer, LoadBalancerIngress, LoadBalancerStatus
@@ -421,11 +423,17 @@ class GceLoadBalancer(LoadBalancer):
         """Add and remove instances so the pool holds exactly the nodes' instances."""
         name = pool.name
         wanted = self._refs(nodes)
+        # The pool's URLs are mostly ours, written as we write them: looked up, not parsed.
+        ours = {self._instance_url(ref): key for key, ref in wanted.items()}
         have: dict[tuple[str, str], str] = {}
         for url in pool.instances:
-            ref = instance_ref(url)
-            if ref is not None:
-                have[(ref.zone, ref.name)] = url
+            key = ours.get(url)
+            if key is None:
+                ref = instance_ref(url)
+                if ref is None:
+                    continue
+                key = (ref.zone, ref.name)
+            have[key] = url
         self._add_instances(name, [ref for key, ref in wanted.items() if key not in have])
         gone = [url for key, url in have.items() if key not in wanted]
         for start in range(0, len(gone), POOL_ADD_CHUNK):
@@ -544,8 +552,17 @@ class GceLoadBalancer(LoadBalancer):
     def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
         check_ours(service)
         name = self.get_load_balancer_name(cluster_name, service)
+        # As upstream: the firewall goes while the rule, the pool and the checks go in turn.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gce-fw") as aside:
+            firewall = aside.submit(
+                self._delete, self._firewalls.delete_unary, firewall=firewall_name(name)
+            )
+            self._delete_pool_and_checks(name)
+            firewall.result()
+        self._release_upstream_finalizer(service)
+
+    def _delete_pool_and_checks(self, name: str) -> None:
         self._delete_rule_and_pool(name)
-        self._delete(self._firewalls.delete_unary, firewall=firewall_name(name))
         # The service's own check (externalTrafficPolicy Local, now or before).
         self._delete_check(name)
         self._delete(
@@ -553,7 +570,6 @@ class GceLoadBalancer(LoadBalancer):
             firewall=health_check_firewall_name("", name, shared=False),
         )
         self._delete_shared_check_if_unused()
-        self._release_upstream_finalizer(service)
 
     def _release_upstream_finalizer(self, service: Service) -> None:
         """Remove upstream's ``gke.networking.io/l4-netlb-v1`` from the Service (the same UID),
