@@ -402,24 +402,25 @@ class ClassicElb(BalancerKind):
         are the user's and stay. A group still in use raises SecurityGroupInUse after the ELB
         itself is gone; the next call finds the group by name and finishes the job."""
         description = self.describe(name)
+        named = self._groups.find_by_name(elb_security_group_name(name))
         if description is None:
-            leftovers = [
-                str(g["GroupId"]) for g in self._groups.find_by_name(elb_security_group_name(name))
-            ]
-            self._groups.delete_owned(leftovers)
+            self._groups.delete_owned([str(g["GroupId"]) for g in named], described=named)
             return False
         keep = {*annotated, *extra, self._config.elb_security_group}
         groups = [str(g) for g in description.get("SecurityGroups") or () if g not in keep]
         # The group this ELB once had may linger detached (annotations replaced it).
         groups += [
             str(g["GroupId"])
-            for g in self._groups.find_by_name(elb_security_group_name(name))
+            for g in named
             if g["GroupId"] not in groups and g["GroupId"] not in keep
         ]
         primary = self.primary_group(description, annotated, extra)
+        unreferenced: set[str] = set()
         if primary and not self._config.disable_security_group_ingress:
             self.sync_node_rules(primary, {}, deleting=primary in groups)
+            if primary in groups:
+                unreferenced.add(primary)  # every rule admitting it, wherever, is gone
         log.info("deleting classic ELB %s of %s", name, service.key)
         self._api.call("elb", "delete_load_balancer", LoadBalancerName=name)
-        self._groups.delete_owned(groups)
+        self._groups.delete_owned(groups, described=named, unreferenced=unreferenced)
         return True

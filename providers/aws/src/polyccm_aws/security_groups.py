@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from polyccm.errors import CloudError
@@ -263,17 +263,29 @@ class SecurityGroups:
             self._applied(group_id, add=set(), remove=remove)
         return bool(add or remove)
 
-    def delete_owned(self, group_ids: Iterable[str]) -> None:
+    def delete_owned(
+        self,
+        group_ids: Iterable[str],
+        *,
+        described: Iterable[SecurityGroup] = (),
+        unreferenced: Collection[str] = (),
+    ) -> None:
         """Delete the groups among ``group_ids`` tagged ``owned`` by this cluster, after removing
         every rule elsewhere that references them. Raise SecurityGroupInUse while AWS still
-        reports a dependency (a deleted load balancer's interfaces linger for a while)."""
+        reports a dependency (a deleted load balancer's interfaces linger for a while).
+
+        Groups in ``described`` (just read by the caller) are not read again, and the caller
+        has already removed the rules that reference those in ``unreferenced``."""
+        wanted = set(group_ids)
+        known = {str(g["GroupId"]): g for g in described if str(g["GroupId"]) in wanted}
         busy: list[str] = []
-        for group in self.describe(group_ids):
+        for group in [*known.values(), *self.describe(wanted - set(known))]:
             group_id = str(group["GroupId"])
             if not self._tagging.is_owned(group.get("Tags")):
                 log.info("keeping security group %s: not owned by this cluster", group_id)
                 continue
-            self.revoke_references(group_id)
+            if group_id not in unreferenced:
+                self.revoke_references(group_id)
             try:
                 self._api.call("ec2", "delete_security_group", GroupId=group_id)
             except AwsApiError as error:
