@@ -351,6 +351,19 @@ def test_plan_is_create_before_ensure_and_adopt_after(
     assert (after.action, after.name, after.differences) == (ADOPT, name, ())
 
 
+def test_pieces_left_without_their_rule_plan_as_the_rule_alone(
+    provider: Any, emulator: RunningEmulator
+) -> None:
+    web, name = ensured(provider)
+    emulator.api().do("DELETE", f"regions/{REGION}/forwardingRules/{name}")
+
+    result = planned(provider, emulator, web)
+
+    assert result.action == CREATE
+    made = [d.detail for d in result.differences if d.detail.startswith("create")]
+    assert made == [f"create forwarding rule {name}: TCP 80-80"]  # the pool and firewalls stay
+
+
 def test_changed_ports_and_affinity_replace_rule_and_pool_as_an_update(
     provider: Any, emulator: RunningEmulator
 ) -> None:

@@ -135,6 +135,9 @@ class GceLoadBalancer(LoadBalancer):
         self.kube: KubeApi | None = None
         """The term's Kubernetes API (set by the provider's ``initialize``; None outside a
         term, where nothing is deleted)."""
+        self.insert_first = True
+        """A new load balancer's own pieces are inserted without a read first (False: read
+        first, as ``polyccm plan`` needs, whose inserts are never sent for GCE to answer 409)."""
 
     # -- reads -------------------------------------------------------------------------
 
@@ -192,7 +195,7 @@ class GceLoadBalancer(LoadBalancer):
         # No rule yet: a new load balancer, whose own pool and firewalls are most likely
         # absent too, so they are inserted straight away (an existing one answers 409 and is
         # read and corrected then) instead of read first.
-        fresh = existing is None
+        fresh = existing is None and self.insert_first
         description = service_description(service.key)
         check, check_port, shared = self._health_check_of(service, name)
         self._ensure_health_check(check, check_port)
