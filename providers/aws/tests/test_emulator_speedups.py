@@ -1,7 +1,8 @@
 """The emulator's speed-ups change how fast moto answers, never what it answers: on the same
 fleet (tagged instances in several reservations, security groups holding many rules, a classic
 ELB and an NLB with their instances), each read is answered identically with the emulator's
-shortcuts (tags read by id, the serializer's field names remembered) and with moto's own code.
+shortcuts (tags read by id, the serializer's field names and the backend of a host remembered)
+and with moto's own code.
 
 The emulator runs in this process here, so that moto's own code can be put back for a moment
 and the same request asked again."""
@@ -33,11 +34,16 @@ def _serving() -> Iterator[str]:
 
 @contextmanager
 def _moto_alone() -> Iterator[None]:
-    """moto's own tag lookup and serializer, for the duration."""
+    """moto's own tag lookup, serializer and dispatch, for the duration."""
     from moto.core.serialize import XFormedAttributePicker
     from moto.ec2.models.core import TaggedEC2Resource
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
-    patched = [(TaggedEC2Resource, "get_tags"), (XFormedAttributePicker, "get_possible_keys")]
+    patched = [
+        (TaggedEC2Resource, "get_tags"),
+        (XFormedAttributePicker, "get_possible_keys"),
+        (DomainDispatcherApplication, "get_backend_for_host"),
+    ]
     shortcuts = [getattr(owner, name) for owner, name in patched]
     for (owner, name), shortcut in zip(patched, shortcuts, strict=True):
         setattr(owner, name, shortcut.__wrapped__)

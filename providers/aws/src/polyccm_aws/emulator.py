@@ -750,6 +750,36 @@ def remember_where_answers_find_their_fields() -> None:
     XFormedAttributePicker.get_possible_keys = get_possible_keys  # type: ignore[assignment, method-assign]
 
 
+def remember_which_backend_serves_a_host() -> None:
+    """Find the moto backend for a request's host once per host, not on every request.
+
+    For each request moto's dispatcher lists its package's directory (hundreds of entries,
+    each checked with ``isdir``) and then tries the URL pattern of every service it knows: a
+    tenth of the emulator's CPU in a burst of small calls (RegisterTargets). The answer for a
+    host never changes while the emulator runs; a host no backend serves is asked again each
+    time, as before."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    original = DomainDispatcherApplication.get_backend_for_host
+    if getattr(original, "polyccm_remembered", False):
+        return
+    known: dict[str, Any] = {}
+
+    @functools.wraps(original)
+    def get_backend_for_host(self: Any, host: str | None) -> Any:
+        if host is None:
+            return None
+        backend = known.get(host)
+        if backend is None:
+            backend = original(self, host)
+            if backend is not None:
+                known[host] = backend
+        return backend
+
+    get_backend_for_host.polyccm_remembered = True  # type: ignore[attr-defined]
+    DomainDispatcherApplication.get_backend_for_host = get_backend_for_host  # type: ignore[method-assign]
+
+
 def build_app() -> FaultInjector:
     """moto's multi-service WSGI app wrapped in the fault injector, with the emulated instance
     metadata service and AWS's default health check on new classic ELBs."""
@@ -762,6 +792,7 @@ def build_app() -> FaultInjector:
     find_an_image_by_id_directly()
     read_a_resources_tags_directly()
     remember_where_answers_find_their_fields()
+    remember_which_backend_serves_a_host()
     quota = os.environ.get(RULES_QUOTA_VARIABLE)
     if quota:
         apply_rules_quota(int(quota))
