@@ -67,6 +67,8 @@ NEW_RETRY_DELAY = 15.0
 NAME_LISTING_AGE = 5.0
 #: Seconds a droplet DigitalOcean dropped from a load balancer is not added back.
 DROPPED_FOR = 120.0
+#: Distinct droplet sets kept for sharing before those no load balancer holds are let go.
+SHARED_SETS = 8
 
 Balancer = Mapping[str, Any]
 
@@ -148,12 +150,14 @@ class BalancerNames:
 class DroppedDroplets:
     """The droplets each load balancer held when last seen here, and those DigitalOcean has
     dropped since on its own (as it does when a droplet is destroyed), kept out of requests for
-    :data:`DROPPED_FOR` seconds. Load balancers holding the same droplets share one set."""
+    :data:`DROPPED_FOR` seconds. Load balancers holding the same droplets share one set (500
+    load balancers of 5,000 droplets would otherwise keep 200 MB of sets)."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
         self._held: dict[str, frozenset[int]] = {}
-        self._last: frozenset[int] = frozenset()
+        self._sets: dict[frozenset[int], frozenset[int]] = {}
+        """Each distinct set in :attr:`_held`, to share it."""
         self._dropped: dict[int, float] = {}
         self._lock = threading.Lock()
 
@@ -191,9 +195,9 @@ class DroppedDroplets:
         return [i for i in droplet_ids if i not in dropped]
 
     def _keep(self, lb_id: str, held: frozenset[int]) -> None:
-        if held == self._last:
-            held = self._last
-        self._held[lb_id] = self._last = held
+        self._held[lb_id] = self._sets.setdefault(held, held)
+        if len(self._sets) > 2 * SHARED_SETS:  # keep only the sets still held
+            self._sets = {kept: kept for kept in self._held.values()}
 
 
 class WaitingBalancers:
