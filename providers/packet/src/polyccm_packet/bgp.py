@@ -44,8 +44,8 @@ promise values that could be derived instead (``peer_ips`` is "typically" Metal'
 ``customer_as`` in a local deployment "an internal ASN"). So two requests per new node. Metal
 publishes no request rate for its API (it answers 429 with ``X-RateLimit-Reset``, which the
 client honours), and upstream's CCM sends these two requests for every node with no pacing at
-all, and again at every sync. They go at :data:`~polyccm_packet.api.BACKGROUND_QPS` (150 a
-second: a 1,000-node burst's 2,000 requests in about 13 s, a 5,000-node burst's in about 70 s),
+all, and again at every sync. They go at :data:`~polyccm_packet.api.BACKGROUND_QPS` (200 a
+second: a 1,000-node burst's 2,000 requests in about 10 s, a 5,000-node burst's in about 50 s),
 and only while node and load-balancer work leaves half the limiter's burst
 (:meth:`~polyccm_packet.api.MetalClient.spare_call`).
 """
