@@ -87,3 +87,28 @@ def test_sessions_and_peers_are_made_once_and_a_pass_repairs_a_deleted_session(
         assert not any(
             r == "BGPSessionCreated" for _, r, _ in events_for(kube_api, "default", names[0])
         )
+
+
+@pytest.mark.timeout(120)
+def test_a_node_initialisation_burst_goes_first(
+    control_plane: Any, kube_api: KubeApi, clean_nodes: None, metal: Mapping[str, str]
+) -> None:
+    api = MetalApi(metal)
+    (device,) = api.create_devices(1, prefix="first")
+    provider = provider_for(metal, METAL_LOAD_BALANCER="kube-vip://")
+    calls = control(metal)
+    calls.reset_calls()
+    # another node of the burst still waits for its device (the taint is still on)
+    make_node(kube_api, "still-initialising")
+
+    with provider_controllers(kube_api, provider, BgpController.for_term):
+        make_node(kube_api, device["hostname"], tainted=False,
+                  provider_id=f"equinixmetal://{device['id']}")  # fmt: skip
+        time.sleep(2.5)
+        assert calls.calls() == {}, "BGP asked Metal while a node was being initialised"
+
+        kube_api.patch(NODES, "still-initialising", {"spec": {"taints": []}},
+                       patch_type=MERGE_PATCH)  # fmt: skip
+        wait_for(lambda: peered(kube_api, [device["hostname"]]), 30, "the node peered")
+        made = calls.calls()
+        assert made["createBgpSession"] == 1 and made["getBgpNeighborData"] == 1, made
