@@ -112,3 +112,28 @@ def test_a_node_initialisation_burst_goes_first(
         wait_for(lambda: peered(kube_api, [device["hostname"]]), 30, "the node peered")
         made = calls.calls()
         assert made["createBgpSession"] == 1 and made["getBgpNeighborData"] == 1, made
+
+
+@pytest.mark.timeout(120)
+def test_a_term_that_ends_mid_batch_stops_asking_metal(
+    control_plane: Any, kube_api: KubeApi, clean_nodes: None, metal: Mapping[str, str]
+) -> None:
+    api = MetalApi(metal)
+    devices = api.create_devices(12, prefix="ending")
+    for device in devices:
+        make_node(kube_api, device["hostname"], tainted=False,
+                  provider_id=f"equinixmetal://{device['id']}")  # fmt: skip
+    provider = provider_for(metal, METAL_LOAD_BALANCER="kube-vip://")
+    calls = control(metal)
+    calls.reset_calls()
+    # each session takes Metal 0.5 s: the batch would take 6 s
+    calls.inject("createBgpSession", count=12, status=None, latency=0.5)
+
+    with provider_controllers(kube_api, provider, BgpController.for_term):
+        wait_for(lambda: calls.calls().get("createBgpSession"), 30, "the first session")
+        ending = time.monotonic()
+    stopped_in = time.monotonic() - ending
+    time.sleep(1.0)
+    made = calls.calls()["createBgpSession"]
+    assert stopped_in < 2.0, f"the controller took {stopped_in:.1f} s to stop"
+    assert made <= 3, f"{made} sessions created after the term ended"

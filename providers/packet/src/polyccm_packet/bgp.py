@@ -349,6 +349,10 @@ class BgpController(Controller):
                 self._retry_later(node.name)
             return
         for node in nodes:
+            if self.queue.shutting_down:
+                # The term ended (SIGTERM, leadership lost): the rest of the batch waits for
+                # the next term, whose caches queue every node again.
+                return
             with self._lock:
                 self._waiting.discard(node.name)
             try:
