@@ -23,6 +23,7 @@ from polyccm_aws.api import AwsApi, AwsApiError
 from polyccm_aws.config import CloudConfig
 from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.naming import target_group_name
+from polyccm_aws.nlb import TARGETS_PER_CALL
 from polyccm_aws.provider import AwsProvider
 from polyccm_aws.testing import CLUSTER, World
 
@@ -384,11 +385,11 @@ def test_update_registers_a_new_node_although_the_annotations_became_invalid(
 
 
 def test_nlb_create_calls_do_not_grow_with_the_backends(aws: EmulatorControl) -> None:
-    """Beyond one RegisterTargets per 100 targets per group, a create costs the same calls for
-    3 backends as for 120 (instances are described in one batch, rules per node group)."""
+    """Beyond one RegisterTargets per 200 targets per group, a create costs the same calls for
+    3 backends as for 220 (instances are described in one batch, rules per node group)."""
     world = World()
     few = world.instances(3)
-    many = few + world.instances(117)
+    many = few + world.instances(TARGETS_PER_CALL + 17)
     calls = []
     for instances in (few, many):
         provider = AwsProvider(CloudConfig(), cluster_name=CLUSTER, cache_ttl=0.0)
@@ -401,7 +402,7 @@ def test_nlb_create_calls_do_not_grow_with_the_backends(aws: EmulatorControl) ->
         provider.load_balancer().ensure_load_balancer_deleted(CLUSTER, service)
 
     small, large = calls
-    assert large.pop("RegisterTargets") == 2 * 2  # two target groups, 120 targets each
+    assert large.pop("RegisterTargets") == 2 * 2  # two target groups, 220 targets each
     assert small.pop("RegisterTargets") == 2
     assert large == small
     assert small["DescribeInstances"] == 1

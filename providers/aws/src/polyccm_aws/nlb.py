@@ -48,7 +48,9 @@ from polyccm_aws.tagging import SERVICE_NAME_TAG, tag_list, tag_map
 log = logging.getLogger(__name__)
 
 Description = Mapping[str, Any]
-TARGETS_PER_CALL = 100
+#: Targets per RegisterTargets or DeregisterTargets call. AWS's own load balancer controller
+#: sends 200 (upstream's CCM 100): at 5,000 nodes, 25 calls per target group instead of 50.
+TARGETS_PER_CALL = 200
 
 
 def nlb_status(description: Description) -> LoadBalancerStatus:
