@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 
 BATCH = 100
 """Nodes asked about in one bulk cloud lookup."""
+MAX_KEYS = 4 * BATCH
+"""Most nodes in one batch, initialised ones (no cloud call) included."""
 BATCH_WINDOW = 0.1
 """Seconds a worker waits for more nodes to join a batch."""
 BATCH_MAX_WAIT = 1.0
@@ -130,19 +132,25 @@ class CloudNodeController(Controller):
 
     def _collect(self, queue: RateLimitingQueue) -> list[str]:
         """The next batch. Nodes arrive in bursts (a scale-up, the initial list): while a batch
-        that needs the cloud is not full, more are awaited for :data:`BATCH_WINDOW` at a time,
-        as long as some keep coming and for :data:`BATCH_MAX_WAIT` at most, so one lookup
-        answers a whole stretch of the burst. One worker collects at a time (the others are
-        busy or idle), so a burst fills batches one after the other rather than four halves.
-        Updates of initialised nodes need no cloud call and never wait."""
+        has fewer than :data:`BATCH` nodes that need the cloud, more are awaited for
+        :data:`BATCH_WINDOW` at a time, as long as some keep coming and for
+        :data:`BATCH_MAX_WAIT` at most, so one lookup answers a whole stretch of the burst. Only
+        uninitialised nodes count toward it: the updates of initialised ones (this controller's
+        own writes come back as updates) ride along without a cloud call, up to
+        :data:`MAX_KEYS` keys in all. One worker collects at a time (the others are busy or
+        idle), so a burst fills batches one after the other rather than four halves. A batch
+        of initialised nodes alone never waits."""
         keys = queue.get_batch(BATCH, timeout=1.0)
-        if not keys or len(keys) >= BATCH or not any(self._needs_cloud(k) for k in keys):
+        needing = sum(1 for key in keys if self._needs_cloud(key))
+        if not needing or needing >= BATCH:
             return keys
         deadline = time.monotonic() + BATCH_MAX_WAIT
-        while len(keys) < BATCH and not queue.shutting_down:
+        while needing < BATCH and len(keys) < MAX_KEYS and not queue.shutting_down:
             time.sleep(BATCH_WINDOW)
-            more = queue.get_batch(BATCH - len(keys), timeout=0) if len(queue) else []
+            wanted = min(BATCH - needing, MAX_KEYS - len(keys))
+            more = queue.get_batch(wanted, timeout=0) if len(queue) else []
             keys += more
+            needing += sum(1 for key in more if self._needs_cloud(key))
             if not more or time.monotonic() >= deadline:
                 break
         return keys
