@@ -22,6 +22,17 @@ def peered(kube_api: KubeApi, names: list[str]) -> bool:
     return all(bgp_peers(kube_api.get(NODES, name)) for name in names)
 
 
+def devices_with_nodes(
+    metal: Mapping[str, str], kube_api: KubeApi, count: int, prefix: str, *, tainted: bool = True
+) -> list[dict[str, Any]]:
+    """``count`` devices made through the API, each with its node (providerID set)."""
+    devices: list[dict[str, Any]] = MetalApi(metal).create_devices(count, prefix=prefix)
+    for device in devices:
+        make_node(kube_api, device["hostname"], tainted=tainted,
+                  provider_id=f"equinixmetal://{device['id']}")  # fmt: skip
+    return devices
+
+
 def sessions(metal: MetalApi, device_id: str) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = metal.ok("GET", f"/devices/{device_id}/bgp/sessions")[
         "bgp_sessions"
@@ -34,10 +45,8 @@ def test_sessions_and_peers_are_made_once_and_a_pass_repairs_a_deleted_session(
     control_plane: Any, kube_api: KubeApi, clean_nodes: None, metal: Mapping[str, str]
 ) -> None:
     api = MetalApi(metal)
-    devices = api.create_devices(3, prefix="bgp")
+    devices = devices_with_nodes(metal, kube_api, 3, "bgp")
     names = [str(d["hostname"]) for d in devices]
-    for device in devices:
-        make_node(kube_api, device["hostname"], provider_id=f"equinixmetal://{device['id']}")
     provider = provider_for(metal, METAL_LOAD_BALANCER="kube-vip://", METAL_BGP_PASS=PASSWORD)
     calls = control(metal)
     calls.reset_calls()
@@ -118,11 +127,7 @@ def test_a_node_initialisation_burst_goes_first(
 def test_a_term_that_ends_mid_batch_stops_asking_metal(
     control_plane: Any, kube_api: KubeApi, clean_nodes: None, metal: Mapping[str, str]
 ) -> None:
-    api = MetalApi(metal)
-    devices = api.create_devices(12, prefix="ending")
-    for device in devices:
-        make_node(kube_api, device["hostname"], tainted=False,
-                  provider_id=f"equinixmetal://{device['id']}")  # fmt: skip
+    devices_with_nodes(metal, kube_api, 12, "ending", tainted=False)
     provider = provider_for(metal, METAL_LOAD_BALANCER="kube-vip://")
     calls = control(metal)
     calls.reset_calls()
