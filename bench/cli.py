@@ -337,6 +337,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     failures.append(
                         f"{provider.name} {scale_result.scale.label}: call counts differ"
                     )
+                if not run.requests_counted:
+                    failures.append(f"{provider.name} {scale_result.scale.label} {run.label}: "
+                                    "kube-apiserver requests not counted")  # fmt: skip
                 cut = [name for name, p in run.phases.items() if p.seconds is None]
                 if cut:
                     say(f"NOT DONE in time: {provider.name} {scale_result.scale.label} "

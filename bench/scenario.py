@@ -99,6 +99,9 @@ class Run:
     cloud_calls: dict[str, int] = field(default_factory=dict)
     """The CCM's cloud calls of the whole run, by operation (the emulator's count)."""
     metric_calls: dict[str, int] | None = None
+    requests_counted: bool = True
+    """Whether ``requests``, ``writes`` and each phase's were counted (not when the audit log
+    was rotated during the run)."""
     mismatches: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -390,6 +393,10 @@ class _Phases:
 
 
 def _count_requests(run: Run, audit: AuditLog, user: str, windows: list[Window]) -> None:
+    if audit.rotated:
+        run.requests_counted = False
+        run.notes.append("kube-apiserver requests not counted: the audit log was rotated")
+        return
     for name, requests in audit.count(user, windows).items():
         run.requests += requests.total
         run.writes += requests.writes

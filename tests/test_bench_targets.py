@@ -118,3 +118,22 @@ def test_the_summary_lists_every_provider_and_counts_the_targets_met() -> None:
     assert "## Targets: 5 of 6 met" in text
     row = "| packet | 100/10 | node init: at most N/100 + 10 = 11 cloud calls | 40 | **no** |"
     assert row in text
+
+
+def test_writes_at_rest_that_were_not_counted_never_pass_as_none(tmp_path: Path) -> None:
+    from bench.audit import AuditLog
+    from bench.targets import checks_for
+
+    log = tmp_path / "audit.log"
+    log.write_text('{"auditID": "1"}\n')
+    audit = AuditLog(log)
+    assert not audit.rotated
+    log.rename(tmp_path / "audit-2026-12-01T23-00-00.000.log")  # the API server rotates it
+    log.write_text("")
+    assert audit.rotated
+
+    ours = _run("polyccm", 1000, node_s=5.0)
+    ours.requests_counted = False
+    checks = checks_for("aws", _scale(1000, ours), quiet=30.0)
+    (rest,) = [c for c in checks if "at rest" in c.target]
+    assert not rest.met and "writes not counted" in rest.measured
