@@ -50,6 +50,11 @@ def node_security_group(instance: Instance, cluster_groups: Iterable[str]) -> st
     return groups[0] if groups else None
 
 
+def rules_from(group: SecurityGroup, source_group_id: str) -> set[Rule]:
+    """The ingress rules of ``group`` whose source is ``source_group_id``."""
+    return {r for r in ungroup(group.get("IpPermissions") or ()) if r.group_id == source_group_id}
+
+
 def _apply(
     groups: dict[str, SecurityGroup], group_id: str, add: set[Rule], remove: set[Rule] | None
 ) -> None:
@@ -162,11 +167,7 @@ class SecurityGroups:
     ) -> list[SecurityGroup]:
         """Those of ``groups`` with an ingress rule whose source is ``group_id`` (what
         :meth:`referencing` answers, within ``groups``)."""
-        return [
-            group
-            for group in groups.values()
-            if any(rule.group_id == group_id for rule in ungroup(group.get("IpPermissions") or ()))
-        ]
+        return [group for group in groups.values() if rules_from(group, group_id)]
 
     def referencing(self, group_id: str) -> list[SecurityGroup]:
         """Groups with an ingress rule whose source is ``group_id``."""
@@ -310,7 +311,4 @@ class SecurityGroups:
 
     def remove_source(self, group: SecurityGroup, source_group_id: str) -> None:
         """Remove the rules of ``group`` whose source is ``source_group_id``."""
-        rules = {
-            r for r in ungroup(group.get("IpPermissions") or ()) if r.group_id == source_group_id
-        }
-        self.change(str(group["GroupId"]), add=set(), remove=rules)
+        self.change(str(group["GroupId"]), add=set(), remove=rules_from(group, source_group_id))
