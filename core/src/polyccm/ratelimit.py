@@ -32,11 +32,21 @@ class TokenBucket:
         if self.rate <= 0:
             return 0.0
         with self._lock:
-            now = self._clock()
-            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
-            self._last = now
+            self._refill()
             self._tokens -= 1
             return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
+
+    def available(self) -> float:
+        """The tokens saved up now (negative while reservations are owed); takes none."""
+        with self._lock:
+            self._refill()
+            return self._tokens
+
+    def _refill(self) -> None:
+        """Add the tokens accrued since the last look (call with the lock held)."""
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+        self._last = now
 
     def give_back(self) -> None:
         """Return a token taken by a reservation that was not used."""

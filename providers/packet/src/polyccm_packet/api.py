@@ -102,11 +102,7 @@ class PriorityBucket(TokenBucket):
         it up), else the seconds until it may; takes no token."""
         if self.rate <= 0:
             return 0.0
-        with self._lock:
-            now = self._clock()
-            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
-            self._last = now
-            left = self._tokens
+        left = self.available()
         return 0.0 if left > keep else max((keep - left) / self.rate, 0.001)
 
 
