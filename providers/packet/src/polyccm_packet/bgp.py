@@ -275,18 +275,24 @@ class BgpController(Controller):
             self.queue.add(node.name)
 
     def _on_update(self, old: Mapping[str, Any], raw: Mapping[str, Any]) -> None:
-        """A node with a device whose peer annotations are incomplete (it just got its device,
-        or someone removed them), unless it is already due for a retry."""
-        node = Node(raw)
+        """A node with a device whose peer annotations are incomplete, when the update is what
+        made it so (it just got its device, or someone changed or removed them), unless it is
+        already due for a retry. Other updates of such a node (its status) do not queue it
+        again: it is queued already, and a second pass would read its neighbours twice."""
+        node, before = Node(raw), Node(old)
         self._note_taint(node)
         if device_id_from_provider_id(node.provider_id) is None:
             return
-        if device_id_from_provider_id(Node(old).provider_id) is None:
+        if device_id_from_provider_id(before.provider_id) is None:
             self._last_device = time.monotonic()
         with self._lock:
             if node.name in self._waiting:
                 return
-        if not _looks_peered(node.annotations):
+        if _looks_peered(node.annotations):
+            return
+        if node.provider_id != before.provider_id or peer_annotations_of(
+            node.annotations
+        ) != peer_annotations_of(before.annotations):
             self.queue.add(node.name)
 
     def _on_delete(self, raw: Mapping[str, Any]) -> None:
