@@ -236,6 +236,10 @@ class FaultInjector:
         self._by_agent: Counter[str] = Counter()
         self._faults: list[Fault] = []
 
+    # A request's Action and Version, and a parameter name that is percent- or plus-encoded.
+    _ACTION_OR_VERSION = re.compile(r"(?:^|&)(Action|Version)=([^&]+)")
+    _ENCODED_NAME = re.compile(r"(?:^|&)[^=&]*[%+]")
+
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = str(environ.get("PATH_INFO", ""))
         if path.startswith(CONTROL):
@@ -270,7 +274,7 @@ class FaultInjector:
     @staticmethod
     def _identify(environ: dict[str, Any]) -> tuple[str, str]:
         """The API action and service of a query-protocol request; the body is put back."""
-        params = parse_qs(str(environ.get("QUERY_STRING", "")))
+        params = FaultInjector._action_and_version(str(environ.get("QUERY_STRING", "")))
         if str(environ.get("CONTENT_TYPE", "")).startswith("application/x-www-form-urlencoded"):
             try:
                 length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -278,15 +282,29 @@ class FaultInjector:
                 length = 0
             body = environ["wsgi.input"].read(length) if length else b""
             environ["wsgi.input"] = io.BytesIO(body)
-            params.update(parse_qs(body.decode("utf-8", "replace")))
-        action = (params.get("Action") or [""])[0]
-        version = (params.get("Version") or [""])[0]
-        service = _SERVICE_BY_VERSION.get(version, "")
+            params.update(FaultInjector._action_and_version(body.decode("utf-8", "replace")))
+        action = params.get("Action", "")
+        service = _SERVICE_BY_VERSION.get(params.get("Version", ""), "")
         if not service:
             auth = str(environ.get("HTTP_AUTHORIZATION", ""))
             scope = auth.split("Credential=", 1)[-1].split(",", 1)[0].split("/")
             service = scope[3] if len(scope) > 3 else "unknown"
         return action, service
+
+    @staticmethod
+    def _action_and_version(query: str) -> dict[str, str]:
+        """The first non-blank ``Action`` and ``Version`` of a query string, as ``parse_qs``
+        finds them, without decoding the other parameters (a RegisterTargets of 200 targets
+        has 400): only a query naming a parameter in an encoded form is decoded whole."""
+        from urllib.parse import unquote
+
+        if FaultInjector._ENCODED_NAME.search(query):
+            params = parse_qs(query)
+            return {name: params[name][0] for name in ("Action", "Version") if name in params}
+        found: dict[str, str] = {}
+        for match in FaultInjector._ACTION_OR_VERSION.finditer(query):
+            found.setdefault(match[1], unquote(match[2].replace("+", " "), errors="replace"))
+        return found
 
     def _control(
         self, path: str, environ: dict[str, Any], start_response: StartResponse
@@ -786,6 +804,8 @@ def build_app() -> FaultInjector:
     from moto.moto_api._internal.models import moto_api_backend
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
+    from polyccm_aws.moto_requests import receive_requests_cheaply
+
     give_classic_elbs_a_default_health_check()
     index_instances_by_id()
     parse_long_lists_by_binary_search()
@@ -793,6 +813,7 @@ def build_app() -> FaultInjector:
     read_a_resources_tags_directly()
     remember_where_answers_find_their_fields()
     remember_which_backend_serves_a_host()
+    receive_requests_cheaply()
     quota = os.environ.get(RULES_QUOTA_VARIABLE)
     if quota:
         apply_rules_quota(int(quota))

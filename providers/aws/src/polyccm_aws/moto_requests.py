@@ -1,0 +1,170 @@
+"""How the emulator receives a request: patches of moto's request parsing and of the backend
+work each request repeats, so that a call costs less CPU to take in and dispatch while moto
+parses it into the same parameters and answers it with the same bytes.
+
+:func:`receive_requests_cheaply` installs them all (idempotently); ``build_app`` calls it. Each
+patch keeps moto's own function as ``__wrapped__``, so tests can put moto's code back and
+compare."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+#: Where a structure shape keeps what :func:`parse_structures_by_a_plan` worked out about it,
+#: one plan per parser class.
+_PLANS = "_polyccm_query_plans"
+
+# What a member's value is read as: a string or other text value as it stands, an integer.
+_TEXT, _INTEGER, _OTHER = 0, 1, 2
+
+
+def parse_query_values_from_a_dict() -> None:
+    """Read a query-protocol request's parameters from a plain dict of each name's first value,
+    not from werkzeug's ``CombinedMultiDict`` of the query string and the form.
+
+    moto's query parser asks that mapping for every member of every structure it might find
+    (five lookups per target of a RegisterTargets, a thousand for 200 targets), and each
+    lookup of a ``CombinedMultiDict`` is a Python loop over its dicts. The dict holds what
+    ``get`` would answer for every name, in the same order (a name of the query string before
+    the form's, each name's first value), so every parse comes out as moto's."""
+    from moto.core.parse import QueryParser
+
+    original: Callable[..., Any] = QueryParser._do_parse
+    if getattr(original, "polyccm_dict", False):
+        return
+
+    @functools.wraps(original)
+    def do_parse(self: Any, request_dict: Mapping[str, Any], shape: Any) -> Any:
+        values = request_dict["values"]
+        if not isinstance(values, dict):
+            request_dict = {**request_dict, "values": dict(values.items())}
+        return original(self, request_dict, shape)
+
+    do_parse.polyccm_dict = True  # type: ignore[attr-defined]
+    QueryParser._do_parse = do_parse  # type: ignore[method-assign]
+
+
+def _plan(parser: Any, shape: Any) -> list[tuple[str, str, Any, int, Any]]:
+    """For each member of ``shape``, in moto's order: the key it is parsed into, its name in
+    the request, its shape, how its value is read (:data:`_TEXT` or :data:`_INTEGER` when
+    moto's handler for it is the query parser's own plain read, else :data:`_OTHER`) and the
+    default moto reads when it is absent."""
+    from moto.core.parse import UNDEFINED, QueryParser
+
+    kind = type(parser)
+    plans: dict[type, list[tuple[str, str, Any, int, Any]]] = shape.__dict__.setdefault(_PLANS, {})
+    plan = plans.get(kind)
+    if plan is not None:
+        return plan
+    plain_read = (
+        kind._default_handle is QueryParser._default_handle
+        and kind._parse_shape is QueryParser._parse_shape
+    )
+    plan = []
+    for member_name, member_shape in shape.members.items():
+        handler = getattr(kind, f"_parse_{member_shape.type_name}", None)
+        if plain_read and handler is None:
+            how = _TEXT
+        elif plain_read and handler is QueryParser._parse_integer:
+            how = _INTEGER
+        else:
+            how = _OTHER
+        plan.append(
+            (
+                parser._parsed_key_name(member_name),
+                parser._get_serialized_name(member_shape, member_name),
+                member_shape,
+                how,
+                member_shape.metadata.get("default", UNDEFINED),
+            )
+        )
+    plans[kind] = plan
+    return plan
+
+
+def parse_structures_by_a_plan() -> None:
+    """Parse each structure of a query-protocol request by a list of its members worked out
+    once per shape, instead of asking the shape and the parser again for every member of every
+    element (moto makes some 25,000 calls for RegisterTargets of 200 targets).
+
+    A member whose handler is the parser's plain read (strings, enums) or its integer read is
+    read here as that handler reads it: the value under its name, else the shape's default,
+    an integer through ``int``; every other member (lists, nested structures, booleans,
+    timestamps, maps) goes through moto's own ``_parse_shape``. The names, the order of the
+    members and what makes a structure absent are moto's, so every parse comes out as moto's.
+    """
+    from moto.core.parse import UNDEFINED, QueryParser
+
+    original = QueryParser._parse_structure
+    if getattr(original, "polyccm_planned", False):
+        return
+
+    @functools.wraps(original)
+    def parse_structure(
+        self: Any, shape: Any, query_params: Mapping[str, Any], prefix: str = ""
+    ) -> Any:
+        if self._gonna_recurse(query_params, prefix):
+            return UNDEFINED
+        parsed = self.MAP_TYPE()
+        for key, name, member_shape, how, default in _plan(self, shape):
+            member_prefix = f"{prefix}.{name}" if prefix else name
+            if how == _OTHER:
+                value = self._parse_shape(member_shape, query_params, member_prefix)
+            else:
+                value = query_params.get(member_prefix, default)
+                if how == _INTEGER and value is not UNDEFINED:
+                    value = int(value)
+            if value is not UNDEFINED:
+                parsed[key] = value
+        return parsed if parsed != {} else UNDEFINED
+
+    parse_structure.polyccm_planned = True  # type: ignore[attr-defined]
+    QueryParser._parse_structure = parse_structure  # type: ignore[method-assign]
+
+
+def look_the_ec2_backend_up_once_per_registration() -> None:
+    """Find a target group's EC2 backend once per RegisterTargets, not once per target.
+
+    moto's ``FakeTargetGroup.register`` reads its ``ec2_backend`` property (two lookups in
+    moto's per-account, per-region backend dicts) for each target it checks. The backend is
+    the same for every target of one call, the checks, their order and their errors are
+    moto's."""
+    from moto.elbv2.exceptions import TargetNotRunning
+    from moto.elbv2.models import FakeTargetGroup
+
+    original = FakeTargetGroup.register
+    if getattr(original, "polyccm_once", False):
+        return
+
+    @functools.wraps(original)
+    def register(self: Any, targets: list[dict[str, Any]]) -> None:
+        if not targets:
+            return
+        backend = self.ec2_backend
+        for target in targets:
+            instance = backend.get_instance_by_id(target["Id"])
+            if instance and instance.state != "running":
+                raise TargetNotRunning(instance_id=target["Id"])
+            self.targets[target["Id"]] = {"Id": target["Id"], "Port": target.get("Port", self.port)}
+            self.deregistered_targets.pop(target["Id"], None)
+
+    register.polyccm_once = True  # type: ignore[attr-defined]
+    FakeTargetGroup.register = register  # type: ignore[method-assign]
+
+
+#: Each patch of this module, by the owner and name of what it replaces (for tests that put
+#: moto's own code back).
+PATCHED = (
+    ("moto.core.parse", "QueryParser", "_do_parse"),
+    ("moto.core.parse", "QueryParser", "_parse_structure"),
+    ("moto.elbv2.models", "FakeTargetGroup", "register"),
+)
+
+
+def receive_requests_cheaply() -> None:
+    """Install every patch of this module (each only once)."""
+    parse_query_values_from_a_dict()
+    parse_structures_by_a_plan()
+    look_the_ec2_backend_up_once_per_registration()
