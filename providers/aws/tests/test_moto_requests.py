@@ -28,9 +28,11 @@ def _serving() -> Iterator[str]:
     server = make_server("127.0.0.1", 0, build_app(), threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    url = f"http://127.0.0.1:{server.server_port}"
     try:
-        yield f"http://127.0.0.1:{server.server_port}"
+        yield url
     finally:
+        EmulatorControl(url).reset()  # moto's state lives in this process: leave none behind
         server.shutdown()
         server.server_close()
 
@@ -193,6 +195,9 @@ def test_the_action_is_found_as_a_full_parse_finds_it() -> None:
         "Version=2016-11-15&Action=a%20b=c",
         "Action",
         "",
+        "&&Version=2016-11-15&Action=Run&Action=Other",
+        "Version=2016-11-15&Filter.1.Name=tag%3Ax&Action=Later",
+        "Version=1&Foo+Bar=1&Action=Later",
     ]
     for query in queries:
         full = parse_qs(query)

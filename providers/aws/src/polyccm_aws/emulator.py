@@ -236,10 +236,6 @@ class FaultInjector:
         self._by_agent: Counter[str] = Counter()
         self._faults: list[Fault] = []
 
-    # A request's Action and Version, and a parameter name that is percent- or plus-encoded.
-    _ACTION_OR_VERSION = re.compile(r"(?:^|&)(Action|Version)=([^&]+)")
-    _ENCODED_NAME = re.compile(r"(?:^|&)[^=&]*[%+]")
-
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = str(environ.get("PATH_INFO", ""))
         if path.startswith(CONTROL):
@@ -294,16 +290,23 @@ class FaultInjector:
     @staticmethod
     def _action_and_version(query: str) -> dict[str, str]:
         """The first non-blank ``Action`` and ``Version`` of a query string, as ``parse_qs``
-        finds them, without decoding the other parameters (a RegisterTargets of 200 targets
-        has 400): only a query naming a parameter in an encoded form is decoded whole."""
+        finds them, reading its parameters from the first only until both are found (botocore
+        sends them first; a RegisterTargets of 200 targets has 400 more). A parameter named in
+        an encoded form on the way makes it decode the whole query instead."""
         from urllib.parse import unquote
 
-        if FaultInjector._ENCODED_NAME.search(query):
-            params = parse_qs(query)
-            return {name: params[name][0] for name in ("Action", "Version") if name in params}
         found: dict[str, str] = {}
-        for match in FaultInjector._ACTION_OR_VERSION.finditer(query):
-            found.setdefault(match[1], unquote(match[2].replace("+", " "), errors="replace"))
+        start = 0
+        while start <= len(query) and len(found) < 2:
+            end = query.find("&", start)
+            end = len(query) if end < 0 else end
+            name, _, value = query[start:end].partition("=")
+            if "%" in name or "+" in name:
+                params = parse_qs(query)
+                return {k: params[k][0] for k in ("Action", "Version") if k in params}
+            if value and name in ("Action", "Version") and name not in found:
+                found[name] = unquote(value.replace("+", " "), errors="replace")
+            start = end + 1
         return found
 
     def _control(

@@ -20,6 +20,22 @@ _PLANS = "_polyccm_query_plans"
 _TEXT, _INTEGER, _OTHER = 0, 1, 2
 
 
+def _first_values(values: Any) -> dict[str, Any]:
+    """What ``values.get`` answers for each name of werkzeug's (combined) multi-dict: read
+    from the lists a ``MultiDict`` keeps, the dicts of a ``CombinedMultiDict`` from the last
+    (so that an earlier one's value wins); any other mapping through its ``items``."""
+    from werkzeug.datastructures import CombinedMultiDict, ImmutableMultiDict, MultiDict
+
+    plain = (MultiDict, ImmutableMultiDict)
+    parts = values.dicts if type(values) is CombinedMultiDict else [values]
+    if not all(type(part) in plain for part in parts):
+        return dict(values.items())
+    first: dict[str, Any] = {}
+    for part in reversed(parts):
+        first.update({name: kept[0] for name, kept in dict.items(part) if kept})
+    return first
+
+
 def parse_query_values_from_a_dict() -> None:
     """Read a query-protocol request's parameters from a plain dict of each name's first value,
     not from werkzeug's ``CombinedMultiDict`` of the query string and the form.
@@ -38,8 +54,8 @@ def parse_query_values_from_a_dict() -> None:
     @functools.wraps(original)
     def do_parse(self: Any, request_dict: Mapping[str, Any], shape: Any) -> Any:
         values = request_dict["values"]
-        if not isinstance(values, dict):
-            request_dict = {**request_dict, "values": dict(values.items())}
+        if type(values) is not dict:
+            request_dict = {**request_dict, "values": _first_values(values)}
         return original(self, request_dict, shape)
 
     do_parse.polyccm_dict = True  # type: ignore[attr-defined]
