@@ -807,6 +807,7 @@ def build_app() -> FaultInjector:
     from moto.moto_api._internal.models import moto_api_backend
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
+    from polyccm_aws.moto_rendering import render_answers_faster
     from polyccm_aws.moto_requests import receive_requests_cheaply
 
     give_classic_elbs_a_default_health_check()
@@ -817,6 +818,7 @@ def build_app() -> FaultInjector:
     remember_where_answers_find_their_fields()
     remember_which_backend_serves_a_host()
     receive_requests_cheaply()
+    render_answers_faster()
     quota = os.environ.get(RULES_QUOTA_VARIABLE)
     if quota:
         apply_rules_quota(int(quota))
