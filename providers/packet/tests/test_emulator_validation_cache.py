@@ -1,43 +1,29 @@
-"""The emulator's validators, which make each schema validator and parameter reader once and
-remember the document's resolved places, judge every request and answer exactly as validators
-built by openapi-core's own factories on each call do: the same refusals with the same
-messages, the same mismatches."""
+"""The emulator's validators, which make each schema validator and parameter reader once,
+remember the document's resolved places and vouch for closed bodies from the published schema,
+judge every request and answer exactly as validators built by openapi-core's own factories on
+each call do: the same refusals with the same messages, the same mismatches."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from jsonschema_path import SchemaPath
-from openapi_core import V30RequestValidator, V30ResponseValidator
-from openapi_core.validation.schemas.factories import SchemaValidatorsFactory
+import pytest
+from openapi_core.exceptions import OpenAPIError
 from polyccm_packet.emulator import EmulatorApp, EmulatorSettings, ManualClock
 from polyccm_packet.emulator.errors import ApiError
 from polyccm_packet.emulator.openapi import CLOUD
 from polyccm_packet.testing import LocalApi
+from polyccm_testing.emulation.closed_bodies import passes_closed
 from polyccm_testing.emulation.openapi import (
-    StrictWriteValidator,
+    ClosedBodyValidator,
     Validators,
-    strict_request_bodies,
+    uncached_validators,
 )
 from polyccm_testing.emulation.testing import Answer
 from werkzeug.wrappers import Response
 
 UUID = "00000000-0000-4000-8000-000000000000"
-
-
-def _uncached() -> Validators:
-    """Validators as openapi-core makes them by default: every reader made again per call."""
-    document = CLOUD.document()
-    return Validators(
-        request=V30RequestValidator(
-            SchemaPath.from_dict(strict_request_bodies(document)),
-            schema_validators_factory=SchemaValidatorsFactory(StrictWriteValidator),
-        ),
-        response=V30ResponseValidator(SchemaPath.from_dict(document)),
-        server_url=CLOUD.server_url,
-        errors=CLOUD.errors,
-    )
 
 
 def _verdict(validators: Validators, request: Any) -> tuple[str, Any] | None:
@@ -54,7 +40,7 @@ class ComparingApi(LocalApi):
 
     def __init__(self, app: EmulatorApp) -> None:
         super().__init__(app)
-        self.reference = _uncached()
+        self.reference = uncached_validators(CLOUD)
         self.compared = 0
         self.refused = 0
         self.mismatched = 0
@@ -128,3 +114,40 @@ def test_cached_validators_judge_as_openapi_cores_own() -> None:
     assert api.refused == 2 * 13  # every request after the tour (no token: the document's
     # security requirement)
     assert api.mismatched >= 2 * 20  # nearly every tampered answer is caught
+
+
+def test_the_quick_body_test_vouches_only_for_bodies_the_strict_reading_accepts() -> None:
+    """:func:`passes_closed` says yes to a plain ``createDevice`` body (so the quick path is
+    taken) and no to each body the strict reading refuses, at every depth."""
+    app = EmulatorApp()
+    body_validator = app.validators.request.schema_validators_factory.create(
+        app.validators.request.spec,
+        app.validators.request.spec / "paths" / "/projects/{id}/devices" / "post"
+        / "requestBody" / "content" / "application/json" / "schema",
+    )  # fmt: skip
+    assert isinstance(body_validator, ClosedBodyValidator)
+    spec = {"metro": "da", "plan": "c3.small.x86", "operating_system": "ubuntu_24_04"}
+    accepted = [
+        spec,
+        {**spec, "hostname": "a", "tags": ["k8s"], "customdata": {"any": {"thing": 1}}},
+        {**spec, "ip_addresses": [{"address_family": 4, "public": False}]},
+    ]
+    refused = [
+        {"facility": ["da11"], "plan": "c3.small.x86", "operating_system": "ubuntu_24_04"},
+        {**spec, "hostnme": "typo"},
+        {**spec, "ip_addresses": [{"address_family": 4, "color": 1}]},
+        {**spec, "tags": "k8s"},
+        {"plan": "c3.small.x86", "operating_system": "ubuntu_24_04"},
+        {**spec, "facility": ["da11"], "extra": True},
+        "not an object",
+    ]
+    published = body_validator._published
+    schemas = CLOUD.document()["components"]["schemas"]
+    contents = published.schema
+    for body in accepted:
+        assert passes_closed(published, schemas, body, contents), body
+        body_validator.validate(body)
+    for body in refused:
+        assert not passes_closed(published, schemas, body, contents), body
+        with pytest.raises(OpenAPIError):
+            body_validator.validate(body)

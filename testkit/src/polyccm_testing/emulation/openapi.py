@@ -49,6 +49,8 @@ from openapi_core.validation.schemas.validators import SchemaValidator
 from openapi_schema_validator import OAS30WriteValidator
 from werkzeug.wrappers import Request, Response
 
+from polyccm_testing.emulation.closed_bodies import passes_closed
+
 _STRICT = "strict_"
 #: How many places of a document its reader remembers, resolved (jsonschema-path's own cache,
 #: off by default): openapi-core reads about 75 per request, most of them the same each time.
@@ -163,9 +165,56 @@ class CachedSchemaValidatorsFactory(SchemaValidatorsFactory):
         key = (where, *settings)
         made = self._made.get(key)
         if made is None:
-            made = super().create(spec, schema, None, None, *settings)
+            made = self._make(spec, schema, where, settings)
             self._made[key] = made
         return made
+
+    def _make(
+        self, spec: SchemaPath, schema: SchemaPath, where: tuple[Any, ...], settings: Any
+    ) -> SchemaValidator:
+        return super().create(spec, schema, None, None, *settings)
+
+
+class ClosedBodyValidator(SchemaValidator):
+    """The strict reading's validator of a request body, which first asks
+    :func:`~polyccm_testing.emulation.closed_bodies.passes_closed` of the published schema at
+    the same place: a body it vouches for passes the strict reading (0.7 -> 0.3 ms for a Metal
+    ``createDevice`` body), any other is checked by the strict reading itself, with its own
+    error. Either way the verdict is the strict reading's."""
+
+    def __init__(self, strict: SchemaValidator, published: SchemaValidator, document: Any) -> None:
+        super().__init__(strict.schema, strict.validator)
+        self._published = published.validator
+        self._contents = published.validator.schema
+        self._schemas = document["components"]["schemas"]
+
+    def validate(self, value: Any) -> None:
+        if passes_closed(self._published, self._schemas, value, self._contents):
+            return
+        super().validate(value)
+
+
+class StrictValidatorsFactory(CachedSchemaValidatorsFactory):
+    """The strict reading's schema validators (made once each); a request body's is a
+    :class:`ClosedBodyValidator` over the published ``document``'s schema at that place."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        super().__init__(StrictWriteValidator)
+        self._document = document
+        self._published = SchemaPath.from_dict(document, resolved_cache_maxsize=RESOLVED_CACHE)
+        self._published_validators = CachedSchemaValidatorsFactory(OAS30WriteValidator)
+
+    def _make(
+        self, spec: SchemaPath, schema: SchemaPath, where: tuple[Any, ...], settings: Any
+    ) -> SchemaValidator:
+        strict = super()._make(spec, schema, where, settings)
+        if "requestBody" not in where or any(settings):
+            return strict
+        published_schema = self._published
+        for part in where:
+            published_schema /= part
+        published = self._published_validators.create(self._published, published_schema)
+        return ClosedBodyValidator(strict, published, self._document)
 
 
 class CachedStyleDeserializersFactory(StyleDeserializersFactory):
@@ -264,7 +313,7 @@ class Validators:
         return cls(
             request=V30RequestValidator(
                 strict,
-                schema_validators_factory=CachedSchemaValidatorsFactory(StrictWriteValidator),
+                schema_validators_factory=StrictValidatorsFactory(document),
                 schema_casters_factory=request_casters,
                 style_deserializers_factory=CachedStyleDeserializersFactory(request_casters),
             ),
@@ -375,3 +424,19 @@ class CloudDocument:
             if self._validators is None:
                 self._validators = Validators.build(document, self.server_url, self.errors)
             return self._validators
+
+
+def uncached_validators(cloud: CloudDocument) -> Validators:
+    """Validators over ``cloud``'s document as openapi-core makes them by default (every schema
+    validator and reader made again on each call, no quick test of bodies): the reference the
+    emulators' validators are tested against."""
+    document = cloud.document()
+    return Validators(
+        request=V30RequestValidator(
+            SchemaPath.from_dict(strict_request_bodies(document)),
+            schema_validators_factory=SchemaValidatorsFactory(StrictWriteValidator),
+        ),
+        response=V30ResponseValidator(SchemaPath.from_dict(document)),
+        server_url=cloud.server_url,
+        errors=cloud.errors,
+    )
