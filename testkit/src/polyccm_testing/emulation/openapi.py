@@ -18,7 +18,7 @@ import copy
 import json
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -293,12 +293,17 @@ class DocumentRequest(WerkzeugOpenAPIRequest):
 
 @dataclass(frozen=True)
 class Validators:
-    """openapi-core validators over a cloud's document (build them once per process)."""
+    """openapi-core validators over a cloud's document (build them once per process).
+
+    One check runs at a time: the validators remember what they made and resolved (in plain
+    dicts and jsonschema-path's LRU cache, which a concurrent reader could see cleared between
+    its lookup and its use); the checks hold the GIL throughout anyway."""
 
     request: V30RequestValidator
     response: V30ResponseValidator
     server_url: str
     errors: CloudErrors
+    lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
     @classmethod
     def build(cls, document: dict[str, Any], server_url: str, errors: CloudErrors) -> Validators:
@@ -333,16 +338,18 @@ class Validators:
         """Raise the error the cloud would answer for a request the document rejects (see
         :meth:`CloudErrors.for_error`)."""
         try:
-            self.request.validate(DocumentRequest(request, self.server_url))
+            with self.lock:
+                self.request.validate(DocumentRequest(request, self.server_url))
         except OpenAPIError as error:
             raise self.errors.for_error(error) from None
 
     def response_problem(self, request: Request, response: Response) -> str | None:
         """Why ``response`` does not match the document, or ``None`` when it does."""
         try:
-            self.response.validate(
-                DocumentRequest(request, self.server_url), WerkzeugOpenAPIResponse(response)
-            )
+            with self.lock:
+                self.response.validate(
+                    DocumentRequest(request, self.server_url), WerkzeugOpenAPIResponse(response)
+                )
         except OpenAPIError as error:
             return describe(error)
         return None
