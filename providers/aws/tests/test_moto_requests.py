@@ -203,3 +203,53 @@ def test_the_action_is_found_as_a_full_parse_finds_it() -> None:
         full = parse_qs(query)
         expected = {k: full[k][0] for k in ("Action", "Version") if k in full}
         assert FaultInjector._action_and_version(query) == expected, query
+
+
+def test_a_connection_carries_one_call_after_another_with_the_same_answers(
+    aws: EmulatorControl,
+) -> None:
+    """On the emulator's own server the connection botocore opens stays open for its next
+    calls (werkzeug closed each after one answer), and the calls it carries are answered with
+    werkzeug's bytes, counted, and failed on request, as before."""
+    import http.client
+
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+    from werkzeug.serving import make_server
+
+    del aws  # for its fake credentials and isolated boto3; the emulator here serves the calls
+    server = make_server(
+        "127.0.0.1", 0, build_app(), threaded=True, request_handler=MotoRequestHandler
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    control = EmulatorControl(url)
+    try:
+        ec2 = boto3.client("ec2", endpoint_url=url, region_name="us-east-1")
+        recorder = _Recorder()
+        ec2.meta.events.register("before-send", recorder)
+        ec2.run_instances(ImageId="ami-12c6146b", MinCount=3, MaxCount=3)
+        ec2.describe_instances()
+        _, headers, body = recorder.sent[-1]
+        control.reset_calls()
+        control.inject("DescribeInstances", count=1)
+
+        connection = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=30)
+        answers = []
+        for _ in range(3):
+            connection.request("POST", "/", body=body, headers=headers)
+            if not answers:
+                opened = connection.sock
+            answer = connection.getresponse()
+            answers.append((answer.status, _without_ids(answer.read())))
+            assert connection.sock is opened, "the connection stayed open"
+        connection.close()
+        with _moto_alone():
+            werkzeug_answer = _post(url, headers, body)
+        assert control.calls()["DescribeInstances"] == 4, "each call is counted"
+    finally:
+        control.reset()  # moto's state lives in this process: leave none behind
+        server.shutdown()
+        server.server_close()
+    assert answers[0][0] == 503 and b"RequestLimitExceeded" in answers[0][1]
+    assert answers[1] == answers[2] == werkzeug_answer
+    assert werkzeug_answer[1].count(b"<instanceId>") == 3
