@@ -7,6 +7,7 @@ back for the second rendering."""
 
 from __future__ import annotations
 
+import importlib
 import threading
 import time
 from collections.abc import Iterator
@@ -18,44 +19,14 @@ import pytest
 import xmltodict
 from botocore.exceptions import ClientError
 from polyccm_aws import moto_rendering
-from polyccm_aws.emulator import EmulatorControl, build_app
+from polyccm_aws.emulator import EmulatorControl
+from polyccm_aws.testing import emulator_in_this_process, moto_code_put_back
 
 
-@contextmanager
-def _serving() -> Iterator[str]:
-    """The emulator in this process; moto's state is reset afterwards for the other tests."""
-    from werkzeug.serving import make_server
-
-    server = make_server("127.0.0.1", 0, build_app(), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{server.server_port}"
-    try:
-        yield url
-    finally:
-        EmulatorControl(url).reset()
-        server.shutdown()
-        server.server_close()
-
-
-def _owner(path: str) -> Any:
-    module, _, name = path.rpartition(".")
-    return getattr(__import__(module, fromlist=[name]), name)
-
-
-@contextmanager
-def _moto_alone() -> Iterator[None]:
+def _moto_alone() -> Any:
     """moto's own serializer (and field-name lookup) and xmltodict, for the duration."""
-    patched = [(_owner(owner), name) for owner, name in moto_rendering.PATCHED]
-    patched.append((_owner("moto.core.serialize.XFormedAttributePicker"), "get_possible_keys"))
-    ours = [owner.__dict__[name] for owner, name in patched]
-    for (owner, name), function in zip(patched, ours, strict=True):
-        setattr(owner, name, function.__wrapped__)
-    try:
-        yield
-    finally:
-        for (owner, name), function in zip(patched, ours, strict=True):
-            setattr(owner, name, function)
+    picker = ("moto.core.serialize.XFormedAttributePicker", "get_possible_keys")
+    return moto_code_put_back([*moto_rendering.PATCHED, picker])
 
 
 def _copy(answer: Any) -> dict[str, Any]:
@@ -174,7 +145,7 @@ def test_answers_are_the_bytes_moto_renders(aws: EmulatorControl) -> None:
     """Each answer, successes and errors of EC2, ELB and ELBv2, is rendered byte for byte as
     moto's own serializer and xmltodict render the same result."""
     del aws  # for its fake credentials and isolated boto3; the emulator here serves the calls
-    with _serving() as url, _rendered_twice() as renderings:
+    with emulator_in_this_process() as url, _rendered_twice() as renderings:
         _fleet_and_calls(url)
     operations = {operation for operation, *_ in renderings}
     assert {
@@ -220,9 +191,11 @@ def test_the_speed_ups_apply_and_pay(aws: EmulatorControl) -> None:
     """The emulator's app renders with these patches, and a large answer (a target group of
     200 targets) costs well under half the CPU moto's own rendering does."""
     del aws
-    with _serving() as url, _rendered_twice() as renderings:
+    with emulator_in_this_process() as url, _rendered_twice() as renderings:
         for owner, name in moto_rendering.PATCHED:
-            assert getattr(_owner(owner).__dict__[name], moto_rendering.MARKER, False), name
+            module, _, cls = owner.rpartition(".")
+            patched = getattr(importlib.import_module(module), cls).__dict__[name]
+            assert getattr(patched, moto_rendering.MARKER, False), name
         ec2 = boto3.client("ec2", endpoint_url=url, region_name="us-east-1")
         elbv2 = boto3.client("elbv2", endpoint_url=url, region_name="us-east-1")
         vpc = ec2.create_vpc(CidrBlock="10.2.0.0/16")["Vpc"]["VpcId"]

@@ -807,6 +807,7 @@ def build_app() -> FaultInjector:
     from moto.moto_api._internal.models import moto_api_backend
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
+    from polyccm_aws.moto_lookups import look_up_directly
     from polyccm_aws.moto_rendering import render_answers_faster
     from polyccm_aws.moto_requests import receive_requests_cheaply
 
@@ -819,6 +820,7 @@ def build_app() -> FaultInjector:
     remember_which_backend_serves_a_host()
     receive_requests_cheaply()
     render_answers_faster()
+    look_up_directly()
     quota = os.environ.get(RULES_QUOTA_VARIABLE)
     if quota:
         apply_rules_quota(int(quota))

@@ -27,6 +27,48 @@ CLUSTER = "kubernetes"
 CLUSTER_TAG = f"kubernetes.io/cluster/{CLUSTER}"
 
 
+@contextmanager
+def emulator_in_this_process() -> Iterator[str]:
+    """The emulator's app served on a free loopback port from this process (so that a test can
+    put moto's own code back for a moment); moto's state is reset when it stops."""
+    import threading
+
+    from werkzeug.serving import make_server
+
+    from polyccm_aws.emulator import build_app
+
+    server = make_server("127.0.0.1", 0, build_app(), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    try:
+        yield url
+    finally:
+        EmulatorControl(url).reset()
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def moto_code_put_back(patched: Iterable[tuple[str, str]]) -> Iterator[None]:
+    """For the duration, moto's own code in place of the emulator's patches, each given as
+    (owner's import path, attribute) and found through its ``__wrapped__``."""
+    import importlib
+
+    places = []
+    for path, name in patched:
+        module, _, owner = path.rpartition(".")
+        places.append((getattr(importlib.import_module(module), owner), name))
+    ours = [owner.__dict__[name] for owner, name in places]
+    for (owner, name), function in zip(places, ours, strict=True):
+        setattr(owner, name, function.__wrapped__)
+    try:
+        yield
+    finally:
+        for (owner, name), function in zip(places, ours, strict=True):
+            setattr(owner, name, function)
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
     with socket.socket() as sock:
