@@ -16,7 +16,8 @@ def _require_loopback(host: str) -> None:
 
 
 def serve(host: str, port: int, settings: EmulatorSettings, *, verbose: bool = False) -> None:
-    """Serve until interrupted."""
+    """Serve until interrupted (threads reused across connections)."""
+    from polyccm_testing.emulation.serving import reuse_threads
     from werkzeug.serving import make_server
 
     _require_loopback(host)
@@ -24,6 +25,7 @@ def serve(host: str, port: int, settings: EmulatorSettings, *, verbose: bool = F
     if not verbose:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
     server = make_server(host, port, ComputeEmulator(settings), threaded=True)
+    reuse_threads(server)
     print(f"polyccm GCE emulator on http://{host}:{server.server_port}", flush=True)
     try:
         server.serve_forever()
