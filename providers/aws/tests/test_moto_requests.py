@@ -40,7 +40,10 @@ def _serving() -> Iterator[str]:
 @contextmanager
 def _moto_alone() -> Iterator[None]:
     """moto's own request parsing and target registration, for the duration."""
-    owners = [getattr(importlib.import_module(m), cls) for m, cls, _ in PATCHED]
+    modules = [importlib.import_module(module) for module, _, _ in PATCHED]
+    owners = [
+        m if c is None else getattr(m, c) for m, (_, c, _) in zip(modules, PATCHED, strict=True)
+    ]
     patches = [getattr(owner, name) for owner, (_, _, name) in zip(owners, PATCHED, strict=True)]
     for owner, (_, _, name), patch in zip(owners, PATCHED, patches, strict=True):
         setattr(owner, name, patch.__wrapped__)

@@ -171,6 +171,32 @@ def look_the_ec2_backend_up_once_per_registration() -> None:
     FakeTargetGroup.register = register  # type: ignore[method-assign]
 
 
+def remember_each_responses_actions() -> None:
+    """List the methods of a moto response class once, not on every call it answers.
+
+    Before calling an action, moto checks that the response class has a method of that name
+    by listing all of the class's functions with ``inspect.getmembers``: 0.5 ms for EC2's
+    class of some 700 methods, about a third of a small EC2 call's dispatch. A class's
+    methods are fixed once moto is imported and patched, so the list is the same each time;
+    each caller gets its own copy of it."""
+    import moto.core.responses
+
+    original = moto.core.responses.method_names_from_class  # type: ignore[attr-defined]
+    if getattr(original, "polyccm_remembered", False):
+        return
+    known: dict[object, list[str]] = {}
+
+    @functools.wraps(original)
+    def method_names_from_class(clazz: object) -> list[str]:
+        names = known.get(clazz)
+        if names is None:
+            names = known[clazz] = list(original(clazz))
+        return list(names)
+
+    method_names_from_class.polyccm_remembered = True  # type: ignore[attr-defined]
+    moto.core.responses.method_names_from_class = method_names_from_class  # type: ignore[attr-defined]
+
+
 def _answer(app: Any, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
     """Run a WSGI app to the end: its status, headers and whole body."""
     started: list[Any] = []
@@ -260,13 +286,14 @@ def keep_connections_alive() -> None:
     MotoRequestHandler.run_wsgi = run_wsgi  # type: ignore[method-assign]
 
 
-#: Each patch of this module, by the owner and name of what it replaces (for tests that put
-#: moto's own code back).
+#: Each patch of this module, by the module, class (``None`` for a module's function) and
+#: name of what it replaces (for tests that put moto's own code back).
 PATCHED = (
     ("moto.core.parse", "QueryParser", "_do_parse"),
     ("moto.core.parse", "QueryParser", "_parse_structure"),
     ("moto.elbv2.models", "FakeTargetGroup", "register"),
     ("moto.moto_server.werkzeug_app", "MotoRequestHandler", "run_wsgi"),
+    ("moto.core.responses", None, "method_names_from_class"),
 )
 
 
@@ -276,3 +303,4 @@ def receive_requests_cheaply() -> None:
     parse_structures_by_a_plan()
     look_the_ec2_backend_up_once_per_registration()
     keep_connections_alive()
+    remember_each_responses_actions()
