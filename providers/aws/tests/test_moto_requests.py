@@ -7,51 +7,16 @@ The emulator runs in this process, so that moto's code can be put back for a mom
 
 from __future__ import annotations
 
-import importlib
 import re
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import boto3
 from polyccm_aws.emulator import EmulatorControl, FaultInjector, build_app
 from polyccm_aws.moto_requests import PATCHED
-
-
-@contextmanager
-def _serving() -> Iterator[str]:
-    from werkzeug.serving import make_server
-
-    server = make_server("127.0.0.1", 0, build_app(), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{server.server_port}"
-    try:
-        yield url
-    finally:
-        EmulatorControl(url).reset()  # moto's state lives in this process: leave none behind
-        server.shutdown()
-        server.server_close()
-
-
-@contextmanager
-def _moto_alone() -> Iterator[None]:
-    """moto's own request parsing and target registration, for the duration."""
-    modules = [importlib.import_module(module) for module, _, _ in PATCHED]
-    owners = [
-        m if c is None else getattr(m, c) for m, (_, c, _) in zip(modules, PATCHED, strict=True)
-    ]
-    patches = [getattr(owner, name) for owner, (_, _, name) in zip(owners, PATCHED, strict=True)]
-    for owner, (_, _, name), patch in zip(owners, PATCHED, patches, strict=True):
-        setattr(owner, name, patch.__wrapped__)
-    try:
-        yield
-    finally:
-        for owner, (_, _, name), patch in zip(owners, PATCHED, patches, strict=True):
-            setattr(owner, name, patch)
+from polyccm_aws.testing import emulator_in_this_process, moto_code_put_back
 
 
 class _Recorder:
@@ -112,7 +77,7 @@ def test_requests_are_parsed_and_answered_as_moto_alone_does(aws: EmulatorContro
     and a RegisterTargets with a port that is no number: the same parameters, the same answers
     (the error's too), with the emulator's intake and with moto's own."""
     del aws  # for its fake credentials and isolated boto3; the emulator here serves the calls
-    with _serving() as url:
+    with emulator_in_this_process() as url:
         ec2 = boto3.client("ec2", endpoint_url=url, region_name="us-east-1")
         elb = boto3.client("elb", endpoint_url=url, region_name="us-east-1")
         elbv2 = boto3.client("elbv2", endpoint_url=url, region_name="us-east-1")
@@ -170,7 +135,7 @@ def test_requests_are_parsed_and_answered_as_moto_alone_does(aws: EmulatorContro
         reads = [(n, r) for n, r in sent if b"Action=Describe" in r[2] or r is broken]
         fast_parsed = [_parsed(request, name) for name, request in sent[:-1]]
         fast_answers = [_post(*request) for _, request in reads]
-        with _moto_alone():
+        with moto_code_put_back(PATCHED):
             slow_parsed = [_parsed(request, name) for name, request in sent[:-1]]
             slow_answers = [_post(*request) for _, request in reads]
     for index, (ours, moto) in enumerate(zip(fast_parsed, slow_parsed, strict=True)):
@@ -246,7 +211,7 @@ def test_a_connection_carries_one_call_after_another_with_the_same_answers(
             answers.append((answer.status, _without_ids(answer.read())))
             assert connection.sock is opened, "the connection stayed open"
         connection.close()
-        with _moto_alone():
+        with moto_code_put_back(PATCHED):
             werkzeug_answer = _post(url, headers, body)
         assert control.calls()["DescribeInstances"] == 4, "each call is counted"
     finally:

@@ -286,14 +286,14 @@ def keep_connections_alive() -> None:
     MotoRequestHandler.run_wsgi = run_wsgi  # type: ignore[method-assign]
 
 
-#: Each patch of this module, by the module, class (``None`` for a module's function) and
-#: name of what it replaces (for tests that put moto's own code back).
+#: Each patch of this module, as the import path of what holds it (a class or module) and the
+#: name it replaces (for tests that put moto's own code back).
 PATCHED = (
-    ("moto.core.parse", "QueryParser", "_do_parse"),
-    ("moto.core.parse", "QueryParser", "_parse_structure"),
-    ("moto.elbv2.models", "FakeTargetGroup", "register"),
-    ("moto.moto_server.werkzeug_app", "MotoRequestHandler", "run_wsgi"),
-    ("moto.core.responses", None, "method_names_from_class"),
+    ("moto.core.parse.QueryParser", "_do_parse"),
+    ("moto.core.parse.QueryParser", "_parse_structure"),
+    ("moto.elbv2.models.FakeTargetGroup", "register"),
+    ("moto.moto_server.werkzeug_app.MotoRequestHandler", "run_wsgi"),
+    ("moto.core.responses", "method_names_from_class"),
 )
 
 
