@@ -212,6 +212,8 @@ def test_the_speed_ups_apply_and_pay(aws: EmulatorControl) -> None:
         elbv2.register_targets(TargetGroupArn=group, Targets=[{"Id": i} for i in instances])
         for _ in range(3):
             elbv2.describe_target_health(TargetGroupArn=group)
+    for operation, ours, moto, *_ in renderings:
+        assert ours == moto, f"{operation} is not rendered as moto renders it"
     timed = [r for r in renderings if r[0] == "DescribeTargetHealth"]
     ours, moto = sum(r[3] for r in timed), sum(r[4] for r in timed)
     assert ours < moto / 2, f"rendering took {ours:.3f} s of CPU, moto's own {moto:.3f} s"
