@@ -124,21 +124,109 @@ def parse_structures_by_a_plan() -> None:
     ) -> Any:
         if self._gonna_recurse(query_params, prefix):
             return UNDEFINED
-        parsed = self.MAP_TYPE()
-        for key, name, member_shape, how, default in _plan(self, shape):
-            member_prefix = f"{prefix}.{name}" if prefix else name
-            if how == _OTHER:
-                value = self._parse_shape(member_shape, query_params, member_prefix)
-            else:
-                value = query_params.get(member_prefix, default)
-                if how == _INTEGER and value is not UNDEFINED:
-                    value = int(value)
-            if value is not UNDEFINED:
-                parsed[key] = value
-        return parsed if parsed != {} else UNDEFINED
+        return _structure(self, _plan(self, shape), query_params, prefix)
 
     parse_structure.polyccm_planned = True  # type: ignore[attr-defined]
     QueryParser._parse_structure = parse_structure  # type: ignore[method-assign]
+
+
+def _structure(parser: Any, plan: Any, query_params: Mapping[str, Any], prefix: str) -> Any:
+    """moto's parse of a structure under ``prefix`` that has parameters, by its ``plan``."""
+    from moto.core.parse import UNDEFINED
+
+    parsed = parser.MAP_TYPE()
+    for key, name, member_shape, how, default in plan:
+        member_prefix = f"{prefix}.{name}" if prefix else name
+        if how == _OTHER:
+            value = parser._parse_shape(member_shape, query_params, member_prefix)
+        else:
+            value = query_params.get(member_prefix, default)
+            if how == _INTEGER and value is not UNDEFINED:
+                value = int(value)
+        if value is not UNDEFINED:
+            parsed[key] = value
+    return parsed if parsed != {} else UNDEFINED
+
+
+def _elements(parser: Any, member: Any, node: Mapping[str, Any], list_prefix: str) -> Any:
+    """moto's parse of a list's elements ``list_prefix.1``, ``.2``... up to the first absent
+    one: a structure read by its plan, a string read as it stands, anything else (or anything
+    a parser of its own reads) through ``_parse_shape``."""
+    from moto.core.parse import UNDEFINED, QueryParser
+
+    kind = type(parser)
+    own = kind._parse_shape is QueryParser._parse_shape
+    parsed: list[Any] = []
+    i = 1
+    if own and member.type_name == "structure" and _planned(kind._parse_structure):
+        plan = _plan(parser, member)
+        # moto first asks whether any name starts with the element's; when every member is
+        # read by name without a default, an element read as empty is absent either way.
+        ask = any(how == _OTHER or default is not UNDEFINED for _, _, _, how, default in plan)
+        while True:
+            element = f"{list_prefix}.{i}"
+            if ask and parser._gonna_recurse(node, element):
+                break
+            value = _structure(parser, plan, node, element)
+            if value is UNDEFINED:
+                break
+            parsed.append(value)
+            i += 1
+    elif (
+        own
+        and getattr(kind, f"_parse_{member.type_name}", None) is None
+        and kind._default_handle is QueryParser._default_handle
+        and "default" not in member.metadata
+    ):
+        while (value := node.get(f"{list_prefix}.{i}", UNDEFINED)) is not UNDEFINED:
+            parsed.append(value)
+            i += 1
+    else:
+        while (value := parser._parse_shape(member, node, f"{list_prefix}.{i}")) is not UNDEFINED:
+            parsed.append(value)
+            i += 1
+    return parsed if parsed != [] else UNDEFINED
+
+
+def _planned(function: Any) -> bool:
+    return bool(getattr(function, "polyccm_planned", False))
+
+
+def parse_lists_by_a_plan() -> None:
+    """Parse a query-protocol list's elements without dispatching each through moto's
+    ``_parse_shape``: a list of structures (RegisterTargets' 200 targets) is read element by
+    element by the structure's plan (see :func:`parse_structures_by_a_plan`), a list of strings
+    (DescribeInstances' ids) by reading each name. The elements' names (the member's name or
+    ``member`` of the query protocol, none for EC2's), moto's empty-list form and the end of
+    a list at its first absent element are moto's, so every parse comes out as moto's."""
+    from moto.core.parse import UNDEFINED, EC2QueryParser, QueryParser
+
+    query_list = QueryParser._parse_list
+    ec2_list = EC2QueryParser._parse_list
+    if getattr(query_list, "polyccm_planned", False):
+        return
+
+    @functools.wraps(query_list)
+    def parse_list(self: Any, shape: Any, node: Mapping[str, Any], prefix: str = "") -> Any:
+        if node.get(prefix, UNDEFINED) == "":
+            return []
+        if shape.is_flattened:
+            list_prefix = prefix
+            location_name = self._get_serialized_name(shape.member, None)
+            if location_name is not None:
+                list_prefix = ".".join([*prefix.split(".")[:-1], location_name])
+        else:
+            list_prefix = f"{prefix}.{self._get_serialized_name(shape.member, 'member')}"
+        return _elements(self, shape.member, node, list_prefix)
+
+    @functools.wraps(ec2_list)
+    def parse_ec2_list(self: Any, shape: Any, node: Mapping[str, Any], prefix: str = "") -> Any:
+        return _elements(self, shape.member, node, prefix)
+
+    parse_list.polyccm_planned = True  # type: ignore[attr-defined]
+    parse_ec2_list.polyccm_planned = True  # type: ignore[attr-defined]
+    QueryParser._parse_list = parse_list  # type: ignore[method-assign]
+    EC2QueryParser._parse_list = parse_ec2_list  # type: ignore[method-assign]
 
 
 def look_the_ec2_backend_up_once_per_registration() -> None:
@@ -291,6 +379,8 @@ def keep_connections_alive() -> None:
 PATCHED = (
     ("moto.core.parse.QueryParser", "_do_parse"),
     ("moto.core.parse.QueryParser", "_parse_structure"),
+    ("moto.core.parse.QueryParser", "_parse_list"),
+    ("moto.core.parse.EC2QueryParser", "_parse_list"),
     ("moto.elbv2.models.FakeTargetGroup", "register"),
     ("moto.moto_server.werkzeug_app.MotoRequestHandler", "run_wsgi"),
     ("moto.core.responses", "method_names_from_class"),
@@ -301,6 +391,7 @@ def receive_requests_cheaply() -> None:
     """Install every patch of this module (each only once)."""
     parse_query_values_from_a_dict()
     parse_structures_by_a_plan()
+    parse_lists_by_a_plan()
     look_the_ec2_backend_up_once_per_registration()
     keep_connections_alive()
     remember_each_responses_actions()
