@@ -1,6 +1,7 @@
-"""How the emulator receives a request: patches of moto's request parsing and of the backend
-work each request repeats, so that a call costs less CPU to take in and dispatch while moto
-parses it into the same parameters and answers it with the same bytes.
+"""How the emulator receives a request: patches of moto's HTTP request handler (connections kept
+open), of its request parsing and dispatch, and of the backend work each request repeats, so
+that a call costs less CPU to take in and dispatch while moto parses it into the same
+parameters and answers it with the same bytes.
 
 :func:`receive_requests_cheaply` installs them all (idempotently); ``build_app`` calls it. Each
 patch keeps moto's own function as ``__wrapped__``, so tests can put moto's code back and
