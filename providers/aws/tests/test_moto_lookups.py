@@ -1,6 +1,7 @@
 """The emulator's direct lookups in moto's backends answer what moto's scans answer: a volume
-read by its id (with and without filters, unknown), and the instances left on a classic ELB
-after a deregistration (repeated, unknown and still registered ids, their order)."""
+read by its id (with and without filters, unknown), the instances left on a classic ELB after a
+deregistration (repeated, unknown and still registered ids, their order), and a target group's
+health (running, stopped, unregistered and unknown targets; an unknown group)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,32 @@ def _volume_reads(ec2: Any, volume: str) -> list[Any]:
     ]
     with pytest.raises(ClientError) as unknown:
         ec2.describe_volumes(VolumeIds=["vol-0123456789abcdef0"])
+    answers.append(unknown.value.response["Error"])
+    return answers
+
+
+def elbv2_group(url: str, vpc: str, ids: list[str]) -> str:
+    """A target group of ``ids`` but the last, the first of them stopped."""
+    ec2 = boto3.client("ec2", endpoint_url=url, region_name="us-east-1")
+    elbv2 = boto3.client("elbv2", endpoint_url=url, region_name="us-east-1")
+    group = elbv2.create_target_group(
+        Name="lookup-health", Protocol="TCP", Port=30083, VpcId=vpc, TargetType="instance"
+    )["TargetGroups"][0]["TargetGroupArn"]
+    elbv2.register_targets(TargetGroupArn=group, Targets=[{"Id": i} for i in ids[:-1]])
+    ec2.stop_instances(InstanceIds=ids[:1])
+    return str(group)
+
+
+def _health_reads(url: str, group: str, ids: list[str]) -> list[Any]:
+    elbv2 = boto3.client("elbv2", endpoint_url=url, region_name="us-east-1")
+    answers: list[Any] = [
+        elbv2.describe_target_health(TargetGroupArn=group)["TargetHealthDescriptions"],
+        elbv2.describe_target_health(
+            TargetGroupArn=group, Targets=[{"Id": ids[-1]}, {"Id": ids[0]}, {"Id": "i-0000000f"}]
+        )["TargetHealthDescriptions"],
+    ]
+    with pytest.raises(ClientError) as unknown:
+        elbv2.describe_target_health(TargetGroupArn=group.replace("lookup-health", "nowhere"))
     answers.append(unknown.value.response["Error"])
     return answers
 
@@ -72,6 +99,13 @@ def test_lookups_answer_as_moto_scans(aws: EmulatorControl) -> None:
                 "LoadBalancerDescriptions"
             ]
             kept.append((answer["Instances"], described["Instances"]))
+        group = elbv2_group(url, vpc, ids)
+        fast_health = _health_reads(url, group, ids)
+        with moto_code_put_back(moto_lookups.PATCHED):
+            slow_health = _health_reads(url, group, ids)
+    assert fast_health == slow_health
+    states = {h["Target"]["Id"]: h["TargetHealth"]["State"] for h in fast_health[0]}
+    assert states[ids[0]] == "unused" and states[ids[1]] == "healthy", "one stopped, one running"
     assert kept[0] == kept[1]
     left = [i["InstanceId"] for i in kept[0][1]]
     assert left == [i for i in [*ids, *ids[:3]] if i not in (ids[1], ids[5])]
