@@ -225,7 +225,7 @@ class _Plane:
                 quiet=args.quiet,
                 phase_timeout=args.phase_timeout,
                 settle_limit=10.0 if args.quick else 30.0,
-                settled_after=3.0,
+                settled_after=2.0,
             ),
             say=say,
         )

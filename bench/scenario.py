@@ -65,7 +65,7 @@ class Timing:
     #: How long the cloud calls after a phase may go on before the next phase starts anyway.
     settle_limit: float = 30.0
     #: The cloud calls have "stopped" once none came for this long.
-    settled_after: float = 3.0
+    settled_after: float = 2.0
 
 
 @dataclass
