@@ -6,6 +6,7 @@ also checked on their own with a fake clock, since their time scales are minutes
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -138,6 +139,46 @@ def test_stop_flushes_queued_events(kube_api: KubeApi, namespace: str) -> None:
         rec.event(service, NORMAL, "UpdatedLoadBalancer", f"update {i}")
     rec.stop()
     assert len(_events_for(kube_api, namespace, "web")) == 5
+
+
+class _SlowApi(KubeApi):
+    """The real API client, each write held 0.2 s, counting how many are under way at once."""
+
+    def __init__(self, real: KubeApi) -> None:
+        self.__dict__.update(real.__dict__)
+        self._lock = threading.Lock()
+        self.under_way = 0
+        self.most_at_once = 0
+
+    def create(self, *args: Any, **kwargs: Any) -> JsonObject:
+        with self._lock:
+            self.under_way += 1
+            self.most_at_once = max(self.most_at_once, self.under_way)
+        try:
+            time.sleep(0.2)
+            return super().create(*args, **kwargs)
+        finally:
+            with self._lock:
+                self.under_way -= 1
+
+
+def test_events_of_different_objects_are_written_side_by_side(
+    kube_api: KubeApi, namespace: str
+) -> None:
+    slow = _SlowApi(kube_api)
+    services = [_service(kube_api, namespace, f"web-{i}") for i in range(8)]
+    rec = EventRecorder(slow)
+    rec.start()
+    for service in services:
+        rec.event(service, NORMAL, "EnsuringLoadBalancer", "Ensuring load balancer")
+    rec.event(services[0], NORMAL, "EnsuringLoadBalancer", "Ensuring load balancer")
+    rec.stop()
+    assert slow.most_at_once > 1  # one writer would have written them one by one
+    for service in services:
+        assert len(_events_for(kube_api, namespace, service["metadata"]["name"])) == 1
+    # The repeat of the first was patched onto its Event, after that Event was created.
+    (first,) = _events_for(kube_api, namespace, "web-0")
+    assert first["count"] == 2
 
 
 def test_an_unreachable_api_server_never_reaches_the_caller() -> None:

@@ -1,9 +1,12 @@
 """Kubernetes Events about the objects the controllers act on, recorded like client-go's.
 
 :meth:`EventRecorder.event` never blocks and never raises: it builds a core/v1 Event and puts it
-on a bounded queue that a background thread writes to the API server. Before writing, the
-:class:`EventCorrelator` applies client-go's rules so that a controller retrying a broken object
-every few seconds does not flood the API server:
+on a bounded queue. A background thread takes it from there through the :class:`EventCorrelator`
+and hands it to one of a few writer threads, always the same one for the same Event, so that its
+create and later count patches stay in order while different Events are written side by side
+(one writer was the bottleneck of a burst: a thousand Services' and nodes' Events were still
+being written a minute after the work they report). The correlator applies client-go's rules so
+that a controller retrying a broken object every few seconds does not flood the API server:
 
 - an identical event (same object, type, reason, message and source) seen again within
   ten minutes increments ``count`` and ``lastTimestamp`` of the existing Event (one PATCH)
@@ -211,6 +214,7 @@ class EventRecorder:
         correlator: EventCorrelator | None = None,
         write_attempts: int = 3,
         retry_delay: float = 1.0,
+        writers: int = 4,
     ) -> None:
         self.api = api
         self.component = component
@@ -219,7 +223,13 @@ class EventRecorder:
         self.write_attempts = write_attempts
         self.retry_delay = retry_delay
         self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_size)
+        # Small per-writer queues: when the writers fall behind, the main queue fills and
+        # events are dropped there, as with one writer.
+        self._writer_queues: list[queue.Queue[object]] = [
+            queue.Queue(maxsize=16) for _ in range(max(1, writers))
+        ]
         self._thread: threading.Thread | None = None
+        self._writers: list[threading.Thread] = []
         self._stopping = threading.Event()
 
     def event(self, obj: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
@@ -236,6 +246,14 @@ class EventRecorder:
     def start(self) -> None:
         if self._thread is not None:
             return
+        self._writers = [
+            threading.Thread(
+                target=self._write_from, args=(q,), name=f"event-writer-{i}", daemon=True
+            )
+            for i, q in enumerate(self._writer_queues)
+        ]
+        for writer in self._writers:
+            writer.start()
         self._thread = threading.Thread(target=self._run, name="event-recorder", daemon=True)
         self._thread.start()
 
@@ -243,11 +261,15 @@ class EventRecorder:
         """Write what is queued (for up to ``timeout`` seconds), then stop."""
         if self._thread is None:
             return
+        deadline = time.monotonic() + timeout
         self._stopping.set()
         with contextlib.suppress(queue.Full):
             self._queue.put(_STOP, timeout=timeout)
-        self._thread.join(timeout)
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        for writer in self._writers:
+            writer.join(max(0.0, deadline - time.monotonic()))
         self._thread = None
+        self._writers = []
 
     # -- building -------------------------------------------------------------------------
 
@@ -282,9 +304,13 @@ class EventRecorder:
     # -- writing --------------------------------------------------------------------------
 
     def _run(self) -> None:
+        """Correlate each queued event and hand it to its writer (by the Event's name, which a
+        count patch shares with the create it follows)."""
         while True:
             item = self._queue.get()
             if item is _STOP:
+                for writer_queue in self._writer_queues:
+                    writer_queue.put(_STOP)
                 return
             assert isinstance(item, dict)
             try:
@@ -292,10 +318,23 @@ class EventRecorder:
                 if correlated is None:
                     log.debug("event dropped by the spam filter: %s", item.get("reason"))
                     continue
-                self._write(correlated)
+                name = str(correlated.event["metadata"]["name"])
+                self._writer_queues[hash(name) % len(self._writer_queues)].put(correlated)
             except Exception:
                 metrics.events_dropped_total.inc()
                 log.exception("recording event %s failed", item.get("reason"))
+
+    def _write_from(self, writer_queue: queue.Queue[object]) -> None:
+        while True:
+            item = writer_queue.get()
+            if item is _STOP:
+                return
+            assert isinstance(item, Correlated)
+            try:
+                self._write(item)
+            except Exception:
+                metrics.events_dropped_total.inc()
+                log.exception("recording event %s failed", item.event.get("reason"))
 
     def _write(self, correlated: Correlated) -> None:
         event = correlated.event
