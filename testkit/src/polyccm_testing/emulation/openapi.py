@@ -18,7 +18,7 @@ import copy
 import json
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from jsonschema.validators import (  # type: ignore[import-untyped]
     extend,
 )
 from jsonschema_path import SchemaPath
+from jsonschema_path.caches import FullPathResolvedCache
 from openapi_core import V30RequestValidator, V30ResponseValidator
 from openapi_core.casting.schemas.factories import SchemaCastersFactory
 from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
@@ -56,6 +57,36 @@ _STRICT = "strict_"
 #: off by default): openapi-core reads about 75 per request, most of them the same each time.
 RESOLVED_CACHE = 8192
 _SCHEMA_REF = "#/components/schemas/"
+
+
+class _LockedResolvedCache(FullPathResolvedCache):
+    """jsonschema-path's cache of resolved places, safe to share between request threads: its
+    ``get`` reads an entry and then moves it, so a ``set`` evicting it or an ``invalidate`` in
+    between raised KeyError. Each operation holds a lock for its few dict steps only (a lock
+    around whole checks made every request wait behind a 500-device answer being checked)."""
+
+    def __init__(self, maxsize: int) -> None:
+        super().__init__(maxsize)
+        self._lock = threading.Lock()
+
+    def get(self, parts: Any) -> Any:
+        with self._lock:
+            return super().get(parts)
+
+    def set(self, parts: Any, resolved: Any) -> None:
+        with self._lock:
+            super().set(parts, resolved)
+
+    def invalidate(self) -> None:
+        with self._lock:
+            super().invalidate()
+
+
+def _document_path(document: dict[str, Any]) -> SchemaPath:
+    """A reader of ``document`` that remembers the places it resolved, shareable by threads."""
+    path = SchemaPath.from_dict(document, resolved_cache_maxsize=RESOLVED_CACHE)
+    path.accessor._resolved_cache = _LockedResolvedCache(RESOLVED_CACHE)  # type: ignore[attr-defined]
+    return path
 
 
 def load_document(path: Path) -> dict[str, Any]:
@@ -201,7 +232,7 @@ class StrictValidatorsFactory(CachedSchemaValidatorsFactory):
     def __init__(self, document: dict[str, Any]) -> None:
         super().__init__(StrictWriteValidator)
         self._document = document
-        self._published = SchemaPath.from_dict(document, resolved_cache_maxsize=RESOLVED_CACHE)
+        self._published = _document_path(document)
         self._published_validators = CachedSchemaValidatorsFactory(OAS30WriteValidator)
 
     def _make(
@@ -295,24 +326,21 @@ class DocumentRequest(WerkzeugOpenAPIRequest):
 class Validators:
     """openapi-core validators over a cloud's document (build them once per process).
 
-    One check runs at a time: the validators remember what they made and resolved (in plain
-    dicts and jsonschema-path's LRU cache, which a concurrent reader could see cleared between
-    its lookup and its use); the checks hold the GIL throughout anyway."""
+    Checks run side by side: what the validators remember is kept in plain dicts (one step
+    each under the GIL) and in jsonschema-path's cache of resolved places, whose steps are
+    locked (:class:`_LockedResolvedCache`)."""
 
     request: V30RequestValidator
     response: V30ResponseValidator
     server_url: str
     errors: CloudErrors
-    lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
     @classmethod
     def build(cls, document: dict[str, Any], server_url: str, errors: CloudErrors) -> Validators:
         """Validators of requests (strict) and responses (as published) against ``document``,
         served by the cloud at ``server_url``."""
-        published = SchemaPath.from_dict(document, resolved_cache_maxsize=RESOLVED_CACHE)
-        strict = SchemaPath.from_dict(
-            strict_request_bodies(document), resolved_cache_maxsize=RESOLVED_CACHE
-        )
+        published = _document_path(document)
+        strict = _document_path(strict_request_bodies(document))
         request_casters = _cached_casters(V30RequestValidator)
         response_casters = _cached_casters(V30ResponseValidator)
         return cls(
@@ -338,18 +366,16 @@ class Validators:
         """Raise the error the cloud would answer for a request the document rejects (see
         :meth:`CloudErrors.for_error`)."""
         try:
-            with self.lock:
-                self.request.validate(DocumentRequest(request, self.server_url))
+            self.request.validate(DocumentRequest(request, self.server_url))
         except OpenAPIError as error:
             raise self.errors.for_error(error) from None
 
     def response_problem(self, request: Request, response: Response) -> str | None:
         """Why ``response`` does not match the document, or ``None`` when it does."""
         try:
-            with self.lock:
-                self.response.validate(
-                    DocumentRequest(request, self.server_url), WerkzeugOpenAPIResponse(response)
-                )
+            self.response.validate(
+                DocumentRequest(request, self.server_url), WerkzeugOpenAPIResponse(response)
+            )
         except OpenAPIError as error:
             return describe(error)
         return None
