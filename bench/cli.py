@@ -90,9 +90,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--go-time-box",
         type=float,
-        default=120.0,
+        default=60.0,
         help="seconds the upstream Go CCM may spend initialising nodes at 5,000 nodes and "
-        "more; it skips its later phases when cut (120)",
+        "more; it skips its later phases when cut (60)",
     )
     parser.add_argument("--out", type=Path, help="results directory (bench/results)")
     parser.add_argument(
