@@ -28,8 +28,13 @@ from polyccm_packet.api import MetalClient
 
 log = logging.getLogger(__name__)
 
-#: Seconds a listing answers lookups for (those it can answer: see the module's docstring).
-LISTING_TTL = 30.0
+#: Seconds a listing answers lookups for (those it can answer: see the module's docstring). A
+#: burst of 5,000 new nodes takes the control plane itself about 30 s to take in, so a listing
+#: that lived 30 s ran out mid-burst, and the burst listed every device again (10 more calls
+#: and 5,000 devices decoded again: 29 -> 43 s to initialise them). A node's type, zone and
+#: addresses a minute old are as good for initialising it (cloud-provider-aws keeps instances
+#: ten minutes).
+LISTING_TTL = 60.0
 #: Seconds a listing may have begun before a question and still be current for it.
 CURRENT = 1.0
 #: Devices a page of the listing carries (Metal allows 1,000; a device's JSON is about 4 KB, so a
