@@ -9,49 +9,19 @@ and the same request asked again."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import boto3
-from polyccm_aws.emulator import EmulatorControl, build_app
+from polyccm_aws.emulator import EmulatorControl
+from polyccm_aws.testing import emulator_in_this_process, moto_code_put_back
 
-
-@contextmanager
-def _serving() -> Iterator[str]:
-    from werkzeug.serving import make_server
-
-    server = make_server("127.0.0.1", 0, build_app(), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@contextmanager
-def _moto_alone() -> Iterator[None]:
-    """moto's own tag lookup, serializer and dispatch, for the duration."""
-    from moto.core.serialize import XFormedAttributePicker
-    from moto.ec2.models.core import TaggedEC2Resource
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
-
-    patched = [
-        (TaggedEC2Resource, "get_tags"),
-        (XFormedAttributePicker, "get_possible_keys"),
-        (DomainDispatcherApplication, "get_backend_for_host"),
-    ]
-    shortcuts = [getattr(owner, name) for owner, name in patched]
-    for (owner, name), shortcut in zip(patched, shortcuts, strict=True):
-        setattr(owner, name, shortcut.__wrapped__)
-    try:
-        yield
-    finally:
-        for (owner, name), shortcut in zip(patched, shortcuts, strict=True):
-            setattr(owner, name, shortcut)
+#: The speed-ups this file checks, as the places moto's own code goes back to.
+_SPEED_UPS = (
+    ("moto.ec2.models.core.TaggedEC2Resource", "get_tags"),
+    ("moto.core.serialize.XFormedAttributePicker", "get_possible_keys"),
+    ("moto.moto_server.werkzeug_app.DomainDispatcherApplication", "get_backend_for_host"),
+)
 
 
 def _without_metadata(answer: dict[str, Any]) -> dict[str, Any]:
@@ -153,7 +123,7 @@ def test_reads_of_tagged_resources_answer_as_moto_alone_does(aws: EmulatorContro
     moto's own code answers: its tag lookup scans every tag of the region for each resource,
     its serializer asks its alias providers for every field of every object."""
     del aws  # for its fake credentials and isolated boto3; the emulator here serves the reads
-    with _serving() as url:
+    with emulator_in_this_process() as url:
         ec2 = boto3.client("ec2", endpoint_url=url, region_name="us-east-1")
         elb = boto3.client("elb", endpoint_url=url, region_name="us-east-1")
         elbv2 = boto3.client("elbv2", endpoint_url=url, region_name="us-east-1")
@@ -191,7 +161,7 @@ def test_reads_of_tagged_resources_answer_as_moto_alone_does(aws: EmulatorContro
             ec2.describe_availability_zones,
         ]  # fmt: skip
         fast = [_without_metadata(read()) for read in reads]
-        with _moto_alone():
+        with moto_code_put_back(_SPEED_UPS):
             slow = [_without_metadata(read()) for read in reads]
     for index, (ours, moto) in enumerate(zip(fast, slow, strict=True)):
         assert ours == moto, f"read {index} differs"
