@@ -372,3 +372,38 @@ def test_load_balancers_of_thousands_of_droplets_cost_little_more_cpu_than_of_tw
     small = _cpu_of_load_balancers_in_front_of(20)
     large = _cpu_of_load_balancers_in_front_of(2000)
     assert large < 2 * small, f"{large:.2f} s of CPU with 2,000 droplets, {small:.2f} s with 20"
+
+
+def test_an_answers_long_droplet_list_is_checked_by_its_first_id_and_nothing_is_missed() -> None:
+    """An answer's 2,000 integer ids are checked as one; an answer wrong elsewhere, or with an
+    id that is not an integer, is still found not to match the document."""
+    import json
+
+    from polyccm_digitalocean.emulator import openapi
+    from werkzeug.test import EnvironBuilder
+    from werkzeug.wrappers import Request, Response
+
+    account = Account(droplet_limit=2100)
+    body = {"region": "nyc3", "size": "s-1vcpu-1gb", "image": "ubuntu-24-04-x64"}
+    backend = account.app.backend
+    ids = [d.id for n in range(0, 2000, 10)
+           for d in backend.create_droplets([f"n{i}" for i in range(n, n + 10)], body)]  # fmt: skip
+    made = account.api.ok("POST", "/v2/load_balancers", _lb(ids))["load_balancer"]
+    request = Request(
+        EnvironBuilder(method="GET", path=f"/v2/load_balancers/{made['id']}").get_environ()
+    )
+
+    checker = openapi.validators()
+
+    def answer(balancer: dict[str, Any]) -> Response:
+        return Response(json.dumps({"load_balancer": balancer}), mimetype="application/json")
+
+    assert openapi.response_mismatch(checker, request, answer(made)) is None
+    lean = openapi._lean_answer(answer(made))
+    assert (
+        lean is not None and json.loads(lean.get_data())["load_balancer"]["droplet_ids"] == ids[:1]
+    )
+    wrong_elsewhere = {**made, "status": 42}
+    assert openapi.response_mismatch(checker, request, answer(wrong_elsewhere))
+    wrong_id = {**made, "droplet_ids": [*ids[:-1], "x"]}
+    assert openapi.response_mismatch(checker, request, answer(wrong_id))

@@ -172,7 +172,7 @@ class EmulatorApp:
             return route.handler(call)
 
     def _checked(self, request: Request, response: Response) -> Response:
-        mismatch = http.mismatch(self.validators, request, response)
+        mismatch = openapi.response_mismatch(self.validators, request, response)
         if mismatch is None:
             return response
         log.error("answer does not match the OpenAPI document: %s", mismatch)

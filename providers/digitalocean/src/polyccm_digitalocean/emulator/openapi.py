@@ -18,10 +18,12 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
+from polyccm_testing.emulation import http
 from polyccm_testing.emulation import openapi as emulation
 from polyccm_testing.emulation.openapi import Validators, describe
-from werkzeug.wrappers import Request
+from werkzeug.wrappers import Request, Response
 
 from polyccm_digitalocean.emulator.errors import ApiError, BadRequest, NotFound, Unprocessable
 
@@ -78,5 +80,53 @@ def _lean(request: Request) -> Request | None:
     return Request(environ)
 
 
+def response_mismatch(checker: Validators, request: Request, response: Response) -> Any:
+    """How ``response`` does not match the document, as :func:`http.mismatch`, with each load
+    balancer's long ``droplet_ids`` checked by its first id (the same rule as for requests: the
+    document gives those ids no rule but "integer"); a lean answer that does not match is
+    checked whole, for its own problem."""
+    lean = _lean_answer(response)
+    if lean is not None and http.mismatch(checker, request, lean) is None:
+        return None
+    return http.mismatch(checker, request, response)
+
+
+def _lean_answer(response: Response) -> Response | None:
+    """``response`` with every load balancer's ``droplet_ids`` cut to its first id, when one
+    lists more than :data:`CHECKED_DROPLET_IDS` plain integers; else None."""
+    if response.mimetype != "application/json":
+        return None
+    data = response.get_data()
+    if b'"droplet_ids"' not in data:
+        return None
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    cut = False
+
+    def lean(balancer: Any) -> Any:
+        nonlocal cut
+        ids = balancer.get("droplet_ids") if isinstance(balancer, dict) else None
+        if not isinstance(ids, list) or len(ids) <= CHECKED_DROPLET_IDS:
+            return balancer
+        if any(type(i) is not int for i in ids):
+            return balancer
+        cut = True
+        return {**balancer, "droplet_ids": ids[:1]}
+
+    leaned = {
+        key: [lean(item) for item in value] if isinstance(value, list) else lean(value)
+        for key, value in body.items()
+    }
+    if not cut:
+        return None
+    answer = Response(json.dumps(leaned), status=response.status_code, headers=response.headers)
+    answer.headers["Content-Length"] = str(len(answer.get_data()))
+    return answer
+
+
 __all__ = ["DOCUMENT", "SERVER_URL", "Validators", "check_request", "describe", "document",
-           "operations"]  # fmt: skip
+           "operations", "response_mismatch"]  # fmt: skip
