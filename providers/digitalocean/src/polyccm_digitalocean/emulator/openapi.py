@@ -62,19 +62,11 @@ def check_request(checker: Validators, request: Request) -> None:
 def _lean(request: Request) -> Request | None:
     """``request`` with its ``droplet_ids`` cut to the first one, when the body is a JSON
     object whose ``droplet_ids`` lists more than :data:`CHECKED_DROPLET_IDS` plain integers."""
-    data = request.get_data()
-    if b'"droplet_ids"' not in data:
+    body = _json_naming_droplet_ids(request.get_data())
+    cut = _first_id_only(body)
+    if cut is None:
         return None
-    try:
-        body = json.loads(data)
-    except ValueError:
-        return None
-    ids = body.get("droplet_ids") if isinstance(body, dict) else None
-    if not isinstance(ids, list) or len(ids) <= CHECKED_DROPLET_IDS:
-        return None
-    if any(type(i) is not int for i in ids):
-        return None
-    lean = json.dumps({**body, "droplet_ids": ids[:1]}).encode()
+    lean = json.dumps(cut).encode()
     environ = {**request.environ, "wsgi.input": io.BytesIO(lean),
                "CONTENT_LENGTH": str(len(lean))}  # fmt: skip
     return Request(environ)
@@ -96,26 +88,16 @@ def _lean_answer(response: Response) -> Response | None:
     lists more than :data:`CHECKED_DROPLET_IDS` plain integers; else None."""
     if response.mimetype != "application/json":
         return None
-    data = response.get_data()
-    if b'"droplet_ids"' not in data:
-        return None
-    try:
-        body = json.loads(data)
-    except ValueError:
-        return None
+    body = _json_naming_droplet_ids(response.get_data())
     if not isinstance(body, dict):
         return None
     cut = False
 
     def lean(balancer: Any) -> Any:
         nonlocal cut
-        ids = balancer.get("droplet_ids") if isinstance(balancer, dict) else None
-        if not isinstance(ids, list) or len(ids) <= CHECKED_DROPLET_IDS:
-            return balancer
-        if any(type(i) is not int for i in ids):
-            return balancer
-        cut = True
-        return {**balancer, "droplet_ids": ids[:1]}
+        leaned = _first_id_only(balancer)
+        cut = cut or leaned is not None
+        return balancer if leaned is None else leaned
 
     leaned = {
         key: [lean(item) for item in value] if isinstance(value, list) else lean(value)
@@ -126,6 +108,27 @@ def _lean_answer(response: Response) -> Response | None:
     answer = Response(json.dumps(leaned), status=response.status_code, headers=response.headers)
     answer.headers["Content-Length"] = str(len(answer.get_data()))
     return answer
+
+
+def _json_naming_droplet_ids(data: bytes) -> Any:
+    """The JSON ``data`` when it names ``droplet_ids`` somewhere, else None."""
+    if b'"droplet_ids"' not in data:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def _first_id_only(holder: Any) -> dict[str, Any] | None:
+    """``holder`` with its ``droplet_ids`` cut to the first id, when it is an object whose
+    ``droplet_ids`` lists more than :data:`CHECKED_DROPLET_IDS` plain integers; else None."""
+    ids = holder.get("droplet_ids") if isinstance(holder, dict) else None
+    if not isinstance(ids, list) or len(ids) <= CHECKED_DROPLET_IDS:
+        return None
+    if any(type(i) is not int for i in ids):
+        return None
+    return {**holder, "droplet_ids": ids[:1]}
 
 
 __all__ = ["DOCUMENT", "SERVER_URL", "Validators", "check_request", "describe", "document",
