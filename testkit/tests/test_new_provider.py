@@ -1,8 +1,8 @@
 """``polyccm-dev new-provider NAME``: the generated distribution passes the project's lint and
-strict type checks, installs into a fresh environment (offline, from the uv cache), registers
-its provider, builds an honest skeleton (no capability offered, so the conformance kit skips it
-by name), starts its emulator stub and runs the kit green against the FakeCloud; bad or taken
-names, and existing files, are refused with one line."""
+strict type checks, installs into a fresh environment (offline, from the lock's files in the uv
+cache), registers its provider, builds an honest skeleton (no capability offered, so the
+conformance kit skips it by name), starts its emulator stub and runs the kit green against the
+FakeCloud; bad or taken names, and existing files, are refused with one line."""
 
 from __future__ import annotations
 
@@ -177,10 +177,20 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Generated:
     root = tmp_path_factory.mktemp("new-provider")
     uv, venv, dest, work = _uv(), root / "venv", root / NAME, root / "work"
     work.mkdir()
-    # Offline: everything comes from the uv cache `uv sync` filled, and from the local paths.
+    # Offline, from what `uv sync --locked` put in the uv cache: the lock's own files (exported
+    # with their URLs, so no index page is needed to find them), then the two local
+    # distributions without resolving anything. Resolving `core testkit` offline instead needs
+    # the index pages of every dependency, which a sync from the lock never fetches: on a
+    # machine with a fresh cache it found no pytest.
     install = (uv, "pip", "install", "--quiet", "--offline", "--no-sources", "--python", venv)
+    lock = root / "pylock.toml"
+    export = ("export", "--quiet", "--frozen", "--no-dev", "--no-emit-workspace")
+    _run(
+        uv, *export, "--package", "polyccm-testing", "--format", "pylock.toml", "-o", lock, cwd=ROOT
+    )
     _run(uv, "venv", "--quiet", "--python", sys.executable, venv)
-    _run(*install, ROOT / "core", ROOT / "testkit")
+    _run(*install, "-r", lock)
+    _run(*install, "--no-deps", ROOT / "core", ROOT / "testkit")
     # The installed wheel of polyccm-testing generates it: the template ships with it.
     _run(venv / "bin" / "polyccm-dev", "new-provider", NAME, "--dest", dest)
     _run(*install, dest)
