@@ -132,8 +132,14 @@ def test_provided_node_ip_must_belong_to_the_instance(
     start_manager(fake_cloud)
 
     good = wait_for(lambda: with_addresses(kube_api, "ip-good"))
-    assert good.addresses[0] == ("InternalIP", "10.1.0.6"), "the provided IP goes first"
-    assert ("Hostname", "ip-good.local") in good.addresses, "kubelet hostname kept"
+    # The provided IP is the node's only InternalIP, the cloud's secondary one is dropped
+    # (kubernetes #61921; cloud-provider v0.35.4 node/helpers/address.go:60-93); the other
+    # types stay, and the kubelet's hostname is kept. Every rule: test_nodeip.py.
+    assert good.addresses == (
+        ("InternalIP", "10.1.0.6"),
+        ("ExternalIP", "198.51.100.6"),
+        ("Hostname", "ip-good.local"),
+    )
     wait_for(lambda: "FailedToInitialize" in reasons_for(kube_api, "default", "ip-bad"))
     assert node(kube_api, "ip-bad").has_taint(UNINITIALIZED_TAINT)
 
@@ -158,6 +164,9 @@ def test_many_nodes_are_initialised_with_few_cloud_calls(
 def test_initialised_node_gets_ga_labels_copied_from_beta_labels(
     kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
 ) -> None:
+    # The beta label is the source of truth: a missing GA label is added and one that differs
+    # is corrected (cloud-provider v0.35.4 controllers/node/node_controller.go:60-89, the
+    # labelReconcileInfo table with ensureSecondaryExists, and 324-344, reconcileNodeLabels).
     make_node(
         kube_api,
         "old-node",
@@ -166,14 +175,17 @@ def test_initialised_node_gets_ga_labels_copied_from_beta_labels(
         labels={
             "failure-domain.beta.kubernetes.io/zone": "z1",
             "beta.kubernetes.io/instance-type": "t1",
+            "failure-domain.beta.kubernetes.io/region": "r1",
+            "topology.kubernetes.io/region": "r-stale",
         },
     )
     start_manager(fake_cloud)
     labels = wait_for(
         lambda: (
-            "topology.kubernetes.io/zone" in node(kube_api, "old-node").labels
+            node(kube_api, "old-node").labels.get("topology.kubernetes.io/region") == "r1"
             and node(kube_api, "old-node").labels
-        )
+        ),
+        what="the differing GA region label corrected",
     )
     assert labels["topology.kubernetes.io/zone"] == "z1"
     assert labels["node.kubernetes.io/instance-type"] == "t1"
@@ -193,6 +205,59 @@ def test_addresses_are_refreshed_only_when_the_cloud_changes_them(
     )
     instance.addresses = (NodeAddress("InternalIP", "10.0.7.7"),)
     wait_for(lambda: ("InternalIP", "10.0.7.7") in node(kube_api, "moving").addresses)
+
+
+def test_addresses_change_is_written_at_start_without_waiting_a_period(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    # Upstream runs UpdateNodeStatus with wait.Until, whose first pass is immediate
+    # (cloud-provider v0.35.4 controllers/node/node_controller.go:193-197).
+    moved = (NodeAddress("InternalIP", "10.0.8.8"),)
+    instance = fake_cloud.add_instance("rebooted", addresses=moved)
+    make_node(
+        kube_api,
+        "rebooted",
+        tainted=False,
+        provider_id=instance.provider_id,
+        addresses=(("InternalIP", "10.0.1.1"),),
+    )
+    start_manager(fake_cloud, node_status_update_frequency=3600.0)
+    wait_for(
+        lambda: node(kube_api, "rebooted").addresses == (("InternalIP", "10.0.8.8"),),
+        what="the new address, an hour before the first period ends",
+    )
+
+
+def test_status_workers_ask_the_cloud_about_their_slices_side_by_side(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    # Upstream spreads the nodes over --concurrent-node-status-updates workers
+    # (workqueue.ParallelizeUntil in cloud-provider v0.36.2 controllers/node/
+    # node_controller.go:295; v0.35.4 :292 uses --concurrent-node-syncs). Here each worker
+    # asks about its slice in one bulk call: three workers, three calls in flight at once.
+    names = [f"steady-{i}" for i in range(6)]
+    for name in names:
+        instance = fake_cloud.add_instance(name)
+        make_node(
+            kube_api,
+            name,
+            tainted=False,
+            provider_id=instance.provider_id,
+            addresses=tuple((a.type, a.address) for a in instance.addresses),
+        )
+    all_in_flight = threading.Barrier(3, timeout=10)
+    slices: list[tuple[str, ...]] = []
+
+    def meet(subjects: tuple[str, ...]) -> None:
+        slices.append(subjects)
+        all_in_flight.wait()  # broken unless three lookups are in flight together
+
+    fake_cloud.observe("instances_metadata", meet)
+    start_manager(fake_cloud, concurrent_node_status_updates=3, node_status_update_frequency=3600.0)
+    wait_for(lambda: len(slices) >= 3, what="the first pass's three bulk lookups")
+    assert not all_in_flight.broken, "the three slices were asked about one after the other"
+    assert len(slices) == 3 and all(len(piece) == 2 for piece in slices), slices
+    assert sorted(name for piece in slices for name in piece) == names
 
 
 def test_readiness_does_not_matter_for_initialisation(
@@ -325,14 +390,14 @@ def test_a_batch_that_fails_as_a_whole_loses_none_of_its_nodes(
 ) -> None:
     names = arrange_burst(kube_api, fake_cloud)
     bugs = [RuntimeError("an unforeseen bug")]
-    missing_ga_labels = nodeinfo.missing_ga_labels
+    ga_label_fixes = nodeinfo.ga_label_fixes
 
     def buggy(labels: Any) -> Any:
         if bugs:
             raise bugs.pop()
-        return missing_ga_labels(labels)
+        return ga_label_fixes(labels)
 
-    monkeypatch.setattr(nodeinfo, "missing_ga_labels", buggy)
+    monkeypatch.setattr(nodeinfo, "ga_label_fixes", buggy)
     start_manager(fake_cloud)
     wait_for(lambda: all(initialised(kube_api, n) for n in names), what="every node of the batch")
     wait_for(lambda: GA_TYPE in node(kube_api, "veteran").labels)
@@ -376,14 +441,18 @@ def network_condition(api: KubeApi, name: str) -> tuple[str, str] | None:
     return None
 
 
-def test_without_the_route_controller_no_network_condition_is_set(
+def test_a_new_node_gets_no_network_condition_from_this_controller(
     kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
 ) -> None:
-    fake_cloud.add_instance("unrouted")
-    make_node(kube_api, "unrouted")
-    start_manager(fake_cloud, configure_cloud_routes=False)
-    wait_for(lambda: initialised(kube_api, "unrouted"), what="initialisation")
-    assert network_condition(kube_api, "unrouted") is None
+    # Routes are managed (--cluster-cidr, the route controller running), but the node gets no
+    # pod CIDR, as with a CNI that allocates addresses itself: it must not be left
+    # NetworkUnavailable=True for good. Upstream set that condition only on GCE and removed it
+    # (kubernetes c11e2ae, cloud-provider 133934d "Remove setting NoRouteCreated condition").
+    fake_cloud.add_instance("cni-ipam")
+    make_node(kube_api, "cni-ipam")
+    start_manager(fake_cloud)
+    wait_for(lambda: initialised(kube_api, "cni-ipam"), what="initialisation")
+    assert stays(lambda: network_condition(kube_api, "cni-ipam") is None, 1.5)
 
 
 def test_a_network_condition_the_node_already_has_is_kept(

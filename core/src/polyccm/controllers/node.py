@@ -5,17 +5,20 @@ A kubelet started with ``--cloud-provider=external`` registers its node with the
 instance, sets ``spec.providerID`` (only when empty), the instance-type/zone/region labels and
 the provider's extra labels, writes the addresses, removes the taint and emits ``Synced``. It
 never removes the taint without a provider ID, nor when the node's provided IP is not an
-address of its instance. While the route controller runs, a node without a ``NetworkUnavailable``
-condition first gets ``True/NoRouteCreated`` (as upstream), which the route controller turns
-to ``False/RouteCreated`` once the node's routes exist.
+address of its instance. It writes no ``NetworkUnavailable`` condition: upstream did so only
+on GCE and stopped in 2024 (kubernetes c11e2ae), and a node whose CNI allocates pod addresses
+itself would never get a route to clear it.
 
 Cloud calls are batched: a worker takes up to :data:`BATCH` waiting nodes at once (waiting up to
 :data:`BATCH_MAX_WAIT` for more while a burst keeps arriving) and asks the provider's bulk
 ``instances_metadata`` once for all of them, so a provider that lists in bulk initialises N
 nodes in about N/100 calls. The batch's node writes then go out
 :data:`WRITES_IN_FLIGHT` at a time, so a batch of 100 costs the API server's latency about 50
-times, not 200. Initialised nodes cost no cloud call on updates; their addresses are refreshed
-every ``--node-status-update-frequency`` in the same batches, and patched only when they change.
+times, not 200. Initialised nodes cost no cloud call on updates (their GA labels are made to
+match the beta ones). Their addresses are refreshed as upstream's ``UpdateNodeStatus`` does: once
+at start, then every ``--node-status-update-frequency``, by ``--concurrent-node-status-updates``
+workers side by side, each asking the cloud about its own slice of the nodes in one bulk lookup;
+a node's addresses are patched only when they change.
 
 Every key of a batch is settled one by one: forgotten on success, re-queued with backoff on any
 error (an API server that restarts mid-batch included). Should the batch fail as a whole, every
@@ -35,9 +38,15 @@ from typing import Any
 from polyccm import metrics
 from polyccm.cloud import InstanceMetadata, InstancesV2
 from polyccm.controllers import nodeinfo
-from polyccm.controllers.base import Controller, ControllerContext, run_periodically, run_workers
+from polyccm.controllers.base import (
+    Controller,
+    ControllerContext,
+    guarded,
+    run_periodically,
+    run_workers,
+)
 from polyccm.errors import LeadershipLost, RetryAfter
-from polyccm.kube.api import MERGE_PATCH, NODES, STRATEGIC_MERGE_PATCH, ApiError, JsonObject
+from polyccm.kube.api import MERGE_PATCH, NODES, ApiError, JsonObject
 from polyccm.objects import UNINITIALIZED_TAINT, Node
 from polyccm.workqueue import RateLimitingQueue
 
@@ -76,13 +85,6 @@ class CloudNodeController(Controller):
         self.queue = RateLimitingQueue(self.name)
         self._collecting = threading.Lock()
         self._seen_first_sync: set[str] = set()
-        options = context.options
-        # The same conditions under which the manager starts the route controller.
-        self._routes_managed = (
-            "route" in options.controllers
-            and options.configure_cloud_routes
-            and context.provider.routes() is not None
-        )
 
     # -- wiring -------------------------------------------------------------------------
 
@@ -91,7 +93,7 @@ class CloudNodeController(Controller):
             on_add=self._enqueue, on_update=lambda _old, new: self._enqueue(new)
         )
         refresher = threading.Thread(
-            target=self._refresh_loop, args=(stop,), name="cloud-node-refresh", daemon=True
+            target=self._status_loop, args=(stop,), name="cloud-node-status", daemon=True
         )
         refresher.start()
         run_workers(
@@ -175,12 +177,12 @@ class CloudNodeController(Controller):
         return raw is not None and Node(raw).has_taint(UNINITIALIZED_TAINT)
 
     def _sync_initialised(self, node: Node, batch: _Batch) -> None:
-        """Copy beta labels to missing GA labels; no cloud call."""
-        missing = nodeinfo.missing_ga_labels(node.labels)
+        """Make the GA labels match the beta ones; no cloud call."""
+        fixes = nodeinfo.ga_label_fixes(node.labels)
         try:
-            if missing:
+            if fixes:
                 self.context.api.patch(
-                    NODES, node.name, {"metadata": {"labels": missing}}, patch_type=MERGE_PATCH
+                    NODES, node.name, {"metadata": {"labels": fixes}}, patch_type=MERGE_PATCH
                 )
         except Exception as error:  # noqa: BLE001 - any failure (a restarting API server too) is retried
             if not (isinstance(error, ApiError) and error.not_found):
@@ -299,19 +301,7 @@ class CloudNodeController(Controller):
 
     def _finish(self, node: Node, provider_id: str, metadata: InstanceMetadata) -> None:
         """Set providerID and labels and remove the taint, in one write guarded by the node's
-        resourceVersion; mark the network unavailable first where routes are managed."""
-        if self._routes_managed and not nodeinfo.has_condition(node, nodeinfo.NETWORK_UNAVAILABLE):
-            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            body = {
-                "metadata": {"resourceVersion": node.resource_version},
-                "status": {"conditions": [nodeinfo.no_route_yet(now)]},
-            }
-            # Guarded too: a condition the route controller wrote meanwhile is never replaced.
-            node = Node(
-                self.context.api.patch(
-                    NODES, node.name, body, subresource="status", patch_type=STRATEGIC_MERGE_PATCH
-                )
-            )
+        resourceVersion."""
         spec: dict[str, Any] = {
             "taints": nodeinfo.without_taint(node.taints, UNINITIALIZED_TAINT) or None
         }
@@ -337,46 +327,75 @@ class CloudNodeController(Controller):
             patch_type=MERGE_PATCH,
         )
 
-    # -- periodic address refresh -------------------------------------------------------
+    # -- node status: addresses at start and every period ----------------------------
 
-    def _refresh_loop(self, stop: threading.Event) -> None:
+    def _status_loop(self, stop: threading.Event) -> None:
+        # Upstream's wait.Until: the first pass at once, the next one a period after it ended.
+        what = "node status update"
+        if not guarded(self.name, what, self.update_node_status):
+            stop.wait()  # leadership lost: no pass runs again this term
+            return
         period = self.context.options.node_status_update_frequency
-        run_periodically(self.name, "address refresh", self.refresh_addresses, period, stop)
+        run_periodically(self.name, what, self.update_node_status, period, stop)
 
-    def refresh_addresses(self) -> int:
-        """Refresh addresses of every initialised node; returns how many were patched."""
+    def _status_workers(self) -> int:
+        options = self.context.options
+        return max(1, options.concurrent_node_status_updates or options.concurrent_node_syncs)
+
+    def update_node_status(self) -> int:
+        """Refresh the addresses of every initialised node; returns how many were patched.
+
+        Upstream hands the nodes one at a time to ``--concurrent-node-status-updates``
+        workers. Here the nodes are cut into as many slices as workers (more when a slice
+        would exceed :data:`BATCH` nodes), each slice costing one bulk lookup, and the workers
+        take slices side by side: as many cloud calls in flight as upstream, far fewer calls."""
         nodes = [
             node
             for node in map(Node, self.context.nodes.list())
             if node.provider_id and not node.has_taint(UNINITIALIZED_TAINT)
         ]
+        workers = self._status_workers()
+        slices = status_slices(nodes, workers)
+        if len(slices) <= 1:
+            return sum(self._update_slice(piece) for piece in slices)
+        with ThreadPoolExecutor(min(workers, len(slices)), "cloud-node-status") as pool:
+            return sum(pool.map(self._update_slice, slices))
+
+    def _update_slice(self, nodes: Sequence[Node]) -> int:
+        try:
+            results = self.instances.instances_metadata(nodes)
+        except LeadershipLost:
+            raise
+        except Exception as error:  # noqa: BLE001 - the other slices may still succeed
+            log.warning("cloud-node: address refresh of %d nodes: %s", len(nodes), error)
+            return 0
         patched = 0
-        for start in range(0, len(nodes), BATCH):
-            chunk = nodes[start : start + BATCH]
+        for node in nodes:
+            result = results.get(node.name)
+            if isinstance(result, Exception):
+                log.warning("cloud-node: instance metadata of %s: %s", node.name, result)
+            if not isinstance(result, InstanceMetadata):
+                continue
             try:
-                results = self.instances.instances_metadata(chunk)
+                addresses = nodeinfo.refreshed_addresses(node, result)
+                if addresses is not None:
+                    self._patch_addresses(node, addresses)
+                    patched += 1
             except LeadershipLost:
                 raise
-            except Exception as error:  # noqa: BLE001 - the next chunks may still succeed
-                log.warning("cloud-node: address refresh of %d nodes: %s", len(chunk), error)
-                continue
-            for node in chunk:
-                result = results.get(node.name)
-                if not isinstance(result, InstanceMetadata):
-                    continue
-                try:
-                    addresses = nodeinfo.refreshed_addresses(node, result)
-                    if addresses is not None:
-                        self._patch_addresses(node, addresses)
-                        patched += 1
-                except (nodeinfo.NodeIPMismatch, ValueError) as error:
+            except ApiError as error:
+                if not error.not_found:
                     log.warning("cloud-node: addresses of %s: %s", node.name, error)
-                except ApiError as error:
-                    if not error.not_found:
-                        log.warning("cloud-node: addresses of %s: %s", node.name, error)
-                except Exception as error:  # noqa: BLE001 - one node never stops the others
-                    log.warning("cloud-node: addresses of %s: %s", node.name, error)
+            except Exception as error:  # noqa: BLE001 - one node never stops the others
+                log.warning("cloud-node: addresses of %s: %s", node.name, error)
         return patched
+
+
+def status_slices(nodes: Sequence[Node], workers: int) -> list[Sequence[Node]]:
+    """``nodes`` cut into ``workers`` slices of nearly equal size (fewer with fewer nodes,
+    more when a slice would hold over :data:`BATCH` nodes), in their order."""
+    count = min(len(nodes), max(workers, -(-len(nodes) // BATCH)))
+    return [nodes[len(nodes) * i // count : len(nodes) * (i + 1) // count] for i in range(count)]
 
 
 class _Batch:

@@ -42,7 +42,7 @@ INITIALISE_FAILS = "initialise-fails"
 ADDRESSES = "addresses"
 """The address refresh would rewrite an initialised node's addresses."""
 LABELS = "labels"
-"""cloud-node would copy beta labels to the missing GA labels of an initialised node."""
+"""cloud-node would make the GA labels of an initialised node match its beta labels."""
 
 BATCH = 100
 """Nodes per bulk metadata lookup, as the cloud-node controller asks."""
@@ -220,9 +220,9 @@ def _cloud_node(instances: InstancesV2, nodes: Sequence[Node]) -> list[NodeChang
     for node in nodes:
         if node.has_taint(UNINITIALIZED_TAINT):
             continue
-        missing = nodeinfo.missing_ga_labels(node.labels)
-        if missing:
-            changes.append(NodeChange(node.name, LABELS, labels=missing))
+        fixes = nodeinfo.ga_label_fixes(node.labels)
+        if fixes:
+            changes.append(NodeChange(node.name, LABELS, labels=fixes))
     for node in refreshed:
         found = answers.get(node.name)
         if not isinstance(found, InstanceMetadata):
