@@ -79,9 +79,9 @@ class ManagerOptions:
     node_status_update_frequency: float = 300.0
     concurrent_service_syncs: int = 1
     concurrent_node_syncs: int = 1
-    concurrent_node_status_updates: int = 1
-    """Nodes whose status is refreshed at once; ``--concurrent-node-status-updates``, or
-    ``--concurrent-node-syncs`` when that is 0 or unset (as upstream's nodecontroller options)."""
+    concurrent_node_status_updates: int = 0
+    """Nodes whose status is refreshed at once (``--concurrent-node-status-updates``); 0 means
+    ``concurrent_node_syncs``, as upstream's nodecontroller options read it."""
     kube_api_qps: float = 20.0
     kube_api_burst: int = 30
     bind_address: str = "0.0.0.0"
@@ -438,8 +438,7 @@ def options_from_namespace(provider: str, ns: argparse.Namespace) -> ManagerOpti
         node_status_update_frequency=ns.node_status_update_frequency,
         concurrent_service_syncs=ns.concurrent_service_syncs,
         concurrent_node_syncs=ns.concurrent_node_syncs,
-        concurrent_node_status_updates=ns.concurrent_node_status_updates
-        or ns.concurrent_node_syncs,
+        concurrent_node_status_updates=ns.concurrent_node_status_updates,
         kube_api_qps=ns.kube_api_qps,
         kube_api_burst=ns.kube_api_burst,
         bind_address=ns.bind_address,
