@@ -168,3 +168,89 @@ def test_a_new_nodes_network_condition_is_the_route_controllers_alone(
         lambda: network_condition(kube_api, "newcomer") == ("False", "RouteCreated"),
         what="the route controller to flip the condition",
     )
+
+
+def test_a_route_is_the_clusters_when_its_first_or_last_address_is_in_a_cluster_cidr(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    # Upstream deletes a route it does not want when the first or the last address of its
+    # destination lies in a cluster CIDR (isResponsibleForRoute,
+    # controllers/route/route_controller.go:549-568@v0.35.4, used at :361-364), not only when
+    # the whole destination does.
+    instance = fake_cloud.add_instance("owner")
+    make_node(
+        kube_api,
+        "owner",
+        tainted=False,
+        provider_id=instance.provider_id,
+        pod_cidrs=("10.244.5.0/24",),
+    )
+    fake_cloud.cloud_routes.update(
+        {
+            # 10.244.0.0-10.245.255.255: begins in 10.244.0.0/16.
+            "begins-inside": Route("begins-inside", "owner", "10.244.0.0/15"),
+            # fd00:10:245::-fd00:10:245:1:ffff:ffff:ffff:ffff: ends in fd00:10:245:1::/64.
+            "ends-inside": Route("ends-inside", "owner", "fd00:10:245::/63"),
+            # 10.240.0.0-10.255.255.255 holds 10.244.0.0/16 but neither end is in it.
+            "around": Route("around", "owner", "10.240.0.0/12"),
+            "foreign": Route("foreign", "owner", "192.168.0.0/24"),
+        }
+    )
+    start_manager(fake_cloud, cluster_cidrs=("10.244.0.0/16", "fd00:10:245:1::/64"))
+    wait_for(
+        lambda: (
+            routes(fake_cloud)
+            == {
+                ("owner", "10.244.5.0/24"),
+                ("owner", "10.240.0.0/12"),
+                ("owner", "192.168.0.0/24"),
+            }
+        ),
+        what="the routes that begin or end in a cluster CIDR deleted, and only those",
+    )
+    assert stays(lambda: {"around", "foreign"} <= set(fake_cloud.cloud_routes), 1.5)
+
+
+def test_a_network_condition_another_component_wrote_is_taken_over(
+    kube_api: KubeApi, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    # Upstream leaves NetworkUnavailable alone only when both its status and its reason are
+    # what it would write (controllers/route/route_controller.go:505,510@v0.36.2; v0.35.4
+    # compared the status only, :500,505), and writes False/RouteCreated "RouteController
+    # created a route" or True/NoRouteCreated "RouteController failed to create a route"
+    # (:524-539@v0.36.2, :519-534@v0.35.4).
+    for name, cidr, status, reason in (
+        ("cni-up", "10.244.11.0/24", "False", "CalicoIsUp"),
+        ("cni-down", "10.244.12.0/24", "True", "CalicoIsDown"),
+    ):
+        instance = fake_cloud.add_instance(name)
+        make_node(
+            kube_api, name, tainted=False, provider_id=instance.provider_id, pod_cidrs=(cidr,)
+        )
+        condition = {"type": "NetworkUnavailable", "status": status, "reason": reason}
+        kube_api.patch(NODES, name, {"status": {"conditions": [condition]}}, subresource="status")
+
+    def refuse(subjects: tuple[str, ...]) -> None:
+        if subjects[0] == "cni-down":
+            raise RuntimeError("route quota exceeded")
+
+    fake_cloud.observe("create_route", refuse)
+    start_manager(fake_cloud)
+
+    def condition(name: str) -> tuple[str, str, str] | None:
+        for found in Node(kube_api.get(NODES, name)).raw["status"].get("conditions") or ():
+            if found["type"] == "NetworkUnavailable":
+                return found["status"], found["reason"], found.get("message", "")
+        return None
+
+    wait_for(
+        lambda: condition("cni-up") == ("False", "RouteCreated", "RouteController created a route"),
+        what="the route controller's own False condition",
+    )
+    wait_for(
+        lambda: (
+            condition("cni-down")
+            == ("True", "NoRouteCreated", "RouteController failed to create a route")
+        ),
+        what="the route controller's own True condition",
+    )

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
-from polyccm.controllers.service import needs_sync
+import pytest
+from polyccm.controllers import service as service_controller
+from polyccm.controllers.service import EXCLUDE_LABEL, needs_sync
 from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec, LeadershipLost, RetryAfter
 from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi
 from polyccm.objects import Service
@@ -16,11 +19,15 @@ from polyccm_testing.kubeobjects import (
     make_node,
     make_service,
     reasons_for,
+    set_ready,
     stays,
     wait_for,
 )
 
 FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
+AUTOSCALER_TAINT = {"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}
+HOLD = "example.com/hold"
+"""A finalizer that keeps a deleted node with only a deletionTimestamp."""
 
 
 def service(api: KubeApi, namespace: str, name: str) -> Service | None:
@@ -235,45 +242,60 @@ def test_backends_follow_node_changes_but_not_readiness(
     )
     wait_for(lambda: "UpdatedLoadBalancer" in reasons_for(kube_api, namespace, "follow"))
 
-    kube_api.patch(
-        NODES,
-        "b1",
-        {
-            "metadata": {
-                "labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "true"}
-            }
-        },
-    )
+    # Upstream syncs on a change of what the exclude label says
+    # (controllers/service/controller.go:702@v0.35.4, nodeIncludedPredicate :1014-1024).
+    kube_api.patch(NODES, "b1", {"metadata": {"labels": {EXCLUDE_LABEL: "true"}}})
     wait_for(
         lambda: backends(fake_cloud, f"{namespace}/follow") == ("b2", "b3"),
         what="excluded node removed",
     )
 
-    kube_api.patch(
-        NODES,
-        "b2",
-        {
-            "spec": {
-                "taints": [
-                    {"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}
-                ]
-            }
-        },
-    )
-    wait_for(
-        lambda: backends(fake_cloud, f"{namespace}/follow") == ("b3",),
-        what="autoscaler-tainted node removed",
-    )
-
+    # Readiness is neither a trigger nor a filter: nodeReadyPredicate is only in
+    # allNodePredicates (controller.go:995-999@v0.35.4), which only the tests use; the
+    # backends are chosen with stableNodeSetPredicates (:1001-1010, :442).
     updates = fake_cloud.count("update_load_balancer")
-    from polyccm_testing.kubeobjects import set_ready
-
     set_ready(kube_api, "b3", False)
     assert stays(lambda: fake_cloud.count("update_load_balancer") == updates, 1.5), (
         "readiness is not a filter: no update"
     )
+    # A deleted node starts a sync (controller.go:182-184@v0.35.4).
     kube_api.delete(NODES, "b3")
-    wait_for(lambda: backends(fake_cloud, f"{namespace}/follow") == (), what="deleted node removed")
+    wait_for(lambda: backends(fake_cloud, f"{namespace}/follow") == ("b2",), what="deleted node")
+
+
+def test_a_node_being_drained_keeps_its_traffic_until_another_change_syncs(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    # Upstream starts a node sync on an update only for the exclude label or the providerID
+    # (shouldSyncUpdatedNode, controllers/service/controller.go:693-711@v0.35.4): neither the
+    # cluster autoscaler's taint nor a deletionTimestamp cut the node's connections. Those
+    # nodes leave at the next sync started otherwise, by stableNodeSetPredicates
+    # (:1001-1010, the comment at :1004-1008).
+    initialised_nodes(kube_api, fake_cloud, "d1", "d2", "d3")
+    make_service(kube_api, namespace, "drain")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "drain"))
+    key = f"{namespace}/drain"
+    assert backends(fake_cloud, key) == ("d1", "d2", "d3")
+    updates = fake_cloud.count("update_load_balancer")
+
+    kube_api.patch(NODES, "d1", {"spec": {"taints": [AUTOSCALER_TAINT]}})
+    kube_api.patch(NODES, "d2", {"metadata": {"finalizers": [HOLD]}})
+    kube_api.delete(NODES, "d2")  # held by its finalizer: only a deletionTimestamp
+    assert stays(
+        lambda: (
+            backends(fake_cloud, key) == ("d1", "d2", "d3")
+            and fake_cloud.count("update_load_balancer") == updates
+        ),
+        2.0,
+    ), "a tainted or terminating node kept its traffic"
+
+    initialised_nodes(kube_api, fake_cloud, "d4")
+    wait_for(
+        lambda: backends(fake_cloud, key) == ("d3", "d4"),
+        what="the next sync to leave out the tainted and the terminating node",
+    )
+    kube_api.patch(NODES, "d2", {"metadata": {"finalizers": None}})
 
 
 def test_a_burst_of_new_nodes_updates_each_load_balancer_a_few_times_not_once_per_node(
@@ -328,28 +350,73 @@ def test_a_node_change_updates_the_load_balancers_several_at_a_time(
     assert len(started) == 4 and max(started) - min(started) < 1.0
 
 
-def test_failed_backend_update_is_reported_and_retried(
-    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+def test_a_failed_backend_update_is_retried_by_a_full_ensure_with_growing_delays(
+    kube_api: KubeApi,
+    namespace: str,
+    fake_cloud: FakeCloud,
+    start_manager: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    initialised_nodes(kube_api, fake_cloud, "r1")
+    # Upstream remembers the nodes before the update (controllers/service/controller.go:751-756
+    # @v0.35.4); a failed update makes the node worker queue the service
+    # (:761-765, :276-278), whose full ensure (:441-458) backs off per service on each failure
+    # (:302-303, rate limiter :120-123, 5 s doubling to 300 s: :59-60).
+    monkeypatch.setattr(service_controller, "MIN_RETRY_DELAY", 0.2)  # 0.2, 0.4, 0.8 s
+    initialised_nodes(kube_api, fake_cloud, "u1")
     make_service(kube_api, namespace, "retry")
     start_manager(fake_cloud)
     wait_for(lambda: ingress_ip(kube_api, namespace, "retry"))
+    key = f"{namespace}/retry"
+    ensures: list[float] = []
+    fake_cloud.observe("ensure_load_balancer", lambda _s: ensures.append(time.monotonic()))
     fake_cloud.fail("update_load_balancer", RuntimeError("throttled"))
-    initialised_nodes(kube_api, fake_cloud, "r2")
+    fake_cloud.fail("ensure_load_balancer", RuntimeError("throttled"), times=3)
+
+    initialised_nodes(kube_api, fake_cloud, "u2")
     wait_for(lambda: "UpdateLoadBalancerFailed" in reasons_for(kube_api, namespace, "retry"))
-    initialised_nodes(kube_api, fake_cloud, "r3")
     wait_for(
-        lambda: (
-            (fake_cloud.balancer_for(f"{namespace}/retry") or object()).backends  # type: ignore[attr-defined]
-            == ("r1", "r2", "r3")
-        )
+        lambda: backends(fake_cloud, key) == ("u1", "u2"),
+        timeout=10,
+        what="the new node added by a later ensure, not after the next node change",
     )
+    assert len(ensures) == 4, "three failed ensures, then one that succeeded"
+    gaps = [later - earlier for earlier, later in itertools.pairwise(ensures)]
+    assert all(gap >= least for gap, least in zip(gaps, (0.2, 0.4, 0.8), strict=True)), (
+        f"each retry waits twice as long as the one before: {gaps}"
+    )
+    assert fake_cloud.count("update_load_balancer") == 1, "retried by ensures, not updates"
+
+
+def test_a_failed_update_of_a_load_balancer_that_is_gone_is_no_failure(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    # Upstream reports a failed update only when GetLoadBalancer says the load balancer still
+    # exists; otherwise the update counts as done: no event, no retry
+    # (controllers/service/controller.go:851-858@v0.35.4).
+    initialised_nodes(kube_api, fake_cloud, "g1")
+    make_service(kube_api, namespace, "gone")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "gone"))
+    balancer = fake_cloud.balancer_for(f"{namespace}/gone")
+    assert balancer is not None
+    del fake_cloud.load_balancers[balancer.name]  # deleted in the cloud's console
+    fake_cloud.fail_always("update_load_balancer", RuntimeError("load balancer not found"))
+    ensures = fake_cloud.count("ensure_load_balancer")
+
+    initialised_nodes(kube_api, fake_cloud, "g2")
+    wait_for(lambda: fake_cloud.count("update_load_balancer") == 1, what="the backend update")
+    assert stays(
+        lambda: "UpdateLoadBalancerFailed" not in reasons_for(kube_api, namespace, "gone"), 1.5
+    ), "a failed update of a load balancer that no longer exists was reported"
+    assert fake_cloud.count("ensure_load_balancer") == ensures, "and it was not retried"
+    assert fake_cloud.count("get_load_balancer") >= 1
 
 
 def test_a_new_node_joins_the_backends_once_it_has_a_provider_id(
     kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
 ) -> None:
+    # A providerID change starts a node sync (controllers/service/controller.go:705-708
+    # @v0.35.4) and is part of what is compared (nodesSufficientlyEqual, :770-796).
     initialised_nodes(kube_api, fake_cloud, "old")
     make_service(kube_api, namespace, "grow")
     start_manager(fake_cloud)

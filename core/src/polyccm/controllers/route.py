@@ -4,10 +4,11 @@ It reconciles when nodes change (a pod CIDR appears, a node goes away; changes w
 are coalesced) and every ``--route-reconciliation-period``. Each pass lists the cloud's routes
 once, creates the missing ones (name hint = node UID; the provider also gets the target Node,
 whose providerID and addresses locate its instance), and deletes routes that are blackholed
-or whose node no longer owns the CIDR, but only inside ``--cluster-cidr``: routes the cluster
-did not make are never touched. Then each node's ``NetworkUnavailable`` condition says whether
-all its routes exist (``False/RouteCreated``) or not (``True/NoRouteCreated``), written only when
-it changes. (The cloud-node controller marks a node it initialises ``True/NoRouteCreated`` while
+or whose node no longer owns the CIDR, but only routes whose first or last address lies in a
+``--cluster-cidr``: routes the cluster did not make are never touched. Then each node's
+``NetworkUnavailable`` condition says whether all its routes exist (``False/RouteCreated``) or
+not (``True/NoRouteCreated``), written unless it already has that status and reason.
+(The cloud-node controller marks a node it initialises ``True/NoRouteCreated`` while
 this controller runs, so a new node is never taken for routed before its route exists.) A
 failing pass (the cloud or the API server unavailable) is logged and the next one runs on time;
 an error on one node or route never skips the others.
@@ -40,16 +41,17 @@ def _networks(cidrs: Iterable[str]) -> list[ipaddress.IPv4Network | ipaddress.IP
     return [ipaddress.ip_network(c, strict=False) for c in cidrs]
 
 
-def inside_cluster(cidr: str, cluster_cidrs: Sequence[str]) -> bool:
-    """Whether ``cidr`` lies within one of ``cluster_cidrs``."""
+def responsible_for(cidr: str, cluster_cidrs: Sequence[str]) -> bool:
+    """Whether a cloud route to ``cidr`` is the cluster's to delete: its first or its last
+    address lies within one of ``cluster_cidrs`` (so a route wider than a cluster CIDR that
+    begins or ends with it is the cluster's too), as upstream's isResponsibleForRoute. An
+    unparsable CIDR is nobody's."""
     try:
         network = ipaddress.ip_network(cidr, strict=False)
     except ValueError:
         return False
-    return any(
-        network.version == cluster.version and network.subnet_of(cluster)  # type: ignore[arg-type]
-        for cluster in _networks(cluster_cidrs)
-    )
+    first, last = network.network_address, network.broadcast_address
+    return any(first in cluster or last in cluster for cluster in _networks(cluster_cidrs))
 
 
 def plan_routes(
@@ -67,7 +69,7 @@ def plan_routes(
     to_delete = [
         route
         for route in routes
-        if inside_cluster(route.destination_cidr, cluster_cidrs)
+        if responsible_for(route.destination_cidr, cluster_cidrs)
         and (route.blackhole or (route.target_node, _norm(route.destination_cidr)) not in wanted)
     ]
     return to_create, to_delete
@@ -183,9 +185,13 @@ class RouteController(Controller):
             if available
             else ("True", "NoRouteCreated", "RouteController failed to create a route")
         )
+        # Left alone only when it already says this, reason included: a condition another
+        # component (a CNI) wrote with the same status is taken over, as upstream does.
         for condition in node.raw.get("status", {}).get("conditions") or ():
-            if condition.get("type") == "NetworkUnavailable" and condition.get("status") == status:
-                return
+            if condition.get("type") == "NetworkUnavailable":
+                if condition.get("status") == status and condition.get("reason") == reason:
+                    return
+                break
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         patch = {
             "status": {

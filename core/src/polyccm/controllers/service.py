@@ -6,17 +6,25 @@ create anything, and comes off only after the load balancer is deleted, so killi
 any point never leaks a load balancer. A provider answering "implemented elsewhere" still gets
 the finalizer managed.
 
-Node changes reach the load balancers through one "node sync": when the set of backend nodes
-changes (not the nodes' readiness, which is not a filter), every managed service's load balancer
-gets ``update_load_balancer``; services whose update failed are retried on the next node sync.
-Node syncs start at most once per :data:`NODE_SYNC_INTERVAL`, so a burst of node changes (a
-scale-up, a cluster's first nodes) costs each load balancer a few updates, not one per node,
-and with no load balancer to manage a sync computes nothing. A sync updates
+Node changes reach the load balancers through one "node sync", started as upstream's
+(StableLoadBalancerNodeSet, GA) is: by a node added or deleted, and by a node update only when
+its exclude-from-load-balancers label starts or stops excluding it or its providerID changes.
+A node's readiness, the cluster autoscaler's ``ToBeDeletedByClusterAutoscaler`` taint and a
+deletionTimestamp start no sync, so the connections of a node being drained are not cut: such a
+node leaves the backends at the next sync started for another reason, or when it is deleted.
+A sync gives ``update_load_balancer`` to every load balancer last given another set of backends
+(name and providerID of each node). Each attempt is remembered before the cloud call, as
+upstream's ``storeLastSyncedNodes``: a failed update does not wait for another node sync but
+queues its service for a full ensure, which backs off per service (5 s doubling to 300 s) while
+it keeps failing. A failed update whose load balancer no longer exists is no failure (no event,
+no retry). Node syncs start at most once per :data:`NODE_SYNC_INTERVAL`, so a burst of node
+changes (a scale-up, a cluster's first nodes) costs each load balancer a few updates, not one
+per node, and with no load balancer to manage a sync computes nothing. A sync updates
 ``--concurrent-service-syncs`` load balancers at a time, as upstream's does.
-A service whose last ensure failed still gets its backends updated when it holds the finalizer
-(its load balancer may exist, adopted or half-made), so an annotation problem never freezes the
-backends of a working load balancer. One service is only ever handled by one thread: the worker
-syncing it and the node sync take the same per-service lock.
+A service whose last ensure failed still gets its backends updated (its load balancer may exist,
+adopted or half-made), so an annotation problem never freezes the backends of a working load
+balancer. One service is only ever handled by one thread: the worker syncing it and the node
+sync take the same per-service lock.
 
 After a successful ensure, the annotations the provider returns
 (``LoadBalancerStatus.service_annotations``, such as the cloud's id of the load balancer) are
@@ -53,8 +61,6 @@ AUTOSCALER_TAINT = "ToBeDeletedByClusterAutoscaler"
 MIN_RETRY_DELAY = 5.0
 MAX_RETRY_DELAY = 300.0
 CONFLICT_RETRIES = 5
-NODE_SYNC_PERIOD = 100.0
-"""Seconds between node syncs even without node changes, to retry failed updates."""
 NODE_SYNC_INTERVAL = 1.0
 """Fewest seconds from one node sync to the next: a burst of node changes (a scale-up of
 thousands) is then a few syncs with the set as it stands, not one per node event."""
@@ -116,25 +122,35 @@ def _annotations_changed(old: Service, new: Service, written: Mapping[str, str])
     return before != after
 
 
+def is_included(node: Node) -> bool:
+    """Whether the exclude label lets ``node`` take load-balancer traffic: absent, or a value
+    that reads as false (an unparsable value excludes), as upstream's nodeIncludedPredicate."""
+    if EXCLUDE_LABEL not in node.labels:
+        return True
+    try:
+        return parse_bool(node.labels[EXCLUDE_LABEL]) is False
+    except argparse.ArgumentTypeError:
+        return False
+
+
 def is_backend(node: Node) -> bool:
     """Whether ``node`` should receive load-balancer traffic.
 
     Excluded: nodes being deleted, nodes tainted for scale-down by the cluster autoscaler,
-    nodes labelled ``node.kubernetes.io/exclude-from-external-load-balancers`` (any value but
-    one that reads as false; an unparsable value excludes), and nodes without a providerID
+    nodes the exclude label excludes (:func:`is_included`), and nodes without a providerID
     (not yet initialised: the cloud cannot target them; they join once they have one).
     Readiness is not a filter.
     """
     if node.deletion_timestamp is not None or node.has_taint(AUTOSCALER_TAINT):
         return False
-    if not node.provider_id:
-        return False
-    if EXCLUDE_LABEL in node.labels:
-        try:
-            return parse_bool(node.labels[EXCLUDE_LABEL]) is False
-        except argparse.ArgumentTypeError:
-            return False
-    return True
+    return bool(node.provider_id) and is_included(node)
+
+
+def starts_node_sync(old: Node, new: Node) -> bool:
+    """Whether a node update from ``old`` to ``new`` should start a node sync: only a change of
+    what the exclude label says or of the providerID (upstream's shouldSyncUpdatedNode). The
+    autoscaler's taint and a deletionTimestamp do not, so that the node's connections drain."""
+    return is_included(old) != is_included(new) or old.provider_id != new.provider_id
 
 
 def backend_set(nodes: Iterable[Node]) -> list[Node]:
@@ -161,8 +177,8 @@ class ServiceController(Controller):
         )
         self._deleted: dict[str, JsonObject] = {}
         self._lock = threading.Lock()
-        # Backend node names each load balancer was last given; node sync updates those
-        # that differ from the current set (including ones whose last update failed).
+        # The backends (node name and providerID) each load balancer was last given or
+        # attempted with; node sync updates those that differ from the current set.
         self._applied: dict[str, frozenset[tuple[str, str]]] = {}
         # Services whose deletion we finished by removing the finalizer: their DELETED event
         # needs no second cleanup.
@@ -239,8 +255,7 @@ class ServiceController(Controller):
         self.queue.add(service.key)
 
     def _on_node_update(self, old: JsonObject, new: JsonObject) -> None:
-        before, after = Node(old), Node(new)
-        if is_backend(before) != is_backend(after) or before.provider_id != after.provider_id:
+        if starts_node_sync(Node(old), Node(new)):
             self._node_sync.set()
 
     # -- one service --------------------------------------------------------------------
@@ -273,6 +288,12 @@ class ServiceController(Controller):
         nodes = self.backend_nodes()
         if not nodes:
             self._warn_no_nodes(service)
+        # Remembered before the cloud call, as upstream does: a node sync then updates the
+        # load balancer only when the backends differ from these, whether the ensure succeeds
+        # or not (a failed ensure's load balancer may exist and is retried with backoff).
+        identity = self._identity(nodes)
+        with self._lock:
+            self._applied[service.key] = identity
         try:
             status = self.balancer.ensure_load_balancer(self.cluster_name, service, nodes)
         except ImplementedElsewhere:
@@ -289,9 +310,6 @@ class ServiceController(Controller):
             )
             raise
         metrics.loadbalancer_sync_total.inc()
-        identity = self._identity(nodes)
-        with self._lock:
-            self._applied[service.key] = identity
         self._write_annotations(service, status.service_annotations)
         self._patch_status(service, status.to_api())
         for warning in status.warnings:
@@ -449,9 +467,11 @@ class ServiceController(Controller):
         return backend_identity(nodes)
 
     def _node_sync_loop(self, stop: threading.Event) -> None:
+        # Only node changes start a sync (run() sets the event to end the loop): a failed
+        # update is retried by its service's worker, so no periodic pass is needed.
         last = 0.0
         while not stop.is_set():
-            self._node_sync.wait(NODE_SYNC_PERIOD)
+            self._node_sync.wait()
             if stop.wait(max(0.0, last + NODE_SYNC_INTERVAL - time.monotonic())):
                 return
             self._node_sync.clear()
@@ -465,21 +485,15 @@ class ServiceController(Controller):
                 log.exception("service: node sync failed")
 
     def node_sync(self) -> None:
-        """Update every managed load balancer whose backend set is not the current one: those
-        last given another set, and those whose ensure has not succeeded yet but which hold
-        the finalizer (their load balancer may exist)."""
+        """Update every load balancer last given (or last attempted with) a backend set other
+        than the current one; a service whose update fails is queued for a full ensure."""
         with self._lock:
             applied = dict(self._applied)
-        unapplied = [
-            service.key
-            for service in map(Service, self.context.services.list())
-            if service.key not in applied and FINALIZER in service.finalizers
-        ]
-        if not applied and not unapplied:
+        if not applied:
             return  # no load balancer: the backend set need not even be computed
         nodes = self.backend_nodes()
         current = self._identity(nodes)
-        stale = [key for key, given in applied.items() if given != current] + unapplied
+        stale = [key for key, given in applied.items() if given != current]
         if not stale:
             return
         started = time.monotonic()
@@ -493,8 +507,14 @@ class ServiceController(Controller):
                 if raw is None:
                     return
                 service = Service(raw)
-                if wants_load_balancer(service) and service.deletion_timestamp is None:
-                    self._update_backends(service, nodes)
+                if not wants_load_balancer(service) or service.deletion_timestamp is not None:
+                    return
+                # Remembered before the call, as upstream's nodeSyncService does: a failure
+                # is retried by the service's own worker, not by the next node sync.
+                with self._lock:
+                    self._applied[key] = current
+                if not self._update_backends(service, nodes):
+                    self.queue.add(key)  # a full ensure; its failures back off per service
 
         # As upstream: --concurrent-service-syncs load balancers are updated at a time.
         workers = max(1, min(self.context.options.concurrent_service_syncs, len(stale)))
@@ -511,17 +531,20 @@ class ServiceController(Controller):
             "There are no available nodes for LoadBalancer",
         )
 
-    def _update_backends(self, service: Service, nodes: Sequence[Node]) -> None:
+    def _update_backends(self, service: Service, nodes: Sequence[Node]) -> bool:
+        """Give the load balancer ``nodes``; ``False`` when it failed and should be retried."""
         if not nodes:
             self._warn_no_nodes(service)
         started = time.monotonic()
         try:
             self.balancer.update_load_balancer(self.cluster_name, service, nodes)
         except ImplementedElsewhere:
-            return
+            return True
         except LeadershipLost:
             raise  # not a failure: the next leader updates it
         except Exception as error:  # noqa: BLE001 - reported and retried
+            if not self._balancer_exists(service):
+                return True  # nothing to update: no failure to report or retry
             metrics.nodesync_error_total.inc()
             self.context.recorder.event(
                 service.raw,
@@ -529,15 +552,26 @@ class ServiceController(Controller):
                 "UpdateLoadBalancerFailed",
                 f"Error updating load balancer with new hosts {_host_list(nodes)}: {error}",
             )
-            return
+            return False
         metrics.update_loadbalancer_host_latency_seconds.observe(time.monotonic() - started)
         metrics.loadbalancer_sync_total.inc()
-        identity = self._identity(nodes)
-        with self._lock:
-            self._applied[service.key] = identity
         self.context.recorder.event(
             service.raw, "Normal", "UpdatedLoadBalancer", "Updated load balancer with new hosts"
         )
+        return True
+
+    def _balancer_exists(self, service: Service) -> bool:
+        """Whether the cloud still has the service's load balancer; ``True`` when it cannot
+        tell (the failed update is then reported and retried, as upstream does)."""
+        try:
+            return self.balancer.get_load_balancer(self.cluster_name, service) is not None
+        except LeadershipLost:
+            raise
+        except Exception as error:  # noqa: BLE001 - logged; the update failure stands
+            log.warning(
+                "service: %s: cannot tell whether its load balancer exists: %s", service.key, error
+            )
+            return True
 
 
 def _host_list(nodes: Sequence[Node], limit: int = 10) -> str:
