@@ -7,9 +7,9 @@ whose providerID and addresses locate its instance), and deletes routes that are
 or whose node no longer owns the CIDR, but only routes whose first or last address lies in a
 ``--cluster-cidr``: routes the cluster did not make are never touched. Then each node's
 ``NetworkUnavailable`` condition says whether all its routes exist (``False/RouteCreated``) or
-not (``True/NoRouteCreated``), written unless it already has that status and reason.
-(The cloud-node controller marks a node it initialises ``True/NoRouteCreated`` while
-this controller runs, so a new node is never taken for routed before its route exists.) A
+not (``True/NoRouteCreated``), written unless it already has that status and reason. Only
+nodes with a pod CIDR get the condition: a node whose CNI does its own IPAM is never marked
+(this controller is the only writer of it; the cloud-node controller writes none). A
 failing pass (the cloud or the API server unavailable) is logged and the next one runs on time;
 an error on one node or route never skips the others.
 """
