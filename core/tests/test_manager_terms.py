@@ -10,6 +10,7 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
+from polyccm import cloudcalls
 from polyccm.app.manager import ControllerManager
 from polyccm.app.options import LeaderElection
 from polyccm.kube.api import EVENTS, LEASES, KubeApi, load_configuration
@@ -54,6 +55,7 @@ def test_taking_and_giving_up_the_lease_are_recorded_as_upstreams_leader_electio
         )
     finally:
         running.stop()
+        cloudcalls.FENCE.open_always()  # the process's fence, left closed by the lost lease
 
     lease = kube_api.get(LEASES, LEASE, namespace)
     (event,) = became
