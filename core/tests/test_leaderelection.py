@@ -13,7 +13,8 @@ import pytest
 from polyccm import metrics
 from polyccm.cloudcalls import Fence
 from polyccm.errors import LeadershipLost
-from polyccm.kube.api import LEASES, KubeApi
+from polyccm.events import EventRecorder
+from polyccm.kube.api import EVENTS, LEASES, KubeApi
 from polyccm.leaderelection import LeaderElector, micro_time
 
 LEASE = "cloud-controller-manager"
@@ -84,6 +85,7 @@ def candidates(kube_api: KubeApi, namespace: str) -> Iterator[Callable[..., Cand
         api: KubeApi | None = None,
         leading: Callable[[threading.Event], None] | None = None,
         fence: Fence | None = None,
+        recorder: EventRecorder | None = None,
     ) -> Candidate:
         holder: list[Candidate] = []
 
@@ -103,6 +105,7 @@ def candidates(kube_api: KubeApi, namespace: str) -> Iterator[Callable[..., Cand
             on_started_leading=on_started,
             on_stopped_leading=lambda: holder[0].stopped_leading.set(),  # noqa: PLW0108 - holder is filled after
             fence=fence,
+            recorder=recorder,
             **TIMINGS,
         )
         candidate = Candidate(elector)
@@ -339,3 +342,38 @@ def test_a_term_that_ends_on_its_own_gives_the_lease_up(
     assert not a.elector.is_leader()
     assert _lease(kube_api, namespace).get("holderIdentity") is None, "lease released"
     assert not fence.allowed(), "no cloud call once the term is over"
+
+
+def test_a_hand_over_is_told_by_leader_election_events_on_the_lease(
+    kube_api: KubeApi, namespace: str, candidates: Callable[..., Candidate]
+) -> None:
+    # client-go v0.35.4 tools/leaderelection/leaderelection.go:270 and :280 record "became
+    # leader" and "stopped leading" through resourcelock/leaselock.go:99-109 (RecordEvent):
+    # Normal, reason LeaderElection, "<identity> <what>", about the Lease.
+    recorder = EventRecorder(kube_api, retry_delay=0.1)
+    recorder.start()
+    try:
+        a = candidates("a", recorder=recorder)
+        a.start()
+        _wait(a.elector.is_leader, 10, "a to lead")
+        b = candidates("b", recorder=recorder)
+        b.start()
+        a.shutdown()
+        _wait(b.elector.is_leader, 10, "b to lead")
+    finally:
+        recorder.stop()
+    events = [
+        event
+        for event in kube_api.list(EVENTS, namespace)["items"]
+        if event["reason"] == "LeaderElection"
+    ]
+    assert sorted(event["message"] for event in events) == [
+        "a became leader",
+        "a stopped leading",
+        "b became leader",
+    ]
+    lease_uid = kube_api.get(LEASES, LEASE, namespace)["metadata"]["uid"]
+    for event in events:
+        assert event["type"] == "Normal"
+        assert event["involvedObject"]["kind"] == "Lease"
+        assert event["involvedObject"]["uid"] == lease_uid

@@ -24,6 +24,10 @@ stop) gives the Lease up (empty holder, as client-go's ReleaseOnCancel) so a suc
 at once; on a requested stop the controllers first get up to ``renew_deadline`` to finish the
 item in hand, with the fence still open.
 
+Each change of holder is recorded as client-go records it: a Normal ``LeaderElection`` Event
+about the Lease, "<identity> became leader" when a campaign succeeds and "<identity> stopped
+leading" when the term is over (after the release), from the component's event recorder.
+
 Why not ``kubernetes.leaderelection``: its ``run()`` cannot be stopped, never releases the
 lease, takes no stop signal into the leading callback, talks through the global default client
 configuration rather than ours, and calls ``sys.exit`` on bad settings.
@@ -42,6 +46,7 @@ from typing import Any
 
 from polyccm import metrics
 from polyccm.cloudcalls import Fence
+from polyccm.events import NORMAL, EventRecorder
 from polyccm.kube.api import LEASES, ApiError, JsonObject, KubeApi
 
 log = logging.getLogger(__name__)
@@ -79,6 +84,7 @@ class LeaderElector:
         on_stopped_leading: Callable[[], None],
         fence: Fence | None = None,
         request_timeout: float | None = None,
+        recorder: EventRecorder | None = None,
     ) -> None:
         if lease_duration <= renew_deadline:
             raise ValueError("lease_duration must be greater than renew_deadline")
@@ -101,6 +107,7 @@ class LeaderElector:
         self.on_stopped_leading = on_stopped_leading
         self.fence = fence
         self.request_timeout = request_timeout or renew_deadline / 2
+        self.recorder = recorder
 
         self._leading = False
         self._lease: JsonObject | None = None  # the Lease as last read or written
@@ -158,6 +165,7 @@ class LeaderElector:
         if reason != RENEWAL_FAILED:
             self._release()
         log.info("%s stopped leading %s (%s)", self.identity, self._lock_ref(), reason)
+        self._record_event("stopped leading")
         try:
             self.on_stopped_leading()
         except Exception:
@@ -173,6 +181,7 @@ class LeaderElector:
                 self._leading_since = time.monotonic()
                 self._status.set(1)
                 log.info("%s acquired %s", self.identity, self._lock_ref())
+                self._record_event("became leader")
                 return True
             stop.wait(self.retry_period * (1 + JITTER_FACTOR * random.random()))
         return False
@@ -345,6 +354,12 @@ class LeaderElector:
         except Exception as error:  # noqa: BLE001 - the lease then expires on its own
             # The lease simply expires after lease_duration.
             log.warning("%s: releasing %s failed: %s", self.identity, self._lock_ref(), error)
+
+    def _record_event(self, what: str) -> None:
+        """client-go's LeaseLock.RecordEvent: "<identity> <what>" about the Lease as last read
+        or written (so the Event names its uid), if there is a recorder."""
+        if self.recorder is not None and self._lease is not None:
+            self.recorder.event(self._lease, NORMAL, "LeaderElection", f"{self.identity} {what}")
 
     def _lock_ref(self) -> str:
         return f"lease {self.lock_namespace}/{self.lock_name}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -93,8 +94,6 @@ def test_legacy_service_name_covers_both_load_balancer_apis() -> None:
 @pytest.mark.parametrize(
     ("text", "line", "message"),
     [
-        ("[Global]\nZone = a\nZoen = b\n", 3, "unknown key 'Zoen'"),
-        ("[Global]\n\n[Globl]\n", 3, "unknown section"),
         ("[Global\n", 1, "malformed section header"),
         ("Zone = a\n", 1, "outside of a section"),
         ("[Global]\nDisableSecurityGroupIngress = perhaps\n", 2, "not a boolean"),
@@ -105,7 +104,6 @@ def test_legacy_service_name_covers_both_load_balancer_apis() -> None:
         ('[Global]\nVPC = "vpc-1\n', 2, "unterminated"),
         ("[Global]\n= value\n", 2, "Key = value"),
         ('\n[ServiceOverride "1"]\nService = ec2\nRegion = r\n', 2, "missing URL"),
-        ('[ServiceOverride "1"]\nService = ec2\nColour = red\n', 3, "unknown key 'Colour'"),
         (
             '[ServiceOverride "1"]\nService=ec2\nRegion=r\nURL=http://a\nSigningRegion=r\n'
             '[ServiceOverride "2"]\nService=EC2\nRegion=r\nURL=http://b\nSigningRegion=r\n',
@@ -127,6 +125,52 @@ def test_mistakes_name_file_and_line(text: str, line: int, message: str) -> None
     assert error.value.path == "/etc/kubernetes/cloud.conf"
     assert error.value.line == line
     assert str(error.value).startswith(f"/etc/kubernetes/cloud.conf:{line}: ")
+
+
+def test_unknown_keys_and_sections_are_warned_about_and_ignored_never_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # cloud-provider-aws v1.35.0 pkg/providers/v1/aws.go:534-546 (readAWSCloudConfig) reads
+    # with gcfg.FatalOnly: gopkg.in/gcfg.v1 v1.2.3 errors.go:5-20 keeps only fatal errors, and
+    # set.go:226-229, :259-263 and :269-273 report an unknown section, subsection or variable
+    # as extraData, which is not fatal. Upstream drops them silently; polyccm says so.
+    text = (
+        "[Global]\n"
+        "Region = eu-west-1\n"
+        "Regoin = s3cr3t-looking-value\n"
+        '[Global "extra"]\n'
+        "Zone = ignored-with-its-section\n"
+        "[Globl]\n"
+        "VPC = vpc-ignored\n"
+        '[ServiceOverride "1"]\n'
+        "Service = ec2\nRegion = eu-west-1\nURL = https://ec2.internal\nSigningRegion = eu-west-1\n"
+        "Colour = red\n"
+    )
+    with caplog.at_level(logging.WARNING):
+        config = parse_cloud_config(text, "/etc/kubernetes/cloud.conf")
+
+    assert config.region == "eu-west-1"
+    assert config.zone == "" and config.vpc == ""
+    assert [override.url for override in config.service_overrides] == ["https://ec2.internal"]
+    assert caplog.messages == [  # the sections as the file is read, then the keys
+        """/etc/kubernetes/cloud.conf:4: unknown section [Global "extra"] is ignored, """
+        "with its keys",
+        "/etc/kubernetes/cloud.conf:6: unknown section [Globl] is ignored, with its keys",
+        "/etc/kubernetes/cloud.conf:3: unknown key 'Regoin' in [Global] is ignored",
+        "/etc/kubernetes/cloud.conf:13: unknown key 'Colour' in [ServiceOverride \"1\"] is ignored",
+    ]
+    assert "s3cr3t" not in caplog.text, "a value is never logged"
+
+
+def test_a_broken_file_is_its_error_alone_without_warnings(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    text = '[Globl]\nX = 1\n[Global]\nRegoin = r\nVPC = "open\n'
+
+    with caplog.at_level(logging.WARNING), pytest.raises(ConfigError, match="unterminated"):
+        parse_cloud_config(text, "/etc/kubernetes/cloud.conf")
+
+    assert caplog.messages == []
 
 
 def test_unreadable_file_is_a_config_error(tmp_path: Path) -> None:

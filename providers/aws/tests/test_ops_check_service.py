@@ -129,7 +129,7 @@ def test_a_malformed_cloud_config_is_one_line_and_exit_2(tmp_path: Path) -> None
     path = tmp_path / "service.json"
     path.write_text(json.dumps(service("web", {})))
     config = tmp_path / "cloud.conf"
-    config.write_text("[Global]\nNoSuchKey = 1\n")
+    config.write_text("[Global]\nNoSuchKey = 1\nRegion\n= eu-west-1\n")  # a value alone
 
     result = run_polyccm(
         ["check-service", "--provider=aws", f"--cloud-config={config}", "-f", str(path)]

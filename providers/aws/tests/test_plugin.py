@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from polyccm import plugins
 from polyccm.errors import ConfigError
 from polyccm_aws.plugin import emulator_launch, polyccm_build_provider
+from polyccm_testing.opstools import run_polyccm
 
 
 def test_registers_the_aws_provider_and_emulator() -> None:
@@ -47,13 +49,43 @@ def test_builds_only_for_aws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert aws.routes() is not None
 
 
+def test_an_unknown_key_is_warned_about_and_the_provider_still_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # cloud-provider-aws v1.35.0 pkg/providers/v1/aws.go:539: gcfg.FatalOnly, so an unknown
+    # key never stops upstream's start (see test_config for gcfg's lines).
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    config = tmp_path / "cloud.conf"
+    config.write_text("[Global]\nKubernetesClusterID = prod\nRegoin = eu-west-2\n")
+
+    with caplog.at_level(logging.WARNING):
+        aws = polyccm_build_provider(plugins.ProviderSettings("aws", config, "kubernetes"))
+
+    assert aws is not None and aws.has_cluster_id()
+    assert caplog.messages == [f"{config}:3: unknown key 'Regoin' in [Global] is ignored"]
+
+
 def test_malformed_config_stops_the_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
     config = tmp_path / "cloud.conf"
-    config.write_text("[Global]\nRegoin = eu-west-1\n")
+    config.write_text("[Global]\nRegion eu-west-1\n")
 
-    with pytest.raises(ConfigError, match=rf"{config}:2: unknown key 'Regoin'"):
+    with pytest.raises(ConfigError, match=rf"{config}:2: expected 'Key = value'"):
         polyccm_build_provider(plugins.ProviderSettings("aws", config, "kubernetes"))
+
+
+def test_a_syntax_error_in_the_cloud_config_ends_the_start_with_one_line_and_exit_2(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "cloud.conf"
+    config.write_text('[Global]\nRegion = eu-west-1\n[ServiceOverride "1"\n')
+
+    result = run_polyccm(["--provider=aws", f"--cloud-config={config}"])
+
+    assert result.status == 2
+    assert result.stderr == (
+        f"polyccm: error: {config}:3: malformed section header '[ServiceOverride \"1\"'\n"
+    )
 
 
 def test_other_providers_never_import_boto3() -> None:

@@ -99,7 +99,7 @@ def test_what_the_network_load_balancer_cannot_serve_is_reported_and_a_clean_ser
 
 def test_a_broken_gce_conf_is_a_usage_error(tmp_path: Path) -> None:
     config = tmp_path / "gce.conf"
-    config.write_text("[global]\nproject = typo\n")
+    config.write_text("[global]\nproject = typo\nregional = sometimes\n")
     clean = tmp_path / "web.yaml"
     clean.write_text(yaml.safe_dump(manifest("web", {})))
 
@@ -108,5 +108,5 @@ def test_a_broken_gce_conf_is_a_usage_error(tmp_path: Path) -> None:
     )
 
     assert result.status == 2
-    assert "unknown key 'project'" in result.stderr
+    assert "regional must be true or false, not 'sometimes'" in result.stderr
     assert result.stderr.count("\n") == 1

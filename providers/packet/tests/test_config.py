@@ -4,13 +4,16 @@ kept out of every log line."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
-from polyccm import logredact
+from polyccm import logredact, plugins
 from polyccm.errors import ConfigError
 from polyccm_packet.config import DEFAULT_API_URL, read_config
-from polyccm_packet.provider import config_from
+from polyccm_packet.plugin import polyccm_build_provider
+from polyccm_packet.provider import MetalProvider, config_from
+from polyccm_testing.opstools import run_polyccm
 
 BASE = {"METAL_API_KEY": "secret-metal-key-1234", "METAL_PROJECT_ID": "p-1"}
 
@@ -78,3 +81,41 @@ def test_the_api_key_and_bgp_password_are_masked_in_every_log_line() -> None:
     for secret in (BASE["METAL_API_KEY"], "BgpMd5Password9"):
         for line in (f"key {secret}", f"X-Auth-Token: {secret}", f"url?k={secret}&x=1"):
             assert secret not in logredact.redact(line), line
+
+
+def test_a_key_polyccm_does_not_read_is_warned_about_and_the_provider_still_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # cloud-provider-equinix-metal metal/config.go (getMetalConfig) reads the file with
+    # json.Unmarshal into its Config, which drops any other key without a word; eipTag and
+    # bgpNodeSelector are keys of that Config that polyccm does not implement.
+    path = tmp_path / "cloud.json"
+    path.write_text(json.dumps({
+        "apiKey": "file-key-5678", "projectID": "p-1", "metro": "da",
+        "metroo": "typo-value", "eipTag": "cluster-api-provider-packet:cluster-id:x",
+        "bgpNodeSelector": "kubernetes.io/role=node",
+    }))  # fmt: skip
+    monkeypatch.delenv("METAL_API_KEY", raising=False)
+
+    with caplog.at_level(logging.WARNING):
+        built = polyccm_build_provider(plugins.ProviderSettings("packet", path, "kubernetes"))
+
+    assert isinstance(built, MetalProvider) and built.config.metro == "da"
+    assert caplog.messages == [
+        f"{path}: unknown key 'metroo' is ignored",
+        f"{path}: key 'eipTag' is ignored: polyccm does not implement it",
+        f"{path}: key 'bgpNodeSelector' is ignored: polyccm does not implement it",
+    ]
+    assert "typo-value" not in caplog.text and "cluster-id" not in caplog.text
+
+
+def test_a_cloud_config_that_is_not_json_ends_the_start_with_one_line_and_exit_2(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "cloud.json"
+    path.write_text('{"apiKey": "k",\n "projectID": p}\n')
+
+    result = run_polyccm(["--provider=packet", f"--cloud-config={path}"])
+
+    assert result.status == 2
+    assert result.stderr == f"polyccm: error: {path}:2: not JSON: Expecting value\n"

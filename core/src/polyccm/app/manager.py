@@ -180,6 +180,10 @@ class ControllerManager:
             return 0 if stop.is_set() else EXIT_TERM_FAILED
         election = self.options.leader_election
         cloudcalls.FENCE.close()  # nothing may reach the cloud before this process leads
+        # The process's own recorder for the Lease's LeaderElection events: a term's recorder
+        # starts after the lease is taken and stops before it is given up.
+        election_events = EventRecorder(self.api, host=socket.gethostname())
+        election_events.start()
         election_api = KubeApi(
             self.api.configuration,
             qps=0,
@@ -197,6 +201,7 @@ class ControllerManager:
             on_started_leading=self.run_term,
             on_stopped_leading=lambda: log.info("leadership ended"),
             fence=cloudcalls.FENCE,
+            recorder=election_events,
         )
         try:
             while not stop.is_set():
@@ -218,6 +223,7 @@ class ControllerManager:
                     first, cap = INITIALIZE_RETRY
                     stop.wait(min(cap, first * 2 ** (self._initialize_failures - 1)))
         finally:
+            election_events.stop()
             election_api.close()
         return 0
 
@@ -272,14 +278,17 @@ class ControllerManager:
         recorder.start()
         nodes.start()
         services.start()
+        frozen = False
         try:
             if not _wait_for_caches((nodes, services), lost):
                 if not lost.is_set():
                     log.error("caches did not sync within %.0fs; giving up this term", SYNC_TIMEOUT)
                 return
             # The caches are long-lived: move them out of the collector's way so that its
-            # passes stop re-scanning thousands of cached objects (see DESIGN-NOTES).
+            # passes stop re-scanning thousands of cached objects (see DESIGN-NOTES), until
+            # the term ends (below).
             gc.freeze()
+            frozen = True
             if not self._initialize_provider(context, lost):
                 return
             threads = [
@@ -299,6 +308,11 @@ class ControllerManager:
             nodes.stop()
             services.stop()
             recorder.stop()
+            if frozen:
+                # Frozen objects are never collected: this term's caches (informers and threads
+                # form reference cycles) would outlive it, one set per lost term. Handed back to
+                # the collector, they go with the term; the next term freezes its own.
+                gc.unfreeze()
 
     def _initialize_provider(self, context: ControllerContext, lost: threading.Event) -> bool:
         """The provider's per-term ``initialize``, with this term's synced caches; whether it

@@ -2,9 +2,10 @@
 
 An existing ``cloud.conf`` written for cloud-provider-aws works unchanged: the ``[Global]`` keys and
 ``[ServiceOverride "N"]`` sections have the same names and meaning, names are case-insensitive, a
-bare boolean key means true, and ``NodeIPFamilies`` may be repeated. Unlike upstream, which only
-warns, an unknown section or key is an error: a misspelt key would otherwise be silently ignored.
-Every error is a :class:`~polyccm.errors.ConfigError` carrying the file and line.
+bare boolean key means true, and ``NodeIPFamilies`` may be repeated. As upstream (gcfg read
+through ``gcfg.FatalOnly``), an unknown section or key does not stop the start: it is ignored,
+with one warning naming it (:func:`polyccm.configkeys.warn_unknown_keys`). Every error (the
+syntax, a value) is a :class:`~polyccm.errors.ConfigError` carrying the file and line.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from polyccm.configkeys import warn_unknown_keys
 from polyccm.errors import ConfigError
 
 HEALTH_PROBE_MODES = ("", "Shared", "ServiceNodePort")
@@ -230,7 +232,8 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
 
 @dataclass(frozen=True)
 class _Entry:
-    """One ``Key = value`` line and the section it sits in."""
+    """One ``Key = value`` line and the section it sits in (``subsection`` names the
+    ``[ServiceOverride "N"]``; ``None`` in ``[Global]``)."""
 
     section: str
     subsection: str | None
@@ -239,10 +242,13 @@ class _Entry:
     line: int
 
 
-def _lex(text: str, path: str) -> tuple[list[_Entry], dict[str, int]]:
-    """The file's entries, and the line of each ``[ServiceOverride "N"]`` header."""
+def _lex(text: str, path: str) -> tuple[list[_Entry], dict[str, int], list[tuple[str, int]]]:
+    """The entries of the known sections, the line of each ``[ServiceOverride "N"]`` header,
+    and the headers (with their lines) of the sections upstream's struct lacks, whose keys
+    are skipped."""
     entries: list[_Entry] = []
     overrides: dict[str, int] = {}
+    unknown_sections: list[tuple[str, int]] = []
     section: tuple[str, str | None] | None = None
     for number, line in _logical_lines(text):
         stripped = line.strip()
@@ -250,7 +256,9 @@ def _lex(text: str, path: str) -> tuple[list[_Entry], dict[str, int]]:
             continue
         if stripped.startswith("["):
             section = _section(stripped, path, number)
-            if section[1] is not None:
+            if not section[0]:
+                unknown_sections.append((stripped, number))
+            elif section[1] is not None:
                 overrides.setdefault(section[1], number)
             continue
         match = _KEY.match(stripped)
@@ -258,24 +266,27 @@ def _lex(text: str, path: str) -> tuple[list[_Entry], dict[str, int]]:
             raise ConfigError(f"expected 'Key = value', got {stripped!r}", path=path, line=number)
         if section is None:
             raise ConfigError("key outside of a section", path=path, line=number)
+        if not section[0]:
+            continue
         raw = match.group(2)
         value = None if raw is None else _unquote(raw, (path, number))
         entries.append(_Entry(section[0], section[1], match.group(1), value, number))
-    return entries, overrides
+    return entries, overrides, unknown_sections
 
 
 def _section(header: str, path: str, number: int) -> tuple[str, str | None]:
+    """``("global", None)``, ``("serviceoverride", "N")``, or ``("", None)`` for a section
+    upstream's struct lacks. ``[ServiceOverride]`` without a name is the override named ""
+    (gcfg's reading)."""
     match = _SECTION.match(header)
     if match is None:
         raise ConfigError(f"malformed section header {header!r}", path=path, line=number)
     name, subsection = match.group(1).lower(), match.group(2)
-    if (name, subsection is None) in (("global", True), ("serviceoverride", False)):
-        return name, subsection
-    raise ConfigError(
-        f'unknown section {header!r}; expected [Global] or [ServiceOverride "N"]',
-        path=path,
-        line=number,
-    )
+    if name == "global" and subsection is None:
+        return name, None
+    if name == "serviceoverride":
+        return name, subsection or ""
+    return "", None
 
 
 def _family(entry: _Entry, families: list[str] | None, path: str) -> list[str]:
@@ -292,8 +303,10 @@ def _family(entry: _Entry, families: list[str] | None, path: str) -> list[str]:
 
 
 def parse_cloud_config(text: str, path: str = "<cloud-config>") -> CloudConfig:
-    """Parse the INI text of an AWS cloud config; raise ConfigError naming ``path`` and line."""
-    entries, override_lines = _lex(text, path)
+    """Parse the INI text of an AWS cloud config; raise ConfigError naming ``path`` and line.
+    Once it parsed, each unknown section and key is warned about (so a broken file gives one
+    line, its error)."""
+    entries, override_lines, unknown_sections = _lex(text, path)
     values: dict[str, Any] = {}
     lines: dict[str, int] = {}
     families: list[str] | None = None
@@ -301,13 +314,8 @@ def parse_cloud_config(text: str, path: str = "<cloud-config>") -> CloudConfig:
     for entry in entries:
         folded = entry.name.lower()
         if entry.subsection is not None:
-            if folded not in _OVERRIDE_KEYS:
-                raise ConfigError(
-                    f"unknown key {entry.name!r} in [ServiceOverride {entry.subsection!r}]",
-                    path=path,
-                    line=entry.line,
-                )
-            overrides[entry.subsection][_OVERRIDE_KEYS[folded]] = (entry.value or "").strip()
+            if folded in _OVERRIDE_KEYS:
+                overrides[entry.subsection][_OVERRIDE_KEYS[folded]] = (entry.value or "").strip()
         elif folded == "nodeipfamilies":
             families = _family(entry, families, path)
         elif folded in _GLOBAL_KEYS:
@@ -318,8 +326,6 @@ def parse_cloud_config(text: str, path: str = "<cloud-config>") -> CloudConfig:
                 raise ConfigError(f"{entry.name}: {error}", path=path, line=entry.line) from None
             lines[attribute] = entry.line
             _check_global(attribute, values[attribute], entry.name, (path, entry.line))
-        else:
-            raise ConfigError(f"unknown key {entry.name!r} in [Global]", path=path, line=entry.line)
     _check_cluster_ids(values, lines, path)
     if families:
         values["node_ip_families"] = tuple(families)
@@ -328,7 +334,33 @@ def parse_cloud_config(text: str, path: str = "<cloud-config>") -> CloudConfig:
         for key, fields in overrides.items()
     )
     _check_unique_overrides(values["service_overrides"], path, override_lines)
+    _warn_unknown(path, entries, unknown_sections, override_lines)
     return CloudConfig(**values)
+
+
+def _warn_unknown(
+    path: str,
+    entries: list[_Entry],
+    unknown_sections: list[tuple[str, int]],
+    override_lines: dict[str, int],
+) -> None:
+    """One warning per section and key the parse skipped, as gcfg's non-fatal extra data."""
+    warn_unknown_keys(path, "", unknown_sections, (), what="section")
+    warn_unknown_keys(
+        path,
+        "[Global]",
+        [(entry.name, entry.line) for entry in entries if entry.subsection is None],
+        {*_GLOBAL_KEYS, "nodeipfamilies"},
+        fold=str.lower,
+    )
+    for key in override_lines:
+        warn_unknown_keys(
+            path,
+            f'[ServiceOverride "{key}"]',
+            [(entry.name, entry.line) for entry in entries if entry.subsection == key],
+            _OVERRIDE_KEYS,
+            fold=str.lower,
+        )
 
 
 def _check_global(attribute: str, value: Any, name: str, where: tuple[str, int]) -> None:

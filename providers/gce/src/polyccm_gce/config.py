@@ -4,7 +4,10 @@
 :class:`~polyccm.errors.ConfigError` naming the file and the line. The keys are the ones
 cloud-provider-gcp reads (gcfg syntax: ``key = value``, ``;`` or ``#`` comments, a key given
 twice is a list for ``node-tags`` and an error otherwise, booleans ``true``/``false``/``yes``/
-``no``/``1``/``0``, a bare key meaning true)::
+``no``/``1``/``0``, a bare key meaning true). As upstream (gcfg read through
+``gcfg.FatalOnly``), a section or key it does not know is no error: it is ignored, with one
+warning naming it (:func:`polyccm.configkeys.warn_unknown_keys`), and so are the keys upstream
+reads that polyccm does not implement (:data:`UNUSED`)::
 
     [global]
     project-id = my-project
@@ -25,6 +28,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from polyccm.configkeys import warn_unknown_keys
 from polyccm.errors import ConfigError
 
 #: Upstream's compute base URL; ``api-endpoint`` replaces it.
@@ -43,6 +47,10 @@ _STRINGS = {
 }
 _BOOLEANS = {"regional": "regional", "multizone": "multizone"}
 _LISTS = {"node-tags": "node_tags"}
+#: Keys of upstream's ConfigGlobal that polyccm reads and does nothing with (warned about).
+UNUSED = frozenset(
+    {"stack-type", "secondary-range-name", "container-api-endpoint", "alpha-features"}
+)
 _TRUE = frozenset({"true", "yes", "on", "1"})
 _FALSE = frozenset({"false", "no", "off", "0"})
 _SECTION = re.compile(r"\[\s*([A-Za-z0-9_-]+)\s*\]")
@@ -86,10 +94,13 @@ def _unquote(value: str, path: str, line: int) -> str:
 
 def parse_cloud_config(text: str, path: str = "<gce.conf>") -> CloudConfig:
     """The :class:`CloudConfig` ``text`` describes; :class:`ConfigError` with ``path`` and the
-    line for anything malformed (an unknown section or key, a repeated key, a bad boolean)."""
+    line for anything malformed (a broken line, a repeated key, a bad boolean). Once it
+    parsed, each unknown section and key is warned about."""
     values: dict[str, object] = {}
     seen: dict[str, int] = {}
     section: str | None = None
+    unknown_sections: list[tuple[str, int]] = []
+    ignored_keys: list[tuple[str, int]] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line[0] in ";#":
@@ -100,11 +111,7 @@ def parse_cloud_config(text: str, path: str = "<gce.conf>") -> CloudConfig:
                 raise ConfigError(f"malformed section header {line!r}", path=path, line=number)
             section = match.group(1).lower()
             if section != "global":
-                raise ConfigError(
-                    f"unknown section [{match.group(1)}] (gce.conf has only [global])",
-                    path=path,
-                    line=number,
-                )
+                unknown_sections.append((line, number))
             continue
         match = _PAIR.fullmatch(line)
         if match is None:
@@ -117,38 +124,53 @@ def parse_cloud_config(text: str, path: str = "<gce.conf>") -> CloudConfig:
             )
         key = match.group(1).lower()
         value = None if match.group(2) is None else _unquote(match.group(2), path, number)
+        if section != "global":
+            continue
         if key in _LISTS:
             if value:
                 current = values.setdefault(_LISTS[key], [])
                 assert isinstance(current, list)
                 current.append(value)
             continue
+        if key not in _STRINGS and key not in _BOOLEANS:
+            ignored_keys.append((match.group(1), number))
+            continue
         if key in seen:
             raise ConfigError(
                 f"{key!r} given twice (first on line {seen[key]})", path=path, line=number
             )
         seen[key] = number
-        if key in _STRINGS:
-            values[_STRINGS[key]] = value or ""
-        elif key in _BOOLEANS:
-            if value is None or value.lower() in _TRUE:
-                values[_BOOLEANS[key]] = True
-            elif value.lower() in _FALSE:
-                values[_BOOLEANS[key]] = False
-            else:
-                raise ConfigError(
-                    f"{key} must be true or false, not {value!r}", path=path, line=number
-                )
-        else:
-            known = ", ".join(sorted([*_STRINGS, *_BOOLEANS, *_LISTS]))
-            raise ConfigError(f"unknown key {key!r} (known: {known})", path=path, line=number)
-        if key == "api-endpoint" and value and not re.match(r"https?://", value):
-            raise ConfigError(
-                f"api-endpoint must be an http(s) URL, not {value!r}", path=path, line=number
-            )
+        _store(values, key, value, (path, number))
+    warn_unknown_keys(path, "", unknown_sections, (), what="section")
+    warn_unknown_keys(
+        path,
+        "[global]",
+        ignored_keys,
+        frozenset([*_STRINGS, *_BOOLEANS, *_LISTS]),
+        fold=str.lower,
+        unused=UNUSED,
+    )
     tags = values.pop("node_tags", [])
     assert isinstance(tags, list)
     return CloudConfig(node_tags=tuple(tags), **values)  # type: ignore[arg-type]
+
+
+def _store(values: dict[str, object], key: str, value: str | None, where: tuple[str, int]) -> None:
+    """Put a string or boolean key's value in ``values``; :class:`ConfigError` for a bad one."""
+    if key in _STRINGS:
+        values[_STRINGS[key]] = value or ""
+    elif value is None or value.lower() in _TRUE:
+        values[_BOOLEANS[key]] = True
+    elif value.lower() in _FALSE:
+        values[_BOOLEANS[key]] = False
+    else:
+        raise ConfigError(
+            f"{key} must be true or false, not {value!r}", path=where[0], line=where[1]
+        )
+    if key == "api-endpoint" and value and not re.match(r"https?://", value):
+        raise ConfigError(
+            f"api-endpoint must be an http(s) URL, not {value!r}", path=where[0], line=where[1]
+        )
 
 
 def load_cloud_config(path: str | Path | None) -> CloudConfig:

@@ -7,6 +7,10 @@ text and a mapping (``os.environ`` in production, a dict in tests) and raises
 :class:`~polyccm.errors.ConfigError` with one line naming the key at fault. The API key (and the
 BGP password) are registered with :mod:`polyccm.logredact` the moment they are read, so no log
 line can show them.
+
+A key of the file polyccm does not read is no error (upstream's ``json.Unmarshal`` drops it
+silently): it is warned about, once, naming the file and the key
+(:func:`polyccm.configkeys.warn_unknown_keys`); a file that is not a JSON object stops the start.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from polyccm import logredact
+from polyccm.configkeys import warn_unknown_keys
 from polyccm.errors import ConfigError
 
 DEFAULT_API_URL = "https://api.equinix.com/metal/v1"
@@ -39,6 +44,19 @@ DEFAULT_BURST = 40
 _MD5_PASSWORD = re.compile(r"^(?=.*[a-z])(?=.*[A-Z])(?=.*\d)[a-zA-Z\d]{10,20}$")
 
 LOAD_BALANCER_SCHEMES = ("metallb://", "kube-vip://", "empty://")
+
+#: The keys of the JSON file :func:`read_config` reads (``clusterID`` is polyccm's own).
+FILE_KEYS = frozenset({
+    "apiKey", "projectID", "projectId", "metro", "facility", "loadbalancer", "loadBalancer",
+    "localASN", "bgpPass", "base-url", "clusterID",
+})  # fmt: skip
+#: The other keys of upstream's Config (metal/config.go): read there, not implemented here.
+UNUSED_FILE_KEYS = frozenset({
+    "annotationLocalASN", "annotationPeerASN", "annotationPeerIP", "annotationSrcIP",
+    "annotationBGPPass", "annotationNetworkIPv4Private", "annotationEIPMetro",
+    "annotationEIPFacility", "eipTag", "apiServerPort", "bgpNodeSelector",
+    "eipHealthCheckUseHostIP", "useCRDForMetalLB",
+})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -87,15 +105,20 @@ class MetalConfig:
 
 
 def load_config_keys(cloud_config: str | Path | None) -> dict[str, object]:
-    """The keys of the ``--cloud-config`` file (none without one); :class:`ConfigError` for a
-    file that cannot be read or is no JSON object."""
+    """The keys of the ``--cloud-config`` file (none without one), each key polyccm does not
+    read warned about; :class:`ConfigError` for a file that cannot be read or is no JSON
+    object."""
     if not cloud_config:
         return {}
     try:
         text = Path(cloud_config).read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"--cloud-config {cloud_config}: {error.strerror}") from None
-    return parse_config_file(text, source=str(cloud_config))
+    keys = parse_config_file(text, source=str(cloud_config))
+    warn_unknown_keys(
+        str(cloud_config), "", [(key, None) for key in keys], FILE_KEYS, unused=UNUSED_FILE_KEYS
+    )
+    return keys
 
 
 def parse_config_file(text: str, *, source: str = "cloud config") -> dict[str, object]:
@@ -103,9 +126,9 @@ def parse_config_file(text: str, *, source: str = "cloud config") -> dict[str, o
     try:
         parsed = json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as error:
-        raise ConfigError(f"{source}: not JSON: {error.msg}", line=error.lineno) from None
+        raise ConfigError(f"not JSON: {error.msg}", path=source, line=error.lineno) from None
     if not isinstance(parsed, dict):
-        raise ConfigError(f"{source}: must be a JSON object")
+        raise ConfigError("must be a JSON object", path=source)
     return parsed
 
 
