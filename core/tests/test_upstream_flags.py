@@ -3,6 +3,8 @@ k8s.io/cloud-provider v0.35.4's command, as upstream's own code lists it, is acc
 value of its type, and refused with a malformed one, as upstream refuses it.
 
 The list comes from a Go program that builds ``app.NewCloudControllerManagerCommand``
+(k8s.io/cloud-provider v0.35.4 app/controllermanager.go:82-153: options.Flags, options.go:146,
+plus verflag, logs and klog's global flags, and cobra's --help) and prints every flag of it
 (polyccm_testing.upstreamflags; built once per machine with Go from the module proxy). Without
 Go these tests fail, saying so: they never skip.
 """
@@ -27,10 +29,7 @@ def upstream() -> Listing:
     try:
         return upstreamflags.listing()
     except BinaryError as error:
-        pytest.fail(
-            "cannot list upstream's cloud-controller-manager flags (Go and the Go module proxy "
-            f"are needed once per machine): {error}"
-        )
+        pytest.fail(f"cannot list upstream's cloud-controller-manager flags: {error}")
 
 
 def test_the_listing_is_upstreams_v1_35_command(upstream: Listing) -> None:
