@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -298,3 +299,143 @@ def test_a_cert_dir_that_cannot_be_written_exits_2_with_one_line(tmp_path: Path)
     assert result.returncode == 2
     assert f"cannot write a self-signed certificate to --cert-dir {blocker}/certs" in result.stderr
     assert result.stderr.count("\n") == 1, result.stderr
+
+
+def _checked(*args: str) -> None:
+    """Parse ``args`` for the fake provider and check them as at start-up."""
+    from polyccm_testing.fake_main import FakeCloudPlugin
+
+    manager = plugin_manager([FakeCloudPlugin()])
+    cli.build_checked_provider(cli.parse_command_line(["--provider=fake", *args], manager), manager)
+
+
+@pytest.mark.parametrize(
+    "cidrs",
+    [
+        "10.244.0.0/16,10.245.0.0/16",  # two of one family
+        "fd00:1::/64,fd00:2::/64",
+        "10.244.0.0/16,fd00:10:244::/56,10.245.0.0/16",  # three, dual-stack
+    ],
+)
+def test_cluster_cidrs_the_route_controller_refuses_exit_2(cidrs: str) -> None:
+    # k8s.io/cloud-provider v0.35.4 app/core.go:115-129 (startRouteController): more than one
+    # CIDR must be dual-stack (netutils.IsDualStackCIDRs: one of each family), and 2 at most.
+    with pytest.raises(cli.UsageError, match="--cluster-cidr has"):
+        _checked(f"--cluster-cidr={cidrs}")
+    result = run_fake("--configure-cloud-routes=true", f"--cluster-cidr={cidrs}")
+    assert result.returncode == 2
+    assert "--cluster-cidr has" in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+
+
+def test_cluster_cidrs_are_only_checked_for_a_route_controller_that_runs() -> None:
+    _checked("--cluster-cidr=10.244.0.0/16,fd00:10:244::/56")
+    _checked("--cluster-cidr=fd00:10:244::/56")
+    # app/core.go:103-113: no route controller, no check (upstream parses them only there).
+    _checked("--cluster-cidr=10.244.0.0/16,10.245.0.0/16", "--configure-cloud-routes=false")
+    _checked("--cluster-cidr=10.244.0.0/16,10.245.0.0/16", "--controllers=*,-route")
+
+
+@pytest.mark.parametrize("flag", ["--version", "--version=true", "--version=raw"])
+def test_version_prints_polyccms_and_exits_0_before_any_check(flag: str) -> None:
+    # component-base v0.35.4 version/verflag/verflag.go:125-134 (PrintAndExitIfRequested runs
+    # first in the command's RunE).
+    result = run_cli(flag)  # no --provider
+    assert result.returncode == 0, result.stderr
+    assert "0.1.0" in result.stdout and result.stdout.count("\n") == 1
+
+
+def test_help_takes_a_boolean_as_pflag() -> None:
+    assert run_cli("--provider=gce", "--help=true").stdout.startswith("usage: polyccm")
+    options = parse("--provider=gce", "--help=false", "--cluster-name=x")
+    assert options.cluster_name == "x"
+    result = run_cli("--provider=gce", "--help=perhaps")
+    assert result.returncode == 2 and "invalid boolean 'perhaps'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # cloud-provider v0.35.4 options/webhook.go (Validate); app.AllWebhooks is empty.
+        (["--webhooks=foo"], "'foo' is not in the list of known webhooks"),
+        (["--webhook-secure-port=10258"], "cannot be the same value as --secure-port"),
+        # controller-manager v0.35.4 options/generic.go (Validate).
+        (["--leader-elect-resource-lock=endpoints"], 'must be "leases"'),
+        # apiserver v0.35.4 pkg/server/options/authentication.go:67-108.
+        (["--requestheader-username-headers=X-Remote-User, "], "empty value"),
+        (["--requestheader-uid-headers=X-Uid"], "without the standard X-Remote-Uid header"),
+        (
+            [
+                "--requestheader-uid-headers=X-Remote-Uid",
+                "--feature-gates=RemoteRequestHeaderUID=false",
+            ],
+            "requires the RemoteRequestHeaderUID feature gate",
+        ),
+        # component-base v0.35.4 logs/api/v1/options.go:139-190.
+        (["--logging-format=yaml"], "unsupported log format"),
+        (["--vmodule=x=2", "--logging-format=json"], "only supported for the text log format"),
+        (["--log-flush-frequency=0s"], "must be greater than zero"),
+        (["--enable-leader-migration", "--leader-migration-config=/no/such/file"], "cannot read"),
+    ],
+)
+def test_values_upstream_refuses_after_parsing_exit_2(args: list[str], message: str) -> None:
+    result = run_cli("--provider=gce", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+
+
+def test_a_list_flag_given_twice_adds_to_itself_as_pflags() -> None:
+    options = parse(
+        "--provider=gce",
+        "--authorization-always-allow-paths=/healthz",
+        "--authorization-always-allow-paths=/metrics,/livez",
+    )
+    assert options.delegated_auth.always_allow_paths == ("/healthz", "/metrics", "/livez")
+    options = parse("--provider=gce", "--leader-elect=false", "--leader-elect-resource-lock=x")
+    assert options.leader_election.enabled is False  # upstream checks the lock only when electing
+
+
+def test_ignored_flags_set_are_named_in_a_warning_at_start(tmp_path: Path) -> None:
+    options = parse(
+        "--provider=gce",
+        "--enable-leader-migration",
+        "--controller-start-interval=10s",
+        "--webhooks=*",
+        "--profiling=false",  # what polyccm does anyway
+        "--kube-api-content-type=application/json",  # polyccm's default
+    )
+    assert options.ignored_flags == (
+        "--controller-start-interval",
+        "--enable-leader-migration",
+        "--webhooks",
+    )
+    # The whole process says so once logging is set up, before it connects anywhere.
+    process = subprocess.Popen(
+        [
+            *FAKE_MAIN,
+            "--configure-cloud-routes=false",
+            f"--kubeconfig={_unreachable_kubeconfig(tmp_path)}",
+            "--secure-port=0",
+            "--enable-leader-migration",
+            "--feature-gates=APIServerTracing=true",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    watchdog = threading.Timer(60, process.kill)
+    watchdog.start()
+    seen = []
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:
+            seen.append(line)
+            if "setting GA feature gate" in line:
+                break
+    finally:
+        watchdog.cancel()
+        process.terminate()
+        process.wait(timeout=30)
+    output = "".join(seen)
+    assert "--enable-leader-migration is accepted for compatibility and ignored" in output
+    assert "setting GA feature gate APIServerTracing=true" in output

@@ -1,15 +1,27 @@
-"""The pieces of delegated auth that need no API server: reading the bearer token and the
-always-allowed paths as upstream reads them, and the bounded, expiring cache of review answers.
-The reviews themselves are tested against the real API server in test_secure_port."""
+"""The pieces of delegated auth that need no API server: reading the bearer token, a client
+certificate's user and the always-allowed paths as upstream reads them, and the bounded,
+expiring cache of review answers. The reviews themselves are tested against the real API server
+in test_secure_port."""
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import hashlib
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from polyccm.serving.delegated import (
+    CREDENTIAL_ID,
+    UID_OID,
+    CertificateUserError,
     ExpiringCache,
+    User,
     bearer_token,
+    certificate_user,
     parse_always_allow_paths,
     path_always_allowed,
 )
@@ -74,3 +86,56 @@ def test_cached_answers_expire_and_a_zero_ttl_caches_nothing() -> None:
     now[0] = 10.0
     assert cache.get("allowed") is None
     assert len(cache) == 0
+
+
+def _certificate(*attributes: tuple[x509.ObjectIdentifier, str]) -> bytes:
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    name = x509.Name([x509.NameAttribute(oid, value) for oid, value in attributes])
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ca")]))
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .sign(key, hashes.SHA256())
+    )
+    return certificate.public_bytes(serialization.Encoding.DER)
+
+
+def test_a_client_certificate_names_its_user_as_upstreams_x509_authenticator() -> None:
+    # apiserver v0.35.4 pkg/authentication/request/x509/x509.go:279-302.
+    der = _certificate(
+        (NameOID.ORGANIZATION_NAME, "ops"),
+        (NameOID.COMMON_NAME, "first"),
+        (NameOID.ORGANIZATION_NAME, "system:masters"),
+        (NameOID.COMMON_NAME, "jane"),  # Go's pkix.Name keeps the last CommonName
+        (UID_OID, "uid-1"),
+    )
+    fingerprint = hashlib.sha256(der).hexdigest()
+    assert certificate_user(der) == User(
+        "jane",
+        "uid-1",
+        ("ops", "system:masters", "system:authenticated"),
+        ((CREDENTIAL_ID, (f"X509SHA256={fingerprint}",)),),
+    )
+    # With AllowParsingUserUIDFromCertAuth off (x509.go:306-309) the UID is not read.
+    user = certificate_user(der, uids=False)
+    assert user is not None and user.uid == ""
+
+
+def test_a_client_certificate_without_a_common_name_names_nobody() -> None:
+    assert certificate_user(_certificate((NameOID.ORGANIZATION_NAME, "ops"))) is None
+
+
+@pytest.mark.parametrize("uids", [("a", "b"), ("",)])
+def test_a_client_certificate_with_bad_uids_is_an_authentication_error(
+    uids: tuple[str, ...],
+) -> None:
+    # x509.go:322-330.
+    der = _certificate((NameOID.COMMON_NAME, "jane"), *((UID_OID, uid) for uid in uids))
+    with pytest.raises(CertificateUserError):
+        certificate_user(der)
+    assert certificate_user(der, uids=False) is not None

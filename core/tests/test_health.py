@@ -144,7 +144,10 @@ def test_a_refused_request_gets_the_refusal_and_runs_no_check(tls: ssl.SSLContex
     asked: list[tuple[str, str | None]] = []
     ran: list[str] = []
 
-    def access(path: str, authorization: str | None) -> tuple[int, str, bytes] | None:
+    def access(
+        path: str, authorization: str | None, certificate: bytes | None
+    ) -> tuple[int, str, bytes] | None:
+        assert certificate is None, "no client certificate was asked for"
         asked.append((path, authorization))
         return None if path == "/healthz" else (403, "text/plain", b"no\n")
 

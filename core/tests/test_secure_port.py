@@ -21,18 +21,20 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from polyccm.kube.api import NAMESPACES, ApiError, KubeApi
 from polyccm_testing.devenv.controlplane import ControlPlane
+from polyccm_testing.devenv.pki import Pki, client_certificate, generate
 from polyccm_testing.devenv.processes import free_ports
 from polyccm_testing.fake_main import COMMAND as FAKE_MAIN
 from polyccm_testing.kubeobjects import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
+    bind_cluster_role,
     make_cluster_role,
     make_service_account,
     service_account_kubeconfig,
     service_account_token,
     wait_for,
 )
-from polyccm_testing.secureport import Reply, secure_get
+from polyccm_testing.secureport import Reply, client_context, secure_get
 
 AUTH_DELEGATOR = "system:auth-delegator"
 
@@ -314,8 +316,6 @@ def test_always_allow_paths_open_metrics_and_a_cert_dir_certificate_survives_a_r
 
 
 def test_the_given_certificate_is_served(control_plane: ControlPlane, tmp_path: Path) -> None:
-    from polyccm_testing.devenv.pki import generate
-
     pki = generate(tmp_path / "pki")
     running = start_polyccm(
         control_plane,
@@ -371,3 +371,93 @@ def test_reviews_that_cannot_be_made_fail_closed_and_are_logged_once(
     assert "system:auth-delegator" in output, "the log says what the account lacks"
     assert token not in output and "do-not-log-me" not in output
     assert "Traceback" not in output
+
+
+@dataclass(frozen=True)
+class ClientCerts:
+    """polyccm started with ``--client-ca-file`` (and ``--tls-min-version=VersionTLS13``), the
+    CA it trusts, another it does not, and a group granted get on /metrics."""
+
+    polyccm: Polyccm
+    trusted: Pki
+    untrusted: Pki
+    readers: str
+    directory: Path
+
+    def certificate(self, user: str, *groups: str, **options: Any) -> tuple[Path, Path]:
+        return client_certificate(
+            options.pop("ca", self.trusted), self.directory, user=user, groups=groups, **options
+        )
+
+    def get(self, certificate: tuple[Path, Path] | None, **options: Any) -> Reply:
+        context = client_context(client_cert=certificate, **options)
+        return secure_get(self.polyccm.port, "/metrics", context=context)
+
+
+@pytest.fixture(scope="module")
+def client_certs(
+    control_plane: ControlPlane,
+    kube_api: KubeApi,
+    accounts: Accounts,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[ClientCerts]:
+    directory = tmp_path_factory.mktemp("client-certs")
+    trusted, untrusted = generate(directory / "trusted"), generate(directory / "untrusted")
+    readers = f"{accounts.namespace}-cert-readers"
+    group = {"kind": "Group", "name": readers, "apiGroup": "rbac.authorization.k8s.io"}
+    bind_cluster_role(kube_api, readers, accounts.reader_role, group)
+    running = start_polyccm(
+        control_plane,
+        directory,
+        f"--client-ca-file={trusted.ca_cert}",
+        "--tls-min-version=VersionTLS13",
+    )
+    try:
+        yield ClientCerts(running, trusted, untrusted, readers, directory)
+    finally:
+        running.stop()
+        kube_api.delete(CLUSTER_ROLE_BINDINGS, readers)
+
+
+def test_a_client_certificate_names_the_user_and_its_organizations_the_groups(
+    client_certs: ClientCerts, kube_api: KubeApi
+) -> None:
+    # apiserver v0.35.4 pkg/authentication/request/x509/x509.go:279-302 (CommonNameUserConversion:
+    # CN the user, O the groups), authorized as any user by a SubjectAccessReview.
+    reader = client_certs.certificate("cert-reader", client_certs.readers)
+    wait_for(lambda: client_certs.get(reader).status == 200, 10, "the group's binding")
+    reply = client_certs.get(client_certs.certificate("cert-stranger", "some-group"))
+    assert reply.status == 403
+    message = _status(reply)["message"]
+    assert message == 'forbidden: User "cert-stranger" cannot get path "/metrics"'
+    # upstream's always-allowed group needs no review
+    assert client_certs.get(client_certs.certificate("admin", "system:masters")).status == 200
+    # without a certificate: anonymous, as before
+    assert client_certs.get(None).status == 403
+
+
+def test_a_client_certificate_that_does_not_verify_is_refused(client_certs: ClientCerts) -> None:
+    other_ca = client_certs.certificate(
+        "cert-reader", client_certs.readers, ca=client_certs.untrusted
+    )
+    assert client_certs.get(other_ca).status == 0, "the handshake fails (upstream: 401)"
+    server_only = client_certs.certificate("cert-reader", client_certs.readers, client_auth=False)
+    assert client_certs.get(server_only).status == 0, "not a client certificate"
+    # x509.go:325-327: two UIDs are an authentication error: 401.
+    two_uids = client_certs.certificate("cert-reader", client_certs.readers, uids=("a", "b"))
+    reply = client_certs.get(two_uids)
+    assert reply.status == 401 and _status(reply)["reason"] == "Unauthorized"
+
+
+def test_tls_settings_reach_the_secure_port(client_certs: ClientCerts) -> None:
+    assert client_certs.get(None, maximum_version=ssl.TLSVersion.TLSv1_2).status == 0
+    assert client_certs.get(None).tls_version == "TLSv1.3"
+
+
+def test_without_client_ca_file_a_certificate_is_not_looked_at(
+    polyccm: Polyccm, tmp_path: Path
+) -> None:
+    pki = generate(tmp_path / "pki")
+    masters = client_certificate(pki, tmp_path, user="admin", groups=("system:masters",))
+    reply = secure_get(polyccm.port, "/metrics", context=client_context(client_cert=masters))
+    assert reply.status == 403, "anonymous"

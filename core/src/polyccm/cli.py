@@ -13,22 +13,28 @@ from __future__ import annotations
 import argparse
 import base64
 import functools
+import json
 import logging
 import os
+import platform
+import re
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from types import TracebackType
 from typing import NoReturn
 
 import pluggy
 
-from polyccm import logredact, plugins, rbac
+from polyccm import flagtypes, logredact, plugins, rbac
 from polyccm.app.options import (
+    IGNORED_FLAGS,
     ManagerOptions,
     add_manager_flags,
+    cluster_cidr_problem,
     options_from_namespace,
     resolve_controllers,
 )
@@ -57,6 +63,27 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
+
+
+_HELP_VALUE = re.compile(r"(-h|--help)=(.*)", re.DOTALL)
+
+
+def _help_values_resolved(argv: Sequence[str]) -> list[str]:
+    """``argv`` with upstream's ``--help=BOOL`` (pflag's help is a bool flag) turned into a bare
+    ``--help`` when true and dropped when false."""
+    resolved = []
+    for arg in argv:
+        match = _HELP_VALUE.fullmatch(arg)
+        if match is None:
+            resolved.append(arg)
+            continue
+        try:
+            wanted = flagtypes.parse_bool(match.group(2))
+        except argparse.ArgumentTypeError as error:
+            raise UsageError(f"argument {match.group(1)}: {error}") from None
+        if wanted:
+            resolved.append("--help")
+    return resolved
 
 
 def _provider_parser() -> _Parser:
@@ -129,7 +156,7 @@ def _chosen_provider(
         installed = plugins.installed_providers(manager)
     except plugins.PluginError as error:
         raise UsageError(str(error)) from None
-    first, rest = _provider_parser().parse_known_args(argv)
+    first, rest = _provider_parser().parse_known_args(_help_values_resolved(argv))
     provider = first.provider
     if provider is not None and provider not in installed:
         raise UsageError(
@@ -163,7 +190,11 @@ def parse_command_line(
     available = sorted(installed)
     controllers = _controllers_of(manager, installed.get(provider) if provider else None)
     parser = _full_parser(manager, provider, available, controllers, prog=prog, extra=extra)
-    namespace = parser.parse_args(argv)
+    namespace = parser.parse_args(_help_values_resolved(argv))
+    if namespace.version in ("true", "raw"):
+        # As upstream, before any check: the version is printed whatever else is missing.
+        print(_version_text(raw=namespace.version == "raw"))
+        raise SystemExit(0)
     if provider is None:
         raise UsageError(
             f"--provider is required; installed providers: {', '.join(available) or 'none'}"
@@ -183,6 +214,19 @@ def parse_command_line(
     return CommandLine(options, namespace, controllers)
 
 
+def _version_text(*, raw: bool) -> str:
+    """``--version``: polyccm's version; ``--version=raw``: with the Python running it."""
+    version = metadata.version("polyccm")
+    if not raw:
+        return f"{PROG} v{version}"
+    info = {
+        "gitVersion": f"v{version}",
+        "pythonVersion": platform.python_version(),
+        "platform": f"{sys.platform}/{platform.machine()}",
+    }
+    return json.dumps(info)
+
+
 def build_checked_provider(parsed: CommandLine, manager: pluggy.PluginManager) -> CloudProvider:
     """The provider ``parsed`` names, built by its plugin and checked as at start-up: the
     route controller's ``--cluster-cidr`` and the cluster id (:class:`UsageError` otherwise)."""
@@ -197,6 +241,9 @@ def build_checked_provider(parsed: CommandLine, manager: pluggy.PluginManager) -
     from polyccm.app.manager import route_controller_problem
 
     problem = route_controller_problem(options, provider)
+    routes_wanted = "route" in options.controllers and options.configure_cloud_routes
+    if not problem and routes_wanted and provider.routes() is not None:
+        problem = cluster_cidr_problem(options.cluster_cidrs)
     if problem:
         raise UsageError(problem)
     if not provider.has_cluster_id() and not options.allow_untagged_cloud:
@@ -207,7 +254,7 @@ def build_checked_provider(parsed: CommandLine, manager: pluggy.PluginManager) -
 def _rbac_requested(argv: Sequence[str]) -> list[str] | None:
     """The arguments of ``rbac`` when ``argv`` asks for it (``rbac --provider X`` or
     ``--provider X rbac``), else ``None``."""
-    _, rest = _provider_parser().parse_known_args(argv)
+    _, rest = _provider_parser().parse_known_args(_help_values_resolved(argv))
     if rest and rest[0] == "rbac":
         return rest[1:]
     return None
@@ -334,6 +381,15 @@ def _configure_logging(verbosity: int, *configurations: Configuration | None) ->
             logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+def _warn_about_flags(options: ManagerOptions) -> None:
+    """Say which flags set change nothing here, and what upstream warns about the gates."""
+    log = logging.getLogger(PROG)
+    for flag in options.ignored_flags:
+        log.warning("%s is accepted for compatibility and ignored: %s", flag, IGNORED_FLAGS[flag])
+    for warning in options.feature_gates.warnings():
+        log.warning("%s", warning)
+
+
 def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None = None) -> int:
     """Entry point of ``polyccm``; returns the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -362,6 +418,7 @@ def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return USAGE_ERROR
     _configure_logging(options.verbosity, configuration, authentication, authorization)
+    _warn_about_flags(options)
     if not provider.has_cluster_id():
         logging.getLogger(PROG).warning(
             "no cluster id found; running without one as --allow-untagged-cloud allows "

@@ -9,6 +9,7 @@ command line turns into one line and exit status 2.
 from __future__ import annotations
 
 import argparse
+import csv
 import ipaddress
 import re
 
@@ -75,12 +76,39 @@ def parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"invalid boolean {text!r} (use true or false)")
 
 
-def non_negative_int(text: str) -> int:
-    """An integer of zero or more."""
+_GO_OCTAL = re.compile(r"[+-]?0[0-7_]+")
+
+
+def go_int(text: str, bits: int = 64) -> int:
+    """An integer as Go's ``strconv.ParseInt(text, 0, bits)`` reads pflag's int flags: decimal,
+    or ``0x``/``0o``/``0b``/leading-``0`` prefixed, in range for ``bits``."""
     try:
-        value = int(text)
+        if text != text.strip():
+            raise ValueError(text)
+        value = int(text, 8) if _GO_OCTAL.fullmatch(text) else int(text, 0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+    if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+        raise argparse.ArgumentTypeError(f"integer {text!r} is out of range")
+    return value
+
+
+def int32(text: str) -> int:
+    """A Go ``int32`` flag."""
+    return go_int(text, 32)
+
+
+def non_negative_int(text: str) -> int:
+    """An integer of zero or more."""
+    value = go_int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def non_negative_int32(text: str) -> int:
+    """An ``int32`` of zero or more."""
+    value = int32(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
     return value
@@ -91,6 +119,33 @@ def positive_int(text: str) -> int:
     value = non_negative_int(text)
     if value == 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def positive_int32(text: str) -> int:
+    """An ``int32`` of one or more."""
+    value = non_negative_int32(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def log_level(text: str) -> int:
+    """A klog verbosity (``-v``): an unsigned decimal that fits 31 bits, as component-base's
+    ``VerbosityLevel`` flag parses it."""
+    if not text.isascii() or not text.isdigit() or int(text) >= 2**31:
+        raise argparse.ArgumentTypeError(f"invalid log level {text!r} (use 0 to 2147483647)")
+    return int(text)
+
+
+def float32(text: str) -> float:
+    """A Go ``float32`` flag (``--kube-api-qps``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+    if abs(value) > 3.4028234663852886e38:
+        raise argparse.ArgumentTypeError(f"number {text!r} is out of range")
     return value
 
 
@@ -106,7 +161,8 @@ def non_negative_float(text: str) -> float:
 
 
 def cidr_list(text: str) -> tuple[str, ...]:
-    """Comma-separated CIDRs (``--cluster-cidr=10.244.0.0/16,fd00::/48``), normalised."""
+    """Comma-separated CIDRs (``--cluster-cidr=10.244.0.0/16,fd00::/48``), normalised; empty
+    gives none."""
     networks: list[str] = []
     for part in text.split(","):
         part = part.strip()
@@ -116,8 +172,7 @@ def cidr_list(text: str) -> tuple[str, ...]:
             networks.append(str(ipaddress.ip_network(part, strict=False)))
         except ValueError:
             raise argparse.ArgumentTypeError(f"invalid CIDR {part!r}") from None
-    if not networks:
-        raise argparse.ArgumentTypeError("no CIDR given")
+    # Empty is upstream's default (a string flag): only the route controller needs CIDRs.
     return tuple(networks)
 
 
@@ -135,3 +190,72 @@ def port(text: str) -> int:
     if value > 65535:
         raise argparse.ArgumentTypeError(f"port {text!r} is out of range")
     return value
+
+
+def string_slice(text: str) -> tuple[str, ...]:
+    """A pflag ``stringSlice`` value: comma-separated, read as one CSV record (so a quoted item
+    may hold a comma); empty means no item."""
+    if text == "":
+        return ()
+    try:
+        (record,) = list(csv.reader([text], strict=True))
+    except (csv.Error, ValueError):
+        raise argparse.ArgumentTypeError(f"invalid comma-separated list {text!r}") from None
+    return tuple(record)
+
+
+_QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?\d+)?")
+
+
+def quantity(text: str) -> str:
+    """A Kubernetes resource quantity (``512``, ``1K``, ``2Ki``, ``5Mi``), checked and kept as
+    written."""
+    if not _QUANTITY.fullmatch(text.strip()):
+        raise argparse.ArgumentTypeError(f"invalid quantity {text!r} (use forms like 512, 2Ki, 1M)")
+    return text.strip()
+
+
+def quantity_is_zero(text: str) -> bool:
+    """Whether a checked :func:`quantity` is zero."""
+    digits = re.match(r"[+-]?([\d.]*)", text)
+    return digits is not None and not digits.group(1).strip("0.")
+
+
+def vmodule(text: str) -> tuple[tuple[str, int], ...]:
+    """``--vmodule``: ``pattern=N`` items separated by commas, as component-base parses it."""
+    items = []
+    for item in text.split(","):
+        if not item:
+            continue
+        parts = item.split("=")
+        if len(parts) != 2 or not parts[0] or not parts[1]:
+            raise argparse.ArgumentTypeError(f"{item!r} does not have the pattern=N format")
+        try:
+            level = log_level(parts[1])
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"invalid verbosity in {item!r}") from None
+        items.append((parts[0], level))
+    return tuple(items)
+
+
+def named_cert_key(text: str) -> tuple[str, str, tuple[str, ...]]:
+    """``--tls-sni-cert-key``: ``certfile,keyfile`` or ``certfile,keyfile:name,name``, as
+    component-base's ``NamedCertKey`` reads it."""
+    pair, colon, names_text = text.partition(":")
+    names: tuple[str, ...] = ()
+    if colon:
+        if not names_text.strip():
+            raise argparse.ArgumentTypeError("empty names list is not allowed")
+        names = tuple(name.strip() for name in names_text.strip().split(","))
+    files = pair.strip().split(",")
+    if len(files) != 2:
+        raise argparse.ArgumentTypeError("expected comma separated certificate and key file paths")
+    return files[0].strip(), files[1].strip(), names
+
+
+def version_request(text: str) -> str:
+    """``--version``: a boolean, ``raw``, or a version to report (``v1.35.4``); normalised to
+    ``true``, ``false``, ``raw`` or the version."""
+    if text == "raw" or re.fullmatch(r"v\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]*)?", text):
+        return text
+    return "true" if parse_bool(text) else "false"

@@ -32,7 +32,9 @@ log = logging.getLogger(__name__)
 Check = Callable[[], bool]
 Answer = tuple[int, str, bytes]
 """Status, content type and body."""
-Access = Callable[[str, str | None], Answer | None]
+Access = Callable[[str, str | None, bytes | None], Answer | None]
+"""Whether a GET may be answered, from its path, ``Authorization`` header and the client's
+verified certificate (DER; ``None`` without one): ``None`` if so, else the refusal."""
 
 
 def _run_checks(checks: Mapping[str, Check]) -> list[tuple[str, bool]]:
@@ -79,8 +81,9 @@ class _TlsServer(ThreadingHTTPServer):
 
 class HealthServer:
     """Serves health, readiness and metrics over HTTPS on ``bind_address:port`` (port 0 picks
-    one). ``access(path, authorization_header)`` returns ``None`` for a request that may be
-    answered, else the refusal (status, content type, body); without it everyone is answered."""
+    one). ``access(path, authorization_header, client_certificate)`` returns ``None`` for a
+    request that may be answered, else the refusal (status, content type, body); without it
+    everyone is answered."""
 
     def __init__(
         self,
@@ -157,7 +160,12 @@ class HealthServer:
                 parts = urlsplit(self.path)
                 refusal = None
                 if server.access is not None:
-                    refusal = server.access(parts.path, self.headers.get("Authorization"))
+                    certificate = None
+                    if isinstance(self.connection, ssl.SSLSocket):
+                        certificate = self.connection.getpeercert(binary_form=True)
+                    refusal = server.access(
+                        parts.path, self.headers.get("Authorization"), certificate
+                    )
                 status, content_type, body = refusal or server.answer(
                     parts.path, parse_qs(parts.query, keep_blank_values=True)
                 )

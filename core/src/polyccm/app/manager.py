@@ -398,6 +398,9 @@ def run_manager(
                 key_file=options.tls_private_key_file,
                 cert_dir=options.cert_dir,
                 bind_address=options.bind_address,
+                min_version=options.tls_min_version,
+                cipher_suites=options.tls_cipher_suites,
+                client_ca_file=options.client_ca_file,
             )
         except certs.CertificateError as error:
             print(f"polyccm: error: {error}", file=sys.stderr)
@@ -411,6 +414,7 @@ def run_manager(
             token_ttl=auth.token_cache_ttl,
             authorized_ttl=auth.authorized_cache_ttl,
             unauthorized_ttl=auth.unauthorized_cache_ttl,
+            certificate_uids=options.feature_gates.enabled("AllowParsingUserUIDFromCertAuth"),
         )
         try:
             health = HealthServer(

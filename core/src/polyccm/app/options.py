@@ -1,23 +1,30 @@
 """The controller manager's settings and the upstream cloud-controller-manager flags that set them.
 
-Flag names, defaults and value forms match the Go cloud-controller-manager so that an existing
-Deployment's ``args`` work unchanged: ``--flag=value`` and ``--flag value``, booleans as
-``--leader-elect=false`` or a bare ``--leader-elect``, durations as ``30s``, ``5m``, ``1h30m``.
-A few upstream flags that only matter to Go (``--profiling``, ``--v``) are accepted too, so a
-copied command line never fails on them.
+Every flag of upstream's cloud-controller-manager v1.35 (k8s.io/cloud-provider v0.35.4's
+``NewCloudControllerManagerCommand``; a test reads the list from upstream's code) is accepted,
+with v1.36's ``--concurrent-node-status-updates``, so that an existing Deployment's ``args`` work
+unchanged: ``--flag=value`` and ``--flag value``, booleans as ``--leader-elect=false`` or a bare
+``--leader-elect``, durations as ``30s``, ``5m``, ``1h30m``, lists comma separated (a list flag
+given twice adds to itself, as pflag's). Each value is parsed as its Go type, and checked as
+upstream checks it, so a value upstream refuses is refused here too. The flags polyccm has no use
+for (:data:`IGNORED_FLAGS`) change nothing; one set to anything but its default is named in a
+warning at start.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-from collections.abc import Callable, Mapping
+import ipaddress
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from polyccm import flagtypes
 from polyccm import serving as serving_package
-from polyccm.serving import delegated
+from polyccm.app.featuregates import FeatureGates, FeatureGatesAction
+from polyccm.serving import delegated, tls
 
 #: Controller names with their upstream aliases, in start order.
 CONTROLLER_ALIASES: dict[str, tuple[str, ...]] = {
@@ -91,7 +98,18 @@ class ManagerOptions:
     tls_cert_file: str | None = None
     tls_private_key_file: str | None = None
     cert_dir: str = ""
+    tls_min_version: str = ""
+    """``--tls-min-version`` by Go's name (``VersionTLS13``); empty: TLS 1.2."""
+    tls_cipher_suites: tuple[str, ...] = ()
+    """``--tls-cipher-suites`` by Go's names; empty: OpenSSL's defaults."""
+    client_ca_file: str | None = None
+    """CAs whose client certificates authenticate on the secure port (``--client-ca-file``)."""
     delegated_auth: DelegatedAuth = field(default_factory=DelegatedAuth)
+    feature_gates: FeatureGates = field(default_factory=FeatureGates)
+    """``--feature-gates`` as parsed (see :mod:`polyccm.app.featuregates`)."""
+    ignored_flags: tuple[str, ...] = ()
+    """The flags of :data:`IGNORED_FLAGS` the command line set to something other than their
+    default, to be named in a warning."""
 
 
 def resolve_controllers(
@@ -132,9 +150,104 @@ def resolve_controllers(
     return frozenset((base | enabled) - disabled)
 
 
+#: The upstream flags polyccm accepts, checks and otherwise ignores, with why.
+IGNORED_FLAGS: Mapping[str, str] = {
+    "--allocate-node-cidrs": "polyccm allocates no pod CIDRs (upstream's CCM does not either)",
+    "--cidr-allocator-type": "polyccm allocates no pod CIDRs",
+    "--use-service-account-credentials": "every controller uses polyccm's own credentials",
+    "--external-cloud-volume-plugin": "only the kube-controller-manager's volume loops read it",
+    "--controller-start-interval": "controllers start together",
+    "--min-resync-period": "polyccm's informers do not resync on a timer",
+    "--node-sync-period": "a no-op upstream too",
+    "--kube-api-content-type": "polyccm speaks JSON to the API server",
+    "--enable-leader-migration": "polyccm takes no part in a kube-controller-manager leader "
+    "migration: finish the migration before starting it",
+    "--leader-migration-config": "as --enable-leader-migration",
+    "--webhooks": "upstream's command serves no webhook either (it knows none)",
+    "--webhook-bind-address": "no webhook is served",
+    "--webhook-secure-port": "no webhook is served",
+    "--webhook-cert-dir": "no webhook is served",
+    "--webhook-tls-cert-file": "no webhook is served",
+    "--webhook-tls-private-key-file": "no webhook is served",
+    "--profiling": "no /debug/pprof handlers",
+    "--contention-profiling": "no /debug/pprof handlers",
+    "--disable-http2-serving": "the secure port speaks HTTP/1.1 only",
+    "--http2-max-streams-per-connection": "the secure port speaks HTTP/1.1 only",
+    "--permit-address-sharing": "the secure port always binds with SO_REUSEADDR",
+    "--permit-port-sharing": "the secure port never shares its port",
+    "--tls-sni-cert-key": "the secure port serves one certificate, whatever the name asked",
+    "--requestheader-client-ca-file": "no front-proxy authentication: such requests are anonymous",
+    "--requestheader-allowed-names": "no front-proxy authentication",
+    "--requestheader-username-headers": "no front-proxy authentication",
+    "--requestheader-uid-headers": "no front-proxy authentication",
+    "--requestheader-group-headers": "no front-proxy authentication",
+    "--requestheader-extra-headers-prefix": "no front-proxy authentication",
+    "--authentication-skip-lookup": "polyccm never reads the client CA from the "
+    "extension-apiserver-authentication ConfigMap",
+    "--authentication-tolerate-lookup-failure": "as --authentication-skip-lookup",
+    "--logging-format": "polyccm logs text to stderr",
+    "--log-flush-frequency": "log lines are written at once",
+    "--vmodule": "verbosity is per process (--v)",
+    "--log-text-split-stream": "every line goes to stderr",
+    "--log-text-info-buffer-size": "log lines are not buffered",
+    "--log-json-split-stream": "polyccm logs text to stderr",
+    "--log-json-info-buffer-size": "polyccm logs text to stderr",
+    "--version": "a version to report (--version=vX.Y.Z) is ignored; --version and "
+    "--version=raw print polyccm's",
+}
+
+_NEVER_WARNED = frozenset({"--profiling"})
+"""Ignored flags whose other value is what polyccm does anyway (it serves no profiles)."""
+_GIVEN = "polyccm_given_flags"
+"""Namespace attribute: the destinations set on the command line so far."""
+_DIFFERENT = "polyccm_ignored_flags"
+"""Namespace attribute: ignored flags set to something other than their default."""
+
+
+class _Store(argparse.Action):
+    """``store``, as pflag's flags behave: a list flag (``list_value``) given again adds to
+    the list its first occurrence replaced the default with; an ignored flag notes whether it
+    was set to something other than its default."""
+
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        dest: str,
+        *,
+        list_value: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.list_value = list_value
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        given: set[str] = getattr(namespace, _GIVEN, set())
+        if self.list_value and self.dest in given:
+            values = (*getattr(namespace, self.dest), *values)
+        given.add(self.dest)
+        setattr(namespace, _GIVEN, given)
+        setattr(namespace, self.dest, values)
+        flag = self.option_strings[-1]
+        if flag in IGNORED_FLAGS and flag not in _NEVER_WARNED:
+            different: dict[str, bool] = getattr(namespace, _DIFFERENT, {})
+            different[flag] = values != self.default
+            setattr(namespace, _DIFFERENT, different)
+
+
+def _ignored_help(flag: str, help_text: str = "accepted for compatibility") -> str:
+    return f"{help_text}; ignored: {IGNORED_FLAGS[flag]}"
+
+
 def _bool_flag(parser: argparse._ArgumentGroup, name: str, default: bool, help_text: str) -> None:
     parser.add_argument(
         name,
+        action=_Store,
         type=flagtypes.parse_bool,
         nargs="?",
         const=True,
@@ -142,6 +255,39 @@ def _bool_flag(parser: argparse._ArgumentGroup, name: str, default: bool, help_t
         metavar="BOOL",
         help=f"{help_text} (default {str(default).lower()})",
     )
+
+
+def _ignored_bool(parser: argparse._ArgumentGroup, name: str, default: bool = False) -> None:
+    _bool_flag(parser, name, default, _ignored_help(name))
+
+
+def _ignored_value(
+    parser: argparse._ArgumentGroup,
+    name: str,
+    default: Any = "",
+    *,
+    kind: Callable[[str], Any] = str,
+    metavar: str = "VALUE",
+    list_value: bool = False,
+) -> None:
+    parser.add_argument(
+        name,
+        action=_Store,
+        type=kind,
+        default=default,
+        metavar=metavar,
+        list_value=list_value,
+        help=_ignored_help(name),
+    )
+
+
+def _list_of(item: Callable[[str], str]) -> Callable[[str], tuple[str, ...]]:
+    """A pflag ``stringSlice`` whose items ``item`` checks."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        return tuple(item(part) for part in flagtypes.string_slice(text))
+
+    return parse
 
 
 def _duration_flag(
@@ -155,6 +301,7 @@ def _duration_flag(
     written once, as users write it."""
     parser.add_argument(
         name,
+        action=_Store,
         type=kind,
         default=flagtypes.parse_duration(default),
         metavar="DURATION",
@@ -195,7 +342,8 @@ def add_manager_flags(
         type=flagtypes.cidr_list,
         default=(),
         metavar="CIDRS",
-        help="CIDR ranges of pods in the cluster; required by the route controller",
+        help="CIDR ranges of pods in the cluster, one or one per IP family; required by the "
+        "route controller",
     )
     _bool_flag(generic, "--configure-cloud-routes", True, "create routes for each node's pod CIDR")
     generic.add_argument(
@@ -206,14 +354,26 @@ def add_manager_flags(
         help="controllers to run: '*' for all enabled by default, 'name' to enable, '-name' to "
         f"disable ({selectable}); default '*'",
     )
-    _bool_flag(
-        generic,
-        "--allocate-node-cidrs",
-        False,
-        "accepted for compatibility; polyccm allocates no CIDRs",
+    generic.add_argument(
+        "--feature-gates",
+        action=FeatureGatesAction,
+        default=FeatureGates(),
+        metavar="NAME=BOOL,...",
+        help="feature gates, as upstream v1.35's (an unknown gate, or a locked one set to the "
+        "other value, is refused); polyccm reads AllowParsingUserUIDFromCertAuth, "
+        "LoggingAlphaOptions, LoggingBetaOptions and RemoteRequestHeaderUID",
     )
-    generic.add_argument("--cidr-allocator-type", default="RangeAllocator", help=argparse.SUPPRESS)
-    _bool_flag(generic, "--use-service-account-credentials", False, "accepted for compatibility")
+    _ignored_bool(generic, "--allocate-node-cidrs")
+    _ignored_value(generic, "--cidr-allocator-type", "RangeAllocator", metavar="TYPE")
+    _ignored_bool(generic, "--use-service-account-credentials")
+    _ignored_value(generic, "--external-cloud-volume-plugin", metavar="NAME")
+    _ignored_value(
+        generic,
+        "--controller-start-interval",
+        0.0,
+        kind=flagtypes.parse_duration,
+        metavar="DURATION",
+    )
 
     kube = parser.add_argument_group("kubernetes API flags")
     kube.add_argument(
@@ -224,19 +384,19 @@ def add_manager_flags(
     )
     kube.add_argument(
         "--kube-api-qps",
-        type=flagtypes.non_negative_float,
+        type=_non_negative_float32,
         default=20.0,
         metavar="QPS",
         help="queries per second to the API server (default 20)",
     )
     kube.add_argument(
         "--kube-api-burst",
-        type=flagtypes.non_negative_int,
+        type=flagtypes.non_negative_int32,
         default=30,
         metavar="N",
         help="burst of queries to the API server (default 30)",
     )
-    kube.add_argument("--kube-api-content-type", default="application/json", help=argparse.SUPPRESS)
+    _ignored_value(kube, "--kube-api-content-type", "application/json", metavar="TYPE")
 
     periods = parser.add_argument_group("controller flags")
     _duration_flag(
@@ -248,33 +408,34 @@ def add_manager_flags(
     )
     periods.add_argument(
         "--concurrent-service-syncs",
-        type=flagtypes.positive_int,
+        type=flagtypes.positive_int32,
         default=1,
         metavar="N",
         help="services synced at once (default 1)",
     )
     periods.add_argument(
         "--concurrent-node-syncs",
-        type=flagtypes.positive_int,
+        type=flagtypes.positive_int32,
         default=1,
         metavar="N",
         help="nodes synced at once (default 1)",
     )
     periods.add_argument(
         "--concurrent-node-status-updates",
-        type=flagtypes.non_negative_int,
+        type=flagtypes.non_negative_int32,
         default=0,
         metavar="N",
         help="nodes whose addresses are refreshed at once; 0: --concurrent-node-syncs (default 0)",
     )
-    periods.add_argument(
+    _ignored_value(
+        periods,
         "--min-resync-period",
-        type=flagtypes.parse_duration,
-        default=43200.0,
-        help=argparse.SUPPRESS,
+        43200.0,
+        kind=flagtypes.parse_duration,
+        metavar="DURATION",
     )
-    periods.add_argument(
-        "--node-sync-period", type=flagtypes.parse_duration, default=0.0, help=argparse.SUPPRESS
+    _ignored_value(
+        periods, "--node-sync-period", 0.0, kind=flagtypes.parse_duration, metavar="DURATION"
     )
 
     election = parser.add_argument_group("leader election flags")
@@ -287,7 +448,7 @@ def add_manager_flags(
     election.add_argument(
         "--leader-elect-resource-lock",
         default="leases",
-        choices=["leases"],
+        metavar="TYPE",
         help="lock type; only leases (default leases)",
     )
     election.add_argument(
@@ -302,12 +463,32 @@ def add_manager_flags(
         metavar="NAMESPACE",
         help="lease namespace (default kube-system)",
     )
+    migration = parser.add_argument_group("leader migration flags")
+    _ignored_bool(migration, "--enable-leader-migration")
+    _ignored_value(migration, "--leader-migration-config", metavar="FILE")
+
+    webhook = parser.add_argument_group("webhook flags")
+    _ignored_value(webhook, "--webhooks", (), kind=_list_of(str), metavar="NAMES", list_value=True)
+    _ignored_value(
+        webhook, "--webhook-bind-address", "0.0.0.0", kind=flagtypes.ip_address, metavar="IP"
+    )
+    _ignored_value(webhook, "--webhook-secure-port", 10260, kind=flagtypes.port, metavar="PORT")
+    for flag in ("--webhook-cert-dir", "--webhook-tls-cert-file", "--webhook-tls-private-key-file"):
+        _ignored_value(webhook, flag, metavar="PATH")
 
     _add_serving_flags(parser)
+    _add_logging_flags(parser)
+
+
+def _non_negative_float32(text: str) -> float:
+    value = flagtypes.float32(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
 
 
 def _add_serving_flags(parser: argparse.ArgumentParser) -> None:
-    """The secure port's flags (and ``--v``, which upstream lists among them)."""
+    """The secure port's flags."""
     serving = parser.add_argument_group("serving flags")
     serving.add_argument(
         "--bind-address",
@@ -340,14 +521,55 @@ def _add_serving_flags(parser: argparse.ArgumentParser) -> None:
         "made there when absent or expired, reused across restarts; empty (the default): "
         "made in memory at each start; ignored with --tls-cert-file",
     )
-    _bool_flag(serving, "--profiling", True, "accepted for compatibility")
+    serving.add_argument(
+        "--tls-min-version",
+        type=tls.min_version,
+        default="",
+        metavar="VERSION",
+        help=f"oldest TLS version served: {', '.join(tls.VERSIONS)} (default VersionTLS12)",
+    )
+    serving.add_argument(
+        "--tls-cipher-suites",
+        action=_Store,
+        list_value=True,
+        type=_list_of(tls.cipher_suite),
+        default=(),
+        metavar="NAMES",
+        help="TLS 1.2 (and older) cipher suites served, by Go's names (e.g. "
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256); TLS 1.3 suites are accepted and change "
+        "nothing, as upstream (default: OpenSSL's)",
+    )
+    _ignored_value(
+        serving,
+        "--tls-sni-cert-key",
+        (),
+        kind=lambda text: (flagtypes.named_cert_key(text),),
+        metavar="CERT,KEY[:NAMES]",
+        list_value=True,
+    )
+    _ignored_bool(serving, "--disable-http2-serving")
+    _ignored_value(
+        serving, "--http2-max-streams-per-connection", 0, kind=flagtypes.go_int, metavar="N"
+    )
+    _ignored_bool(serving, "--permit-address-sharing")
+    _ignored_bool(serving, "--permit-port-sharing")
+    _bool_flag(serving, "--profiling", True, _ignored_help("--profiling"))
+    _ignored_bool(serving, "--contention-profiling")
 
     auth = parser.add_argument_group(
         "secure port authentication and authorization flags",
-        "Each request to the secure port is authenticated by the API server (TokenReview of "
-        "its bearer token; no token: user system:anonymous) and authorized by it "
-        "(SubjectAccessReview of the path, verb get), as upstream's delegated auth. "
-        "polyccm's ServiceAccount needs the ClusterRole system:auth-delegator.",
+        "Each request to the secure port is authenticated (with --client-ca-file, by its "
+        "client certificate: CommonName the user, Organizations the groups; else by the API "
+        "server's TokenReview of its bearer token; with neither: user system:anonymous) and "
+        "authorized by the API server (SubjectAccessReview of the path, verb get), as "
+        "upstream's delegated auth. polyccm's ServiceAccount needs the ClusterRole "
+        "system:auth-delegator.",
+    )
+    auth.add_argument(
+        "--client-ca-file",
+        metavar="FILE",
+        help="CA certificates (PEM): a client certificate one of them signed authenticates "
+        "its CommonName; one that does not verify fails the TLS handshake",
     )
     auth.add_argument(
         "--authentication-kubeconfig",
@@ -384,6 +606,8 @@ def _add_serving_flags(parser: argparse.ArgumentParser) -> None:
     )
     auth.add_argument(
         "--authorization-always-allow-paths",
+        action=_Store,
+        list_value=True,
         type=delegated.parse_always_allow_paths,
         default=delegated.DEFAULT_ALWAYS_ALLOW_PATHS,
         metavar="PATHS",
@@ -391,22 +615,142 @@ def _add_serving_flags(parser: argparse.ArgumentParser) -> None:
         "is still reviewed: a rejected token is 401); each starts with '/', a trailing * "
         f"makes a prefix (default {','.join(delegated.DEFAULT_ALWAYS_ALLOW_PATHS)})",
     )
-    for flag in ("--authentication-skip-lookup", "--authentication-tolerate-lookup-failure"):
-        _bool_flag(
-            auth,
-            flag,
-            False,
-            "accepted for compatibility: upstream's client-CA ConfigMap lookup; polyccm "
-            "authenticates bearer tokens only, never client certificates",
-        )
-    serving.add_argument(
+    _ignored_bool(auth, "--authentication-skip-lookup")
+    _ignored_bool(auth, "--authentication-tolerate-lookup-failure")
+    _ignored_value(auth, "--requestheader-client-ca-file", metavar="FILE")
+    for flag, default in (
+        ("--requestheader-allowed-names", ()),
+        ("--requestheader-username-headers", ("x-remote-user",)),
+        ("--requestheader-uid-headers", ()),
+        ("--requestheader-group-headers", ("x-remote-group",)),
+        ("--requestheader-extra-headers-prefix", ("x-remote-extra-",)),
+    ):
+        _ignored_value(auth, flag, default, kind=_list_of(str), metavar="NAMES", list_value=True)
+
+
+def _add_logging_flags(parser: argparse.ArgumentParser) -> None:
+    """component-base's logging flags and the global ones (``--v``, ``--version``)."""
+    logs = parser.add_argument_group("logging flags")
+    logs.add_argument(
         "-v",
         "--v",
-        type=flagtypes.non_negative_int,
+        type=flagtypes.log_level,
         default=2,
         metavar="LEVEL",
-        help="log verbosity, as klog (default 2)",
+        help="log verbosity, as klog: 4 and up debug, 6 and up the libraries' wire logs "
+        "(default 2)",
     )
+    _ignored_value(logs, "--logging-format", "text", metavar="FORMAT")
+    _ignored_value(
+        logs, "--log-flush-frequency", 5.0, kind=flagtypes.parse_duration, metavar="DURATION"
+    )
+    _ignored_value(logs, "--vmodule", (), kind=flagtypes.vmodule, metavar="PATTERN=N,...")
+    for stream in ("text", "json"):
+        _ignored_bool(logs, f"--log-{stream}-split-stream")
+        _ignored_value(
+            logs,
+            f"--log-{stream}-info-buffer-size",
+            "0",
+            kind=flagtypes.quantity,
+            metavar="QUANTITY",
+        )
+    logs.add_argument(
+        "--version",
+        action=_Store,
+        type=flagtypes.version_request,
+        nargs="?",
+        const="true",
+        default="false",
+        metavar="true|raw",
+        help="print polyccm's version and exit",
+    )
+
+
+def _check_logging(ns: argparse.Namespace, gates: FeatureGates) -> None:
+    """Upstream's logging checks (component-base logs/api/v1 Validate)."""
+    if ns.log_flush_frequency <= 0:
+        raise argparse.ArgumentTypeError("--log-flush-frequency must be greater than zero")
+    if ns.logging_format not in ("text", "json"):
+        raise argparse.ArgumentTypeError(
+            f"--logging-format {ns.logging_format!r}: unsupported log format (text or json)"
+        )
+    if ns.logging_format == "json" and not gates.enabled("LoggingBetaOptions"):
+        raise argparse.ArgumentTypeError(
+            "--logging-format json is disabled, see the LoggingBetaOptions feature gate"
+        )
+    if ns.vmodule and ns.logging_format != "text":
+        raise argparse.ArgumentTypeError("--vmodule is only supported for the text log format")
+    if not gates.enabled("LoggingAlphaOptions"):
+        for stream in ("text", "json"):
+            if getattr(ns, f"log_{stream}_split_stream") or not flagtypes.quantity_is_zero(
+                getattr(ns, f"log_{stream}_info_buffer_size")
+            ):
+                raise argparse.ArgumentTypeError(
+                    f"--log-{stream}-split-stream and --log-{stream}-info-buffer-size need the "
+                    "LoggingAlphaOptions feature gate"
+                )
+
+
+def _check_request_header(ns: argparse.Namespace, gates: FeatureGates) -> None:
+    """Upstream's RequestHeaderAuthenticationOptions.Validate."""
+    for name in ("username_headers", "group_headers", "extra_headers_prefix", "allowed_names"):
+        if any(not value.strip() for value in getattr(ns, f"requestheader_{name}")):
+            flag = f"requestheader-{name.replace('_', '-')}"
+            raise argparse.ArgumentTypeError(f"empty value in {flag!r}")
+    uid_headers = ns.requestheader_uid_headers
+    if not gates.enabled("RemoteRequestHeaderUID"):
+        if uid_headers:
+            raise argparse.ArgumentTypeError(
+                "--requestheader-uid-headers requires the RemoteRequestHeaderUID feature gate"
+            )
+    elif any(not value.strip() for value in uid_headers):
+        raise argparse.ArgumentTypeError("empty value in 'requestheader-uid-headers'")
+    elif uid_headers and not any(value.lower() == "x-remote-uid" for value in uid_headers):
+        raise argparse.ArgumentTypeError(
+            "--requestheader-uid-headers is set without the standard X-Remote-Uid header"
+        )
+
+
+def _check_webhooks(ns: argparse.Namespace) -> None:
+    """Upstream's WebhookOptions and WebhookServingOptions checks; its command knows no
+    webhook (app.AllWebhooks is empty), so any name is unknown."""
+    for name in ns.webhooks:
+        if name != "*":
+            raise argparse.ArgumentTypeError(
+                f"{name.removeprefix('-')!r} is not in the list of known webhooks (none)"
+            )
+    if ns.webhook_secure_port and ns.webhook_secure_port == ns.secure_port:
+        raise argparse.ArgumentTypeError(
+            "--webhook-secure-port cannot be the same value as --secure-port"
+        )
+
+
+def _check_leader_migration(ns: argparse.Namespace) -> None:
+    """Upstream reads --leader-migration-config when the migration is enabled."""
+    if ns.enable_leader_migration and ns.leader_migration_config:
+        try:
+            with open(ns.leader_migration_config, "rb"):
+                pass
+        except OSError as error:
+            raise argparse.ArgumentTypeError(
+                f"cannot read --leader-migration-config {ns.leader_migration_config}: "
+                f"{error.strerror}"
+            ) from None
+
+
+def cluster_cidr_problem(cidrs: Sequence[str]) -> str | None:
+    """Why the route controller refuses ``--cluster-cidr``, as upstream's startRouteController
+    does: more than one CIDR must be dual-stack (one of each IP family), and two at most."""
+    if len(cidrs) > 1:
+        families = {ipaddress.ip_network(cidr).version for cidr in cidrs}
+        if families != {4, 6}:
+            return (
+                f"--cluster-cidr has {len(cidrs)} CIDRs that are not dual-stack: give one, or "
+                "one IPv4 and one IPv6"
+            )
+    if len(cidrs) > 2:
+        return f"--cluster-cidr has {len(cidrs)} CIDRs, more than the 2 allowed (one per family)"
+    return None
 
 
 def options_from_namespace(provider: str, ns: argparse.Namespace) -> ManagerOptions:
@@ -423,6 +767,14 @@ def options_from_namespace(provider: str, ns: argparse.Namespace) -> ManagerOpti
         raise argparse.ArgumentTypeError(
             "--leader-elect-renew-deadline must be more than 1.2 times --leader-elect-retry-period"
         )
+    if ns.leader_elect and ns.leader_elect_resource_lock != "leases":
+        raise argparse.ArgumentTypeError('--leader-elect-resource-lock must be "leases"')
+    gates: FeatureGates = ns.feature_gates
+    _check_logging(ns, gates)
+    _check_request_header(ns, gates)
+    _check_webhooks(ns)
+    _check_leader_migration(ns)
+    different: dict[str, bool] = getattr(ns, _DIFFERENT, {})
     return ManagerOptions(
         provider=provider,
         cloud_config=ns.cloud_config,
@@ -455,12 +807,17 @@ def options_from_namespace(provider: str, ns: argparse.Namespace) -> ManagerOpti
         tls_cert_file=ns.tls_cert_file,
         tls_private_key_file=ns.tls_private_key_file,
         cert_dir=ns.cert_dir,
+        tls_min_version=ns.tls_min_version,
+        tls_cipher_suites=tuple(ns.tls_cipher_suites),
+        client_ca_file=ns.client_ca_file or None,
         delegated_auth=DelegatedAuth(
             authentication_kubeconfig=ns.authentication_kubeconfig,
             authorization_kubeconfig=ns.authorization_kubeconfig,
             token_cache_ttl=ns.authentication_token_webhook_cache_ttl,
             authorized_cache_ttl=ns.authorization_webhook_cache_authorized_ttl,
             unauthorized_cache_ttl=ns.authorization_webhook_cache_unauthorized_ttl,
-            always_allow_paths=ns.authorization_always_allow_paths,
+            always_allow_paths=tuple(ns.authorization_always_allow_paths),
         ),
+        feature_gates=gates,
+        ignored_flags=tuple(sorted(flag for flag, changed in different.items() if changed)),
     )

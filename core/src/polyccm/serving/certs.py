@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from polyccm.serving import PAIR_NAME
+from polyccm.serving import PAIR_NAME, tls
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +47,31 @@ class CertificateError(Exception):
 
 
 def server_context(
-    *, cert_file: str | None, key_file: str | None, cert_dir: str, bind_address: str
+    *,
+    cert_file: str | None,
+    key_file: str | None,
+    cert_dir: str,
+    bind_address: str,
+    min_version: str = "",
+    cipher_suites: tuple[str, ...] = (),
+    client_ca_file: str | None = None,
 ) -> ssl.SSLContext:
-    """The TLS server context for the secure port, as the module docstring says."""
+    """The TLS server context for the secure port, as the module docstring says, restricted to
+    ``--tls-min-version`` and ``--tls-cipher-suites`` (:mod:`polyccm.serving.tls`) and, with a
+    ``--client-ca-file``, asking clients for a certificate signed by one of its CAs."""
+    context = _serving_context(cert_file, key_file, cert_dir, bind_address)
+    try:
+        tls.apply(context, min_version, cipher_suites)
+    except tls.TlsSettingsError as error:
+        raise CertificateError(str(error)) from None
+    if client_ca_file:
+        _trust_client_certificates(context, client_ca_file)
+    return context
+
+
+def _serving_context(
+    cert_file: str | None, key_file: str | None, cert_dir: str, bind_address: str
+) -> ssl.SSLContext:
     if cert_file and key_file:
         try:
             return _context(cert_file, key_file)
@@ -64,6 +86,20 @@ def server_context(
     context = _context_in_memory(chain, key)
     log.info("generated a self-signed serving certificate in memory")
     return context
+
+
+def _trust_client_certificates(context: ssl.SSLContext, ca_file: str) -> None:
+    """Ask each client for a certificate, optional as upstream's (a client without one is
+    authenticated otherwise), and verify one that is sent against ``ca_file`` for client
+    authentication (OpenSSL's server-side default purpose, as Go's ``ExtKeyUsageClientAuth``).
+    A certificate that does not verify ends the handshake; upstream answers its requests 401."""
+    try:
+        context.load_verify_locations(cafile=ca_file)
+    except (OSError, ssl.SSLError) as error:
+        raise CertificateError(
+            f"cannot load --client-ca-file {ca_file}: {_reason(error)}"
+        ) from None
+    context.verify_mode = ssl.CERT_OPTIONAL
 
 
 def generate_self_signed(bind_address: str) -> tuple[bytes, bytes]:

@@ -2,11 +2,17 @@
 k8s.io/apiserver's DelegatingAuthenticationOptions and DelegatingAuthorizationOptions make them
 for the cloud-controller-manager.
 
-Authentication. A request with ``Authorization: Bearer <token>`` is authenticated by a
-TokenReview (authentication.k8s.io/v1) that the API server answers: a token it rejects is ``401``,
-and so is a review that cannot be made (fail closed). A request without a bearer token is the
+Authentication, in upstream's order. With ``--client-ca-file``, a client certificate (verified
+against that file's CAs during the TLS handshake, see :mod:`polyccm.serving.certs`) names the
+user, as k8s.io/apiserver's x509 authenticator reads it: its subject's CommonName is the user,
+each Organization a group, a ``1.3.6.1.4.1.57683.2`` attribute the UID (gate
+AllowParsingUserUIDFromCertAuth, on by default) and its SHA-256 the credential id; a certificate
+without a CommonName names nobody, one with two UIDs is refused (``401`` unless a token
+authenticates). Otherwise a request with ``Authorization: Bearer <token>`` is authenticated by a
+TokenReview (authentication.k8s.io/v1) that the API server answers: a token it rejects is
+``401``, and so is a review that cannot be made (fail closed). A request with neither is the
 anonymous user ``system:anonymous`` (group ``system:unauthenticated``), as with upstream's
-delegating authenticator, which allows anonymous requests. Client certificates are not looked at.
+delegating authenticator, which allows anonymous requests.
 
 Authorization. A user in ``system:masters`` is allowed (upstream's always-allowed groups), and so
 is any request for a path in ``--authorization-always-allow-paths`` (default ``/healthz``,
@@ -39,6 +45,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import urllib3
+from cryptography import x509
+from cryptography.x509.oid import NameOID, ObjectIdentifier
 
 from polyccm.kube.api import NO_RETRIES, ApiError, JsonObject, KubeApi
 from polyccm.kube.config import Configuration
@@ -48,6 +56,10 @@ log = logging.getLogger(__name__)
 DEFAULT_ALWAYS_ALLOW_PATHS = ("/healthz", "/readyz", "/livez")
 ALWAYS_ALLOW_GROUPS = frozenset({"system:masters"})
 AUTHENTICATED_GROUP = "system:authenticated"
+CREDENTIAL_ID = "authentication.kubernetes.io/credential-id"
+"""The user extra naming the credential a request was authenticated with."""
+UID_OID = ObjectIdentifier("1.3.6.1.4.1.57683.2")
+"""The subject attribute upstream reads a client certificate's UID from."""
 CACHE_SIZE = 8192
 """Answers each cache keeps (upstream's access-review cache holds as many)."""
 FAILURE_LOG_INTERVAL = 60.0
@@ -217,9 +229,11 @@ class DelegatedAuth:
         token_ttl: float = 10.0,
         authorized_ttl: float = 10.0,
         unauthorized_ttl: float = 10.0,
+        certificate_uids: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.authentication = authentication
+        self.certificate_uids = certificate_uids
         self.authorization = authorization
         self.always_allow_paths = always_allow_paths
         self.token_ttl = token_ttl
@@ -256,10 +270,25 @@ class DelegatedAuth:
         self.authentication.close()
         self.authorization.close()
 
-    def check(self, path: str, authorization_header: str | None) -> Answer | None:
-        """``None`` when a GET of ``path`` may be answered, else the refusal to send."""
-        token = bearer_token(authorization_header)
-        user = ANONYMOUS if token is None else self.authenticate(token)
+    def check(
+        self, path: str, authorization_header: str | None, certificate: bytes | None = None
+    ) -> Answer | None:
+        """``None`` when a GET of ``path`` may be answered, else the refusal to send;
+        ``certificate`` is the client's verified certificate (DER), if it sent one."""
+        user: User | None = None
+        refused = False
+        if certificate is not None:
+            try:
+                user = certificate_user(certificate, uids=self.certificate_uids)
+            except CertificateUserError as error:
+                log.debug("client certificate refused: %s", error)
+                refused = True
+        if user is None:
+            token = bearer_token(authorization_header)
+            if token is not None:
+                user = self.authenticate(token)
+            elif not refused:
+                user = ANONYMOUS
         if user is None:
             return UNAUTHORIZED
         return self.authorize(user, "get", path)
@@ -344,3 +373,38 @@ def _user(status: JsonObject) -> User:
         )
     )
     return User(str(user.get("username") or ""), str(user.get("uid") or ""), groups, extra)
+
+
+class CertificateUserError(Exception):
+    """A verified client certificate that cannot name a user (upstream: an authentication
+    error, so ``401`` unless a bearer token authenticates)."""
+
+
+def certificate_user(der: bytes, *, uids: bool = True) -> User | None:
+    """The user a verified client certificate names, as upstream's
+    ``CommonNameUserConversion``; ``None`` when its subject has no CommonName."""
+    certificate = x509.load_der_x509_certificate(der)
+    subject = certificate.subject
+    common_names = subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    # Go keeps the last CommonName of a subject that has several.
+    name = str(common_names[-1].value) if common_names else ""
+    if not name:
+        return None
+    uid = ""
+    if uids:
+        found = [attribute.value for attribute in subject.get_attributes_for_oid(UID_OID)]
+        if any(not isinstance(value, str) for value in found):
+            raise CertificateUserError("unable to parse UID into a string")
+        if len(found) > 1:
+            raise CertificateUserError(f"expected 1 UID, but found multiple: {found}")
+        if found and not found[0]:
+            raise CertificateUserError("UID cannot be an empty string")
+        uid = str(found[0]) if found else ""
+    groups = tuple(
+        str(attribute.value)
+        for attribute in subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)
+    )
+    if AUTHENTICATED_GROUP not in groups:
+        groups += (AUTHENTICATED_GROUP,)
+    fingerprint = hashlib.sha256(der).hexdigest()
+    return User(name, uid, groups, ((CREDENTIAL_ID, (f"X509SHA256={fingerprint}",)),))

@@ -213,3 +213,59 @@ def _generate_with_openssl(pki: Pki) -> None:
         "-out", str(pki.service_account_public_key),
         cwd=directory,
     )  # fmt: skip
+
+
+def client_certificate(
+    pki: Pki,
+    directory: Path,
+    *,
+    user: str,
+    groups: tuple[str, ...] = (),
+    uids: tuple[str, ...] = (),
+    client_auth: bool = True,
+) -> tuple[Path, Path]:
+    """A client certificate signed by ``pki``'s CA, as a kubeconfig's ``client-certificate``:
+    CommonName ``user``, one Organization per group, one ``1.3.6.1.4.1.57683.2`` (UID) attribute
+    per uid, for client authentication (server authentication only without ``client_auth``).
+    Returns the certificate and key files written in ``directory``."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
+
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    if not isinstance(ca_key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)):
+        raise PkiError(f"{pki.ca_key}: an RSA or EC key was expected")
+    key = ec.generate_private_key(ec.SECP256R1())
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups]
+    attributes += [x509.NameAttribute(ObjectIdentifier("1.3.6.1.4.1.57683.2"), uid) for uid in uids]
+    if user:
+        attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, user))
+    usage = ExtendedKeyUsageOID.CLIENT_AUTH if client_auth else ExtendedKeyUsageOID.SERVER_AUTH
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name(attributes))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = directory / f"client-{user or 'anonymous'}-{certificate.serial_number % 10**8}"
+    cert_file, key_file = stem.with_suffix(".crt"), stem.with_suffix(".key")
+    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    key_file.chmod(0o600)
+    return cert_file, key_file
