@@ -109,8 +109,8 @@ def test_a_field_of_the_wrong_type_is_named_with_its_path(
     [
         pytest.param(b"[1, 2]\n", ("mapping", "got list"), id="a list"),
         pytest.param(b"just words\n", ("mapping", "got str"), id="a scalar"),
-        pytest.param(b"[" * 100_000 + b"]" * 100_000, ("nested",), id="deep"),
-        pytest.param(b"{a: " * 50_000 + b"1" + b"}" * 50_000, ("nested",), id="deep-maps"),
+        pytest.param(b"[" * 100_000 + b"]" * 100_000, ("nest",), id="deep"),
+        pytest.param(b"{a: " * 50_000 + b"1" + b"}" * 50_000, ("nest",), id="deep-maps"),
         pytest.param(b"\x80\x81kind: Config\xc3\x28\n", ("not UTF-8",), id="not-utf8"),
         pytest.param(
             f"users:\n- name: u\n  user: {{token: {SECRET}: x}}\n".encode(),
@@ -131,6 +131,40 @@ def test_a_file_that_is_no_kubeconfig_is_one_line_without_its_text(
     for word in words:
         assert word in line, line
     assert len(line) < 200, line
+
+
+@pytest.mark.parametrize(
+    ("change", "shown"),
+    [
+        pytest.param(
+            lambda d: d.update({"current-context": "x" * 5_000_000}),
+            "context 'xxxx",
+            id="5MB-context-name",
+        ),
+        pytest.param(
+            lambda d: d["clusters"][0]["cluster"].update({"certificate-authority": "a\nb" * 2}),
+            "certificate-authority ",
+            id="line-break-in-a-path",
+        ),
+        pytest.param(
+            lambda d: d["users"][0]["user"].update({"auth-provider": {"name": "\x1b[2J" * 99}}),
+            "auth-provider '\\x1b[2J",
+            id="terminal-escape-in-a-name",
+        ),
+    ],
+)
+def test_values_a_refusal_shows_are_cut_and_kept_on_one_line(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None], shown: str
+) -> None:
+    document = kubeconfig_document()
+    change(document)
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(document))
+
+    line = refusal(path)
+
+    assert shown in line, line
+    assert len(line) < 400 and line.isprintable(), line
 
 
 def test_utf16_with_a_byte_order_mark_is_read_as_yaml_allows(tmp_path: Path) -> None:

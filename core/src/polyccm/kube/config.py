@@ -50,6 +50,7 @@ from typing import Any
 import urllib3
 
 from polyccm.kube import exec_plugin, kubeconfig_file
+from polyccm.kube.kubeconfig_file import escaped, shown
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REREAD_SECONDS = 60.0
@@ -143,7 +144,9 @@ def _from_default_files(outside: str) -> Configuration:
         else:
             missing = f"{paths[0]} does not exist"
         where = "KUBECONFIG" if listed else "~/.kube/config"
-        raise KubeconfigError(f"cannot load in-cluster config or {where}: {outside}; {missing}")
+        raise KubeconfigError(
+            escaped(f"cannot load in-cluster config or {where}: {outside}; {missing}")
+        )
     return _from_files(existing, listed_in_environment=listed)
 
 
@@ -153,10 +156,17 @@ def _from_files(paths: list[Path], *, listed_in_environment: bool) -> Configurat
     try:
         return load_kubeconfig(paths)
     except _FileError as error:
-        raise KubeconfigError(f"cannot load kubeconfig {error.path}{origin}: {error}") from None
+        where = f"{error.path}{origin}"
+        reason = str(error)
     except KubeconfigError as error:
-        names = os.pathsep.join(map(str, paths))
-        raise KubeconfigError(f"cannot load kubeconfig {names}{origin}: {error}") from None
+        where = f"{os.pathsep.join(map(str, paths))}{origin}"
+        reason = str(error)
+    except (OSError, ValueError) as error:
+        # What no check above foresaw (a path with a NUL byte...): still one line, and only
+        # the system's reason, which quotes no content.
+        where = f"{os.pathsep.join(map(str, paths))}{origin}"
+        reason = str(error.strerror) if isinstance(error, OSError) else shown(str(error))
+    raise KubeconfigError(escaped(f"cannot load kubeconfig {where}: {reason}")) from None
 
 
 def load_in_cluster(account: Path = SERVICE_ACCOUNT) -> Configuration:
@@ -172,7 +182,10 @@ def load_in_cluster(account: Path = SERVICE_ACCOUNT) -> Configuration:
         host = f"[{host}]"
     configuration = Configuration(f"https://{host}:{port}")
     configuration.ssl_ca_cert = str(ca)
-    _use_token_file(configuration, token)
+    try:
+        _use_token_file(configuration, token)
+    except OSError as error:
+        raise KubeconfigError(f"service account token {token}: {error.strerror}") from None
     return configuration
 
 
@@ -250,8 +263,8 @@ class _Entry:
         if self.value.get(key):
             path = self.path(key)
             if not path.is_file():
-                raise self.error(f"{key} {path} is not a file")
-            return str(path), f"{key} {path}"
+                raise self.error(f"{key} {shown(str(path))} is not a file")
+            return str(path), f"{key} {shown(str(path))}"
         return None
 
 
@@ -267,7 +280,7 @@ class _Merged:
         }
 
     def find(self, section: str, field: str, name: str) -> _Entry:
-        label = f"{section[:-1]} {name!r}"
+        label = f"{section[:-1]} {shown(repr(name))}"
         found = self.entries[section].get(name)
         if found is None:
             raise KubeconfigError(f"{label} not found")
@@ -304,8 +317,10 @@ def _certificate_authority(cluster: _Entry) -> str | None:
     path, field = found
     try:
         ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=path)
-    except (ssl.SSLError, OSError):
+    except ssl.SSLError:
         raise cluster.error(f"{field} is not a PEM certificate") from None
+    except OSError as error:
+        raise cluster.error(f"{field}: {error.strerror}") from None
     return path
 
 
@@ -388,16 +403,17 @@ def _authenticate(configuration: Configuration, user: _Entry, cluster: _Entry) -
     if value.get("auth-provider"):
         name = value["auth-provider"].get("name") or ""
         raise user.error(
-            f"auth-provider {name!r} is not supported (client-go removed these plugins); "
-            "use an exec credential plugin"
+            f"auth-provider {shown(repr(name))} is not supported "
+            "(client-go removed these plugins); use an exec credential plugin"
         )
     if value.get("token"):
         configuration.api_key["authorization"] = f"Bearer {value['token']}"
     elif value.get("tokenFile"):
         try:
             _use_token_file(configuration, user.path("tokenFile"))
-        except OSError as error:
-            raise user.error(f"tokenFile {user.path('tokenFile')}: {error.strerror}") from None
+        except (OSError, ValueError) as error:
+            reason = error.strerror if isinstance(error, OSError) else str(error)
+            raise user.error(f"tokenFile {shown(str(user.path('tokenFile')))}: {reason}") from None
         except KubeconfigError as error:
             raise user.error(str(error)) from None
     elif value.get("exec"):
@@ -447,7 +463,7 @@ def _use_exec_plugin(configuration: Configuration, user: _Entry, cluster: _Entry
     for index, variable in enumerate(plugin.get("env") or ()):
         if not variable.get("name"):
             raise user.error(f"exec.env[{index}] has no name")
-    command = plugin["command"]
+    command = shown(plugin["command"])
     expires: float | None = None
 
     def run() -> str | None:

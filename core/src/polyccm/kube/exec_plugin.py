@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from polyccm.kube.kubeconfig_file import shown
+
 TIMEOUT = 60.0
 """Seconds a plugin may take (client-go waits forever; a hung plugin would hang start-up)."""
 
@@ -31,7 +33,8 @@ class ExecPluginError(Exception):
 def run(plugin: Mapping[str, Any], cwd: Path, cluster: Mapping[str, Any]) -> Mapping[str, Any]:
     """Run ``plugin`` (a kubeconfig ``exec`` section) in ``cwd``; its answer's ``status``."""
     api_version = str(plugin.get("apiVersion") or "")
-    command = str(plugin["command"])
+    wanted = shown(api_version)
+    command = shown(str(plugin["command"]))
     request: dict[str, Any] = {
         "apiVersion": api_version,
         "kind": "ExecCredential",
@@ -42,7 +45,7 @@ def run(plugin: Mapping[str, Any], cwd: Path, cluster: Mapping[str, Any]) -> Map
     env = dict(os.environ)
     env.update({str(v["name"]): str(v.get("value") or "") for v in plugin.get("env") or ()})
     env["KUBERNETES_EXEC_INFO"] = json.dumps(request)
-    argv = [command, *(str(a) for a in plugin.get("args") or ())]
+    argv = [str(plugin["command"]), *(str(a) for a in plugin.get("args") or ())]
     try:
         done = subprocess.run(
             argv,
@@ -63,9 +66,13 @@ def run(plugin: Mapping[str, Any], cwd: Path, cluster: Mapping[str, Any]) -> Map
     except OSError as error:
         # Only the system's reason: the exception's text would repeat the arguments.
         raise ExecPluginError(f"exec plugin {command}: cannot run: {error.strerror}") from None
+    except ValueError:
+        raise ExecPluginError(
+            f"exec plugin {command}: cannot run: a NUL byte in its command, args or env"
+        ) from None
     if done.returncode != 0:
         raise ExecPluginError(f"exec plugin {command}: {_how_it_ended(done.returncode)}")
-    return _status(done.stdout, command, api_version)
+    return _status(done.stdout, command, api_version, wanted)
 
 
 def _how_it_ended(returncode: int) -> str:
@@ -80,7 +87,7 @@ def _how_it_ended(returncode: int) -> str:
     return f"{how} (what it printed is not shown: it may hold a credential)"
 
 
-def _status(stdout: bytes, command: str, api_version: str) -> Mapping[str, Any]:
+def _status(stdout: bytes, command: str, api_version: str, wanted: str) -> Mapping[str, Any]:
     """The ``status`` of the ExecCredential in ``stdout``."""
     try:
         answer = json.loads(stdout)
@@ -89,8 +96,8 @@ def _status(stdout: bytes, command: str, api_version: str) -> Mapping[str, Any]:
     if not isinstance(answer, Mapping) or answer.get("kind") != "ExecCredential":
         raise ExecPluginError(f"exec plugin {command}: its output is not an ExecCredential")
     if api_version and answer.get("apiVersion") != api_version:
-        answered = str(answer.get("apiVersion"))[:80]
-        raise ExecPluginError(f"exec plugin {command} answered {answered}, not {api_version}")
+        answered = shown(str(answer.get("apiVersion")))
+        raise ExecPluginError(f"exec plugin {command} answered {answered}, not {wanted}")
     status = answer.get("status")
     if not isinstance(status, Mapping):
         raise ExecPluginError(f"exec plugin {command}: its ExecCredential has no status")

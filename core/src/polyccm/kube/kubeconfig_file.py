@@ -23,9 +23,29 @@ import yaml
 MAX_DEPTH = 100
 """Nesting (mappings and lists) allowed in a kubeconfig; real ones stay under ten."""
 
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's parser when PyYAML has it: the same YAML, read many times faster."""
+
+
+SHOWN_CHARS = 100
+"""Characters of a value (a name, a path) a message shows before cutting it."""
+
 
 class KubeconfigFileError(ValueError):
     """The file cannot be read as a kubeconfig; the message says why, without the file's name."""
+
+
+def escaped(text: str) -> str:
+    """``text`` on one line: characters that are not printable as their escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def shown(text: str) -> str:
+    """A value as a message may show it: :func:`escaped`, and cut after :data:`SHOWN_CHARS`
+    characters (a 5 MB value is shown by its start and its length)."""
+    if len(text) <= SHOWN_CHARS:
+        return escaped(text)
+    return f"{escaped(text[:SHOWN_CHARS])}... ({len(text)} characters)"
 
 
 # -- the shape client-go gives a kubeconfig (k8s.io/client-go/tools/clientcmd/api/v1/types.go) --
@@ -105,7 +125,7 @@ def read(path: Path) -> Mapping[str, Any]:
     text = _decode(path.read_bytes())
     _check_depth(text)
     try:
-        loaded = yaml.safe_load(text)
+        loaded = yaml.load(text, Loader=_Loader)  # a safe loader, C or Python
     except yaml.YAMLError as error:
         raise KubeconfigFileError(_yaml_reason(error)) from None
     if loaded is None:
@@ -132,7 +152,7 @@ def _check_depth(text: str) -> None:
     a loop, not a recursion (PyYAML's composer would exhaust the stack at a few hundred)."""
     depth = 0
     try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        for event in yaml.parse(text, Loader=_Loader):
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
@@ -199,7 +219,7 @@ def _check(value: Any, shape: Any, where: str, seen: set[tuple[int, int]]) -> No
             if not isinstance(name, str):
                 raise KubeconfigFileError(f"{where}: keys must be strings, got {_kind(name)}")
             if item is not None:
-                _check(item, shape.value, f"{where}.{name}", seen)
+                _check(item, shape.value, f"{where}.{shown(name)}", seen)
         return
     for name, field in shape.items():
         item = value.get(name)
