@@ -376,12 +376,25 @@ def _impersonation(user: _Entry) -> list[tuple[str, str]]:
     headers += [(f"as-groups[{i}]", "Impersonate-Group", group) for i, group in enumerate(groups)]
     for key, values in extra.items():
         header = "Impersonate-Extra-" + _escape_header_key(key)
-        headers += [(f"as-user-extra.{key}", header, v) for v in values or ()]
+        headers += [(f"as-user-extra.{shown(key)}", header, v) for v in values or ()]
     for field, _, text in headers:
-        if any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in text):
+        if not _fits_a_header(text):
             raise user.error(f"{field} has a control character, which no HTTP header can hold")
     # http.client sends str values as Latin-1: these bytes make it send the UTF-8 that Go does.
     return [(header, text.encode().decode("latin-1")) for _, header, text in headers]
+
+
+def _fits_a_header(text: str) -> bool:
+    """Whether ``text`` can be a header's value (no control character but tab), as Go's
+    net/http requires; http.client would refuse it later, quoting the value in its error."""
+    return not any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in text)
+
+
+def _bearer(token: str, source: str) -> str:
+    """The ``Authorization`` value of ``token``, refused when no header can carry it."""
+    if not _fits_a_header(token):
+        raise KubeconfigError(f"{source} has a control character, which no HTTP header can hold")
+    return f"Bearer {token}"
 
 
 _HEADER_KEY_BYTES = frozenset(
@@ -407,7 +420,10 @@ def _authenticate(configuration: Configuration, user: _Entry, cluster: _Entry) -
             "(client-go removed these plugins); use an exec credential plugin"
         )
     if value.get("token"):
-        configuration.api_key["authorization"] = f"Bearer {value['token']}"
+        try:
+            configuration.api_key["authorization"] = _bearer(value["token"], "token")
+        except KubeconfigError as error:
+            raise user.error(str(error)) from None
     elif value.get("tokenFile"):
         try:
             _use_token_file(configuration, user.path("tokenFile"))
@@ -434,10 +450,10 @@ def _use_token_file(configuration: Configuration, path: Path) -> None:
         try:
             token = path.read_text().strip()
         except UnicodeDecodeError:
-            raise KubeconfigError(f"token file {path} is not UTF-8 text") from None
+            raise KubeconfigError(f"token file {shown(str(path))} is not UTF-8 text") from None
         if not token:
-            raise KubeconfigError(f"token file {path} is empty")
-        return f"Bearer {token}"
+            raise KubeconfigError(f"token file {shown(str(path))} is empty")
+        return _bearer(token, f"token file {shown(str(path))}")
 
     configuration.api_key["authorization"] = read()
     read_at = time.monotonic()
@@ -475,7 +491,7 @@ def _use_exec_plugin(configuration: Configuration, user: _Entry, cluster: _Entry
         stamp = status.get("expirationTimestamp")
         expires = _timestamp(stamp, command) if stamp else None
         if status.get("token"):
-            return f"Bearer {status['token']}"
+            return _bearer(status["token"], f"the token of exec plugin {command}")
         if status.get("clientCertificateData") and status.get("clientKeyData"):
             certificate = _private_file(status["clientCertificateData"].encode())
             key = _private_file(status["clientKeyData"].encode())
