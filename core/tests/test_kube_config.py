@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 from polyccm.kube import config
-from polyccm.kube.api import NAMESPACES, ApiError, KubeApi, load_configuration
+from polyccm.kube.api import CONFIGMAPS, NAMESPACES, ApiError, KubeApi, load_configuration
 from polyccm.kube.config import KubeconfigError, load_in_cluster
 
 
@@ -157,6 +157,60 @@ def test_kubeconfig_files_listed_in_the_environment_are_merged(
 
     assert configuration.host == control_plane.api_url
     assert configuration.authorization() == f"Bearer {control_plane.admin_token}"
+
+
+def test_impersonation_in_the_kubeconfig_reaches_the_server(
+    control_plane: Any, tmp_path: Path
+) -> None:
+    # client-go v0.35.4 transport/round_trippers.go:247-265 sends as/as-uid/as-groups/
+    # as-user-extra as Impersonate-User/-Uid/-Group (one header per group)/-Extra-<key> (the key
+    # escaped by headerKeyEscape, :697-710) on every request.
+    user = {
+        "token": control_plane.admin_token,
+        "as": "jane",
+        "as-uid": "1234",
+        "as-groups": ["team-a", "équipe"],
+        "as-user-extra": {"acme.com/project": ["x", "y"], "reason": ["audit"]},
+    }
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", control_plane, user)
+    api = KubeApi(load_configuration(str(kubeconfig)), qps=0)
+    try:
+        review = api.request(
+            "POST",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+        )
+    finally:
+        api.close()
+
+    seen = review["status"]["userInfo"]
+    assert (seen["username"], seen["uid"]) == ("jane", "1234")
+    assert seen["groups"] == ["team-a", "équipe", "system:authenticated"]
+    assert seen["extra"] == {"acme.com/project": ["x", "y"], "reason": ["audit"]}
+
+
+def test_an_impersonated_user_without_rights_is_refused_what_the_admin_may_do(
+    control_plane: Any, tmp_path: Path
+) -> None:
+    token = control_plane.admin_token
+    admin = KubeApi(load_configuration(str(
+        write_kubeconfig(tmp_path / "admin", control_plane, {"token": token})
+    )), qps=0)  # fmt: skip
+    nobody = KubeApi(load_configuration(str(
+        write_kubeconfig(tmp_path / "nobody", control_plane, {"token": token, "as": "nobody"})
+    )), qps=0)  # fmt: skip
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "impersonated"}}
+    try:
+        with pytest.raises(ApiError) as refused:
+            nobody.create(CONFIGMAPS, config_map, "default")
+        assert refused.value.status == 403
+        assert 'User "nobody" cannot create' in refused.value.message
+
+        admin.create(CONFIGMAPS, config_map, "default")
+        admin.delete(CONFIGMAPS, "impersonated", "default")
+    finally:
+        admin.close()
+        nobody.close()
 
 
 def test_in_cluster_settings_come_from_the_service_account(

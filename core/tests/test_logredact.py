@@ -227,21 +227,25 @@ def test_the_filter_masks_arguments_tracebacks_and_stacks_for_any_formatter() ->
 
 def test_the_kubernetes_token_and_client_key_are_known_secrets(tmp_path: Path) -> None:
     from polyccm.cli import _kube_secrets
+    from polyccm_testing.devenv import pki
 
-    key_data = base64.b64encode(PEM_KEY.encode()).decode()
+    # A real pair: the kubeconfig loader refuses a certificate and key that are no PEM pair.
+    keys = pki.generate(tmp_path / "pki")
+    key = keys.ca_key.read_text()
+    key_data = base64.b64encode(key.encode()).decode()
     user = {
         "token": "opaque-admin-token-42",
-        "client-certificate-data": key_data,
+        "client-certificate-data": base64.b64encode(keys.ca_cert.read_bytes()).decode(),
         "client-key-data": key_data,
     }
     kubeconfig = _kubeconfig(tmp_path, "https://127.0.0.1:6443", user)
     for value in _kube_secrets(load_configuration(str(kubeconfig))):
         add_secret(value)
     # Bare values, with no key name or shape to give them away: masked because they are known.
-    bare_key_line = PEM_KEY.splitlines()[1]
+    bare_key_line = key.splitlines()[1]
     printed = redact(f"{kubeconfig.read_text()} sent opaque-admin-token-42, {bare_key_line}")
     assert "opaque-admin-token-42" not in printed
-    assert key_data not in printed and "MIIEpAIBAAKCAQEA" not in printed
+    assert key_data not in printed and bare_key_line not in printed
 
 
 def test_a_long_blob_is_redacted_in_linear_time() -> None:

@@ -228,8 +228,10 @@ class KubeApi:
 
     # -- plumbing -------------------------------------------------------------------------
 
-    def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": self.user_agent}
+    def _headers(self, content_type: str | None) -> urllib3.HTTPHeaderDict:
+        headers = urllib3.HTTPHeaderDict(
+            {"Accept": "application/json", "User-Agent": self.user_agent}
+        )
         if content_type:
             headers["Content-Type"] = content_type
         token = self.configuration.authorization()
@@ -241,6 +243,8 @@ class KubeApi:
                     basic_auth=f"{self.configuration.username}:{self.configuration.password}"
                 )
             )
+        for name, value in self.configuration.impersonation:
+            headers.add(name, value)  # a group or an extra's value per header, as client-go
         return headers
 
     def _url(self, path: str, query: Mapping[str, Any] | None) -> str:
