@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 import pluggy
 
-from polyccm import cloudcalls, plugins
+from polyccm import cloudcalls, inputs, plugins
 from polyccm.app.options import ManagerOptions
 from polyccm.cli import (
     PROG,
@@ -234,15 +234,19 @@ def _check_service(argv: Sequence[str], manager: pluggy.PluginManager) -> int:
         cluster_name="kubernetes",
         options=namespace,
     )
+    if namespace.cloud_config is not None:
+        # Read once here so that a missing, oversized or non-UTF-8 file is one line whatever
+        # the provider's own reader would make of it.
+        inputs.read_text(namespace.cloud_config, what="cloud config")
     source = namespace.filename
+    if source == "-":
+        text = inputs.read_stream(
+            sys.stdin, "stdin", what="manifest", limit=check.MAX_MANIFEST_BYTES
+        )
+    else:
+        text = inputs.read_text(source, what="manifest", limit=check.MAX_MANIFEST_BYTES)
     try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
-    except OSError as error:
-        raise UsageError(f"cannot read {source}: {error.strerror}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"cannot read {source}: not UTF-8 text") from None
-    try:
-        services = check.load_services(text, "stdin" if source == "-" else source)
+        services = check.load_services(text, "stdin" if source == "-" else inputs.cut(source, 200))
     except check.ManifestError as error:
         raise UsageError(str(error)) from None
     # Offline: any cloud call at all is refused.
