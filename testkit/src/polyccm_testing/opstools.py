@@ -7,7 +7,9 @@ answer and exit status; :func:`run_command` adds the usual flags, :func:`plans_b
 command a ServiceAccount that may only get, list and watch nodes and services (and read what
 else a provider needs): a command run with it that tried to write to the cluster would fail
 (403), which is how the tests prove it writes nothing there. :func:`malformed_manifests` and
-:func:`unreadable_files` give what ``check-service`` must refuse in one line.
+:func:`unreadable_files` give what ``check-service`` must refuse in one line, and
+:func:`unanswering_api_servers` kubeconfigs for API servers that never answer (a closed port, a
+socket that accepts and stays silent).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import itertools
 import json
 import logging
 import secrets
+import socket
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -110,6 +113,61 @@ def run_command(
     if cloud_config is not None:
         argv.append(f"--cloud-config={cloud_config}")
     return run_polyccm([*argv, *extra], plugins=plugins, stdin=stdin)
+
+
+QUICK_TIMEOUT = "0.5s"
+"""The ``--request-timeout`` the unanswering-server tests pass (so a silent server costs half a
+second), as it is written on the command line and in the message."""
+
+
+class Unanswering(NamedTuple):
+    """An API server that gives no answer, and what the commands must say of it."""
+
+    kubeconfig: Path
+    server: str
+    """The URL the kubeconfig names."""
+    cause: str
+    """The end of the one line: why there is no answer."""
+
+
+def _kubeconfig(directory: Path, name: str, server: str) -> Path:
+    path = directory / f"{name}.kubeconfig"
+    cluster = {"server": server, "insecure-skip-tls-verify": True}
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": name, "user": {"token": "not-used"}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        "current-context": name,
+    }
+    path.write_text(json.dumps(config))
+    return path
+
+
+@contextmanager
+def unanswering_api_servers(directory: Path) -> Iterator[list[Unanswering]]:
+    """Kubeconfigs (written in ``directory``) for three loopback API servers that never
+    answer: a port nothing listens on, and a socket that accepts connections and never says
+    a word, once for https and once for http. The silent socket lives as long as the block."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    # Listening is enough: the kernel completes each handshake; nothing ever reads or writes.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        port = silent.getsockname()[1]
+        late = f"no answer within {QUICK_TIMEOUT} (--request-timeout)"
+        servers = {
+            "refused": (f"https://127.0.0.1:{closed}", "cannot connect: connection refused"),
+            "silent-https": (f"https://127.0.0.1:{port}", late),
+            "silent-http": (f"http://127.0.0.1:{port}", late),
+        }
+        yield [
+            Unanswering(_kubeconfig(directory, name, url), url, cause)
+            for name, (url, cause) in servers.items()
+        ]
 
 
 class Malformed(NamedTuple):
