@@ -3,6 +3,7 @@ certificates, detached processes, the state files, and the CLI's answers to user
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -198,9 +199,73 @@ def test_state_round_trips_through_state_json(tmp_path: Path) -> None:
 def test_a_corrupt_state_file_is_reported_not_a_traceback(tmp_path: Path) -> None:
     (tmp_path / "state.json").write_text("{not json")
     result = run_dev("status", "--state-dir", str(tmp_path))
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "not a polyccm-dev state file" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "cause"),
+    [
+        (b'{"api_url": "\xff\xfe"}', "state file is not UTF-8 text (byte 0xff at offset 13)"),
+        (b"\x8c\xa1\x07\xd2", "state file is not UTF-8 text (byte 0x8c at offset 0)"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested deeper than 100 levels"),
+        (b"[1]", "not a JSON object"),
+        (b'{"components": 5}', "components: must be a JSON list"),
+        (b'{"components": [{"pid": "abc"}]}', "components[0].pid: not a process id: 'abc'"),
+    ],
+    ids=["utf8-in-a-string", "random-bytes", "deep", "a-list", "components", "pid"],
+)
+def test_a_state_file_that_is_not_one_is_one_line_and_exit_2(
+    content: bytes, cause: str, tmp_path: Path
+) -> None:
+    (tmp_path / "state.json").write_bytes(content)
+
+    for command in ("status", "down"):
+        result = run_dev(command, "--state-dir", str(tmp_path))
+
+        assert (result.returncode, result.stdout) == (2, ""), result.stderr[-2000:]
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1, result.stderr[-2000:]
+        assert lines[0].startswith("polyccm-dev: error: not a polyccm-dev state file: ")
+        assert lines[0].endswith(cause)
+    assert (tmp_path / "state.json").read_bytes() == content, "down removed nothing"
+
+
+@pytest.mark.parametrize(
+    ("recorded", "cause"),
+    [
+        (
+            {"components": [{"name": "etcd", "pid": 0, "start_time": None, "url": "", "log": ""}]},
+            "components[0].pid: not a process id: 0",
+        ),
+        ({"emulator_files": ["../victim"]}, "emulator_files: not a file name of the state dir"),
+        ({"emulator_files": ["{victim}"]}, "emulator_files: not a file name of the state dir"),
+    ],
+    ids=["pid-0-is-our-own-group", "a-file-above", "an-absolute-path"],
+)
+def test_down_signals_and_removes_nothing_a_forged_state_file_names(
+    recorded: dict[str, object], cause: str, tmp_path: Path
+) -> None:
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    victim = tmp_path / "victim"
+    (state_dir / "state.json").write_text(json.dumps(recorded).replace("{victim}", str(victim)))
+    victim.write_text("keep me")
+    # Its own session: were pid 0 signalled, only this polyccm-dev would be hit, not pytest.
+    result = subprocess.run(
+        [str(POLYCCM_DEV), "down", "--state-dir", str(state_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        start_new_session=True,
+    )
+
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert cause in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert victim.read_text() == "keep me"
 
 
 # -- failures while starting ---------------------------------------------------------------------

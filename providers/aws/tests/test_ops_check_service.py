@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 from polyccm_aws import annotations as ann
-from polyccm_testing.opstools import run_polyccm
+from polyccm_testing.opstools import (
+    assert_refused,
+    malformed_manifests,
+    run_polyccm,
+    unreadable_files,
+)
 
 # annotation -> (a value, "error" / "warning" it must draw, or "" for a value it accepts)
 CASES: dict[str, tuple[str, str]] = {
@@ -138,3 +143,34 @@ def test_a_malformed_cloud_config_is_one_line_and_exit_2(tmp_path: Path) -> None
     assert result.status == 2
     assert result.stderr.startswith(f"polyccm check-service: error: {config}")
     assert len(result.stderr.splitlines()) == 1
+
+
+# -- bad input: one line, exit 2 (the core refuses it before this provider's checks) ------------
+
+
+def test_malformed_manifests_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    # Wrong types crashed this provider's checks (a traceback) or passed them (exit 0); the
+    # API server refuses every one of these Services (core/tests/test_ops_check_service.py).
+    for name, case in malformed_manifests(tmp_path, ann.INTERNAL).items():
+        result = run_polyccm(["check-service", "--provider=aws", "-f", str(case.path)])
+
+        assert_refused(result, "check-service", case, name)
+
+
+def test_an_unreadable_cloud_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    manifest = tmp_path / "service.json"
+    manifest.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "web"},
+                "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+            }
+        )
+    )
+    for name, case in unreadable_files(tmp_path, "cloud config").items():
+        argv = ["--provider=aws", f"--cloud-config={case.path}", "-f", str(manifest)]
+        result = run_polyccm(["check-service", *argv])
+
+        assert_refused(result, "check-service", case, name)

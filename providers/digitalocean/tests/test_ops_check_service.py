@@ -4,8 +4,10 @@ walked, and for each the command prints exactly what ensure raises or warns on t
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +16,12 @@ from polyccm.errors import InvalidServiceSpec
 from polyccm.objects import Service
 from polyccm_digitalocean import annotations as ann
 from polyccm_digitalocean.testing import DigitalOceanApi, provider_for
-from polyccm_testing.opstools import run_polyccm
+from polyccm_testing.opstools import (
+    assert_refused,
+    malformed_manifests,
+    run_polyccm,
+    unreadable_files,
+)
 
 ERROR, WARNING, CLEAN = "error", "warning", ""
 
@@ -146,3 +153,41 @@ def test_by_default_what_a_regional_network_load_balancer_ignores_is_a_warning(
     assert status == 1 and len(lines) == 2
     assert lines == [f"default/web: warning: {warning}" for warning in warnings]
     assert all("REGIONAL_NETWORK" in line for line in lines)
+
+
+# -- bad input: one line, exit 2 (the core refuses it before this provider's checks) ------------
+
+
+def test_malformed_manifests_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    # Wrong types crashed this provider's checks (a traceback) or passed them (exit 0); the
+    # API server refuses every one of these Services (core/tests/test_ops_check_service.py).
+    for name, case in malformed_manifests(tmp_path, ann.PROTOCOL).items():
+        result = run_polyccm(["check-service", "--provider=digitalocean", "-f", str(case.path)])
+
+        assert_refused(result, "check-service", case, name)
+
+
+def test_an_unreadable_cloud_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    manifest = tmp_path / "service.json"
+    manifest.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "web"},
+                "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+            }
+        )
+    )
+    for name, case in unreadable_files(tmp_path, "cloud config").items():
+        result = run_polyccm(
+            [
+                "check-service",
+                "--provider=digitalocean",
+                f"--cloud-config={case.path}",
+                "-f",
+                str(manifest),
+            ]
+        )
+
+        assert_refused(result, "check-service", case, name)

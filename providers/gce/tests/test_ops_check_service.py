@@ -14,9 +14,14 @@ import pytest
 import yaml
 from polyccm.errors import InvalidServiceSpec
 from polyccm.objects import Service
-from polyccm_gce.service_spec import KNOWN_ANNOTATIONS
+from polyccm_gce.service_spec import INTERNAL_ANNOTATIONS, KNOWN_ANNOTATIONS
 from polyccm_gce.testing import CLUSTER, RunningEmulator, gce_provider, node_for
-from polyccm_testing.opstools import run_polyccm
+from polyccm_testing.opstools import (
+    assert_refused,
+    malformed_manifests,
+    run_polyccm,
+    unreadable_files,
+)
 
 # annotation -> (a value it refuses, a value it accepts)
 CASES: dict[str, tuple[str, str]] = {
@@ -110,3 +115,34 @@ def test_a_broken_gce_conf_is_a_usage_error(tmp_path: Path) -> None:
     assert result.status == 2
     assert "regional must be true or false, not 'sometimes'" in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+# -- bad input: one line, exit 2 (the core refuses it before this provider's checks) ------------
+
+
+def test_malformed_manifests_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    # Wrong types crashed this provider's checks (a traceback) or passed them (exit 0); the
+    # API server refuses every one of these Services (core/tests/test_ops_check_service.py).
+    for name, case in malformed_manifests(tmp_path, INTERNAL_ANNOTATIONS[0]).items():
+        result = run_polyccm(["check-service", "--provider=gce", "-f", str(case.path)])
+
+        assert_refused(result, "check-service", case, name)
+
+
+def test_an_unreadable_cloud_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    manifest = tmp_path / "service.json"
+    manifest.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "web"},
+                "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+            }
+        )
+    )
+    for name, case in unreadable_files(tmp_path, "cloud config").items():
+        argv = ["--provider=gce", f"--cloud-config={case.path}", "-f", str(manifest)]
+        result = run_polyccm(["check-service", *argv])
+
+        assert_refused(result, "check-service", case, name)

@@ -19,7 +19,13 @@ from polyccm_packet.load_balancer import (
     EIP_METRO_ANNOTATION,
 )
 from polyccm_packet.testing import provider_for
-from polyccm_testing.opstools import CommandResult, run_polyccm
+from polyccm_testing.opstools import (
+    CommandResult,
+    assert_refused,
+    malformed_manifests,
+    run_polyccm,
+    unreadable_files,
+)
 
 # annotation -> a value that says where to reserve (accepted alone: it is the placement)
 CASES: dict[str, str] = {
@@ -161,3 +167,41 @@ def test_the_messages_are_ensures_own(
         "both": [f"warning: {w}" for w in status.warnings],
         "plain": [f"error: {refused.value}"],
     }
+
+
+# -- bad input: one line, exit 2 (the core refuses it before this provider's checks) ------------
+
+
+def test_malformed_manifests_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    # Wrong types crashed this provider's checks (a traceback) or passed them (exit 0); the
+    # API server refuses every one of these Services (core/tests/test_ops_check_service.py).
+    for name, case in malformed_manifests(tmp_path, EIP_METRO_ANNOTATION).items():
+        result = run_polyccm(["check-service", "--provider=packet", "-f", str(case.path)])
+
+        assert_refused(result, "check-service", case, name)
+
+
+def test_an_unreadable_cloud_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    manifest = tmp_path / "service.json"
+    manifest.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "web"},
+                "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+            }
+        )
+    )
+    for name, case in unreadable_files(tmp_path, "cloud config").items():
+        result = run_polyccm(
+            [
+                "check-service",
+                "--provider=packet",
+                f"--cloud-config={case.path}",
+                "-f",
+                str(manifest),
+            ]
+        )
+
+        assert_refused(result, "check-service", case, name)

@@ -6,7 +6,10 @@ answer and exit status; :func:`run_command` adds the usual flags, :func:`plans_b
 :func:`listed_orphans` read the ``-o json`` answers. :func:`read_only_kubeconfig` gives the
 command a ServiceAccount that may only get, list and watch nodes and services (and read what
 else a provider needs): a command run with it that tried to write to the cluster would fail
-(403), which is how the tests prove it writes nothing there.
+(403), which is how the tests prove it writes nothing there. :func:`malformed_manifests` and
+:func:`unreadable_files` give what ``check-service`` must refuse in one line, and
+:func:`unanswering_api_servers` kubeconfigs for API servers that never answer (a closed port, a
+socket that accepts and stays silent).
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ import itertools
 import json
 import logging
 import secrets
+import socket
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from polyccm.cli import main
 from polyccm.kube.api import KubeApi, load_configuration
@@ -109,6 +113,191 @@ def run_command(
     if cloud_config is not None:
         argv.append(f"--cloud-config={cloud_config}")
     return run_polyccm([*argv, *extra], plugins=plugins, stdin=stdin)
+
+
+QUICK_TIMEOUT = "0.5s"
+"""The ``--request-timeout`` the unanswering-server tests pass (so a silent server costs half a
+second), as it is written on the command line and in the message."""
+
+
+class Unanswering(NamedTuple):
+    """An API server that gives no answer, and what the commands must say of it."""
+
+    kubeconfig: Path
+    server: str
+    """The URL the kubeconfig names."""
+    cause: str
+    """The end of the one line: why there is no answer."""
+
+
+def _kubeconfig(directory: Path, name: str, server: str) -> Path:
+    path = directory / f"{name}.kubeconfig"
+    cluster = {"server": server, "insecure-skip-tls-verify": True}
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": name, "user": {"token": "not-used"}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        "current-context": name,
+    }
+    path.write_text(json.dumps(config))
+    return path
+
+
+@contextmanager
+def unanswering_api_servers(directory: Path) -> Iterator[list[Unanswering]]:
+    """Kubeconfigs (written in ``directory``) for three loopback API servers that never
+    answer: a port nothing listens on, and a socket that accepts connections and never says
+    a word, once for https and once for http. The silent socket lives as long as the block."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    # Listening is enough: the kernel completes each handshake; nothing ever reads or writes.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        port = silent.getsockname()[1]
+        late = f"no answer within {QUICK_TIMEOUT} (--request-timeout)"
+        servers = {
+            "refused": (f"https://127.0.0.1:{closed}", "cannot connect: connection refused"),
+            "silent-https": (f"https://127.0.0.1:{port}", late),
+            "silent-http": (f"http://127.0.0.1:{port}", late),
+        }
+        yield [
+            Unanswering(_kubeconfig(directory, name, url), url, cause)
+            for name, (url, cause) in servers.items()
+        ]
+
+
+class Malformed(NamedTuple):
+    """A manifest ``check-service`` must refuse in one line (exit 2)."""
+
+    path: Path
+    message: str
+    """What the line says after ``polyccm check-service: error: PATH: ``."""
+
+
+def _service(annotations: Mapping[str, Any], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web", "annotations": dict(annotations)},
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 80}], **spec},
+    }
+
+
+def clean_manifest(directory: Path) -> Path:
+    """A manifest (written in ``directory``) of one LoadBalancer Service every provider takes."""
+    path = directory / "clean-service.json"
+    path.write_text(json.dumps(_service({})))
+    return path
+
+
+def malformed_manifests(directory: Path, annotation: str) -> dict[str, Malformed]:
+    """Manifests (written in ``directory``) with what the API server would refuse, or no
+    reader should take, each with the end of the line that must refuse it; ``annotation`` is
+    one the provider reads, given a list and then a number. By case name."""
+    from polyccm.ops.check import MAX_MANIFEST_BYTES, MAX_SERVICES
+
+    as_list = _service({annotation: ["a", "b"]})
+    as_number = _service({annotation: 5})
+    metadata = {**_service({}), "metadata": 5}
+    cases: dict[str, tuple[str, str]] = {
+        "ports-a-string": (
+            json.dumps(_service({}, ports="abc")),
+            'Service "web" is invalid: spec.ports: Invalid value: "abc": must be a list',
+        ),
+        "port-a-word": (
+            json.dumps(_service({}, ports=[{"port": "eighty"}])),
+            'Service "web" is invalid: spec.ports[0].port: Invalid value: "eighty": '
+            "must be an integer",
+        ),
+        "annotation-a-list": (
+            json.dumps(as_list),
+            f'Service "web" is invalid: metadata.annotations[{annotation}]: '
+            'Invalid value: ["a", "b"]: must be a string',
+        ),
+        "annotation-a-number": (
+            json.dumps(as_number),
+            f'Service "web" is invalid: metadata.annotations[{annotation}]: '
+            "Invalid value: 5: must be a string",
+        ),
+        "metadata-a-number": (
+            json.dumps(metadata),
+            "the Service in document 1 is invalid: metadata: Invalid value: 5: must be an object",
+        ),
+        "list-of-scalars": (
+            json.dumps({"apiVersion": "v1", "kind": "List", "items": [_service({}), 1, "x"]}),
+            "document 1: items[1] is not an object: 1",
+        ),
+        "nested-100000-deep": (
+            "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {ports: "
+            + "[" * 100_000
+            + "]" * 100_000
+            + "}\n",
+            "nested deeper than 100 levels",
+        ),
+        "too-many-services": (
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "List",
+                    "items": [_service({}) for _ in range(MAX_SERVICES + 1)],
+                }
+            ),
+            f"{MAX_SERVICES + 1} Services; check-service checks at most {MAX_SERVICES} at once "
+            "(split the file)",
+        ),
+    }
+    written = {}
+    for name, (text, message) in cases.items():
+        path = directory / f"{name}.yaml"
+        path.write_text(text)
+        written[name] = Malformed(path, message)
+    # Past the bound: a Service with one scalar of the whole size, never read whole.
+    huge = directory / "huge-scalar.yaml"
+    with huge.open("w") as stream:
+        stream.write("apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  x: ")
+        stream.write("a" * MAX_MANIFEST_BYTES)
+    written["huge-scalar"] = Malformed(
+        huge, f"manifest is larger than {MAX_MANIFEST_BYTES >> 20} MiB, the most polyccm reads"
+    )
+    return written
+
+
+def unreadable_files(directory: Path, what: str) -> dict[str, Malformed]:
+    """Files no reader of a ``what`` (``cloud config``...) should take, each with the end of
+    the one line that must refuse it: bytes that are not UTF-8, a directory, a missing file,
+    and one past :data:`polyccm.inputs.MAX_FILE_BYTES`. By case name."""
+    from polyccm.inputs import MAX_FILE_BYTES
+
+    binary = directory / "binary.conf"
+    binary.write_bytes(b"[Global]\n\xff\xfe\x00\x9c garbage")
+    folder = directory / "a-directory"
+    folder.mkdir(exist_ok=True)
+    large = directory / "large.conf"
+    large.write_text("[Global]\n" + "# padding\n" * (MAX_FILE_BYTES // 10 + 1))
+    return {
+        "not-utf8": Malformed(binary, f"{what} is not UTF-8 text (byte 0xff at offset 9)"),
+        "directory": Malformed(folder, f"cannot read {what}: Is a directory"),
+        "missing": Malformed(
+            directory / "missing", f"cannot read {what}: No such file or directory"
+        ),
+        "too-large": Malformed(
+            large, f"{what} is larger than {MAX_FILE_BYTES >> 20} MiB, the most polyccm reads"
+        ),
+    }
+
+
+def assert_refused(result: CommandResult, command: str, case: Malformed, name: str = "") -> None:
+    """``result`` is the one line, exit 2, that refuses ``case``: it names the file first and
+    ends with the case's message."""
+    lines = result.stderr.splitlines()
+    assert (result.status, result.stdout, len(lines)) == (2, "", 1), (name, result.stderr[:2000])
+    prefix = f"polyccm {command}: error: {case.path}"
+    assert lines[0].startswith(prefix), (name, lines[0][:500])
+    assert lines[0].endswith(case.message), (name, lines[0][:500])
 
 
 def plans_by_service(result: CommandResult, namespace: str = "") -> dict[str, dict[str, Any]]:

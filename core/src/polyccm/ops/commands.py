@@ -11,6 +11,11 @@ Exit status: 0 nothing to do (no change planned, no orphan, no problem, all dele
 something (changes planned, orphans found or kept, problems found), 2 bad input (a flag, the
 cloud config, the kubeconfig, the manifest) or a failure to read the cluster or the cloud, as
 one line on stderr.
+
+``plan`` and ``orphans`` read the cluster as kubectl does: an API server that refuses the
+connection is said at once (no retry), and one that does not answer within
+``--request-timeout`` (10s unless given; per request: to connect, to finish TLS, and for each
+part of an answer) is given up; either way one line names the server and the cause.
 """
 
 from __future__ import annotations
@@ -19,12 +24,14 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 import pluggy
+import urllib3
 
-from polyccm import cloudcalls, plugins
+from polyccm import cloudcalls, inputs, plugins
 from polyccm.app.options import ManagerOptions
 from polyccm.cli import (
     PROG,
@@ -37,7 +44,17 @@ from polyccm.cli import (
 )
 from polyccm.cloud import CloudProvider
 from polyccm.errors import CloudError, ConfigError, WriteRefused
-from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi, KubeconfigError, Resource
+from polyccm.flagtypes import positive_duration
+from polyccm.kube import unreachable
+from polyccm.kube.api import (
+    NODES,
+    SERVICES,
+    ApiError,
+    KubeApi,
+    KubeconfigError,
+    Resource,
+    RetryPolicy,
+)
 from polyccm.kube.api import load_configuration as load_kube_configuration
 from polyccm.objects import Node, Service
 from polyccm.ops import check, orphans, render
@@ -47,6 +64,11 @@ from polyccm.ops.plan import PlanNotSupported, make_plan
 COMMANDS = ("plan", "orphans", "check-service")
 NOTHING, SOMETHING = 0, 1
 PAGE = 500
+REQUEST_TIMEOUT = "10s"
+"""``--request-timeout`` unless given: as long as client-go waits for a TLS handshake."""
+ONE_SHOT = replace(RetryPolicy(), connection_budget=0.0)
+"""A command run once says at once that the server refuses connections, as kubectl does,
+instead of retrying for a few seconds with a warning; ``Retry-After`` is still honoured."""
 
 log = logging.getLogger(PROG)
 
@@ -77,7 +99,14 @@ def run(command: str, argv: Sequence[str], manager: pluggy.PluginManager) -> int
     except (UsageError, ConfigError, plugins.PluginError, KubeconfigError) as error:
         print(f"{PROG} {command}: error: {error}", file=sys.stderr)
         return USAGE_ERROR
-    except (ApiError, CloudError, PlanNotSupported, WriteRefused, OSError) as error:
+    except (
+        ApiError,
+        ClusterReadFailed,
+        CloudError,
+        PlanNotSupported,
+        WriteRefused,
+        OSError,
+    ) as error:
         log.debug("%s failed", command, exc_info=True)
         print(f"{PROG} {command}: error: {_one_line(error)}", file=sys.stderr)
         return USAGE_ERROR
@@ -85,6 +114,11 @@ def run(command: str, argv: Sequence[str], manager: pluggy.PluginManager) -> int
 
 def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
+
+
+class ClusterReadFailed(Exception):
+    """The cluster could not be read (refused, timed out, TLS failed, an error answer); the
+    message names the API server."""
 
 
 # -- shared by plan and orphans -------------------------------------------------------------------
@@ -97,6 +131,14 @@ def _output_flag(parser: argparse.ArgumentParser) -> None:
         choices=["table", "json"],
         default="table",
         help="table (default) or json",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=positive_duration,
+        default=positive_duration(REQUEST_TIMEOUT),
+        metavar="DURATION",
+        help="how long to wait for the API server to connect, to finish TLS and to send each "
+        f"part of an answer before giving up (default {REQUEST_TIMEOUT})",
     )
 
 
@@ -122,27 +164,46 @@ def _connect(
         qps=options.kube_api_qps,
         burst=options.kube_api_burst,
         user_agent=f"polyccm-{command}",
+        retry=ONE_SHOT,
     )
     return options, parsed.namespace, provider, api
 
 
-def list_all(api: KubeApi, resource: Resource) -> list[dict[str, object]]:
-    """Every object of ``resource`` in every namespace, in pages."""
+def list_all(api: KubeApi, resource: Resource, timeout: float = 120.0) -> list[dict[str, object]]:
+    """Every object of ``resource`` in every namespace, in pages; each request given up after
+    ``timeout`` seconds without progress."""
     items: list[dict[str, object]] = []
     token = ""
     while True:
         query: dict[str, Any] = {"limit": PAGE}
         if token:
             query["continue"] = token
-        page = api.list(resource, None, **query)
+        page = api.request("GET", resource.path(None), query=query, timeout=timeout)
         items += page.get("items") or []
         token = str((page.get("metadata") or {}).get("continue") or "")
         if not token:
             return items
 
 
-def _cluster(api: KubeApi) -> tuple[list[Node], list[Service]]:
-    return [Node(o) for o in list_all(api, NODES)], [Service(o) for o in list_all(api, SERVICES)]
+def _cluster(api: KubeApi, timeout: float) -> tuple[list[Node], list[Service]]:
+    """Every node and service, else :class:`ClusterReadFailed` naming the server and why."""
+    where = unreachable.server(api.configuration.host)
+    try:
+        nodes = list_all(api, NODES, timeout)
+        services = list_all(api, SERVICES, timeout)
+    except urllib3.exceptions.HTTPError as error:
+        log.debug("reading the cluster failed", exc_info=True)
+        why = unreachable.describe(error, timeout=timeout, flag="--request-timeout")
+        raise ClusterReadFailed(f"API server {where}: {why}") from None
+    except ApiError as error:
+        raise ClusterReadFailed(f"API server {where}: {_one_line(error)}") from None
+    except (ValueError, AttributeError):
+        # An answer that is not a JSON object: not an API server, or a proxy's error page.
+        log.debug("reading the cluster failed", exc_info=True)
+        raise ClusterReadFailed(
+            f"API server {where}: its answer is not a Kubernetes list (is it an API server?)"
+        ) from None
+    return [Node(o) for o in nodes], [Service(o) for o in services]
 
 
 # -- plan -----------------------------------------------------------------------------------------
@@ -152,7 +213,7 @@ def _plan(argv: Sequence[str], manager: pluggy.PluginManager) -> int:
     options, namespace, provider, api = _connect("plan", argv, manager, _output_flag)
     try:
         with cloudcalls.reads_only(provider.read_only_call):
-            nodes, services = _cluster(api)
+            nodes, services = _cluster(api, namespace.request_timeout)
             plan = make_plan(provider, options, nodes, services)
     finally:
         api.close()
@@ -191,7 +252,7 @@ def _orphans(argv: Sequence[str], manager: pluggy.PluginManager) -> int:
         raise UsageError(f"not supported by provider {options.provider}")
     try:
         with cloudcalls.reads_only(provider.read_only_call):
-            nodes, services = _cluster(api)
+            nodes, services = _cluster(api, namespace.request_timeout)
             found = orphans.find(capability, options.cluster_name, services, nodes)
     finally:
         api.close()
@@ -234,15 +295,19 @@ def _check_service(argv: Sequence[str], manager: pluggy.PluginManager) -> int:
         cluster_name="kubernetes",
         options=namespace,
     )
+    if namespace.cloud_config is not None:
+        # Read once here so that a missing, oversized or non-UTF-8 file is one line whatever
+        # the provider's own reader would make of it.
+        inputs.read_text(namespace.cloud_config, what="cloud config")
     source = namespace.filename
+    if source == "-":
+        text = inputs.read_stream(
+            sys.stdin, "stdin", what="manifest", limit=check.MAX_MANIFEST_BYTES
+        )
+    else:
+        text = inputs.read_text(source, what="manifest", limit=check.MAX_MANIFEST_BYTES)
     try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
-    except OSError as error:
-        raise UsageError(f"cannot read {source}: {error.strerror}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"cannot read {source}: not UTF-8 text") from None
-    try:
-        services = check.load_services(text, "stdin" if source == "-" else source)
+        services = check.load_services(text, "stdin" if source == "-" else inputs.cut(source, 200))
     except check.ManifestError as error:
         raise UsageError(str(error)) from None
     # Offline: any cloud call at all is refused.

@@ -98,6 +98,13 @@ def _error(message: str) -> None:
     print(f"polyccm-dev: error: {message}", file=sys.stderr, flush=True)
 
 
+def _failed(error: controlplane.ControlPlaneError) -> int:
+    """Say ``error``; exit 2 for bad input (an unknown cloud, an unreadable state file), else 1."""
+    _error(str(error))
+    bad_input = (controlplane.UnknownEmulatorError, controlplane.StateFileError)
+    return EXIT_USAGE if isinstance(error, bad_input) else EXIT_FAILED
+
+
 def _up(arguments: argparse.Namespace, manager: pluggy.PluginManager | None) -> int:
     if arguments.timeout <= 0:
         _error("--timeout must be positive")
@@ -110,12 +117,8 @@ def _up(arguments: argparse.Namespace, manager: pluggy.PluginManager | None) -> 
             timeout=arguments.timeout,
             progress=_progress,
         )
-    except controlplane.UnknownEmulatorError as error:
-        _error(str(error))
-        return EXIT_USAGE
     except controlplane.ControlPlaneError as error:
-        _error(str(error))
-        return EXIT_FAILED
+        return _failed(error)
     directory = plane.state_dir
     if plane.reused:
         added = f"; started {', '.join(plane.started_clouds)}" if plane.started_clouds else ""
@@ -131,8 +134,7 @@ def _status(arguments: argparse.Namespace) -> int:
     try:
         components = controlplane.status(arguments.state_dir)
     except controlplane.ControlPlaneError as error:
-        _error(str(error))
-        return EXIT_FAILED
+        return _failed(error)
     if not components:
         print(f"not up: nothing runs from {arguments.state_dir}")
         return EXIT_FAILED
@@ -147,8 +149,7 @@ def _down(arguments: argparse.Namespace) -> int:
     try:
         stopped = controlplane.stop(arguments.state_dir)
     except controlplane.ControlPlaneError as error:
-        _error(str(error))
-        return EXIT_FAILED
+        return _failed(error)
     print("stopped" if stopped else f"nothing was running from {arguments.state_dir}")
     return EXIT_OK
 

@@ -58,6 +58,11 @@ class ControlPlaneError(RuntimeError):
     """The control plane or an emulator could not be started, or the state dir is unusable."""
 
 
+class StateFileError(ControlPlaneError):
+    """The state dir's ``state.json`` cannot be read or is not one: bad input, not a failure
+    of what runs (``polyccm-dev`` exits 2)."""
+
+
 class UnknownEmulatorError(ControlPlaneError):
     """``--cloud NAME`` names no installed emulator."""
 
@@ -352,7 +357,7 @@ def _load(directory: Path) -> DevState | None:
     try:
         return state_files.load(directory)
     except state_files.StateError as error:
-        raise ControlPlaneError(str(error)) from error
+        raise StateFileError(str(error)) from error
 
 
 def _alive(component: Component) -> bool:

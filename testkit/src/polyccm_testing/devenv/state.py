@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from polyccm import inputs
+from polyccm.errors import ConfigError
 
 STATE_FILE = "state.json"
 ENV_FILE = "env"
@@ -88,21 +90,65 @@ class DevState:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> DevState:
+        """The state ``data`` (``state.json`` read) records; :class:`ValueError` naming the
+        field when it cannot be one, since ``down`` signals its pids and removes its files."""
+        components = _typed(data, "components", list, [])
+        env = _typed(data, "emulator_env", dict, {})
+        files = _typed(data, "emulator_files", list, [])
+        for name in files:
+            # As they are written: a file directly inside the state dir, nothing elsewhere.
+            if not isinstance(name, str) or "/" in name or name in ("", ".", ".."):
+                raise ValueError(f"emulator_files: not a file name of the state dir: {name!r}")
+        for cloud, variables in env.items():
+            if not isinstance(variables, dict):
+                raise ValueError(f"emulator_env.{cloud}: must be an object")
         return cls(
             api_url=str(data.get("api_url", "")),
             admin_token=str(data.get("admin_token", "")),
-            components=[Component(**item) for item in data.get("components", [])],
+            components=[_component(item, index) for index, item in enumerate(components)],
             emulator_env={
-                str(cloud): {str(k): str(v) for k, v in env.items()}
-                for cloud, env in data.get("emulator_env", {}).items()
+                str(cloud): {str(k): str(v) for k, v in variables.items()}
+                for cloud, variables in env.items()
             },
             started_at=float(data.get("started_at", 0.0)),
-            emulator_files=[str(name) for name in data.get("emulator_files", [])],
+            emulator_files=list(files),
         )
 
 
+def _typed(data: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
+    value = data.get(key, default)
+    if not isinstance(value, kind):
+        raise ValueError(f"{key}: must be a JSON {'list' if kind is list else 'object'}")
+    return value
+
+
+def _component(item: Any, index: int) -> Component:
+    where = f"components[{index}]"
+    if not isinstance(item, dict):
+        raise ValueError(f"{where}: must be an object")
+    pid = item.get("pid")
+    # down signals the process group of each pid: never 0, 1 or a negative id (whole groups).
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        raise ValueError(f"{where}.pid: not a process id: {pid!r}")
+    start_time = item.get("start_time")
+    if start_time is not None and (not isinstance(start_time, int) or isinstance(start_time, bool)):
+        raise ValueError(f"{where}.start_time: not a start time: {start_time!r}")
+    argv = item.get("argv", [])
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        raise ValueError(f"{where}.argv: must be a list of strings")
+    return Component(
+        name=str(item.get("name", "")),
+        pid=pid,
+        start_time=start_time,
+        url=str(item.get("url", "")),
+        log=str(item.get("log", "")),
+        argv=argv,
+        die_with_caller=item.get("die_with_caller") is True,
+    )
+
+
 class StateError(RuntimeError):
-    """``state.json`` exists but cannot be read."""
+    """``state.json`` exists but cannot be read, or is not one (one line that says why)."""
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -117,14 +163,19 @@ def _write_private(path: Path, text: str) -> None:
 def load(state_dir: Path) -> DevState | None:
     """The recorded state, or ``None`` when nothing was started in ``state_dir``."""
     path = state_dir / STATE_FILE
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+    if not path.exists():
         return None
     try:
-        return DevState.from_json(json.loads(text))
+        data = inputs.load_json(inputs.read_text(path, what="state file"), str(path))
+    except ConfigError as error:
+        raise StateError(f"not a polyccm-dev state file: {error}") from None
+    if not isinstance(data, Mapping):
+        raise StateError(f"not a polyccm-dev state file: {path}: not a JSON object")
+    try:
+        return DevState.from_json(data)
     except (ValueError, TypeError, AttributeError) as error:
-        raise StateError(f"{path} is not a polyccm-dev state file: {error}") from error
+        reason = inputs.cut(" ".join(str(error).split()), 200)
+        raise StateError(f"not a polyccm-dev state file: {path}: {reason}") from None
 
 
 def save(state_dir: Path, state: DevState) -> None:
