@@ -520,12 +520,12 @@ def _stderr_until(args: list[str], wanted: list[str], *, env: dict[str, str] | N
 
 def test_values_upstream_accepts_start_with_a_warning_saying_what_they_do(tmp_path: Path) -> None:
     warnings = [
-        # cloud-provider v0.35.4 app/controllermanager.go:304-307 starts with every controller
+        # cloud-provider v0.35.4 app/controllermanager.go:305-307 starts with every controller
         # disabled (controller-manager's Validate finds no unknown name in an empty list).
         "W polyccm] --controllers selects no controller: polyccm starts, as upstream does, but "
         "no controller will run",
         "W polyccm] --kube-api-qps=-1: no client-side limit on requests to the API server",
-        # cloud-provider v0.35.4 options/kubecloudshared.go:108-117 validates nothing of it.
+        # cloud-provider v0.35.4 options/kubecloudshared.go:101-111 validates nothing of it.
         "W polyccm] --cluster-name is empty: accepted, as upstream accepts it",
     ]
     output = _stderr_until(

@@ -409,7 +409,7 @@ def _warn_about_flags(options: ManagerOptions, provider: CloudProvider, *more: s
     for warning in options.feature_gates.warnings():
         log.warning("%s", warning)
     if not options.controllers:
-        # Upstream (cloud-provider v0.35.4 app/controllermanager.go:304-307) starts and warns
+        # Upstream (cloud-provider v0.35.4 app/controllermanager.go:305-307) starts and warns
         # that each controller is disabled.
         log.warning(
             "--controllers selects no controller: polyccm starts, as upstream does, but no "
