@@ -514,7 +514,11 @@ def _stderr_until(args: list[str], wanted: list[str], *, env: dict[str, str] | N
     finally:
         watchdog.cancel()
         process.terminate()
-        rest = process.communicate(timeout=30)[1]  # drained, so that it can log its way out
+        try:
+            rest = process.communicate(timeout=30)[1]  # drained, so it can log its way out
+        except subprocess.TimeoutExpired:
+            process.kill()
+            rest = process.communicate()[1]
     return "".join(seen) + (rest or "")
 
 
