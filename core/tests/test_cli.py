@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -439,3 +440,367 @@ def test_ignored_flags_set_are_named_in_a_warning_at_start(tmp_path: Path) -> No
     output = "".join(seen)
     assert "--enable-leader-migration is accepted for compatibility and ignored" in output
     assert "setting GA feature gate APIServerTracing=true" in output
+
+
+# -- values that cannot mean anything (issue 22) ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # Go's time.Duration is an int64 of nanoseconds (about 292 years): time.ParseDuration
+        # (go1.26 src/time/format.go:1702-1727) calls anything longer an invalid duration.
+        (["--route-reconciliation-period=99999999999999999999h"], "longer than Go's longest"),
+        (["--node-monitor-period=2562048h"], "longer than Go's longest"),
+        (["--node-status-update-frequency=9223372036854775808ns"], "longer than Go's longest"),
+        # client-go v0.35.4 rest/config.go:370-383: NaN is no rate (client-go ends up with no
+        # limiter only because every comparison with NaN is false). 1e309 is ErrRange in Go.
+        (["--kube-api-qps=nan"], "'nan' is not a number of queries per second"),
+        (["--kube-api-qps=NaN"], "'NaN' is not a number of queries per second"),
+        (["--kube-api-qps=1e309"], "'1e309' is out of range"),
+        # int32 flags (controller-manager's NodeController.ConcurrentNodeSyncs is an int32).
+        (["--concurrent-node-syncs=99999999999999999999"], "out of range"),
+        (["--concurrent-service-syncs=2147483648"], "out of range"),
+        # client-go v0.35.4 rest/url_utils.go:30-48 (DefaultServerURL) refuses these when
+        # upstream builds its clients at start; today's polyccm retried them every 2 s forever.
+        (["--master=not a url"], "'not a url' is not an API server URL"),
+        (["--master=https://[::1"], "is not an API server URL"),
+        (["--master=10.0.0.1:6443/api"], "a host:port pair has no path"),
+        (["--master=ftp://10.0.0.1"], "scheme 'ftp' is not http or https"),
+        # client-go v0.35.4 tools/leaderelection/resourcelock/leaselock.go:150: the lease
+        # duration becomes the Lease's int32 leaseDurationSeconds.
+        (["--leader-elect-lease-duration=1000000h"], "longer than a Lease holds"),
+    ],
+)
+def test_flag_values_that_cannot_mean_anything_exit_2_with_one_line(
+    args: list[str], message: str
+) -> None:
+    result = run_cli("--provider", "gce", *args)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stdout == ""
+
+
+def test_qps_values_client_go_takes_for_no_limit_lift_it() -> None:
+    # client-go v0.35.4 rest/config.go:117-122 ("a negative value will disable client-side
+    # ratelimiting") and :370-383; an infinite rate never waits in x/time/rate either.
+    from polyccm.ratelimit import TokenBucket
+
+    for text in ("-1", "inf", "+Inf"):
+        qps = parse("--provider=gce", f"--kube-api-qps={text}").kube_api_qps
+        bucket = TokenBucket(qps, 1)
+        assert [bucket.reserve() for _ in range(100)] == [0.0] * 100, text
+
+
+def _stderr_until(args: list[str], wanted: list[str], *, env: dict[str, str] | None = None) -> str:
+    """Run the fake-cloud polyccm with ``args`` and read its stderr until every one of
+    ``wanted`` was seen (or it exits, or 60 s pass); then stop it."""
+    process = subprocess.Popen(
+        [*FAKE_MAIN, "--configure-cloud-routes=false", *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    watchdog = threading.Timer(60, process.kill)
+    watchdog.start()
+    seen = []
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:
+            seen.append(line)
+            if all(any(text in got for got in seen) for text in wanted):
+                break
+    finally:
+        watchdog.cancel()
+        process.terminate()
+        try:
+            rest = process.communicate(timeout=30)[1]  # drained, so it can log its way out
+        except subprocess.TimeoutExpired:
+            process.kill()
+            rest = process.communicate()[1]
+    return "".join(seen) + (rest or "")
+
+
+def test_values_upstream_accepts_start_with_a_warning_saying_what_they_do(tmp_path: Path) -> None:
+    warnings = [
+        # cloud-provider v0.35.4 app/controllermanager.go:305-307 starts with every controller
+        # disabled (controller-manager's Validate finds no unknown name in an empty list).
+        "W polyccm] --controllers selects no controller: polyccm starts, as upstream does, but "
+        "no controller will run",
+        "W polyccm] --kube-api-qps=-1: no client-side limit on requests to the API server",
+        # cloud-provider v0.35.4 options/kubecloudshared.go:101-111 validates nothing of it.
+        "W polyccm] --cluster-name is empty: accepted, as upstream accepts it",
+    ]
+    output = _stderr_until(
+        [
+            f"--kubeconfig={_unreachable_kubeconfig(tmp_path)}",
+            "--secure-port=0",
+            "--controllers=",
+            "--kube-api-qps=-1",
+            "--cluster-name=",
+        ],
+        warnings,
+    )
+    for warning in warnings:
+        assert warning in output, output
+
+
+@pytest.mark.parametrize("name", ["", "  "])
+def test_an_empty_cluster_name_is_refused_where_it_alone_marks_the_cloud_resources(
+    name: str,
+) -> None:
+    # Upstream validates nothing of --cluster-name; but without a cluster id polyccm's
+    # --allow-untagged-cloud tags with the cluster name (AWS: kubernetes.io/cluster/<name>),
+    # and an empty one marks nothing as this cluster's.
+    from polyccm_testing.fake import FakeCloud
+    from polyccm_testing.fake_main import FakeCloudPlugin
+
+    class Untagged(FakeCloud):
+        def has_cluster_id(self) -> bool:
+            return False
+
+    manager = plugin_manager([FakeCloudPlugin(Untagged())])
+    argv = [
+        "--provider=fake",
+        "--configure-cloud-routes=false",
+        "--allow-untagged-cloud",
+        f"--cluster-name={name}",
+    ]
+    with pytest.raises(cli.UsageError, match="--cluster-name is empty: the fake provider found no"):
+        cli.build_checked_provider(cli.parse_command_line(argv, manager), manager)
+    cli.build_checked_provider(
+        cli.parse_command_line([*argv[:3], "--cluster-name=prod"], manager), manager
+    )
+
+
+def _serving_pair(directory: Path, name: str) -> tuple[Path, Path]:
+    from polyccm.serving import certs
+
+    chain, key = certs.generate_self_signed("127.0.0.1")
+    crt, key_file = directory / f"{name}.crt", directory / f"{name}.key"
+    crt.write_bytes(chain)
+    key_file.write_bytes(key)
+    return crt, key_file
+
+
+def _encrypted(key_file: Path, directory: Path) -> Path:
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(key_file.read_bytes(), password=None)
+    encrypted = directory / "encrypted.key"
+    encrypted.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"passphrase"),
+        )
+    )
+    return encrypted
+
+
+@pytest.mark.parametrize(
+    ("cert", "key", "message"),
+    [
+        ("random", "good", "--tls-cert-file {cert} holds no PEM certificate"),
+        ("good", "random", "--tls-private-key-file {key} holds no PEM private key"),
+        ("empty", "good", "--tls-cert-file {cert} is empty"),
+        ("good", "empty", "--tls-private-key-file {key} is empty"),
+        ("directory", "good", "cannot read --tls-cert-file {cert}: Is a directory"),
+        ("good", "missing", "cannot read --tls-private-key-file {key}: No such file"),
+        ("good", "other", "--tls-private-key-file {key} does not match the certificate in"),
+        ("key", "good", "--tls-cert-file {cert} holds a private key, not a certificate"),
+        ("good", "cert", "--tls-private-key-file {key} holds a certificate, not a PEM private"),
+        ("good", "encrypted", "--tls-private-key-file {key} is encrypted"),
+    ],
+)
+def test_unusable_tls_files_exit_2_at_start_naming_the_file_and_why(
+    tmp_path: Path, cert: str, key: str, message: str
+) -> None:
+    # apiserver v0.35.4 pkg/server/dynamiccertificates/dynamic_serving_content.go:85-102 loads
+    # both files when the command starts (readable, not empty, tls.X509KeyPair: PEM blocks and a
+    # key that matches the certificate) and stops on any error.
+    crt, key_file = _serving_pair(tmp_path, "good")
+    other_key = _serving_pair(tmp_path, "other")[1]
+    (tmp_path / "random").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "empty").write_bytes(b"")
+    (tmp_path / "directory").mkdir()
+    files = {
+        "good": crt if cert == "good" else key_file,
+        "random": tmp_path / "random",
+        "empty": tmp_path / "empty",
+        "directory": tmp_path / "directory",
+        "missing": tmp_path / "missing",
+        "other": other_key,
+        "key": key_file,
+        "cert": crt,
+        "encrypted": _encrypted(key_file, tmp_path),
+    }
+    cert_path = files[cert]
+    key_path = key_file if key == "good" else files[key]
+    result = run_fake(
+        f"--kubeconfig={_unreachable_kubeconfig(tmp_path)}",
+        "--bind-address=127.0.0.1",
+        "--secure-port=1",  # never bound: the files are refused first
+        f"--tls-cert-file={cert_path}",
+        f"--tls-private-key-file={key_path}",
+    )
+    assert result.returncode == 2, result.stderr
+    expected = "polyccm: error: " + message.format(cert=cert_path, key=key_path)
+    assert result.stderr.startswith(expected), result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+
+
+# -- one redaction for every message (issue 22) -------------------------------------------------
+
+DO_TOKEN = "dop_v1_0123456789abcdef0123456789abcdef"
+METAL_KEY = "metal-api-key-0123456789"
+BGP_PASSWORD = "Bgp0password9"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+def _isolated(tmp_path: Path, **variables: str) -> dict[str, str]:
+    """An environment with nothing of this machine's clouds or kubeconfig: ``variables`` only."""
+    return {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **variables}
+
+
+@pytest.mark.parametrize(
+    ("provider", "variables", "conf", "secret", "names"),
+    [
+        (
+            "digitalocean",
+            {"DO_ACCESS_TOKEN": DO_TOKEN, "DO_OVERRIDE_URL": f"http://api.example/{DO_TOKEN}"},
+            None,
+            DO_TOKEN,
+            "DO_OVERRIDE_URL",
+        ),
+        (
+            "digitalocean",
+            {"DO_ACCESS_TOKEN": DO_TOKEN, "DEFAULT_LB_TYPE": DO_TOKEN},
+            None,
+            DO_TOKEN,
+            "DEFAULT_LB_TYPE",
+        ),
+        (
+            "digitalocean",
+            {"DO_ACCESS_TOKEN_FILE": "{token_file}", "DEFAULT_LB_TYPE": f"x{DO_TOKEN}"},
+            None,
+            DO_TOKEN,
+            "DEFAULT_LB_TYPE",
+        ),
+        (
+            "digitalocean",
+            {"DO_ACCESS_TOKEN": DO_TOKEN, "DO_OVERRIDE_URL": "http://ops:s3cr3t-pw@api.example/"},
+            None,
+            "s3cr3t-pw",
+            "DO_OVERRIDE_URL",
+        ),
+        (
+            "packet",
+            {
+                "METAL_API_KEY": METAL_KEY,
+                "METAL_PROJECT_ID": "p",
+                "METAL_API_URL": f"ftp://{METAL_KEY}",
+            },
+            None,
+            METAL_KEY,
+            "METAL_API_URL",
+        ),
+        (
+            "packet",
+            {
+                "METAL_API_KEY": METAL_KEY,
+                "METAL_PROJECT_ID": "p",
+                "METAL_BGP_PASS": BGP_PASSWORD,
+                "METAL_LOCAL_ASN": BGP_PASSWORD,
+            },
+            None,
+            BGP_PASSWORD,
+            "METAL_LOCAL_ASN",
+        ),
+        (
+            "aws",
+            {"AWS_SECRET_ACCESS_KEY": AWS_SECRET},
+            f"[Global]\nNLBSecurityGroupMode = {AWS_SECRET}\n",
+            AWS_SECRET,
+            "NLBSecurityGroupMode",
+        ),
+        (
+            "aws",
+            {},
+            '[ServiceOverride "1"]\nService = ec2\nRegion = us-east-1\n'
+            "URL = ftp://admin:s3cr3t-pw@ec2.example\nSigningRegion = us-east-1\n",
+            "s3cr3t-pw",
+            "URL",
+        ),
+    ],
+)
+def test_a_secret_echoed_in_another_settings_error_is_masked(
+    tmp_path: Path,
+    provider: str,
+    variables: dict[str, str],
+    conf: str | None,
+    secret: str,
+    names: str,
+) -> None:
+    # The secret polyccm read (or a URL's password) pasted into another setting: that
+    # setting's one-line error passes the log's redaction.
+    token_file = tmp_path / "token"
+    token_file.write_text(DO_TOKEN)
+    args = [f"--provider={provider}", "--kubeconfig=/nonexistent"]
+    if conf is not None:
+        (tmp_path / "cloud.conf").write_text(conf)
+        args.append(f"--cloud-config={tmp_path / 'cloud.conf'}")
+    env = {k: v.format(token_file=token_file) for k, v in variables.items()}
+    result = subprocess.run(
+        [sys.executable, "-m", "polyccm.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_isolated(tmp_path, **env),
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert names in result.stderr and "***" in result.stderr, result.stderr
+    assert secret not in result.stderr
+
+
+def test_a_warning_before_logging_is_set_up_is_masked_too(tmp_path: Path) -> None:
+    # The AWS cloud config is read before --v is applied; its warnings went to stderr unmasked.
+    secret = AWS_SECRET.replace("/", "")  # the key name of a line pasted without its "Key ="
+    conf = tmp_path / "cloud.conf"
+    conf.write_text(f"[Global]\n{secret} = 1\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "polyccm.cli", "--provider=aws", f"--cloud-config={conf}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_isolated(tmp_path, AWS_SECRET_ACCESS_KEY=secret),
+    )
+    assert result.returncode == 2, result.stderr
+    assert "unknown key '***' in [Global] is ignored" in result.stderr, result.stderr
+    assert secret not in result.stderr
+
+
+def test_a_short_kubernetes_password_is_masked_in_the_log_at_v10(tmp_path: Path) -> None:
+    # Shorter than MIN_SECRET_LENGTH, so never masked before; a secret named as one is masked
+    # as a whole word whatever its length (from 3 characters).
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {username: admin, password: pw-42}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+    )
+    output = _stderr_until(
+        [
+            f"--kubeconfig={kubeconfig}",
+            "--secure-port=0",
+            "--v=10",
+            "--leader-elect-resource-name=pw-42",
+        ],
+        ["campaigning for lease kube-system/"],
+        env=_isolated(tmp_path),
+    )
+    assert "campaigning for lease kube-system/***" in output, output
+    assert "pw-42" not in output

@@ -146,3 +146,24 @@ def test_without_memfd_a_private_temporary_file_is_removed_once_loaded(
     )
     assert _serve(context).status == 200
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_expired_tls_cert_file_is_served_with_a_warning_as_upstream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # apiserver v0.35.4 pkg/server/dynamiccertificates/dynamic_serving_content.go:85-102 checks
+    # that both files have content and that the key matches (tls.X509KeyPair), never the
+    # dates: an expired certificate is served. Refusing it would stop the whole controller
+    # manager over its metrics port; polyccm serves it and says so at start.
+    with monkeypatch.context() as patch:
+        patch.setattr(certs, "VALID_FOR", datetime.timedelta(minutes=30))  # ended 30 min ago
+        chain, key = certs.generate_self_signed("127.0.0.1")
+    crt, key_file = tmp_path / "tls.crt", tmp_path / "tls.key"
+    crt.write_bytes(chain)
+    key_file.write_bytes(key)
+    (warning,) = certs.check_files(str(crt), str(key_file))
+    assert warning.startswith(f"--tls-cert-file {crt}: the certificate expired on ")
+    context = certs.server_context(
+        cert_file=str(crt), key_file=str(key_file), cert_dir="", bind_address="127.0.0.1"
+    )
+    assert _serve(context).certificate == _der(_pem_certificates(crt)[0])

@@ -1,7 +1,9 @@
 """The ``polyccm`` command: parse upstream-compatible flags, build the provider, run the manager.
 
 User mistakes (an unknown provider, flag or controller, a bad value, an unreadable or malformed
-cloud config) print one line to stderr and exit with status 2; they never produce a traceback.
+cloud config, unusable serving certificate files) print one line to stderr and exit with status
+2; they never produce a traceback. That line, and every log line from the first, pass
+:mod:`polyccm.logredact`: a secret echoed in another setting's error is masked there too.
 ``polyccm rbac --provider NAME`` prints the ClusterRole that provider's process needs instead
 (``polyccm --provider=NAME rbac`` too, as an image's entry point writes it);
 ``polyccm plan``, ``orphans`` and ``check-service`` are the operator commands of
@@ -37,6 +39,7 @@ from polyccm.app.options import (
     cluster_cidr_problem,
     options_from_namespace,
     resolve_controllers,
+    unlimited_qps,
 )
 from polyccm.cloud import CloudProvider
 from polyccm.errors import ConfigError
@@ -51,6 +54,14 @@ _NO_CLUSTER_ID = (
     "no cluster id: the {provider} provider found none, neither in --cloud-config nor in the tags "
     "of the cloud instance polyccm runs on; set one in either place, or pass "
     "--allow-untagged-cloud to run without one"
+)
+
+# Upstream accepts an empty --cluster-name (cloud-provider v0.35.4 options/kubecloudshared.go
+# validates nothing of it); polyccm refuses it only where it is the one thing that tags.
+_EMPTY_CLUSTER_NAME = (
+    "--cluster-name is empty: the {provider} provider found no cluster id, so with "
+    "--allow-untagged-cloud the cluster name is what marks the cluster's cloud resources, and "
+    "an empty one marks none; give the cluster a name"
 )
 
 
@@ -246,8 +257,11 @@ def build_checked_provider(parsed: CommandLine, manager: pluggy.PluginManager) -
         problem = cluster_cidr_problem(options.cluster_cidrs)
     if problem:
         raise UsageError(problem)
-    if not provider.has_cluster_id() and not options.allow_untagged_cloud:
-        raise UsageError(_NO_CLUSTER_ID.format(provider=options.provider))
+    if not provider.has_cluster_id():
+        if not options.allow_untagged_cloud:
+            raise UsageError(_NO_CLUSTER_ID.format(provider=options.provider))
+        if not options.cluster_name.strip():
+            raise UsageError(_EMPTY_CLUSTER_NAME.format(provider=options.provider))
     return provider
 
 
@@ -355,44 +369,88 @@ def _review_configuration(flag: str, kubeconfig: str | None) -> Configuration | 
         raise UsageError(f"{flag}: {error}") from None
 
 
+_LOG_FORMAT = "%(asctime)s %(levelname).1s %(name)s] %(message)s"
+
+
+def _start_logging() -> None:
+    """Before anything is read: log to stderr (warnings only until ``--v`` is known), every
+    record through :mod:`polyccm.logredact`, the secrets of the environment known to it, and
+    uncaught exceptions through the same masked handlers instead of straight to stderr."""
+    logging.basicConfig(level=logging.WARNING, format=_LOG_FORMAT, stream=sys.stderr)
+    for value in logredact.secrets_in_environment(os.environ):
+        logredact.add_secret(value, guessed=True)
+    logredact.install(logging.getLogger().handlers)
+    sys.excepthook = _log_uncaught
+    threading.excepthook = _log_uncaught_in_thread
+
+
 def _configure_logging(verbosity: int, *configurations: Configuration | None) -> None:
     """Log to stderr; ``--v>=4`` is DEBUG, ``--v>=6`` adds the libraries' wire logs.
 
     Whatever the level, records pass :mod:`polyccm.logredact` on the way out, so no credential
     is printed: the secrets in the environment and of the Kubernetes connections are masked by
     value, anything shaped like a secret (an STS answer, a signed request's headers) by shape."""
-    level = logging.DEBUG if verbosity >= 4 else logging.INFO
-    logging.basicConfig(
-        level=level,
-        format="%(asctime)s %(levelname).1s %(name)s] %(message)s",
-        stream=sys.stderr,
-    )
-    for value in logredact.secrets_in_environment(os.environ):
-        logredact.add_secret(value)
+    _start_logging()
+    logging.getLogger().setLevel(logging.DEBUG if verbosity >= 4 else logging.INFO)
     for configuration in configurations:
         for value in _kube_secrets(configuration) if configuration is not None else ():
             logredact.add_secret(value)
-    logredact.install(logging.getLogger().handlers)
-    # Uncaught exceptions go through the same masked handlers instead of straight to stderr.
-    sys.excepthook = _log_uncaught
-    threading.excepthook = _log_uncaught_in_thread
     if verbosity < 6:
         for noisy in ("urllib3", "botocore", "boto3", "kubernetes"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def _warn_about_flags(options: ManagerOptions) -> None:
-    """Say which flags set change nothing here, and what upstream warns about the gates."""
+def _warn_about_flags(options: ManagerOptions, provider: CloudProvider, *more: str) -> None:
+    """Say which flags set change nothing here, what upstream warns about the gates, and which
+    values upstream accepts that do less than they seem to (``more``: other such warnings)."""
     log = logging.getLogger(PROG)
     for flag in options.ignored_flags:
         log.warning("%s is accepted for compatibility and ignored: %s", flag, IGNORED_FLAGS[flag])
     for warning in options.feature_gates.warnings():
         log.warning("%s", warning)
+    if not options.controllers:
+        # Upstream (cloud-provider v0.35.4 app/controllermanager.go:305-307) starts and warns
+        # that each controller is disabled.
+        log.warning(
+            "--controllers selects no controller: polyccm starts, as upstream does, but no "
+            "controller will run (give '*' for the default ones)"
+        )
+    if unlimited_qps(options.kube_api_qps):
+        log.warning(
+            "--kube-api-qps=%g: no client-side limit on requests to the API server (as "
+            "client-go, for a negative or infinite QPS)",
+            options.kube_api_qps,
+        )
+    if not options.cluster_name.strip() and provider.has_cluster_id():
+        log.warning(
+            "--cluster-name is empty: accepted, as upstream accepts it; the provider's cluster "
+            "id marks the cluster's cloud resources, but names made from the cluster name "
+            "(route names, for one) start with nothing"
+        )
+    for warning in more:
+        log.warning("%s", warning)
+
+
+def _check_serving_files(options: ManagerOptions) -> list[str]:
+    """The secure port's files checked at start, as upstream loads them before anything runs
+    (``--tls-cert-file`` and its key, ``--client-ca-file``); :class:`UsageError` naming the
+    file at fault; the warnings about a certificate out of its validity."""
+    if not options.secure_port:
+        return []  # upstream reads none of them without a secure port
+    from polyccm.serving import certs
+
+    try:
+        return certs.check_files(
+            options.tls_cert_file, options.tls_private_key_file, options.client_ca_file
+        )
+    except certs.CertificateError as error:
+        raise UsageError(str(error)) from None
 
 
 def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None = None) -> int:
     """Entry point of ``polyccm``; returns the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
+    _start_logging()
     try:
         manager = manager or plugins.plugin_manager()
         rbac_args = _rbac_requested(args)
@@ -406,6 +464,7 @@ def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None
             return commands.run(*operator_command, manager)
         parsed = parse_command_line(args, manager)
         options = parsed.options
+        serving_warnings = _check_serving_files(options)
         provider = build_checked_provider(parsed, manager)
         configuration = load_configuration(options.kubeconfig, options.master)
         authentication = _review_configuration(
@@ -415,10 +474,10 @@ def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None
             "--authorization-kubeconfig", options.delegated_auth.authorization_kubeconfig
         )
     except (UsageError, ConfigError, plugins.PluginError, KubeconfigError) as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+        print(logredact.error_line(PROG, error), file=sys.stderr)
         return USAGE_ERROR
     _configure_logging(options.verbosity, configuration, authentication, authorization)
-    _warn_about_flags(options)
+    _warn_about_flags(options, provider, *serving_warnings)
     if not provider.has_cluster_id():
         logging.getLogger(PROG).warning(
             "no cluster id found; running without one as --allow-untagged-cloud allows "

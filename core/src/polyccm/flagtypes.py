@@ -11,44 +11,79 @@ from __future__ import annotations
 import argparse
 import csv
 import ipaddress
+import math
 import re
+import threading
+import urllib.parse
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_UNIT_SECONDS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
+_DURATION_PART = re.compile(r"([0-9]*)(?:\.([0-9]*))?(ns|us|µs|μs|ms|s|m|h)")
+_UNIT_NANOSECONDS = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,
+    "μs": 1_000,
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
 }
+#: Go's ``time.Duration`` is an int64 of nanoseconds: at most 2562047h47m16.854775807s, about
+#: 292 years; ``time.ParseDuration`` calls anything longer an invalid duration.
+MAX_DURATION_NANOSECONDS = 2**63 - 1
+_LONGEST = "2562047h47m16.854775807s"
+#: Go reads at most this many digits of a fraction (the rest change nothing: it stops
+#: accumulating precision once the digits overflow an int64).
+_FRACTION_DIGITS = 18
+#: The largest finite float32.
+FLOAT32_MAX = 3.4028234663852886e38
+_INFINITY = re.compile(r"[+-]?(inf|infinity)", re.IGNORECASE)
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 
 
 def parse_duration(text: str) -> float:
-    """Seconds in a Go duration string; ``0`` alone is allowed without a unit."""
+    """Seconds in a Go duration string; ``0`` alone is allowed without a unit.
+
+    Read as Go's ``time.ParseDuration`` reads it, in whole nanoseconds: a duration longer than
+    Go's longest (an int64 of nanoseconds, about 292 years) is invalid, as there. The seconds
+    returned are capped at :data:`threading.TIMEOUT_MAX` (9223372036 s on Linux, 0.85 s short
+    of Go's longest), the most a Python wait accepts: a period that long never elapses either
+    way, and a wait given more raises instead of waiting."""
     value = text.strip()
-    sign = 1.0
-    if value[:1] in "+-" and value:
-        sign = -1.0 if value[0] == "-" else 1.0
+    negative = value.startswith("-")
+    if value.startswith(("-", "+")):
         value = value[1:]
     if value == "0":
         return 0.0
     position = 0
-    total = 0.0
+    total = 0
     for match in _DURATION_PART.finditer(value):
-        if match.start() != position:
+        whole, fraction, unit_name = match.groups()
+        if match.start() != position or not (whole or fraction):
             break
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
         position = match.end()
+        unit = _UNIT_NANOSECONDS[unit_name]
+        # Leading zeros aside, more than 19 digits overflow an int64 whatever the unit; checked
+        # before int() so that a 5,000-digit value is refused at once, not converted.
+        digits = whole.lstrip("0")
+        total += int(digits or "0") * unit if len(digits) <= 19 else 2**64
+        if fraction:
+            kept = fraction[:_FRACTION_DIGITS]
+            total += int(kept) * unit // 10 ** len(kept)
+        if total > 2**63:
+            break  # Go stops at the first part that overflows
+    # A negative duration may reach -2**63 nanoseconds, a positive one 2**63 - 1 (int64).
+    if total > 2**63 or (not negative and total > MAX_DURATION_NANOSECONDS):
+        raise argparse.ArgumentTypeError(
+            f"invalid duration {text!r}: longer than Go's longest duration, {_LONGEST} "
+            "(about 292 years)"
+        )
     if not value or position != len(value):
         raise argparse.ArgumentTypeError(
             f"invalid duration {text!r} (use forms like 30s, 5m, 1h30m)"
         )
-    return sign * total
+    seconds = min(total / 1e9, threading.TIMEOUT_MAX)
+    return -seconds if negative else seconds
 
 
 def positive_duration(text: str) -> float:
@@ -139,12 +174,18 @@ def log_level(text: str) -> int:
 
 
 def float32(text: str) -> float:
-    """A Go ``float32`` flag (``--kube-api-qps``)."""
+    """A Go ``float32`` flag (``--kube-api-qps``), as ``strconv.ParseFloat(text, 32)`` reads it:
+    a finite number beyond float32's range is refused (Go's ``ErrRange``, which pflag reports),
+    while ``inf`` and ``nan`` are numbers there and come back as such: the flag decides what
+    they mean."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
-    if abs(value) > 3.4028234663852886e38:
+    if math.isfinite(value) and abs(value) > FLOAT32_MAX:
+        raise argparse.ArgumentTypeError(f"number {text!r} is out of range")
+    if math.isinf(value) and not _INFINITY.fullmatch(text.strip()):
+        # Python reads 1e309 as infinity; Go reads it as out of float32's range (ErrRange).
         raise argparse.ArgumentTypeError(f"number {text!r} is out of range")
     return value
 
@@ -182,6 +223,49 @@ def ip_address(text: str) -> str:
         return str(ipaddress.ip_address(text))
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid IP address {text!r}") from None
+
+
+#: The characters Go's ``net/url`` accepts in a host name (unreserved and sub-delims, and
+#: percent escapes); anything else, a space first, is "invalid character in host name" there.
+_HOST = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=%]+")
+
+
+def server_url(text: str) -> str:
+    """``--master``: the API server as client-go's ``rest.DefaultServerURL`` reads it: an
+    http(s) URL with a host, or a bare ``host[:port]`` (which client-go makes a URL by adding a
+    scheme, and then allows no path). Empty means "the kubeconfig's server". Returned as given.
+
+    Refused here what client-go refuses when the controller manager builds its clients (it then
+    exits), and the schemes no API server speaks: polyccm would otherwise start and fail every
+    request forever."""
+    if text == "":
+        return text
+    bare = "://" not in text
+    candidate = f"https://{text}" if bare else text
+    problem = ""
+    try:
+        parts = urllib.parse.urlsplit(candidate)
+        port = parts.port  # a port that is not a number in range raises here
+        del port
+    except ValueError as error:
+        problem = str(error)
+    else:
+        host = parts.hostname or ""
+        if parts.scheme.lower() not in ("http", "https"):
+            problem = f"scheme {parts.scheme!r} is not http or https"
+        elif not host:
+            problem = "no host"
+        elif not (parts.netloc.rpartition("@")[2].startswith("[") or _HOST.fullmatch(host)):
+            problem = "invalid character in host name"
+        elif bare and parts.path not in ("", "/"):
+            problem = "a host:port pair has no path"
+        elif any(character.isspace() or not character.isprintable() for character in text):
+            problem = "it holds white space or control characters"
+    if problem:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an API server URL (a URL or a host:port pair): {problem}"
+        )
+    return text
 
 
 def port(text: str) -> int:

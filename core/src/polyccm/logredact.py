@@ -8,12 +8,17 @@ handlers that print (the message, the formatted traceback and the stack are all 
 replaces
 
 * every secret value the process knows (:func:`add_secret`: keys and tokens from the
-  environment, the Kubernetes bearer token and client key, credentials fetched at run time), and
+  environment, those a provider reads, the Kubernetes bearer token and client key, credentials
+  fetched at run time), and
 * every value that has the shape of a secret, known or not: XML elements, quoted or unquoted
   ``key: value`` / ``key=value`` pairs whose key names a secret (``SecretAccessKey``,
   ``SessionToken``, ``X-Amz-Security-Token``, ``Authorization``, ``password``,
   ``client-key-data``...), ``Bearer`` credentials, JSON Web Tokens (Kubernetes service-account
-  tokens) and PEM private keys, plain or base64-encoded.
+  tokens), PEM private keys, plain or base64-encoded, and the password of any URL
+  (``https://user:***@host/``).
+
+The one-line errors of the commands pass the same :func:`redact` (:func:`error_line`), so a
+secret that lands in another setting's error message is masked there too.
 
 Shapes matter because a secret can be printed before the process learns its value: botocore
 logs the AssumeRole answer while parsing it, before the credentials reach polyccm.
@@ -30,8 +35,15 @@ import urllib.parse
 from collections.abc import Iterable, Mapping
 
 MASK = "***"
-#: Values shorter than this are not masked by value: they would mask ordinary words.
+#: A secret this long or longer is masked wherever it appears, inside longer words too.
 MIN_SECRET_LENGTH = 8
+#: A shorter secret is masked only as a whole word (``hunter2`` in "password hunter2 refused",
+#: not in "hunter2x"), so that it does not eat into ordinary words; and only when it was named a
+#: secret by whoever read it (:func:`add_secret`), not guessed from a variable's name (where
+#: ``ENABLE_TOKEN_REFRESH=true`` would mask every "true"). One or two characters are not
+#: masked at all: they keep nothing secret (a few thousand tries find them) and masking every
+#: lone "t" or "1" would garble the log.
+MIN_WORD_SECRET_LENGTH = 3
 
 # A key that names a secret: matched inside longer names (``X-Amz-Security-Token``,
 # ``aws_secret_access_key``, ``client-key-data``).
@@ -45,10 +57,15 @@ _SECRET_WORD = (
 # and what went wrong with it) and "ns/web-token: <error>" (an object) hold no secret, and taking
 # them for keys masked the error, host and port included.
 _KEY = rf"(?<![A-Za-z0-9_./-])[A-Za-z0-9_.-]{{0,40}}?(?:{_SECRET_WORD})[A-Za-z0-9_.-]{{0,40}}"
-# Names that contain a secret word but hold none: pagination and idempotency tokens, and EC2's
-# instance-metadata option (``httpTokens``: required or optional).
+# Names that contain a secret word but hold none: pagination and idempotency tokens, EC2's
+# instance-metadata option (``httpTokens``: required or optional), and names of where a secret
+# is, who it belongs to, or of settings about one (``--tls-private-key-file``, ``token-url``,
+# ``--authorization-kubeconfig``, ``--authentication-token-webhook-cache-ttl``), as
+# :func:`secrets_in_environment` reads variable names.
 _NOT_SECRET = re.compile(
-    r"(?:next|client|continuation|idempotency|http)[_-]?tokens?$", re.IGNORECASE
+    r"(?:next|client|continuation|idempotency|http)[_-]?tokens?$"
+    r"|[_-](?:file|path|paths|dir|kubeconfig|ttl|url|uri|id|arn|name)$",
+    re.IGNORECASE,
 )
 
 _XML_ELEMENT = re.compile(rf"<({_KEY})>[^<]*</\1>", re.IGNORECASE)
@@ -70,6 +87,9 @@ _PEM_PRIVATE_KEY = re.compile(
 )
 # base64 of "-----BEGIN ": a PEM block as a kubeconfig's *-data fields hold it.
 _BASE64_PEM = re.compile(r"LS0tLS1CRUdJTi[A-Za-z0-9+/=]{16,}")
+# The password of a URL's user information (``scheme://user:password@host``), whatever the
+# scheme: up to the last "@" before the host, as URL parsers split it.
+_URL_PASSWORD = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#]+@")
 
 
 class _Secrets:
@@ -93,7 +113,7 @@ class _Secrets:
                 return
             self._values |= variants
             ordered = sorted(self._values, key=len, reverse=True)
-            self.pattern = re.compile("|".join(re.escape(v) for v in ordered))
+            self.pattern = re.compile("|".join(_alternative(v) for v in ordered))
 
     def clear(self) -> None:
         with self._lock:
@@ -101,11 +121,23 @@ class _Secrets:
             self.pattern = None
 
 
+def _alternative(value: str) -> str:
+    """``value`` as a pattern: anywhere when long, as a whole word when short."""
+    if len(value) >= MIN_SECRET_LENGTH:
+        return re.escape(value)
+    return rf"(?<!\w){re.escape(value)}(?!\w)"
+
+
 _known = _Secrets()
 
 
-def add_secret(value: str | bytes | None) -> None:
-    """Mask ``value`` wherever it appears in the log from now on (short values are ignored)."""
+def add_secret(value: str | bytes | None, *, guessed: bool = False) -> None:
+    """Mask ``value`` wherever it appears, in the log and in every error line, from now on.
+
+    A value of :data:`MIN_SECRET_LENGTH` characters or more is masked anywhere; a shorter one
+    as a whole word, and only when it is not ``guessed`` (a value taken for a secret because
+    of its variable's name, :func:`secrets_in_environment`): those are ignored when short, as
+    they may be ordinary words."""
     if isinstance(value, bytes):
         value = value.decode(errors="replace")
     if not value:
@@ -113,7 +145,8 @@ def add_secret(value: str | bytes | None) -> None:
     value = value.strip()
     if value.lower().startswith(("bearer ", "basic ")):
         value = value.split(None, 1)[1].strip()
-    if len(value) >= MIN_SECRET_LENGTH:
+    shortest = MIN_SECRET_LENGTH if guessed else MIN_WORD_SECRET_LENGTH
+    if len(value) >= shortest:
         _known.add(value)
 
 
@@ -141,7 +174,12 @@ def secrets_in_environment(environ: Mapping[str, str]) -> list[str]:
 
 
 def _mask_pair(match: re.Match[str]) -> str:
-    if _NOT_SECRET.search(match.group("key")):
+    key = match.group("key")
+    if _NOT_SECRET.search(key):
+        return match.group(0)
+    if key.startswith("--") and match.group("sep").strip() == ":":
+        # "argument --use-service-account-credentials: invalid boolean": a command-line flag
+        # and what is wrong with it (a flag's value is given as --flag=value).
         return match.group(0)
     quote = match.group("q")
     head = f"{quote}{match.group('key')}{quote}{match.group('sep')}"
@@ -165,10 +203,26 @@ def redact(text: str) -> str:
     text = _PEM_PRIVATE_KEY.sub(MASK, text)
     text = _BASE64_PEM.sub(MASK, text)
     text = _JWT.sub(MASK, text)
+    text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{MASK}@", text)
     text = _SCHEME_CREDENTIAL.sub(lambda m: f"{m.group(1)} {MASK}", text)
     text = _XML_ELEMENT.sub(_mask_element, text)
     text = _QUOTED_PAIR.sub(_mask_pair, text)
     return _BARE_PAIR.sub(_mask_pair, text)
+
+
+#: An error line longer than this is cut: a 5 MB value echoed whole helps no one.
+MAX_ERROR_LINE = 1000
+
+
+def error_line(prefix: str, error: object) -> str:
+    """The one line a command prints for a user mistake: ``<prefix>: error: <message>``, with
+    every known secret and every secret-shaped value masked (as in the log), white space
+    (newlines included) collapsed, and cut to :data:`MAX_ERROR_LINE` characters."""
+    message = " ".join(redact(str(error)).split()) or type(error).__name__
+    line = f"{prefix}: error: {message}"
+    if len(line) > MAX_ERROR_LINE:
+        line = f"{line[:MAX_ERROR_LINE]}... ({len(line) - MAX_ERROR_LINE} more characters)"
+    return line
 
 
 class RedactingFilter(logging.Filter):

@@ -8,19 +8,21 @@ not to wait for it (answering ``RetryAfter`` instead).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
 
 
 class TokenBucket:
-    """``rate`` tokens a second, at most ``burst`` saved up. Thread-safe. A rate of 0 or less
-    means no limit."""
+    """``rate`` tokens a second, at most ``burst`` saved up. Thread-safe. A rate of 0 or less,
+    or an infinite one, means no limit."""
 
     def __init__(
         self, rate: float, burst: int, *, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.rate = rate
+        self._unlimited = not 0 < rate < math.inf
         self.burst = max(1, burst)
         self._clock = clock
         self._tokens = float(self.burst)
@@ -29,7 +31,7 @@ class TokenBucket:
 
     def reserve(self) -> float:
         """Take a token; the seconds to wait before using it (0 when one was there)."""
-        if self.rate <= 0:
+        if self._unlimited:
             return 0.0
         with self._lock:
             self._refill()
@@ -50,7 +52,7 @@ class TokenBucket:
 
     def give_back(self) -> None:
         """Return a token taken by a reservation that was not used."""
-        if self.rate <= 0:
+        if self._unlimited:
             return
         with self._lock:
             self._tokens = min(self.burst, self._tokens + 1)

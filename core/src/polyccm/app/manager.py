@@ -38,7 +38,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from types import FrameType
 
-from polyccm import cloudcalls
+from polyccm import cloudcalls, logredact
 from polyccm.app.options import ManagerOptions
 from polyccm.cloud import CloudProvider, ProviderContext
 from polyccm.controllers.base import Controller, ControllerContext
@@ -403,7 +403,7 @@ def run_manager(
                 client_ca_file=options.client_ca_file,
             )
         except certs.CertificateError as error:
-            print(f"polyccm: error: {error}", file=sys.stderr)
+            print(logredact.error_line("polyccm", error), file=sys.stderr)
             return 2
         auth = options.delegated_auth
         access = DelegatedAuth.connect(
@@ -431,8 +431,11 @@ def run_manager(
         except OSError as error:
             access.close()
             print(
-                f"polyccm: error: cannot serve on {options.bind_address}:{options.secure_port}: "
-                f"{error.strerror or error}",
+                logredact.error_line(
+                    "polyccm",
+                    f"cannot serve on {options.bind_address}:{options.secure_port}: "
+                    f"{error.strerror or error}",
+                ),
                 file=sys.stderr,
             )
             return 2

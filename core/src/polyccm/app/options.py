@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import functools
 import ipaddress
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,10 @@ CONTROLLER_ALIASES: dict[str, tuple[str, ...]] = {
     "service": ("service-lb-controller", "service-controller"),
     "route": ("node-route-controller", "route-controller"),
 }
+
+
+#: The longest lease a coordination.k8s.io Lease can state: ``leaseDurationSeconds`` is an int32.
+MAX_LEASE_SECONDS = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -380,14 +385,18 @@ def add_manager_flags(
         "--kubeconfig", metavar="FILE", help="kubeconfig file; in-cluster config when absent"
     )
     kube.add_argument(
-        "--master", metavar="URL", help="API server address, overriding the kubeconfig"
+        "--master",
+        type=flagtypes.server_url,
+        metavar="URL",
+        help="API server address (a URL or host:port), overriding the kubeconfig",
     )
     kube.add_argument(
         "--kube-api-qps",
-        type=_non_negative_float32,
+        type=_kube_api_qps,
         default=20.0,
         metavar="QPS",
-        help="queries per second to the API server (default 20)",
+        help="queries per second to the API server; negative or inf: no client-side limit, as "
+        "client-go (default 20)",
     )
     kube.add_argument(
         "--kube-api-burst",
@@ -480,11 +489,25 @@ def add_manager_flags(
     _add_logging_flags(parser)
 
 
-def _non_negative_float32(text: str) -> float:
+def _kube_api_qps(text: str) -> float:
+    """``--kube-api-qps``: a float32 as pflag reads it (so ``inf`` and ``nan`` parse). client-go
+    (rest/config.go, RESTClientFor) builds no rate limiter for a QPS that is not above zero once
+    0 is defaulted, and its token bucket never waits at an infinite rate: a negative QPS and
+    ``inf`` both mean "no client-side limit" there, and here (:func:`unlimited_qps`, warned
+    about at start). NaN is no rate at all: client-go only ends up unlimited because every
+    comparison with NaN is false, so it is refused."""
     value = flagtypes.float32(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    if math.isnan(value):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of queries per second (a negative value turns the "
+            "client-side limit off)"
+        )
     return value
+
+
+def unlimited_qps(qps: float) -> bool:
+    """Whether ``--kube-api-qps`` turns the client-side limit off (negative or infinite)."""
+    return qps < 0 or math.isinf(qps)
 
 
 def _add_serving_flags(parser: argparse.ArgumentParser) -> None:
@@ -766,6 +789,13 @@ def options_from_namespace(provider: str, ns: argparse.Namespace) -> ManagerOpti
     if ns.leader_elect_retry_period * 1.2 >= ns.leader_elect_renew_deadline:
         raise argparse.ArgumentTypeError(
             "--leader-elect-renew-deadline must be more than 1.2 times --leader-elect-retry-period"
+        )
+    if ns.leader_elect and ns.leader_elect_lease_duration > MAX_LEASE_SECONDS:
+        # client-go v0.35.4 tools/leaderelection/resourcelock/leaselock.go:150 converts the
+        # whole seconds to the Lease's int32 leaseDurationSeconds, where a longer one wraps.
+        raise argparse.ArgumentTypeError(
+            f"--leader-elect-lease-duration is longer than a Lease holds ({MAX_LEASE_SECONDS}s, "
+            "about 68 years: leaseDurationSeconds is an int32)"
         )
     if ns.leader_elect and ns.leader_elect_resource_lock != "leases":
         raise argparse.ArgumentTypeError('--leader-elect-resource-lock must be "leases"')

@@ -23,13 +23,16 @@ import datetime
 import ipaddress
 import logging
 import os
+import re
 import ssl
 import tempfile
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from polyccm.serving import PAIR_NAME, tls
@@ -40,6 +43,9 @@ HOST = "localhost"
 """The name a generated certificate is made for (upstream's ``publicAddress``)."""
 VALID_FOR = datetime.timedelta(days=365)
 BACKDATED = datetime.timedelta(hours=1)
+
+
+PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey
 
 
 class CertificateError(Exception):
@@ -69,10 +75,126 @@ def server_context(
     return context
 
 
+def check_files(
+    cert_file: str | None, key_file: str | None, client_ca_file: str | None = None
+) -> list[str]:
+    """Check ``--tls-cert-file`` and ``--tls-private-key-file`` (when given) as upstream's
+    apiserver checks them when it loads them at start (dynamiccertificates'
+    ``loadCertKeyPair``: both readable and not empty, then Go's ``tls.X509KeyPair``: PEM
+    certificates and a PEM private key that matches the first), and ``--client-ca-file``;
+    :class:`CertificateError` naming the file at fault and why, in one line.
+
+    Returns warnings: a certificate outside its validity is served all the same, as upstream
+    serves it (a client that verifies refuses it; a probe that does not still gets answers)."""
+    warnings: list[str] = []
+    if cert_file and key_file:
+        certificate = _certificate_in(cert_file)
+        key = _private_key_in(key_file)
+        if _public_der(certificate.public_key()) != _public_der(key.public_key()):
+            raise CertificateError(
+                f"--tls-private-key-file {key_file} does not match the certificate in "
+                f"--tls-cert-file {cert_file} (its public key is another one)"
+            )
+        now = datetime.datetime.now(datetime.UTC)
+        if now >= certificate.not_valid_after_utc:
+            warnings.append(
+                f"--tls-cert-file {cert_file}: the certificate expired on "
+                f"{certificate.not_valid_after_utc:%Y-%m-%d %H:%M}Z; served all the same, as "
+                "upstream does, but a client that verifies it refuses it"
+            )
+        elif now < certificate.not_valid_before_utc:
+            warnings.append(
+                f"--tls-cert-file {cert_file}: the certificate is not valid before "
+                f"{certificate.not_valid_before_utc:%Y-%m-%d %H:%M}Z; served all the same, as "
+                "upstream does, but a client that verifies it refuses it"
+            )
+    if client_ca_file:
+        _trust_client_certificates(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), client_ca_file)
+    return warnings
+
+
+#: More than any certificate chain or key: a bigger file (``/dev/zero``) is no certificate.
+MAX_FILE_BYTES = 1 << 20
+_PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----\r?\n.*?-----END \1-----", re.DOTALL)
+
+
+def _read(flag: str, path: str) -> tuple[bytes, list[str]]:
+    """The bytes of ``path`` and the types of its PEM blocks (``CERTIFICATE``...)."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
+    except OSError as error:
+        raise CertificateError(f"cannot read {flag} {path}: {_reason(error)}") from None
+    if not data.strip():
+        raise CertificateError(f"{flag} {path} is empty")
+    if len(data) > MAX_FILE_BYTES:
+        raise CertificateError(f"{flag} {path} is larger than 1 MiB: no certificate or key is")
+    kinds = [match.group(1).decode() for match in _PEM_BLOCK.finditer(data)]
+    return data, kinds
+
+
+def _certificate_in(path: str) -> x509.Certificate:
+    """The first certificate of ``--tls-cert-file`` (the serving one), every one checked."""
+    data, kinds = _read("--tls-cert-file", path)
+    if "CERTIFICATE" not in kinds:
+        if any(kind.endswith("PRIVATE KEY") for kind in kinds):
+            raise CertificateError(f"--tls-cert-file {path} holds a private key, not a certificate")
+        raise CertificateError(f"--tls-cert-file {path} holds no PEM certificate")
+    blocks = [m.group(0) for m in _PEM_BLOCK.finditer(data) if m.group(1) == b"CERTIFICATE"]
+    certificates = []
+    for number, block in enumerate(blocks, 1):
+        try:
+            certificates.append(x509.load_pem_x509_certificate(block))
+        except ValueError as error:
+            raise CertificateError(
+                f"--tls-cert-file {path}: certificate {number} is not a valid X.509 "
+                f"certificate ({_reason(error)})"
+            ) from None
+    return certificates[0]
+
+
+def _private_key_in(path: str) -> PrivateKey:
+    """The private key of ``--tls-private-key-file``: the first PEM block whose type ends in
+    ``PRIVATE KEY``, as Go's ``tls.X509KeyPair`` takes it."""
+    data, kinds = _read("--tls-private-key-file", path)
+    blocks = [m.group(0) for m in _PEM_BLOCK.finditer(data) if m.group(1).endswith(b"PRIVATE KEY")]
+    if not blocks:
+        if "CERTIFICATE" in kinds:
+            raise CertificateError(
+                f"--tls-private-key-file {path} holds a certificate, not a PEM private key"
+            )
+        raise CertificateError(f"--tls-private-key-file {path} holds no PEM private key")
+    try:
+        key = serialization.load_pem_private_key(blocks[0], password=None)
+    except TypeError:
+        raise CertificateError(
+            f"--tls-private-key-file {path} is encrypted: give the key without a passphrase"
+        ) from None
+    except (ValueError, UnsupportedAlgorithm) as error:
+        raise CertificateError(
+            f"--tls-private-key-file {path} is not a valid private key ({_reason(error)})"
+        ) from None
+    if not isinstance(
+        key, (rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey, ed25519.Ed25519PrivateKey)
+    ):
+        raise CertificateError(
+            f"--tls-private-key-file {path}: a {type(key).__name__} cannot serve TLS (RSA, ECDSA "
+            "or Ed25519, as Go)"
+        )
+    return key
+
+
+def _public_der(key: CertificatePublicKeyTypes) -> bytes:
+    return key.public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
 def _serving_context(
     cert_file: str | None, key_file: str | None, cert_dir: str, bind_address: str
 ) -> ssl.SSLContext:
     if cert_file and key_file:
+        check_files(cert_file, key_file)
         try:
             return _context(cert_file, key_file)
         except (OSError, ssl.SSLError) as error:

@@ -147,18 +147,19 @@ def read_config(
     api_key = pick(("METAL_API_KEY", "PACKET_AUTH_TOKEN"), "apiKey")
     if not api_key:
         raise ConfigError("METAL_API_KEY (or PACKET_AUTH_TOKEN, or apiKey) is required")
+    # Both secrets are known before any other setting is read: an error about another one
+    # that echoes its value (a secret pasted in the wrong variable) is masked.
     logredact.add_secret(api_key)
+    bgp_pass = pick(("METAL_BGP_PASS",), "bgpPass")
+    logredact.add_secret(bgp_pass)
     project_id = pick(("METAL_PROJECT_ID",), "projectID", "projectId")
     if not project_id:
         raise ConfigError("METAL_PROJECT_ID (or projectID) is required")
-    bgp_pass = pick(("METAL_BGP_PASS",), "bgpPass")
-    if bgp_pass:
-        logredact.add_secret(bgp_pass)
-        if not _MD5_PASSWORD.match(bgp_pass):  # Metal refuses any other; the value stays out
-            raise ConfigError(
-                "METAL_BGP_PASS must be 10 to 20 letters and digits, with an upper-case letter, "
-                "a lower-case letter and a digit (Metal's rule for BGP MD5 passwords)"
-            )
+    if bgp_pass and not _MD5_PASSWORD.match(bgp_pass):  # Metal refuses any other; not echoed
+        raise ConfigError(
+            "METAL_BGP_PASS must be 10 to 20 letters and digits, with an upper-case letter, "
+            "a lower-case letter and a digit (Metal's rule for BGP MD5 passwords)"
+        )
     asn_text = pick(("METAL_LOCAL_ASN",), "localASN")
     local_asn = DEFAULT_LOCAL_ASN
     if asn_text:
