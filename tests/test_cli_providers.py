@@ -14,14 +14,27 @@ def polyccm(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([command, *args], capture_output=True, text=True, timeout=60)
 
 
-def test_malformed_aws_cloud_config_names_file_and_line(tmp_path: Path) -> None:
+def test_a_misspelt_aws_cloud_config_key_is_warned_about_naming_file_and_line(
+    tmp_path: Path,
+) -> None:
+    # Upstream reads cloud.conf with gcfg.FatalOnly (cloud-provider-aws v1.35.0
+    # pkg/providers/v1/aws.go:539): an unknown key does not stop the start. polyccm says so.
     config = tmp_path / "cloud.conf"
     config.write_text("[Global]\nZone = us-east-1a\nRegoin = us-east-1\n")
     result = polyccm("--provider=aws", f"--cloud-config={config}", "--kubeconfig=/nonexistent")
+    warning, error = result.stderr.splitlines()
+    assert f"{config}:3:" in warning and "Regoin" in warning and "ignored" in warning
+    assert result.returncode == 2 and str(config) not in error  # it went on past the config
+    assert "Traceback" not in result.stderr
+
+
+def test_a_malformed_aws_cloud_config_value_names_file_and_line(tmp_path: Path) -> None:
+    config = tmp_path / "cloud.conf"
+    config.write_text("[Global]\nZone = us-east-1a\nDisableSecurityGroupIngress = maybe\n")
+    result = polyccm("--provider=aws", f"--cloud-config={config}", "--kubeconfig=/nonexistent")
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1, result.stderr
-    assert f"{config}:3:" in result.stderr
-    assert "Regoin" in result.stderr
+    assert f"{config}:3:" in result.stderr and "'maybe' is not a boolean" in result.stderr
     assert "Traceback" not in result.stderr
 
 
