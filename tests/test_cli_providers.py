@@ -3,15 +3,20 @@ line naming the file and line, exit status 2, before anything connects anywhere.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 
-def polyccm(*args: str) -> subprocess.CompletedProcess[str]:
+
+def polyccm(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     command = shutil.which("polyccm")
     assert command, "the polyccm entry point is installed in the workspace environment"
-    return subprocess.run([command, *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [command, *args], capture_output=True, text=True, timeout=60, env={**os.environ, **env}
+    )
 
 
 def test_a_misspelt_aws_cloud_config_key_is_warned_about_naming_file_and_line(
@@ -51,3 +56,20 @@ def test_unknown_provider_lists_the_four_installed_ones() -> None:
     result = polyccm("--provider", "nosuch")
     assert result.returncode == 2
     assert "installed providers: aws, digitalocean, gce, packet" in result.stderr
+
+
+DO_TOKEN = "dop_v1_" + "ab12" * 16
+
+
+@pytest.mark.parametrize("command", ["plan", "orphans"])
+@pytest.mark.parametrize(
+    "setting", ["DO_OVERRIDE_URL", "DEFAULT_LB_TYPE"], ids=["in-a-url", "in-another-setting"]
+)
+def test_an_operator_commands_error_masks_a_secret_it_echoes(command: str, setting: str) -> None:
+    """The operator commands print their one line through the same redaction as the manager's
+    errors and log: the token, pasted into another setting, is not echoed with that setting."""
+    env = {"DO_ACCESS_TOKEN": DO_TOKEN, "REGION": "nyc3", setting: f"x{DO_TOKEN}"}
+    result = polyccm(command, "--provider=digitalocean", "--kubeconfig=/nonexistent", **env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and setting in result.stderr, result.stderr
+    assert DO_TOKEN not in result.stderr and "ab12ab12" not in result.stderr

@@ -31,7 +31,7 @@ from typing import Any, TextIO
 import pluggy
 import urllib3
 
-from polyccm import cloudcalls, inputs, plugins
+from polyccm import cloudcalls, inputs, logredact, plugins
 from polyccm.app.options import ManagerOptions
 from polyccm.cli import (
     PROG,
@@ -97,7 +97,7 @@ def run(command: str, argv: Sequence[str], manager: pluggy.PluginManager) -> int
     try:
         return runners[command](argv, manager)
     except (UsageError, ConfigError, plugins.PluginError, KubeconfigError) as error:
-        print(f"{PROG} {command}: error: {error}", file=sys.stderr)
+        print(logredact.error_line(f"{PROG} {command}", error), file=sys.stderr)
         return USAGE_ERROR
     except (
         ApiError,
@@ -108,7 +108,7 @@ def run(command: str, argv: Sequence[str], manager: pluggy.PluginManager) -> int
         OSError,
     ) as error:
         log.debug("%s failed", command, exc_info=True)
-        print(f"{PROG} {command}: error: {_one_line(error)}", file=sys.stderr)
+        print(logredact.error_line(f"{PROG} {command}", error), file=sys.stderr)
         return USAGE_ERROR
 
 
