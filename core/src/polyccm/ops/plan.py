@@ -145,7 +145,7 @@ def make_plan(
                 )
             balancers = _services(options.cluster_name, balancer, planner, nodes, services)
     routes: list[RouteChange] = []
-    if "route" in selected and options.configure_cloud_routes:
+    if options.route_controller_on:
         cloud_routes = provider.routes()
         if cloud_routes is None:
             not_planned.append("route: the provider offers no Routes")
