@@ -190,8 +190,8 @@ def test_the_plan_is_what_the_controller_writes(
 def test_a_cloud_that_asks_to_wait_is_planned_as_a_wait_without_a_warning(
     kube_api: KubeApi, control_plane: ControlPlane, start_manager: Any
 ) -> None:
-    # RetryAfter (polyccm.errors) asks for the fixed delay and no failure: the controller asks
-    # again after it without a FailedToInitialize event, so the plan must not predict one.
+    # A RetryAfter from instances_metadata brings the node back after the delay "with no
+    # Warning event" (core/CONTRACT.md, the errors table), so the plan must not predict one.
     cloud = FakeCloud()
     cloud.add_instance("agree-throttled")
     make_node(kube_api, "agree-throttled")
