@@ -139,6 +139,154 @@ def test_failed_deletion_keeps_the_finalizer_until_the_cloud_succeeds(
     assert fake_cloud.balancer_for(f"{namespace}/sticky") is None
 
 
+def take_the_finalizer_off(api: KubeApi, namespace: str, name: str) -> Service:
+    """Remove our finalizer as someone else would (a user, a script): the service is then
+    deleted at once, and only the controller's memory of it leads to its load balancer."""
+    api.patch(SERVICES, name, {"metadata": {"finalizers": None}}, namespace)
+    current = service(api, namespace, name)
+    assert current is not None and FINALIZER not in current.finalizers
+    return current
+
+
+def test_a_service_deleted_without_our_finalizer_has_its_load_balancer_deleted_on_retry(
+    kube_api: KubeApi,
+    namespace: str,
+    fake_cloud: FakeCloud,
+    start_manager: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Upstream keeps the service it synced in its cache and drops it only after
+    # EnsureLoadBalancerDeleted succeeded (processServiceDeletion,
+    # controllers/service/controller.go:903-917@v0.35.4); a failed delete is retried with
+    # backoff (:302-303). Before, the pending cleanup was taken before the cloud call: once
+    # the first delete failed, the retry found nothing to do and the load balancer leaked.
+    monkeypatch.setattr(service_controller, "MIN_RETRY_DELAY", 0.2)  # 0.2, 0.4 s
+    kept = keep_the_service_controller(monkeypatch)
+    make_service(kube_api, namespace, "unguarded")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "unguarded"), what="the load balancer")
+    take_the_finalizer_off(kube_api, namespace, "unguarded")
+    fake_cloud.fail("ensure_load_balancer_deleted", RuntimeError("cloud is down"), times=2)
+    kube_api.delete(SERVICES, "unguarded", namespace)
+    assert service(kube_api, namespace, "unguarded") is None, "no finalizer: gone at once"
+
+    wait_for(
+        lambda: not fake_cloud.load_balancers,
+        timeout=10,
+        what="the load balancer deleted by a retry, not leaked",
+    )
+    assert fake_cloud.count("ensure_load_balancer_deleted") == 3, "two failed, then one more"
+    assert stays(lambda: fake_cloud.count("ensure_load_balancer_deleted") == 3, 1.0), (
+        "no more deletes once one succeeded"
+    )
+    wait_for(
+        lambda: (
+            {"DeleteLoadBalancerFailed", "DeletedLoadBalancer"}
+            <= reasons_for(kube_api, namespace, "unguarded")
+        ),
+        what="the failures and the final deletion told in events",
+    )
+    assert not state_left(kept[0]), "nothing kept once the load balancer is deleted"
+
+
+def test_a_service_recreated_before_the_old_cleanup_ran_gets_the_old_load_balancer_deleted(
+    kube_api: KubeApi,
+    namespace: str,
+    fake_cloud: FakeCloud,
+    start_manager: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Upstream: a cached service of another UID than the one now synced means it was deleted
+    # and created again before its deletion was handled; its load balancer (named from the old
+    # UID) is deleted before the new service is synced (processServiceCreateOrUpdate,
+    # controllers/service/controller.go:328-336@v0.35.4). Before, the pending cleanup of the
+    # old service was dropped when the name was found again, and its load balancer leaked.
+    kept = keep_the_service_controller(monkeypatch)
+    release = threading.Event()
+
+    def hold_the_blocker(subjects: tuple[str, ...]) -> None:
+        if subjects[0] == f"{namespace}/blocker":
+            release.wait(30)
+
+    fake_cloud.observe("ensure_load_balancer", hold_the_blocker)
+    make_service(kube_api, namespace, "reborn")
+    start_manager(fake_cloud, concurrent_service_syncs=1)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "reborn"), what="the first load balancer")
+    old = take_the_finalizer_off(kube_api, namespace, "reborn")
+    old_name = fake_cloud.get_load_balancer_name("kubernetes", old)
+    assert old_name in fake_cloud.load_balancers
+
+    try:
+        make_service(kube_api, namespace, "blocker")  # the only worker is now busy with it
+        wait_for(lambda: fake_cloud.count("ensure_load_balancer") == 2, what="a busy worker")
+        kube_api.delete(SERVICES, "reborn", namespace)
+        make_service(
+            kube_api,
+            namespace,
+            "reborn",
+            lambda s: s["spec"]["ports"][0].update(port=8443, name="https"),
+        )
+        new = service(kube_api, namespace, "reborn")
+        assert new is not None and new.uid != old.uid
+        (controller,) = kept
+
+        def cached_uid() -> str:
+            cached = controller.context.services.get(f"{namespace}/reborn")
+            return Service(cached).uid if cached is not None else ""
+
+        wait_for(
+            lambda: cached_uid() == new.uid,
+            what="the controller to see the new service before any worker is free",
+        )
+    finally:
+        release.set()
+
+    new_name = fake_cloud.get_load_balancer_name("kubernetes", new)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "reborn"), what="the new load balancer")
+    wait_for(lambda: old_name not in fake_cloud.load_balancers, what="the old one deleted")
+    assert fake_cloud.load_balancers[new_name].ports == (8443,)
+    assert sorted(b.service_key for b in fake_cloud.load_balancers.values()) == [
+        f"{namespace}/blocker",
+        f"{namespace}/reborn",
+    ], "one load balancer per service"
+
+
+def test_a_finalizer_taken_off_by_someone_else_during_the_deletion_leaves_no_state(
+    kube_api: KubeApi,
+    namespace: str,
+    fake_cloud: FakeCloud,
+    start_manager: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Upstream forgets a service once its load balancer is deleted (processServiceCreateOrUpdate
+    # :345-348, processServiceDeletion :903-917, controllers/service/controller.go@v0.35.4),
+    # whoever removed the finalizer. Before, a removal of our finalizer that found the service
+    # already gone left the record waiting for a DELETED event that had come already: one
+    # record kept for good, which would also have taken the next same-named service's DELETED
+    # event for ours and skipped its cleanup.
+    kept = keep_the_service_controller(monkeypatch)
+    make_service(kube_api, namespace, "raced")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "raced"), what="the load balancer")
+    (controller,) = kept
+    seen = threading.Event()
+    # Handlers run in the order added: this one runs after the controller's own.
+    controller.context.services.add_handler(
+        on_delete=lambda obj: seen.set() if obj["metadata"]["name"] == "raced" else None
+    )
+
+    def someone_else_finishes_first(_subjects: tuple[str, ...]) -> None:
+        if not seen.is_set():  # the first delete only
+            kube_api.patch(SERVICES, "raced", {"metadata": {"finalizers": None}}, namespace)
+            assert seen.wait(10), "the controller saw the service deleted"
+
+    fake_cloud.observe("ensure_load_balancer_deleted", someone_else_finishes_first)
+    kube_api.delete(SERVICES, "raced", namespace)
+    wait_for(seen.is_set, what="the service gone during the cloud delete")
+    wait_for(lambda: not fake_cloud.load_balancers, what="the load balancer deleted")
+    assert not state_left(controller), "state kept for a service deleted and cleaned up"
+
+
 def test_changing_type_away_from_load_balancer_cleans_up(
     kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
 ) -> None:
@@ -546,6 +694,21 @@ def test_lost_leadership_during_an_ensure_is_no_failure_on_the_service(
     ), "an ensure cut short by lost leadership is left to the next leader, not reported"
 
 
+def keep_the_service_controller(monkeypatch: pytest.MonkeyPatch) -> list[ServiceController]:
+    """The service controllers the next manager makes, as they are made (to look at their
+    cache and at what they remember)."""
+    made: list[ServiceController] = []
+
+    def service_controller_kept(context: ControllerContext) -> ServiceController:
+        balancer = context.provider.load_balancer()
+        assert balancer is not None
+        made.append(ServiceController(context, balancer))
+        return made[-1]
+
+    monkeypatch.setitem(manager_module.CONTROLLERS, "service", service_controller_kept)
+    return made
+
+
 def state_left(controller: ServiceController, timeout: float = 10.0) -> frozenset[str]:
     """The services the controller still holds state for once its last work is done (it may
     finish the last deletions a moment after the API server)."""
@@ -569,15 +732,7 @@ def test_services_created_and_deleted_leave_no_state_in_the_controller(
     # services that came and went: 200 of them, by the three ways a service goes. (Before one
     # record per service, a per-service lock stayed for each service changed to ClusterIP or
     # deleted before its first sync: 116 of these 200.)
-    made: list[ServiceController] = []
-
-    def service_controller_kept(context: ControllerContext) -> ServiceController:
-        balancer = context.provider.load_balancer()
-        assert balancer is not None
-        made.append(ServiceController(context, balancer))
-        return made[-1]
-
-    monkeypatch.setitem(manager_module.CONTROLLERS, "service", service_controller_kept)
+    made = keep_the_service_controller(monkeypatch)
     workers = 4
     release = threading.Event()
 

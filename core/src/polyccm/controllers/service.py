@@ -50,6 +50,15 @@ of type LoadBalancer), when the DELETED event of a service whose deletion we fin
 when a sync finds the service gone or not ours. A record whose lock is held is never dropped, so
 two threads never hold two locks for one service. A controller serves one leadership term: the
 next term's controller starts with no records.
+
+A service deleted without our finalizer (someone else removed it) leaves only the record to
+find its load balancer: the deleted service stays in the record, by UID, until the cloud has
+deleted its load balancer; a failed delete is retried with the same backoff as a failed ensure,
+as upstream drops its cached service only after a successful delete. A service created again
+under the same name before that cleanup ran is a new service (a new UID, so a new load
+balancer name): its sync first deletes the old one's load balancer, as upstream does for a
+cached service of another UID. A watch that missed the DELETED event and sees one service
+replace the other as an update counts as the same deletion.
 """
 
 from __future__ import annotations
@@ -199,8 +208,9 @@ class ServiceRecord:
     written: dict[str, str] = field(default_factory=dict)
     """Annotations we wrote onto the service (the provider's ``service_annotations``): their
     update events are ours, not the user's."""
-    deleted: JsonObject | None = None
-    """The service as last seen, deleted with a load balancer to clean up."""
+    deleted: dict[str, JsonObject] = field(default_factory=dict)
+    """Services of this name deleted with a load balancer to clean up, as last seen, by UID:
+    each stays until the cloud has deleted its load balancer."""
     finalised: bool = False
     """We finished the service's deletion by removing the finalizer: its DELETED event needs
     no second cleanup."""
@@ -211,7 +221,7 @@ class ServiceRecord:
             self.holders == 0
             and self.applied is None
             and not self.written
-            and self.deleted is None
+            and not self.deleted
             and not self.finalised
         )
 
@@ -294,10 +304,14 @@ class ServiceController(Controller):
 
     def _on_update(self, old: JsonObject, new: JsonObject) -> None:
         service = Service(new)
+        previous = Service(old)
+        if previous.uid != service.uid:
+            # A relist after a missed DELETED event: the old service is gone all the same.
+            self._on_delete(old)
         with self._lock:
             record = self._records.get(service.key)
             written = dict(record.written) if record is not None and record.written else None
-        if needs_sync(Service(old), service, written=written):
+        if needs_sync(previous, service, written=written):
             self.queue.add(service.key)
 
     def _on_delete(self, obj: JsonObject) -> None:
@@ -322,7 +336,7 @@ class ServiceController(Controller):
                 return
             if record is None:
                 record = self._records[key] = ServiceRecord()
-            record.deleted = obj
+            record.deleted[service.uid] = obj
         self.queue.add(key)
 
     def _on_node_update(self, old: JsonObject, new: JsonObject) -> None:
@@ -338,13 +352,20 @@ class ServiceController(Controller):
 
     def _sync(self, key: str, record: ServiceRecord) -> None:
         raw = self.context.services.get(key)
-        with self._lock:  # taken either way: a service present (again) is synced as it is now
-            gone, record.deleted = record.deleted, None
-        if raw is None:
-            if gone is not None:
-                self._delete_balancer(Service(gone), record, remove_finalizer=False)
+        service = Service(raw) if raw is not None else None
+        with self._lock:
+            if service is not None:  # present after all: synced as it is now
+                record.deleted.pop(service.uid, None)
+            gone = list(record.deleted.items())
+        # Deleted services' load balancers first, the one of a service created again under
+        # this name included: each is forgotten only once the cloud deleted it, so a failure
+        # is retried (with backoff) and the service present is synced after.
+        for uid, obj in gone:
+            self._delete_balancer(Service(obj), record, remove_finalizer=False)
+            with self._lock:
+                record.deleted.pop(uid, None)
+        if service is None:
             return
-        service = Service(raw)
         if needs_cleanup(service):
             self._delete_balancer(service, record, remove_finalizer=True)
         elif wants_load_balancer(service) and service.deletion_timestamp is None:
@@ -417,12 +438,15 @@ class ServiceController(Controller):
         if service.deletion_timestamp is not None:
             with self._lock:
                 record.finalised = True
+        removed = False
         try:
-            self._remove_finalizer(service)
-        except Exception:
-            with self._lock:
-                record.finalised = False
-            raise
+            removed = self._remove_finalizer(service)
+        finally:
+            if not removed:
+                # Not our write (the service or its finalizer already gone): its DELETED event,
+                # if still to come, is handled as anyone's, and the record is not kept for it.
+                with self._lock:
+                    record.finalised = False
 
     # -- writes -------------------------------------------------------------------------
 
@@ -438,14 +462,18 @@ class ServiceController(Controller):
 
         return self._patch_guarded(service, add) or service
 
-    def _remove_finalizer(self, service: Service) -> None:
+    def _remove_finalizer(self, service: Service) -> bool:
+        """Take the finalizer off; whether this call did (not when it was already off or the
+        service is gone)."""
+
         def remove(current: Service) -> JsonObject | None:
             if FINALIZER not in current.finalizers:
                 return None
             return {"finalizers": [f for f in current.finalizers if f != FINALIZER] or None}
 
-        if FINALIZER in service.finalizers:
-            self._patch_guarded(service, remove)
+        if FINALIZER not in service.finalizers:
+            return False
+        return self._patch_guarded(service, remove) is not None
 
     def _write_annotations(
         self, service: Service, record: ServiceRecord, wanted: Mapping[str, str]
