@@ -20,9 +20,9 @@ from polyccm.app.options import CONTROLLER_ALIASES, ManagerOptions
 from polyccm.cloud import CloudProvider, InstanceMetadata, InstancesV2, LoadBalancer
 from polyccm.controllers import nodeinfo, nodelifecycle
 from polyccm.controllers.route import plan_routes
-from polyccm.controllers.service import backend_set, needs_cleanup, wants_load_balancer
+from polyccm.controllers.service import backend_set, needs_cleanup
 from polyccm.errors import CloudError, ImplementedElsewhere, LeadershipLost
-from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
+from polyccm.objects import UNINITIALIZED_TAINT, Node, Service, wants_load_balancer
 from polyccm.ops.contract import (
     DELETE,
     FAIL,
