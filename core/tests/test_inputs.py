@@ -76,8 +76,9 @@ def test_a_byte_order_mark_is_dropped(tmp_path: Path) -> None:
         ("a: 1\nb: 2\na: 3\n", "s:3: duplicate key 'a'"),
         ("? [a]\n: b\n", "s:1: found a key that is not a string"),
         ("kind: [", "s:1: did not find expected node content"),
+        ("port: " + "8" * 5000, "s: a number has more than 4300 digits"),
     ],
-    ids=["deep-flow", "deep-101", "deep-block", "key-twice", "list-key", "unclosed"],
+    ids=["deep-flow", "deep-101", "deep-block", "key-twice", "list-key", "unclosed", "digits"],
 )
 def test_yaml_that_cannot_be_a_document_is_one_line(text: str, message: str) -> None:
     assert refusal(inputs.load_yaml_documents, text, "s") == message
@@ -92,8 +93,9 @@ def test_yaml_that_cannot_be_a_document_is_one_line(text: str, message: str) -> 
         ('{"a": 1} {"b": 2}', "s: not JSON: more than one value"),
         ("", "s: not JSON: nothing"),
         ('{"a": ', "s:1: not JSON: Expecting value"),
+        ('{"localASN": ' + "6" * 5000 + "}", "s: a number has more than 4300 digits"),
     ],
-    ids=["deep", "key-twice", "infinity", "two-values", "empty", "unclosed"],
+    ids=["deep", "key-twice", "infinity", "two-values", "empty", "unclosed", "digits"],
 )
 def test_json_that_cannot_be_a_value_is_one_line(text: str, message: str) -> None:
     assert refusal(inputs.load_json, text, "s") == message

@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import itertools
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from polyccm.app import manager as manager_module
 from polyccm.controllers import service as service_controller
-from polyccm.controllers.service import EXCLUDE_LABEL, needs_sync
+from polyccm.controllers.base import ControllerContext
+from polyccm.controllers.service import EXCLUDE_LABEL, ServiceController, needs_sync
 from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec, LeadershipLost, RetryAfter
 from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi
 from polyccm.objects import Service
@@ -540,6 +544,117 @@ def test_lost_leadership_during_an_ensure_is_no_failure_on_the_service(
         lambda: "SyncLoadBalancerFailed" not in reasons_for(kube_api, namespace, "handed-over"),
         2.0,
     ), "an ensure cut short by lost leadership is left to the next leader, not reported"
+
+
+def state_left(controller: ServiceController, timeout: float = 10.0) -> frozenset[str]:
+    """The services the controller still holds state for once its last work is done (it may
+    finish the last deletions a moment after the API server)."""
+    deadline = time.monotonic() + timeout
+    while (left := controller.tracked_services()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+def test_services_created_and_deleted_leave_no_state_in_the_controller(
+    kube_api: KubeApi,
+    namespace: str,
+    fake_cloud: FakeCloud,
+    start_manager: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Upstream keeps a service's state from its first sync until its load balancer is deleted
+    # (processServiceCreateOrUpdate: getOrCreate, then delete after deleteLoadBalancer,
+    # controllers/service/controller.go:328-348@v0.35.4) or its deletion is handled
+    # (processServiceDeletion, :903-917). A long-running controller must not grow with the
+    # services that came and went: 200 of them, by the three ways a service goes. (Before one
+    # record per service, a per-service lock stayed for each service changed to ClusterIP or
+    # deleted before its first sync: 116 of these 200.)
+    made: list[ServiceController] = []
+
+    def service_controller_kept(context: ControllerContext) -> ServiceController:
+        balancer = context.provider.load_balancer()
+        assert balancer is not None
+        made.append(ServiceController(context, balancer))
+        return made[-1]
+
+    monkeypatch.setitem(manager_module.CONTROLLERS, "service", service_controller_kept)
+    workers = 4
+    release = threading.Event()
+
+    def hold_blockers(subjects: tuple[str, ...]) -> None:
+        if subjects[0].startswith(f"{namespace}/blocker-"):
+            release.wait(30)
+
+    fake_cloud.observe("ensure_load_balancer", hold_blockers)
+    initialised_nodes(kube_api, fake_cloud, "keep-1")
+    start_manager(fake_cloud, concurrent_service_syncs=workers)
+    (controller,) = made
+    pool = ThreadPoolExecutor(8)
+
+    def create(names: list[str]) -> None:
+        list(pool.map(lambda name: make_service(kube_api, namespace, name), names))
+
+    def delete(names: list[str]) -> None:
+        list(pool.map(lambda name: kube_api.delete(SERVICES, name, namespace), names))
+
+    def all_served(names: list[str]) -> bool:
+        return all(ingress_ip(kube_api, namespace, n) for n in names)
+
+    def all_gone(names: list[str]) -> bool:
+        return all(service(kube_api, namespace, n) is None for n in names)
+
+    # 40 deleted before any worker got to them: every worker is busy with a blocker.
+    blockers = [f"blocker-{i}" for i in range(workers)]
+    create(blockers)
+    wait_for(lambda: fake_cloud.count("ensure_load_balancer") == workers, what="busy workers")
+    fleeting = [f"fleeting-{i}" for i in range(40)]
+    create(fleeting)
+    wait_for(lambda: len(controller.queue) == len(fleeting), what="the new services queued")
+    delete(fleeting)
+    wait_for(
+        lambda: all(controller.context.services.get(f"{namespace}/{n}") is None for n in fleeting),
+        what="their deletion seen before any worker was free",
+    )
+    release.set()
+    # 80 served then deleted; 76 served, changed to ClusterIP (their load balancer deleted),
+    # then deleted.
+    deleted = [f"deleted-{i}" for i in range(80)]
+    demoted = [f"demoted-{i}" for i in range(76)]
+    create(deleted + demoted)
+    wait_for(lambda: all_served(blockers + deleted + demoted), timeout=60, what="all served")
+    list(
+        pool.map(
+            lambda name: kube_api.patch(SERVICES, name, {"spec": {"type": "ClusterIP"}}, namespace),
+            demoted,
+        )
+    )
+    wait_for(
+        lambda: all(FINALIZER not in service(kube_api, namespace, n).finalizers for n in demoted),  # type: ignore[union-attr]
+        timeout=60,
+        what="the demoted services' load balancers deleted",
+    )
+    delete(blockers + deleted + demoted)
+    wait_for(lambda: all_gone(blockers + deleted + demoted), timeout=60, what="all deleted")
+    assert not fake_cloud.load_balancers
+
+    left = state_left(controller)
+    assert not left, f"state kept for {len(left)} of 200 deleted services, e.g. {sorted(left)[:3]}"
+
+    # The same names again: each is a new service, ensured from scratch, then gone again.
+    again = [deleted[0], demoted[0], fleeting[0]]
+    create(again)
+    wait_for(lambda: all_served(again), what="the re-created services served")
+    for name in again:
+        current = service(kube_api, namespace, name)
+        balancer = fake_cloud.balancer_for(f"{namespace}/{name}")
+        assert current is not None and balancer is not None
+        assert FINALIZER in current.finalizers
+        assert balancer.name == "a" + current.uid.replace("-", "")[:31], "a new load balancer"
+    assert controller.tracked_services() == {f"{namespace}/{n}" for n in again}
+    delete(again)
+    wait_for(lambda: all_gone(again), what="the re-created services deleted")
+    assert not state_left(controller), "state kept for the re-created services once deleted"
+    pool.shutdown()
 
 
 # -- annotations the provider asks for (LoadBalancerStatus.service_annotations) ---------------

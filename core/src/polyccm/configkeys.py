@@ -7,6 +7,10 @@ cannot pass unnoticed, it says so: one warning line per key or section, naming t
 line when known, the section and the key, and never the value (it may be a secret).
 
 Every provider goes through :func:`warn_unknown_keys`, whatever its file's syntax.
+
+gcfg also reads a section given twice as one section, and a single-valued key given twice by
+setting it twice: the last value wins, without a word. polyccm reads them the same way and says
+so (:func:`warn_repeated`), naming both lines, never the values.
 """
 
 from __future__ import annotations
@@ -56,3 +60,25 @@ def warn_unknown_keys(
         else:
             log.warning("%s: unknown %s %r%s is ignored", where, what, name, inside)
     return unknown
+
+
+def warn_repeated(
+    path: str, section: str, repeated: Iterable[tuple[str, int, int]], *, what: str = "key"
+) -> None:
+    """Warn about each ``(name as written, first line, line)`` of ``repeated``: a key given
+    again in ``section`` (its last value is the one used) or, with ``what="section"``, a
+    section header given again (its keys are read as one section's)."""
+    for name, first, line in repeated:
+        if what == "section":
+            log.warning(
+                "%s:%d: section %s is given again (first on line %d): its keys are read as "
+                "those of one section, as upstream's gcfg reads them",
+                path, line, name, first,
+            )  # fmt: skip
+        else:
+            inside = f" in {section}" if section else ""
+            log.warning(
+                "%s:%d: %s %r%s is given again (first on line %d): the last value is used, as "
+                "upstream's gcfg uses it",
+                path, line, what, name, inside, first,
+            )  # fmt: skip

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -162,6 +163,8 @@ def load_yaml_documents(text: str, source: str) -> list[Any]:
         raise ConfigError(f"not YAML: {cut(str(error), 200)}", path=source) from None
     except RecursionError:
         raise ConfigError(_too_deep(), path=source) from None
+    except ValueError:  # int() of more digits than Python converts
+        raise ConfigError(_too_many_digits(), path=source) from None
     for document in documents:
         _check_shape(document, source, len(text))
     return documents
@@ -189,6 +192,8 @@ def _json_stream(text: str, source: str) -> Iterator[Any]:
             raise ConfigError(_too_deep(), path=source) from None
         except _Refused as error:
             raise ConfigError(str(error), path=source) from None
+        except ValueError:  # int() of more digits than Python converts
+            raise ConfigError(_too_many_digits(), path=source) from None
         _check_shape(value, source, len(text))
         yield value
         position = _skip_blanks(text, position)
@@ -219,6 +224,10 @@ def _no_constant(name: str) -> Any:
 
 def _too_deep() -> str:
     return f"nested deeper than {MAX_DEPTH} levels"
+
+
+def _too_many_digits() -> str:
+    return f"a number has more than {sys.get_int_max_str_digits()} digits"
 
 
 def _check_shape(value: Any, source: str, characters: int) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from polyccm.errors import ConfigError
 from polyccm_aws.config import CloudConfig, load_cloud_config, parse_cloud_config
+from polyccm_testing.opstools import run_polyccm, unreadable_files
 
 UPSTREAM_STYLE = """\
 ; a cloud.conf as written for cloud-provider-aws
@@ -197,3 +198,152 @@ def test_the_shipped_example_leaves_the_cluster_id_to_the_instance_tags() -> Non
 
     assert config.cluster_id == ""
     assert "KubernetesClusterID" in example.read_text()  # shown, commented, explained
+
+
+# -- bad input: one line, exit 2, or upstream's reading with a warning -----------------------
+
+
+def test_a_cloud_config_that_is_not_utf8_or_too_large_is_one_line(tmp_path: Path) -> None:
+    for name, case in unreadable_files(tmp_path, "cloud config").items():
+        with pytest.raises(ConfigError) as raised:
+            load_cloud_config(case.path)
+
+        assert str(raised.value) == f"{case.path}: {case.message}", name
+
+
+def test_a_key_or_section_given_twice_is_read_as_gcfg_reads_it_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # cloud-provider-aws v1.35.0 pkg/providers/v1/aws.go:534-546 (readAWSCloudConfig) reads the
+    # file with gcfg.FatalOnly(gcfg.ReadInto(...)). gopkg.in/gcfg.v1 v1.2.3 read.go:127 and
+    # :173 call set() for every header and every "name = value" line, and set.go:217-329 looks
+    # the section up again (a second [Global] is the same struct) and assigns a single-valued
+    # field again (set.go:292 vVal = vVar, :308-317 the setter): the last value wins and
+    # nothing is reported. NodeIPFamilies, a []string, appends (set.go:277, :325-327).
+    text = (
+        "[Global]\n"
+        "Region = us-east-1\n"
+        "NodeIPFamilies = ipv4\n"
+        '[ServiceOverride "1"]\n'
+        "Service = ec2\nRegion = eu-west-1\nURL = https://first.internal\n"
+        "SigningRegion = eu-west-1\n"
+        "url = https://second.internal\n"
+        "[global]\n"
+        "REGION = eu-west-1\n"
+        "NodeIPFamilies = ipv6\n"
+        '[ServiceOverride "1"]\n'
+        "SigningRegion = eu-west-1\n"
+    )
+    with caplog.at_level(logging.WARNING):
+        config = parse_cloud_config(text, "/etc/kubernetes/cloud.conf")
+
+    assert config.region == "eu-west-1"
+    assert config.node_ip_families == ("ipv4", "ipv6")
+    assert [override.url for override in config.service_overrides] == ["https://second.internal"]
+    assert caplog.messages == [
+        "/etc/kubernetes/cloud.conf:10: section [global] is given again (first on line 1): its "
+        "keys are read as those of one section, as upstream's gcfg reads them",
+        '/etc/kubernetes/cloud.conf:13: section [ServiceOverride "1"] is given again (first on '
+        "line 4): its keys are read as those of one section, as upstream's gcfg reads them",
+        "/etc/kubernetes/cloud.conf:9: key 'url' in [ServiceOverride \"1\"] is given again "
+        "(first on line 7): the last value is used, as upstream's gcfg uses it",
+        "/etc/kubernetes/cloud.conf:11: key 'REGION' in [Global] is given again (first on line "
+        "2): the last value is used, as upstream's gcfg uses it",
+        "/etc/kubernetes/cloud.conf:14: key 'SigningRegion' in [ServiceOverride \"1\"] is given "
+        "again (first on line 8): the last value is used, as upstream's gcfg uses it",
+    ]
+    assert "second.internal" not in caplog.text, "a value is never logged"
+
+
+FIVE_MB = "c" * 5_000_000
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        # The id goes into the tag key kubernetes.io/cluster/<id> (cloud-provider-aws v1.35.0
+        # pkg/providers/v1/tags.go:337-340, for KubernetesClusterTag too), and an EC2 tag key is
+        # at most 128 characters ("Tag restrictions",
+        # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Using_Tags.html): 128 - 22 = 106.
+        (
+            f"KubernetesClusterID = {FIVE_MB}",
+            f"KubernetesClusterID: {'c' * 60!r}… (5000000 bytes) is longer than 106 characters",
+        ),
+        (f"KubernetesClusterTag = {'t' * 107}", "is longer than 106 characters"),
+        ('KubernetesClusterID = "a\\tb"', "'a\\tb' holds control characters"),
+        # STS AssumeRole takes an IAM role's ARN (botocore 1.44.8 sts service-2.json arnType:
+        # 20 to 2048 characters); upstream passes RoleARN to it unchecked, and every call fails.
+        ("RoleARN = not-an-arn", "'not-an-arn' is no IAM role ARN"),
+        ("RoleARN = arn:aws:s3:::my-bucket", "'arn:aws:s3:::my-bucket' is no IAM role ARN"),
+        ("SourceARN = s3:bucket", "'s3:bucket' is no ARN"),
+        # botocore 1.44.8 utils.py validate_region_name: a region is a host label; boto3
+        # refuses any other (InvalidRegionError) when the first client is made.
+        ("Region = bad region!/x", "'bad region!/x' is no AWS region"),
+        ("Region = 12345", "'12345' is no AWS region"),
+        # cloud-provider-aws v1.35.0 pkg/providers/v1/aws.go:548-561 (azToRegion) refuses a
+        # Zone whose region cannot be read from it.
+        ("Zone = not a zone", "'not a zone' is no availability zone"),
+    ],
+    ids=[
+        "id-5MB",
+        "tag-107",
+        "id-control",
+        "role-word",
+        "role-s3",
+        "source",
+        "region",
+        "region-digits",
+        "zone",
+    ],
+)
+def test_values_that_can_name_nothing_in_aws_are_one_line(line: str, message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_cloud_config(f"[Global]\nVPC = vpc-1\n{line}\n", "/etc/cloud.conf")
+
+    assert str(raised.value).startswith("/etc/cloud.conf:3: ")
+    assert message in str(raised.value)
+    assert "\n" not in str(raised.value) and len(str(raised.value)) < 400
+
+
+def test_values_aws_takes_are_taken() -> None:
+    config = parse_cloud_config(
+        "[Global]\n"
+        f"KubernetesClusterID = {'k' * 106}\n"
+        "RoleARN = arn:aws-us-gov:iam::123456789012:role/path/to/ccm-role\n"
+        "SourceARN = arn:aws:eks:us-east-1:123456789012:cluster/prod\n"
+        "Region = us-gov-west-1\n"
+        "Zone = us-gov-west-1a\n"
+    )
+
+    assert config.cluster_id == "k" * 106 and config.region == "us-gov-west-1"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (b"[Global]\n\xff", "cloud config is not UTF-8 text (byte 0xff at offset 9)"),
+        (
+            b"[Global]\nKubernetesClusterID = " + b"c" * 900_000,
+            "… (900000 bytes) is longer than 106 characters",
+        ),
+        (b"[Global]\nRoleARN = not-an-arn\n", "is no IAM role ARN"),
+        (b"[Global]\nRegion = bad region!/x\n", "is no AWS region"),
+        (
+            b'[ServiceOverride "1"]\nService=ec2\nRegion=r\nURL=https://[::1\nSigningRegion=r\n',
+            "URL 'https://[::1' is no URL: Invalid IPv6 URL",
+        ),
+    ],
+    ids=["not-utf8", "id-900KB", "role", "region", "override-url"],
+)
+def test_polyccm_refuses_a_bad_cloud_config_in_one_line_and_exit_2(
+    tmp_path: Path, text: bytes, message: str
+) -> None:
+    config = tmp_path / "cloud.conf"
+    config.write_bytes(text)
+
+    result = run_polyccm(["--provider=aws", f"--cloud-config={config}"])
+
+    lines = result.stderr.splitlines()
+    assert (result.status, result.stdout, len(lines)) == (2, "", 1), result.stderr[-2000:]
+    assert lines[0].startswith(f"polyccm: error: {config}") and message in lines[0]
+    assert len(lines[0]) < 500

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from polyccm.errors import ConfigError
 from polyccm_digitalocean.config import DEFAULT_API_URL, read_environment
+from polyccm_testing.opstools import run_polyccm
 
 TOKEN = "dop_v1_" + "a" * 64
 
@@ -36,7 +37,7 @@ def test_the_token_may_come_from_a_file(tmp_path: Path) -> None:
     [
         ({}, "DO_ACCESS_TOKEN"),
         ({"DO_ACCESS_TOKEN_FILE": "/nonexistent/token"}, "DO_ACCESS_TOKEN_FILE"),
-        ({"DO_ACCESS_TOKEN": TOKEN, "DO_OVERRIDE_URL": "http://127.0.0.1:1"}, "DO_OVERRIDE_URL"),
+        ({"DO_ACCESS_TOKEN": TOKEN, "DO_OVERRIDE_URL": "http://192.0.2.1:1"}, "DO_OVERRIDE_URL"),
         ({"DO_ACCESS_TOKEN": TOKEN, "DO_API_RATE_LIMIT_QPS": "-1"}, "DO_API_RATE_LIMIT_QPS"),
         ({"DO_ACCESS_TOKEN": TOKEN, "DO_API_RATE_LIMIT_QPS": "fast"}, "DO_API_RATE_LIMIT_QPS"),
         ({"DO_ACCESS_TOKEN": TOKEN, "DEFAULT_LB_TYPE": "GLOBAL"}, "DEFAULT_LB_TYPE"),
@@ -58,3 +59,121 @@ def test_the_region_comes_from_the_metadata_service_and_is_checked(do: dict[str,
         DigitalOceanProvider.from_environment({**do, "REGION": "mars1"})
 
     assert provider.region == "nyc3"
+
+
+# -- bad input: one line, exit 2 --------------------------------------------------------------
+
+
+def _token_files(directory: Path) -> dict[str, tuple[Path, str]]:
+    """Token files no reader should take, each with the end of the line refusing it."""
+    binary = directory / "binary"
+    binary.write_bytes(b"dop_v1_\xff\xfe")
+    huge = directory / "huge"
+    huge.write_text("dop_v1_" + "a" * (64 << 10))
+    lines = directory / "two-lines"
+    lines.write_text(f"{TOKEN}\n# the token of the staging team\n")
+    folder = directory / "folder"
+    folder.mkdir()
+    what = "token file (DO_ACCESS_TOKEN_FILE)"
+    return {
+        "not-utf8": (binary, f"{what} is not UTF-8 text (byte 0xff at offset 7)"),
+        "huge": (huge, f"{what} is larger than 64 KiB, the most polyccm reads"),
+        "two-lines": (
+            lines,
+            f"{what} holds more than a token: it has spaces, line breaks or control characters "
+            "inside",
+        ),
+        "directory": (folder, f"cannot read {what}: Is a directory"),
+    }
+
+
+def test_a_token_file_that_is_no_token_is_one_line_never_echoing_it(tmp_path: Path) -> None:
+    for name, (path, message) in _token_files(tmp_path).items():
+        with pytest.raises(ConfigError) as raised:
+            read_environment({"DO_ACCESS_TOKEN_FILE": str(path)})
+
+        assert str(raised.value) == f"{path}: {message}", name
+        assert TOKEN not in str(raised.value)
+
+
+# One rule for plain http, the Metal provider's too (polyccm.urls.secret_url): the token goes
+# to DO_OVERRIDE_URL, so it must be https, except to a loopback host, for an emulator on this
+# machine. (Upstream's CCM hands DO_OVERRIDE_URL to godo unchecked: http to any host.)
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:8080", "http://127.9.9.9/", "http://localhost:1", "http://[::1]:1/"],
+)
+def test_plain_http_reaches_only_a_loopback_emulator(url: str) -> None:
+    assert read_environment({"DO_ACCESS_TOKEN": TOKEN, "DO_OVERRIDE_URL": url}).api_url == (
+        url.rstrip("/")
+    )
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("DO_OVERRIDE_URL", "https://[::1", "DO_OVERRIDE_URL 'https://[::1' is no URL"),
+        ("DO_OVERRIDE_URL", "https://api.test:99999", "is no URL: Port out of range 0-65535"),
+        ("DO_OVERRIDE_URL", "http://192.0.2.1", "'http://192.0.2.1' must be https"),
+        ("DO_OVERRIDE_URL", "http://localhost.example.com", "must be https"),
+        ("DO_OVERRIDE_URL", "https://api.test/a b", "holds spaces or control characters"),
+        ("DO_OVERRIDE_URL", "https:///v2", "DO_OVERRIDE_URL 'https:///v2' names no host"),
+        ("DO_OVERRIDE_URL", "http://u:" + TOKEN + "@192.0.2.1/", "'http://…@192.0.2.1/' must"),
+        ("DO_METADATA_URL", "http://[::1", "DO_METADATA_URL 'http://[::1' is no URL"),
+        ("DO_API_RATE_LIMIT_QPS", "inf", "DO_API_RATE_LIMIT_QPS must be a positive number"),
+        ("DO_API_RATE_LIMIT_QPS", "1e309", "DO_API_RATE_LIMIT_QPS must be a positive number"),
+        ("DEFAULT_LB_TYPE", "X" * 5_000_000, f"{'X' * 60!r}… (5000000 bytes)"),
+    ],
+    ids=[
+        "ipv6",
+        "port",
+        "http",
+        "http-lookalike",
+        "space",
+        "no-host",
+        "userinfo",
+        "metadata-ipv6",
+        "qps-inf",
+        "qps-overflow",
+        "lb-type-5MB",
+    ],
+)
+def test_a_bad_variable_is_one_line_naming_it(variable: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        read_environment({"DO_ACCESS_TOKEN": TOKEN, variable: value})
+
+    assert message in str(raised.value) and variable in str(raised.value)
+    assert "\n" not in str(raised.value) and len(str(raised.value)) < 400
+    assert TOKEN not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"DO_ACCESS_TOKEN": TOKEN, "DO_OVERRIDE_URL": "https://[::1"},
+        {"DO_ACCESS_TOKEN": TOKEN, "DO_OVERRIDE_URL": "http://192.0.2.1/"},
+        {"DO_ACCESS_TOKEN": TOKEN, "DO_METADATA_URL": "http://[::1"},
+        {"DO_ACCESS_TOKEN": TOKEN, "DO_API_RATE_LIMIT_QPS": "1e309"},
+        {"DO_ACCESS_TOKEN_FILE": "not-utf8"},
+        {"DO_ACCESS_TOKEN_FILE": "huge"},
+        {"DO_ACCESS_TOKEN_FILE": "two-lines"},
+    ],
+    ids=["ipv6", "http", "metadata-ipv6", "qps", "token-not-utf8", "token-huge", "token-lines"],
+)
+def test_polyccm_refuses_a_bad_environment_in_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variables: dict[str, str]
+) -> None:
+    files = _token_files(tmp_path)
+    for name in ("DO_ACCESS_TOKEN", "DO_ACCESS_TOKEN_FILE", "DO_OVERRIDE_URL", "REGION",
+                 "DO_METADATA_URL", "DO_API_RATE_LIMIT_QPS", "DEFAULT_LB_TYPE"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, str(files[value][0]) if value in files else value)
+    monkeypatch.setenv("REGION", "nyc3")
+
+    result = run_polyccm(["--provider=digitalocean"])
+
+    lines = result.stderr.splitlines()
+    assert (result.status, result.stdout, len(lines)) == (2, "", 1), result.stderr[-2000:]
+    assert lines[0].startswith("polyccm: error: ") and "Traceback" not in result.stderr
+    assert any(name in lines[0] for name in variables) and TOKEN not in lines[0]

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from polyccm import logredact, plugins
 from polyccm.errors import ConfigError
-from polyccm_packet.config import DEFAULT_API_URL, read_config
+from polyccm_packet.config import DEFAULT_API_URL, load_config_keys, read_config
 from polyccm_packet.plugin import polyccm_build_provider
 from polyccm_packet.provider import MetalProvider, config_from
-from polyccm_testing.opstools import run_polyccm
+from polyccm_testing.opstools import run_polyccm, unreadable_files
 
 BASE = {"METAL_API_KEY": "secret-metal-key-1234", "METAL_PROJECT_ID": "p-1"}
 
@@ -119,3 +119,234 @@ def test_a_cloud_config_that_is_not_json_ends_the_start_with_one_line_and_exit_2
 
     assert result.status == 2
     assert result.stderr == f"polyccm: error: {path}:2: not JSON: Expecting value\n"
+
+
+# -- bad input: one line, exit 2, or upstream's reading with a warning -----------------------
+
+
+def test_a_cloud_config_that_cannot_be_read_or_nests_too_deep_is_one_line(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"apiKey": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    cases = {
+        name: (case.path, case.message)
+        for name, case in unreadable_files(tmp_path, "cloud config").items()
+    }
+    cases["deep"] = (deep, "nested deeper than 100 levels")  # a RecursionError before
+    for name, (path, message) in cases.items():
+        with pytest.raises(ConfigError) as raised:
+            config_from(BASE, path)
+
+        assert str(raised.value) == f"{path}: {message}", name
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        # cloud-provider-equinix-metal metal/config.go: Config gives apiKey, projectId, metro,
+        # facility, loadbalancer, bgpPass and base-url Go type string, localASN int, and
+        # getMetalConfig stops at json.Unmarshal's error ("cannot unmarshal number into Go
+        # struct field Config.apiKey of type string").
+        ({"apiKey": 12345, "projectID": "p"}, "'apiKey' must be a string, not a number"),
+        ({"apiKey": "k", "projectID": ["p-1"]}, "'projectID' must be a string, not a list"),
+        (
+            {"apiKey": "k", "projectId": "p", "metro": {"code": "da"}},
+            "'metro' must be a string, not an object",
+        ),
+        (
+            {"apiKey": "k", "projectId": "p", "localASN": "65000"},
+            "'localASN' must be an integer, not a string",
+        ),
+        (
+            {"apiKey": "k", "projectId": "p", "localASN": 65000.5},
+            "'localASN' must be an integer, not a number",
+        ),
+        ({"apiKey": True, "projectId": "p"}, "'apiKey' must be a string, not true"),
+        # encoding/json matches a key to a field ignoring case and keeps the last of two
+        # spellings. polyccm's one JSON reader (polyccm.inputs.load_json) refuses a key given
+        # twice, in every file it reads: two spellings of one key are refused alike.
+        (
+            {"apiKey": "k", "projectID": "p", "projectId": "q"},
+            "'projectID' and 'projectId' are one key given twice (upstream matches keys ignoring "
+            "case)",
+        ),
+    ],
+    ids=[
+        "key-number",
+        "project-list",
+        "metro-object",
+        "asn-string",
+        "asn-float",
+        "key-bool",
+        "two-spellings",
+    ],
+)
+def test_a_value_of_the_wrong_type_is_one_line_never_echoing_it(
+    tmp_path: Path, keys: dict[str, object], message: str
+) -> None:
+    path = tmp_path / "cloud.json"
+    path.write_text(json.dumps(keys))
+
+    with pytest.raises(ConfigError) as raised:
+        load_config_keys(path)
+
+    assert str(raised.value) == f"{path}: {message}"
+
+
+def test_a_key_written_twice_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "cloud.json"
+    path.write_text('{"apiKey": "k", "projectID": "p", "apiKey": "other"}')
+
+    with pytest.raises(ConfigError) as raised:
+        load_config_keys(path)
+
+    assert str(raised.value) == f"{path}: duplicate key 'apiKey'"
+
+
+def test_keys_are_matched_ignoring_case_as_upstream_matches_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # encoding/json (Unmarshal: "preferring an exact match but also accepting a
+    # case-insensitive match") reads APIKEY into Config.AuthToken (json:"apiKey").
+    path = tmp_path / "cloud.json"
+    path.write_text(json.dumps({"APIKEY": "file-key", "ProjectId": "p-1", "LocalAsn": 65100,
+                                "EIPTAG": "x", "Metroo": "typo"}))  # fmt: skip
+
+    with caplog.at_level(logging.WARNING):
+        config = config_from({}, path)
+
+    assert (config.api_key, config.project_id, config.local_asn) == ("file-key", "p-1", 65100)
+    assert caplog.messages == [
+        f"{path}: key 'EIPTAG' is ignored: polyccm does not implement it",
+        f"{path}: unknown key 'Metroo' is ignored",
+    ]
+
+
+# One rule for plain http, DigitalOcean's too (polyccm.urls.secret_url): the API key goes to
+# METAL_API_URL (or base-url), so it must be https, except to a loopback host, for an emulator
+# on this machine. (Upstream takes base-url unchecked: http to any host.)
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:9/metal/v1", "http://localhost:9/metal/v1", "http://[::1]:9/metal/v1"]
+)
+def test_plain_http_reaches_only_a_loopback_emulator(url: str) -> None:
+    assert read_config({**BASE, "METAL_API_URL": url}).api_url == url
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        (
+            {"METAL_API_URL": "https://[::1"},
+            "METAL_API_URL (base-url) 'https://[::1' is no URL: Invalid IPv6 URL",
+        ),
+        (
+            {"METAL_API_URL": "http://api.equinix.com/metal/v1"},
+            "'http://api.equinix.com/metal/v1' must be https",
+        ),
+        ({"METAL_API_URL": "http://192.0.2.1:80/metal/v1"}, "must be https"),
+        ({"METAL_API_URL": "https://api.test:http/"}, "is no URL: Port could not be cast"),
+        ({"METAL_METADATA_URL": "http://[::1"}, "METAL_METADATA_URL 'http://[::1' is no URL"),
+        (
+            {"METAL_LOCAL_ASN": "6" * 5_000_000},
+            f"METAL_LOCAL_ASN must be an AS number: {'6' * 60!r}… (5000000 bytes)",
+        ),
+    ],
+    ids=["ipv6", "http-equinix", "http-address", "port", "metadata-ipv6", "asn-5MB"],
+)
+def test_a_bad_url_or_number_is_one_line(environ: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        read_config({**BASE, **environ})
+
+    assert message in str(raised.value)
+    assert "\n" not in str(raised.value) and len(str(raised.value)) < 400
+
+
+# cloud-provider-equinix-metal metal/loadbalancers.go (newLoadBalancers) reads the setting with
+# url.Parse, and metal/loadbalancers/metallb/metallb.go (NewLB) takes the path without one
+# leading and one trailing slash, cuts it at its first slash, and defaults an empty namespace
+# to metallb-system and an empty name to config; the README documents metallb:/// as "the
+# default configmap". The host and the query (crdConfiguration) play no part in the names.
+@pytest.mark.parametrize(
+    ("setting", "target", "warning"),
+    [
+        ("metallb:///", ("metallb-system", "config"), ""),
+        ("metallb://", ("metallb-system", "config"), ""),
+        ("metallb:///lb", ("lb", "config"), ""),
+        ("metallb:///lb/my.config/", ("lb", "my.config"), ""),
+        (
+            "metallb://metallb-system/config",
+            ("config", "config"),
+            "METAL_LOAD_BALANCER 'metallb://metallb-system/config': the host 'metallb-system' is "
+            "ignored, as upstream ignores it, and the ConfigMap is config/config; write "
+            "metallb:///<namespace>/<name>, with three slashes",
+        ),
+        (
+            "metallb:///lb/c?crdConfiguration=true",
+            ("lb", "c"),
+            "METAL_LOAD_BALANCER 'metallb:///lb/c?crdConfiguration=true': "
+            "'?crdConfiguration=true' is ignored: polyccm writes MetalLB's CRDs whenever the "
+            "API server serves them, its ConfigMap otherwise",
+        ),
+    ],
+)
+def test_metallb_names_its_configmap_as_upstream_reads_it(
+    setting: str, target: tuple[str, str], warning: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        config = read_config({**BASE, "METAL_LOAD_BALANCER": setting})
+
+    assert config.metallb_target == target
+    assert caplog.messages == ([warning] if warning else [])
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("metallb://[x", "METAL_LOAD_BALANCER 'metallb://[x' is no URL: Invalid IPv6 URL"),
+        ("metallb:///Metal_LB/config", "'Metal_LB' is no namespace name"),
+        ("metallb:///lb/a/b", "'a/b' is no ConfigMap name"),
+        ("metallb:///lb/" + "c" * 254, "is no ConfigMap name"),
+        ("metallb:///-lb", "'-lb' is no namespace name"),
+    ],
+)
+def test_a_metallb_configmap_kubernetes_cannot_name_is_one_line(setting: str, message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        read_config({**BASE, "METAL_LOAD_BALANCER": setting})
+
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("file_text", "environ", "message"),
+    [
+        ('{"apiKey": ' + "[" * 100_000 + "]" * 100_000 + "}", {}, "nested deeper than 100 levels"),
+        ('{"apiKey": 12345, "projectID": "p"}', {}, "'apiKey' must be a string, not a number"),
+        ('{"apiKey": "k", "projectID": ["p"]}', {}, "'projectID' must be a string, not a list"),
+        ('{"apiKey": "k", "projectID": "p", "apiKey": "k"}', {}, "duplicate key 'apiKey'"),
+        ('{"apiKey": "k", "projectID": "p"}', {"METAL_API_URL": "https://[::1"}, "is no URL"),
+        (
+            '{"apiKey": "k", "projectID": "p", "base-url": "http://192.0.2.1/metal/v1"}',
+            {},
+            "must be https",
+        ),
+        ('{"apiKey": "k", "projectID": "p", "loadbalancer": "metallb://[x"}', {}, "is no URL"),
+    ],
+    ids=["deep", "key-number", "project-list", "key-twice", "url-ipv6", "url-http", "lb-ipv6"],
+)
+def test_polyccm_refuses_a_bad_config_in_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, file_text: str, environ: dict[str, str],
+    message: str,
+) -> None:  # fmt: skip
+    path = tmp_path / "cloud.json"
+    path.write_text(file_text)
+    for name in ("METAL_API_KEY", "PACKET_AUTH_TOKEN", "METAL_PROJECT_ID", "METAL_API_URL",
+                 "METAL_LOAD_BALANCER", "METAL_METADATA_URL"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+
+    result = run_polyccm(["--provider=packet", f"--cloud-config={path}"])
+
+    lines = result.stderr.splitlines()
+    assert (result.status, result.stdout, len(lines)) == (2, "", 1), result.stderr[-2000:]
+    assert lines[0].startswith("polyccm: error: ") and message in lines[0]
+    assert "Traceback" not in result.stderr and len(lines[0]) < 500

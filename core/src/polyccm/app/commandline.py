@@ -251,8 +251,7 @@ def build_checked_provider(parsed: CommandLine, manager: pluggy.PluginManager) -
     from polyccm.app.manager import route_controller_problem
 
     problem = route_controller_problem(options, provider)
-    routes_wanted = "route" in options.controllers and options.configure_cloud_routes
-    if not problem and routes_wanted and provider.routes() is not None:
+    if not problem and options.route_controller_on and provider.routes() is not None:
         problem = cluster_cidr_problem(options.cluster_cidrs)
     if problem:
         raise UsageError(problem)

@@ -84,7 +84,7 @@ def _service(context: ControllerContext) -> Controller | None:
 
 def _route(context: ControllerContext) -> Controller | None:
     routes = context.provider.routes()
-    if routes is None or not context.options.configure_cloud_routes:
+    if routes is None or not context.options.route_controller_on:
         return None
     return RouteController(context, routes)
 
@@ -122,8 +122,7 @@ class _Unmade(Controller):
 
 def route_controller_problem(options: ManagerOptions, provider: CloudProvider) -> str | None:
     """Why the route controller cannot start as configured, if it cannot."""
-    wanted = "route" in options.controllers and options.configure_cloud_routes
-    if wanted and provider.routes() is not None and not options.cluster_cidrs:
+    if options.route_controller_on and provider.routes() is not None and not options.cluster_cidrs:
         return (
             "the route controller needs --cluster-cidr (or disable it with "
             "--configure-cloud-routes=false or --controllers=*,-route)"
@@ -268,7 +267,7 @@ class ControllerManager:
             if name not in options.controllers:
                 log.info("controller %s is disabled", name)
                 continue
-            if name == "route" and not options.configure_cloud_routes:
+            if name == "route" and not options.route_controller_on:
                 log.info("controller route is disabled by --configure-cloud-routes=false")
                 continue
             try:

@@ -116,6 +116,14 @@ class ManagerOptions:
     """The flags of :data:`IGNORED_FLAGS` the command line set to something other than their
     default, to be named in a warning."""
 
+    @property
+    def route_controller_on(self) -> bool:
+        """Whether the route controller runs: selected by ``--controllers`` and not switched off
+        by ``--configure-cloud-routes=false`` (upstream's ``startRouteController`` checks the
+        latter first). Like every controller it also needs its capability, the provider's
+        ``Routes``; the manager, ``polyccm plan`` and the start-up checks all ask this."""
+        return "route" in self.controllers and self.configure_cloud_routes
+
 
 def resolve_controllers(
     spec: str, provider_controllers: Mapping[str, bool] | None = None

@@ -5,7 +5,9 @@ A kubelet started with ``--cloud-provider=external`` registers its node with the
 instance, sets ``spec.providerID`` (only when empty), the instance-type/zone/region labels and
 the provider's extra labels, writes the addresses, removes the taint and emits ``Synced``. It
 never removes the taint without a provider ID, nor when the node's provided IP is not an
-address of its instance. It writes no ``NetworkUnavailable`` condition: upstream did so only
+address of its instance. All of that is decided at once by
+:func:`~polyccm.controllers.nodeplan.plan_node_init`, whose plan this controller applies and
+``polyccm plan`` prints. It writes no ``NetworkUnavailable`` condition: upstream did so only
 on GCE and stopped in 2024 (kubernetes c11e2ae), and a node whose CNI allocates pod addresses
 itself would never get a route to clear it.
 
@@ -27,17 +29,18 @@ key it had not settled yet is re-queued with backoff, so no node is ever dropped
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from typing import NamedTuple, TypeVar
 
 from polyccm import metrics
-from polyccm.cloud import InstanceMetadata, InstancesV2
-from polyccm.controllers import nodeinfo
+from polyccm.cloud import InstanceMetadata, InstancesV2, NodeAddress
+from polyccm.controllers import nodeinfo, nodeplan
 from polyccm.controllers.base import (
     Controller,
     ControllerContext,
@@ -45,6 +48,7 @@ from polyccm.controllers.base import (
     run_periodically,
     run_workers,
 )
+from polyccm.controllers.nodeplan import NodeInitPlan
 from polyccm.errors import LeadershipLost, RetryAfter
 from polyccm.kube.api import MERGE_PATCH, NODES, ApiError, JsonObject
 from polyccm.objects import UNINITIALIZED_TAINT, Node
@@ -63,6 +67,8 @@ BATCH_MAX_WAIT = 1.0
 WRITES_IN_FLIGHT = 4
 """Nodes of one batch written at the same time, once the cloud has answered for the batch."""
 CONFLICT_RETRIES = 5
+
+_R = TypeVar("_R")
 
 
 def creation_age(node: Node) -> float | None:
@@ -181,9 +187,8 @@ class CloudNodeController(Controller):
         fixes = nodeinfo.ga_label_fixes(node.labels)
         try:
             if fixes:
-                self.context.api.patch(
-                    NODES, node.name, {"metadata": {"labels": fixes}}, patch_type=MERGE_PATCH
-                )
+                body = nodeplan.labels_patch(fixes)
+                self.context.api.patch(NODES, node.name, body, patch_type=MERGE_PATCH)
         except Exception as error:  # noqa: BLE001 - any failure (a restarting API server too) is retried
             if not (isinstance(error, ApiError) and error.not_found):
                 log.warning("cloud-node: labels of %s: %s", node.name, error)
@@ -192,6 +197,11 @@ class CloudNodeController(Controller):
         batch.forget(node.name)
 
     def _initialise_all(self, nodes: Sequence[Node], batch: _Batch) -> None:
+        """Plan every node of the batch from one bulk lookup, then apply the plans: every
+        node's spec write first, then every node's addresses, so that each node keeps
+        upstream's order and none waits for another's address write to become schedulable.
+        The writes go out :data:`WRITES_IN_FLIGHT` at a time; what became of each is settled
+        here, on the batch's own thread."""
         for node in nodes:
             if node.name not in self._seen_first_sync:
                 self._seen_first_sync.add(node.name)
@@ -199,130 +209,112 @@ class CloudNodeController(Controller):
                 if age is not None:
                     metrics.initial_node_sync_delay_seconds.observe(age)
         try:
-            results: Mapping[str, InstanceMetadata | Exception] = self.instances.instances_metadata(
+            answers: Mapping[str, InstanceMetadata | Exception] = self.instances.instances_metadata(
                 nodes
             )
         except LeadershipLost:
             raise
         except Exception as error:  # noqa: BLE001 - reported and retried
-            results = {node.name: error for node in nodes}
+            answers = {node.name: error for node in nodes}
 
-        finishing: dict[str, Callable[[], None]] = {}
-
-        def settle(node: Node, step: Callable[[], Callable[[], None] | None]) -> None:
-            try:
-                rest = step()
-            except LeadershipLost:
-                raise
-            except RetryAfter as error:
-                batch.retry_after(node.name, error.delay)
-            except Exception as error:  # noqa: BLE001 - reported and retried
-                self._report_failure(node, error)
-                batch.retry(node.name)
+        pending: list[_Pending] = []
+        for node in nodes:
+            answer = answers.get(node.name)
+            plan = nodeplan.plan_node_init(node, answer)
+            if not plan.initialises:
+                self._stays_tainted(node, plan, batch)
             else:
-                if rest is None:
-                    batch.forget(node.name)
-                else:
-                    finishing[node.name] = rest
+                assert isinstance(answer, InstanceMetadata)  # a plan that initialises had one
+                pending.append(_Pending(node, plan, answer))
 
-        def initialise(node: Node) -> Callable[[], None] | None:
-            result = results.get(node.name)
-            if result is None:
-                result = RuntimeError("the cloud returned no answer for this node")
-            if isinstance(result, Exception):
-                raise result
-            return self._initialise(node, result)
+        written: list[_Pending] = []
+        for item, outcome in zip(pending, _in_flight(pending, self._write_spec), strict=True):
+            if isinstance(outcome, Exception):
+                self._write_failed(item.node, outcome, batch)
+            elif outcome is None:
+                batch.forget(item.node.name)  # deleted, or initialised by someone else
+            elif not outcome.plan.initialises:
+                self._stays_tainted(outcome.node, outcome.plan, batch)
+            else:
+                age = creation_age(item.node)
+                if age is not None:
+                    metrics.cloud_provider_taint_removal_delay_seconds.observe(age)
+                written.append(outcome)
 
-        def finish(node: Node) -> None:
-            finishing.pop(node.name)()
+        # Addresses after the taint (upstream's order): the watch event of the taint removal
+        # then arrives first, so our own status write never triggers a second cloud lookup.
+        for item, failure in zip(written, _in_flight(written, self._write_status), strict=True):
+            if isinstance(failure, Exception):
+                self._write_failed(item.node, failure, batch)
+                continue
+            provider_id = item.node.provider_id or item.plan.provider_id
+            log.info("cloud-node: initialised %s (%s)", item.node.name, provider_id)
+            self.context.recorder.event(
+                item.node.raw, "Normal", "Synced", "Node synced successfully"
+            )
+            batch.forget(item.node.name)
 
-        # Every node's taint first, then every node's addresses: each node keeps upstream's
-        # order, and none waits for another's address write to become schedulable.
-        self._each(nodes, lambda node: settle(node, lambda: initialise(node)))
-        self._each(
-            [node for node in nodes if node.name in finishing],
-            lambda node: settle(node, lambda: finish(node)),
-        )
+    def _stays_tainted(self, node: Node, plan: NodeInitPlan, batch: _Batch) -> None:
+        if plan.retry_after is not None:
+            log.info("cloud-node: %s: %s", node.name, plan.failure)
+            batch.retry_after(node.name, plan.retry_after)
+        else:
+            self._report_failure(node, plan.failure)
+            batch.retry(node.name)
 
-    @staticmethod
-    def _each(nodes: Sequence[Node], action: Callable[[Node], None]) -> None:
-        """``action`` on every node, :data:`WRITES_IN_FLIGHT` at a time; a lost leadership
-        reaches the caller once the writes in flight have ended."""
-        if len(nodes) <= 1:
-            for node in nodes:
-                action(node)
-            return
-        with ThreadPoolExecutor(min(WRITES_IN_FLIGHT, len(nodes))) as writers:
-            for outcome in [writers.submit(action, node) for node in nodes]:
-                outcome.result()
+    def _write_failed(self, node: Node, error: Exception, batch: _Batch) -> None:
+        if isinstance(error, RetryAfter):
+            batch.retry_after(node.name, error.delay)
+        else:
+            self._report_failure(node, nodeplan.failure_message(error))
+            batch.retry(node.name)
 
-    def _report_failure(self, node: Node, error: Exception) -> None:
-        message = f"failed to initialize node from the cloud provider: {error}"
+    def _report_failure(self, node: Node, message: str) -> None:
         log.warning("cloud-node: %s: %s", node.name, message)
         self.context.recorder.event(node.raw, "Warning", "FailedToInitialize", message)
 
-    # -- one node -----------------------------------------------------------------------
+    # -- one node's writes ----------------------------------------------------------------
 
-    def _initialise(self, node: Node, metadata: InstanceMetadata) -> Callable[[], None] | None:
-        """Set the node's providerID and labels and remove its taint; what is left to do (its
-        addresses, the Synced event), or None when the node is gone or done by someone else."""
-        provider_id, addresses = nodeinfo.initial_fields(node, metadata)
-        fresh = node
-        for attempt in range(CONFLICT_RETRIES):
+    def _write_spec(self, item: _Pending) -> _Pending | None:
+        """The plan's spec write (providerID, labels, the taint removed), guarded by the
+        node's resourceVersion. On a conflict the node is read again and planned again from
+        the same cloud answer. Returns what was written, or the fresh plan that no longer
+        initialises (nothing written); ``None`` when the node is gone or someone else
+        removed the taint."""
+        node, plan = item.node, item.plan
+        attempt = 1
+        while True:
             try:
-                self._finish(fresh, provider_id, metadata)
-                break
+                self.context.api.patch(NODES, node.name, plan.spec_patch(), patch_type=MERGE_PATCH)
+                return _Pending(node, plan, item.answer)
             except ApiError as error:
                 if error.not_found:
                     return None
-                if not error.conflict or attempt == CONFLICT_RETRIES - 1:
+                if not error.conflict or attempt == CONFLICT_RETRIES:
                     raise
-                fresh = Node(self.context.api.get(NODES, node.name))
-                if not fresh.has_taint(UNINITIALIZED_TAINT):
-                    return None
-        age = creation_age(node)
-        if age is not None:
-            metrics.cloud_provider_taint_removal_delay_seconds.observe(age)
+            attempt += 1
+            node = Node(self.context.api.get(NODES, node.name))
+            if not node.has_taint(UNINITIALIZED_TAINT):
+                return None
+            plan = nodeplan.plan_node_init(node, item.answer)
+            if not plan.initialises:
+                return _Pending(node, plan, item.answer)
 
-        def rest() -> None:
-            # Addresses after the taint (upstream's order): the watch event of the taint
-            # removal then arrives first, so our own status write never triggers a second
-            # cloud lookup.
-            if addresses is not None:
-                try:
-                    self._patch_addresses(fresh, addresses)
-                except ApiError as error:
-                    if not error.not_found:
-                        raise
-            log.info("cloud-node: initialised %s (%s)", node.name, provider_id)
-            self.context.recorder.event(node.raw, "Normal", "Synced", "Node synced successfully")
-
-        return rest
-
-    def _finish(self, node: Node, provider_id: str, metadata: InstanceMetadata) -> None:
-        """Set providerID and labels and remove the taint, in one write guarded by the node's
-        resourceVersion."""
-        spec: dict[str, Any] = {
-            "taints": nodeinfo.without_taint(node.taints, UNINITIALIZED_TAINT) or None
-        }
-        if not node.provider_id:
-            spec["providerID"] = provider_id
-        meta: dict[str, Any] = {"resourceVersion": node.resource_version}
-        labels = nodeinfo.labels_for(metadata, node.labels)
-        if labels:
-            meta["labels"] = labels
-        body = {"metadata": meta, "spec": spec}
-        self.context.api.patch(NODES, node.name, body, patch_type=MERGE_PATCH)
-
-    def _patch_addresses(self, node: Node, addresses: Sequence[Any]) -> None:
-        wanted = nodeinfo.addresses_to_api(addresses)
-        current = [{"type": t, "address": a} for t, a in node.addresses]
-        if wanted == current:
+    def _write_status(self, item: _Pending) -> None:
+        """The plan's addresses, if they change; a node deleted meanwhile is no failure."""
+        if item.plan.addresses is None:
             return
+        try:
+            self._write_addresses(item.node.name, item.plan.addresses)
+        except ApiError as error:
+            if not error.not_found:
+                raise
+
+    def _write_addresses(self, name: str, addresses: Sequence[NodeAddress]) -> None:
         self.context.api.patch(
             NODES,
-            node.name,
-            {"status": {"addresses": wanted}},
+            name,
+            nodeplan.addresses_patch(addresses),
             subresource="status",
             patch_type=MERGE_PATCH,
         )
@@ -379,7 +371,7 @@ class CloudNodeController(Controller):
             try:
                 addresses = nodeinfo.refreshed_addresses(node, result)
                 if addresses is not None:
-                    self._patch_addresses(node, addresses)
+                    self._write_addresses(node.name, addresses)
                     patched += 1
             except LeadershipLost:
                 raise
@@ -396,6 +388,35 @@ def status_slices(nodes: Sequence[Node], workers: int) -> list[Sequence[Node]]:
     more when a slice would hold over :data:`BATCH` nodes), in their order."""
     count = min(len(nodes), max(workers, -(-len(nodes) // BATCH)))
     return [nodes[len(nodes) * i // count : len(nodes) * (i + 1) // count] for i in range(count)]
+
+
+class _Pending(NamedTuple):
+    """A node of the batch, its plan, and the cloud's answer the plan was made from."""
+
+    node: Node
+    plan: NodeInitPlan
+    answer: InstanceMetadata
+
+
+def _outcome(action: Callable[[_Pending], _R], item: _Pending) -> _R | Exception:
+    try:
+        return action(item)
+    except Exception as error:  # noqa: BLE001 - handed back to be settled by the batch
+        return error
+
+
+def _in_flight(items: Sequence[_Pending], action: Callable[[_Pending], _R]) -> list[_R | Exception]:
+    """``action`` on every item, :data:`WRITES_IN_FLIGHT` at a time: what each returned or
+    raised, in order. A lost leadership is raised once every write in flight has ended."""
+    if len(items) <= 1:
+        outcomes = [_outcome(action, item) for item in items]
+    else:
+        with ThreadPoolExecutor(min(WRITES_IN_FLIGHT, len(items))) as writers:
+            outcomes = list(writers.map(functools.partial(_outcome, action), items))
+    for outcome in outcomes:
+        if isinstance(outcome, LeadershipLost):
+            raise outcome
+    return outcomes
 
 
 class _Batch:

@@ -24,7 +24,7 @@ per node, and with no load balancer to manage a sync computes nothing. A sync up
 A service whose last ensure failed still gets its backends updated (its load balancer may exist,
 adopted or half-made), so an annotation problem never freezes the backends of a working load
 balancer. One service is only ever handled by one thread: the worker syncing it and the node
-sync take the same per-service lock.
+sync take the same per-service lock (see "State and locks" below).
 
 After a successful ensure, the annotations the provider returns
 (``LoadBalancerStatus.service_annotations``, such as the cloud's id of the load balancer) are
@@ -32,6 +32,24 @@ written onto the service when they differ from what it has, in a patch guarded b
 resourceVersion. The controller remembers what it wrote, so the update event of its own write
 (like that of its finalizer) does not start another ensure; a user who changes or removes such
 an annotation does.
+
+State and locks: all the controller remembers about a service is one :class:`ServiceRecord`,
+in one map keyed by ``namespace/name``. Two kinds of lock:
+
+- the controller's ``_lock`` guards that map, every record's fields and the cached backend
+  set. It is held for a few lines only: never across a cloud or API call, and no other lock
+  is waited for while it is held;
+- each record's ``lock`` is held by the one thread changing that service's load balancer (the
+  worker syncing the service, or the node sync updating its backends), across the cloud and
+  API calls. Threads take it through ``_hold``, which counts them in the record.
+
+A record is made when a thread comes to hold its service's lock, or when a DELETED event leaves
+a load balancer to clean up. It is dropped as soon as no thread holds or waits for its lock and
+it remembers nothing: when its load balancer has been deleted (the service deleted, or no longer
+of type LoadBalancer), when the DELETED event of a service whose deletion we finished arrives,
+when a sync finds the service gone or not ours. A record whose lock is held is never dropped, so
+two threads never hold two locks for one service. A controller serves one leadership term: the
+next term's controller starts with no records.
 """
 
 from __future__ import annotations
@@ -40,8 +58,10 @@ import argparse
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from polyccm import metrics
@@ -158,6 +178,39 @@ def backend_identity(nodes: Sequence[Node]) -> frozenset[tuple[str, str]]:
     return frozenset((n.name, n.provider_id) for n in nodes)
 
 
+@dataclass(eq=False)
+class ServiceRecord:
+    """What the controller remembers about one service; its fields are read and written under
+    the controller's ``_lock`` (the module docstring says when a record is made and dropped)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    """Held by the one thread changing the service's load balancer, across its cloud calls."""
+    holders: int = 0
+    """Threads holding or waiting for :attr:`lock`: the record stays while there are any."""
+    applied: frozenset[tuple[str, str]] | None = None
+    """The backends (name and providerID of each node) the load balancer was last given or
+    attempted with: node sync updates it when they differ from the current set. ``None`` when
+    the controller has no load balancer in hand for the service."""
+    written: dict[str, str] = field(default_factory=dict)
+    """Annotations we wrote onto the service (the provider's ``service_annotations``): their
+    update events are ours, not the user's."""
+    deleted: JsonObject | None = None
+    """The service as last seen, deleted with a load balancer to clean up."""
+    finalised: bool = False
+    """We finished the service's deletion by removing the finalizer: its DELETED event needs
+    no second cleanup."""
+
+    def idle(self) -> bool:
+        """Whether the record can go: nobody holds it and it remembers nothing."""
+        return (
+            self.holders == 0
+            and self.applied is None
+            and not self.written
+            and self.deleted is None
+            and not self.finalised
+        )
+
+
 class ServiceController(Controller):
     """Creates, updates and deletes load balancers for services."""
 
@@ -170,30 +223,39 @@ class ServiceController(Controller):
         self.queue = RateLimitingQueue(
             self.name, base_delay=MIN_RETRY_DELAY, max_delay=MAX_RETRY_DELAY
         )
-        self._deleted: dict[str, JsonObject] = {}
         self._lock = threading.Lock()
-        # The backends (node name and providerID) each load balancer was last given or
-        # attempted with; node sync updates those that differ from the current set.
-        self._applied: dict[str, frozenset[tuple[str, str]]] = {}
-        # Services whose deletion we finished by removing the finalizer: their DELETED event
-        # needs no second cleanup.
-        self._finalised: set[str] = set()
-        # Annotations we wrote onto each service (the provider's service_annotations): their
-        # update events are ours, not the user's.
-        self._written: dict[str, dict[str, str]] = {}
+        self._records: dict[str, ServiceRecord] = {}
         self._node_sync = threading.Event()
-        self._service_locks: dict[str, threading.Lock] = {}
         # The backend nodes and their identity as of a node cache version: every ensure of
         # a burst of services shares one computation and one identity object.
         self._backends: tuple[str, list[Node], frozenset[tuple[str, str]]] | None = None
 
-    def _service_lock(self, key: str) -> threading.Lock:
-        """The lock held by whoever changes the load balancer of service ``key``."""
+    def tracked_services(self) -> frozenset[str]:
+        """The services (``namespace/name``) the controller holds a record for."""
         with self._lock:
-            lock = self._service_locks.get(key)
-            if lock is None:
-                lock = self._service_locks[key] = threading.Lock()
-            return lock
+            return frozenset(self._records)
+
+    @contextmanager
+    def _hold(self, key: str) -> Iterator[ServiceRecord]:
+        """Hold the lock of service ``key``'s record, made if need be, and drop the record
+        afterwards if it is idle."""
+        with self._lock:
+            record = self._records.get(key)
+            if record is None:
+                record = self._records[key] = ServiceRecord()
+            record.holders += 1
+        try:
+            with record.lock:
+                yield record
+        finally:
+            with self._lock:
+                record.holders -= 1
+                self._drop_if_idle(key, record)
+
+    def _drop_if_idle(self, key: str, record: ServiceRecord) -> None:
+        """Forget ``record`` if it is idle; the caller holds ``_lock``."""
+        if record.idle() and self._records.get(key) is record:
+            del self._records[key]
 
     # -- wiring -------------------------------------------------------------------------
 
@@ -228,26 +290,35 @@ class ServiceController(Controller):
     def _on_update(self, old: JsonObject, new: JsonObject) -> None:
         service = Service(new)
         with self._lock:
-            written = self._written.get(service.key)
+            record = self._records.get(service.key)
+            written = dict(record.written) if record is not None and record.written else None
         if needs_sync(Service(old), service, written=written):
             self.queue.add(service.key)
 
     def _on_delete(self, obj: JsonObject) -> None:
         service = Service(obj)
+        key = service.key
         with self._lock:
-            self._written.pop(service.key, None)
-            if service.key in self._finalised:
-                self._finalised.discard(service.key)  # we removed the finalizer: all done
-                return
+            record = self._records.get(key)
+            if record is not None:
+                record.written.clear()
+                if record.finalised:
+                    record.finalised = False  # we removed the finalizer: all done
+                    self._drop_if_idle(key, record)
+                    return
             has_balancer = (
-                service.key in self._applied
+                (record is not None and record.applied is not None)
                 or FINALIZER in service.finalizers
                 or (wants_load_balancer(service) and service.load_balancer_status.get("ingress"))
             )
             if not has_balancer:
+                if record is not None:
+                    self._drop_if_idle(key, record)
                 return
-            self._deleted[service.key] = obj
-        self.queue.add(service.key)
+            if record is None:
+                record = self._records[key] = ServiceRecord()
+            record.deleted = obj
+        self.queue.add(key)
 
     def _on_node_update(self, old: JsonObject, new: JsonObject) -> None:
         if starts_node_sync(Node(old), Node(new)):
@@ -257,26 +328,24 @@ class ServiceController(Controller):
 
     def sync(self, key: str) -> None:
         """Reconcile the load balancer of service ``key``."""
-        with self._service_lock(key):
-            self._sync(key)
+        with self._hold(key) as record:
+            self._sync(key, record)
 
-    def _sync(self, key: str) -> None:
+    def _sync(self, key: str, record: ServiceRecord) -> None:
         raw = self.context.services.get(key)
+        with self._lock:  # taken either way: a service present (again) is synced as it is now
+            gone, record.deleted = record.deleted, None
         if raw is None:
-            with self._lock:
-                gone = self._deleted.pop(key, None)
             if gone is not None:
-                self._delete_balancer(Service(gone), remove_finalizer=False)
+                self._delete_balancer(Service(gone), record, remove_finalizer=False)
             return
-        with self._lock:
-            self._deleted.pop(key, None)
         service = Service(raw)
         if needs_cleanup(service):
-            self._delete_balancer(service, remove_finalizer=True)
+            self._delete_balancer(service, record, remove_finalizer=True)
         elif wants_load_balancer(service) and service.deletion_timestamp is None:
-            self._ensure_balancer(service)
+            self._ensure_balancer(service, record)
 
-    def _ensure_balancer(self, service: Service) -> None:
+    def _ensure_balancer(self, service: Service, record: ServiceRecord) -> None:
         recorder = self.context.recorder
         service = self._add_finalizer(service)
         recorder.event(service.raw, "Normal", "EnsuringLoadBalancer", "Ensuring load balancer")
@@ -288,7 +357,7 @@ class ServiceController(Controller):
         # or not (a failed ensure's load balancer may exist and is retried with backoff).
         identity = self._identity(nodes)
         with self._lock:
-            self._applied[service.key] = identity
+            record.applied = identity
         try:
             status = self.balancer.ensure_load_balancer(self.cluster_name, service, nodes)
         except ImplementedElsewhere:
@@ -305,13 +374,15 @@ class ServiceController(Controller):
             )
             raise
         metrics.loadbalancer_sync_total.inc()
-        self._write_annotations(service, status.service_annotations)
+        self._write_annotations(service, record, status.service_annotations)
         self._patch_status(service, status.to_api())
         for warning in status.warnings:
             recorder.event(service.raw, "Warning", "LoadBalancerWarning", warning)
         recorder.event(service.raw, "Normal", "EnsuredLoadBalancer", "Ensured load balancer")
 
-    def _delete_balancer(self, service: Service, *, remove_finalizer: bool) -> None:
+    def _delete_balancer(
+        self, service: Service, record: ServiceRecord, *, remove_finalizer: bool
+    ) -> None:
         recorder = self.context.recorder
         recorder.event(service.raw, "Normal", "DeletingLoadBalancer", "Deleting load balancer")
         try:
@@ -331,10 +402,8 @@ class ServiceController(Controller):
         metrics.loadbalancer_sync_total.inc()
         recorder.event(service.raw, "Normal", "DeletedLoadBalancer", "Deleted load balancer")
         with self._lock:
-            self._applied.pop(service.key, None)
-            self._written.pop(service.key, None)
-            if service.deletion_timestamp is not None or not remove_finalizer:
-                self._service_locks.pop(service.key, None)
+            record.applied = None
+            record.written.clear()
         if not remove_finalizer:
             return
         if service.deletion_timestamp is None and service.load_balancer_status:
@@ -342,12 +411,12 @@ class ServiceController(Controller):
         # Marked before the write: its DELETED event may arrive before the call returns.
         if service.deletion_timestamp is not None:
             with self._lock:
-                self._finalised.add(service.key)
+                record.finalised = True
         try:
             self._remove_finalizer(service)
         except Exception:
             with self._lock:
-                self._finalised.discard(service.key)
+                record.finalised = False
             raise
 
     # -- writes -------------------------------------------------------------------------
@@ -373,12 +442,14 @@ class ServiceController(Controller):
         if FINALIZER in service.finalizers:
             self._patch_guarded(service, remove)
 
-    def _write_annotations(self, service: Service, wanted: Mapping[str, str]) -> None:
+    def _write_annotations(
+        self, service: Service, record: ServiceRecord, wanted: Mapping[str, str]
+    ) -> None:
         """Write the provider's ``service_annotations`` where the service's differ."""
         if not wanted:
             return
         with self._lock:  # before the write: its update event may arrive before the call returns
-            self._written.setdefault(service.key, {}).update(wanted)
+            record.written.update(wanted)
 
         def annotate(current: Service) -> JsonObject | None:
             changed = {k: v for k, v in wanted.items() if current.annotations.get(k) != v}
@@ -483,7 +554,11 @@ class ServiceController(Controller):
         """Update every load balancer last given (or last attempted with) a backend set other
         than the current one; a service whose update fails is queued for a full ensure."""
         with self._lock:
-            applied = dict(self._applied)
+            applied = {
+                key: record.applied
+                for key, record in self._records.items()
+                if record.applied is not None
+            }
         if not applied:
             return  # no load balancer: the backend set need not even be computed
         nodes = self.backend_nodes()
@@ -494,9 +569,9 @@ class ServiceController(Controller):
         started = time.monotonic()
 
         def update(key: str) -> None:
-            with self._service_lock(key):
+            with self._hold(key) as record:
                 with self._lock:
-                    if self._applied.get(key) == current:
+                    if record.applied == current:
                         return  # a worker ensured it with these nodes meanwhile
                 raw = self.context.services.get(key)
                 if raw is None:
@@ -507,7 +582,7 @@ class ServiceController(Controller):
                 # Remembered before the call, as upstream's nodeSyncService does: a failure
                 # is retried by the service's own worker, not by the next node sync.
                 with self._lock:
-                    self._applied[key] = current
+                    record.applied = current
                 if not self._update_backends(service, nodes):
                     self.queue.add(key)  # a full ensure; its failures back off per service
 

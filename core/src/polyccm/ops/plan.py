@@ -1,8 +1,9 @@
 """``polyccm plan``: what the controllers would do right now, found without changing anything.
 
 The cluster is read once (nodes and services, list only) and the cloud through the provider's
-read-only paths; the decisions are the controllers' own functions: the cloud-node rules of
-:mod:`polyccm.controllers.nodeinfo`, the lifecycle controller's
+read-only paths; the decisions are the controllers' own functions: the cloud-node
+controller's :func:`~polyccm.controllers.nodeplan.plan_node_init` (the very plan it applies)
+and the rules of :mod:`polyccm.controllers.nodeinfo`, the lifecycle controller's
 :func:`~polyccm.controllers.nodelifecycle.lifecycle_actions`, the service controller's choice of
 services and backends, the route controller's
 :func:`~polyccm.controllers.route.plan_routes`, and the provider's
@@ -17,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from polyccm.app.options import CONTROLLER_ALIASES, ManagerOptions
-from polyccm.cloud import CloudProvider, InstanceMetadata, InstancesV2, LoadBalancer
+from polyccm.cloud import CloudProvider, InstanceMetadata, InstancesV2, LoadBalancer, NodeAddress
 from polyccm.controllers import nodeinfo, nodelifecycle
+from polyccm.controllers.nodeplan import NodeInitPlan, plan_node_init
 from polyccm.controllers.route import plan_routes
 from polyccm.controllers.service import backend_set, needs_cleanup
 from polyccm.errors import CloudError, ImplementedElsewhere, LeadershipLost
@@ -36,9 +38,13 @@ from polyccm.ops.contract import (
 
 # Node actions (beside the lifecycle controller's DELETE, TAINT, UNTAINT).
 INITIALISE = "initialise"
-"""cloud-node would set providerID, labels and addresses and remove the uninitialised taint."""
+"""cloud-node would remove the uninitialised taint and set the providerID (unless the node has
+one), the labels whose value changes and the addresses (if they change)."""
 INITIALISE_FAILS = "initialise-fails"
 """cloud-node would fail to initialise the node (a FailedToInitialize event); it stays tainted."""
+INITIALISE_WAITS = "initialise-waits"
+"""The cloud asked cloud-node to wait (a RetryAfter, such as a rate limit): the node stays
+tainted until it asks again after the delay, and no event is recorded."""
 ADDRESSES = "addresses"
 """The address refresh would rewrite an initialised node's addresses."""
 LABELS = "labels"
@@ -145,7 +151,7 @@ def make_plan(
                 )
             balancers = _services(options.cluster_name, balancer, planner, nodes, services)
     routes: list[RouteChange] = []
-    if "route" in selected and options.configure_cloud_routes:
+    if options.route_controller_on:
         cloud_routes = provider.routes()
         if cloud_routes is None:
             not_planned.append("route: the provider offers no Routes")
@@ -193,30 +199,7 @@ def _cloud_node(instances: InstancesV2, nodes: Sequence[Node]) -> list[NodeChang
     tainted = [n for n in nodes if n.has_taint(UNINITIALIZED_TAINT)]
     refreshed = [n for n in nodes if n.provider_id and not n.has_taint(UNINITIALIZED_TAINT)]
     answers = _metadata(instances, tainted + refreshed) if tainted or refreshed else {}
-    changes: list[NodeChange] = []
-    for node in tainted:
-        answer = answers.get(node.name) or RuntimeError(
-            "the cloud returned no answer for this node"
-        )
-        try:
-            if isinstance(answer, Exception):
-                raise answer
-            provider_id, addresses = nodeinfo.initial_fields(node, answer)
-        except LeadershipLost:
-            raise
-        except Exception as error:  # noqa: BLE001 - what the controller's event would say
-            message = f"failed to initialize node from the cloud provider: {error}"
-            changes.append(NodeChange(node.name, INITIALISE_FAILS, message=message))
-            continue
-        changes.append(
-            NodeChange(
-                node.name,
-                INITIALISE,
-                provider_id=provider_id,
-                labels=nodeinfo.labels_for(answer, node.labels),
-                addresses=tuple((a.type, a.address) for a in addresses or ()),
-            )
-        )
+    changes = [_initialisation(plan_node_init(node, answers.get(node.name))) for node in tainted]
     for node in nodes:
         if node.has_taint(UNINITIALIZED_TAINT):
             continue
@@ -232,9 +215,29 @@ def _cloud_node(instances: InstancesV2, nodes: Sequence[Node]) -> list[NodeChang
         except ValueError:
             continue  # the refresh logs and skips such a node too
         if addresses is not None:
-            pairs = tuple((a.type, a.address) for a in addresses)
-            changes.append(NodeChange(node.name, ADDRESSES, addresses=pairs))
+            changes.append(NodeChange(node.name, ADDRESSES, addresses=_pairs(addresses)))
     return changes
+
+
+def _initialisation(plan: NodeInitPlan) -> NodeChange:
+    """The cloud-node controller's plan for a tainted node, as ``plan`` prints it: exactly
+    what the controller would write (providerID only when it sets one, addresses only when
+    they change) or why the node stays tainted."""
+    if plan.retry_after is not None:
+        return NodeChange(plan.node, INITIALISE_WAITS, message=plan.failure)
+    if plan.failure:
+        return NodeChange(plan.node, INITIALISE_FAILS, message=plan.failure)
+    return NodeChange(
+        plan.node,
+        INITIALISE,
+        provider_id=plan.provider_id,
+        labels=dict(plan.labels),
+        addresses=_pairs(plan.addresses or ()),
+    )
+
+
+def _pairs(addresses: Sequence[NodeAddress]) -> tuple[tuple[str, str], ...]:
+    return tuple((a.type, a.address) for a in addresses)
 
 
 def _lifecycle(instances: InstancesV2, nodes: Sequence[Node]) -> list[NodeChange]:

@@ -4,8 +4,13 @@ An existing ``cloud.conf`` written for cloud-provider-aws works unchanged: the `
 ``[ServiceOverride "N"]`` sections have the same names and meaning, names are case-insensitive, a
 bare boolean key means true, and ``NodeIPFamilies`` may be repeated. As upstream (gcfg read
 through ``gcfg.FatalOnly``), an unknown section or key does not stop the start: it is ignored,
-with one warning naming it (:func:`polyccm.configkeys.warn_unknown_keys`). Every error (the
-syntax, a value) is a :class:`~polyccm.errors.ConfigError` carrying the file and line.
+with one warning naming it (:func:`polyccm.configkeys.warn_unknown_keys`); a section or a
+single-valued key given twice is read as gcfg reads it (one section; the last value wins), with
+a warning naming both lines (:func:`polyccm.configkeys.warn_repeated`). Every error (the syntax,
+a value) is a :class:`~polyccm.errors.ConfigError` carrying the file and line; values that
+cannot name anything in AWS (a region that is no host label, a ``RoleARN`` that is no IAM role
+ARN, a cluster id too long for the tag key it goes into) are errors too. The file is read by
+:func:`polyccm.inputs.read_text`; an echoed value is cut (:func:`polyccm.inputs.quoted`).
 """
 
 from __future__ import annotations
@@ -16,11 +21,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from polyccm.configkeys import warn_unknown_keys
+from polyccm import inputs
+from polyccm.configkeys import warn_repeated, warn_unknown_keys
 from polyccm.errors import ConfigError
+from polyccm.inputs import quoted
+from polyccm.urls import plain_url
+
+from polyccm_aws.provider_id import region_from_zone
 
 HEALTH_PROBE_MODES = ("", "Shared", "ServiceNodePort")
 NODE_IP_FAMILIES = ("ipv4", "ipv6")
+#: The longest cluster id: it goes into the tag key ``kubernetes.io/cluster/<id>`` (upstream
+#: tags.go buildTags, for the legacy tag too), and an EC2 tag key is at most 128 characters.
+MAX_CLUSTER_ID = 128 - len("kubernetes.io/cluster/")
+#: A region as botocore takes one (``utils.validate_region_name``: a host label, not only
+#: digits); any other is refused when the first client is made.
+_REGION = re.compile(r"^(?![0-9]+$)(?!-)[a-zA-Z0-9-]{1,63}(?<!-)$")
+#: An IAM role's ARN (``arn:aws:iam::123456789012:role/path/name``, in any partition); STS
+#: takes at most 2048 characters.
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\x21-\x7e]+$")
+#: Any ARN: ``arn:partition:service:region:account:resource`` (region and account may be empty).
+_ARN = re.compile(r"^arn:aws[a-z-]*:[a-z0-9-]+:[a-z0-9-]*:[0-9]*:[\x21-\x7e]+$")
+_MAX_ARN = 2048
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -137,14 +160,14 @@ def _boolean(value: str | None) -> bool:
         return True
     if folded in ("false", "no", "off", "0"):
         return False
-    raise ValueError(f"{value!r} is not a boolean (true/false, yes/no, on/off, 1/0)")
+    raise ValueError(f"{quoted(value)} is not a boolean (true/false, yes/no, on/off, 1/0)")
 
 
 def _integer(value: str | None) -> int:
     try:
         return int(value or "", 0)
     except ValueError:
-        raise ValueError(f"{value!r} is not an integer") from None
+        raise ValueError(f"{quoted(value or '')} is not an integer") from None
 
 
 _GLOBAL_KEYS: dict[str, tuple[str, _Parser]] = {
@@ -242,13 +265,25 @@ class _Entry:
     line: int
 
 
-def _lex(text: str, path: str) -> tuple[list[_Entry], dict[str, int], list[tuple[str, int]]]:
-    """The entries of the known sections, the line of each ``[ServiceOverride "N"]`` header,
-    and the headers (with their lines) of the sections upstream's struct lacks, whose keys
-    are skipped."""
-    entries: list[_Entry] = []
-    overrides: dict[str, int] = {}
-    unknown_sections: list[tuple[str, int]] = []
+@dataclass
+class _Lexed:
+    """A file cut into entries."""
+
+    entries: list[_Entry] = field(default_factory=list)
+    """The ``Key = value`` lines of the known sections."""
+    overrides: dict[str, int] = field(default_factory=dict)
+    """The first line of each ``[ServiceOverride "N"]`` header."""
+    unknown_sections: list[tuple[str, int]] = field(default_factory=list)
+    """The headers (with their lines) of the sections upstream's struct lacks; their keys are
+    skipped."""
+    repeated_sections: list[tuple[str, int, int]] = field(default_factory=list)
+    """Each known header given again: as written, its first line, this line."""
+
+
+def _lex(text: str, path: str) -> _Lexed:
+    """The entries and sections of ``text``; :class:`ConfigError` for a malformed line."""
+    lexed = _Lexed()
+    first_lines: dict[tuple[str, str | None], int] = {}
     section: tuple[str, str | None] | None = None
     for number, line in _logical_lines(text):
         stripped = line.strip()
@@ -257,21 +292,27 @@ def _lex(text: str, path: str) -> tuple[list[_Entry], dict[str, int], list[tuple
         if stripped.startswith("["):
             section = _section(stripped, path, number)
             if not section[0]:
-                unknown_sections.append((stripped, number))
-            elif section[1] is not None:
-                overrides.setdefault(section[1], number)
+                lexed.unknown_sections.append((stripped, number))
+                continue
+            if section in first_lines:
+                lexed.repeated_sections.append((stripped, first_lines[section], number))
+            first_lines.setdefault(section, number)
+            if section[1] is not None:
+                lexed.overrides.setdefault(section[1], number)
             continue
         match = _KEY.match(stripped)
         if match is None:
-            raise ConfigError(f"expected 'Key = value', got {stripped!r}", path=path, line=number)
+            raise ConfigError(
+                f"expected 'Key = value', got {quoted(stripped)}", path=path, line=number
+            )
         if section is None:
             raise ConfigError("key outside of a section", path=path, line=number)
         if not section[0]:
             continue
         raw = match.group(2)
         value = None if raw is None else _unquote(raw, (path, number))
-        entries.append(_Entry(section[0], section[1], match.group(1), value, number))
-    return entries, overrides, unknown_sections
+        lexed.entries.append(_Entry(section[0], section[1], match.group(1), value, number))
+    return lexed
 
 
 def _section(header: str, path: str, number: int) -> tuple[str, str | None]:
@@ -280,7 +321,7 @@ def _section(header: str, path: str, number: int) -> tuple[str, str | None]:
     (gcfg's reading)."""
     match = _SECTION.match(header)
     if match is None:
-        raise ConfigError(f"malformed section header {header!r}", path=path, line=number)
+        raise ConfigError(f"malformed section header {quoted(header)}", path=path, line=number)
     name, subsection = match.group(1).lower(), match.group(2)
     if name == "global" and subsection is None:
         return name, None
@@ -295,7 +336,7 @@ def _family(entry: _Entry, families: list[str] | None, path: str) -> list[str]:
         return []  # a blank value resets a multi-valued variable in gcfg
     if family not in NODE_IP_FAMILIES:
         raise ConfigError(
-            f"NodeIPFamilies: {family!r} is not one of {', '.join(NODE_IP_FAMILIES)}",
+            f"NodeIPFamilies: {quoted(family)} is not one of {', '.join(NODE_IP_FAMILIES)}",
             path=path,
             line=entry.line,
         )
@@ -304,15 +345,24 @@ def _family(entry: _Entry, families: list[str] | None, path: str) -> list[str]:
 
 def parse_cloud_config(text: str, path: str = "<cloud-config>") -> CloudConfig:
     """Parse the INI text of an AWS cloud config; raise ConfigError naming ``path`` and line.
-    Once it parsed, each unknown section and key is warned about (so a broken file gives one
-    line, its error)."""
-    entries, override_lines, unknown_sections = _lex(text, path)
+    Once it parsed, each unknown section and key, and each one given twice, is warned about
+    (so a broken file gives one line, its error)."""
+    lexed = _lex(text, path)
+    override_lines = lexed.overrides
     values: dict[str, Any] = {}
     lines: dict[str, int] = {}
     families: list[str] | None = None
     overrides: dict[str, dict[str, str]] = {key: {} for key in override_lines}
-    for entry in entries:
+    first_lines: dict[tuple[str | None, str], int] = {}
+    repeated_keys: list[tuple[_Entry, int]] = []
+    for entry in lexed.entries:
         folded = entry.name.lower()
+        known = _OVERRIDE_KEYS if entry.subsection is not None else _GLOBAL_KEYS
+        if folded in known:  # single-valued: gcfg sets it again, the last value wins
+            place = (entry.subsection, folded)
+            if place in first_lines:
+                repeated_keys.append((entry, first_lines[place]))
+            first_lines.setdefault(place, entry.line)
         if entry.subsection is not None:
             if folded in _OVERRIDE_KEYS:
                 overrides[entry.subsection][_OVERRIDE_KEYS[folded]] = (entry.value or "").strip()
@@ -334,7 +384,13 @@ def parse_cloud_config(text: str, path: str = "<cloud-config>") -> CloudConfig:
         for key, fields in overrides.items()
     )
     _check_unique_overrides(values["service_overrides"], path, override_lines)
-    _warn_unknown(path, entries, unknown_sections, override_lines)
+    _warn_unknown(path, lexed.entries, lexed.unknown_sections, override_lines)
+    warn_repeated(path, "", lexed.repeated_sections, what="section")
+    for entry, first in repeated_keys:
+        section = (
+            "[Global]" if entry.subsection is None else f'[ServiceOverride "{entry.subsection}"]'
+        )
+        warn_repeated(path, section, [(entry.name, first, entry.line)])
     return CloudConfig(**values)
 
 
@@ -364,20 +420,45 @@ def _warn_unknown(
 
 
 def _check_global(attribute: str, value: Any, name: str, where: tuple[str, int]) -> None:
-    if (
-        attribute == "cluster_service_load_balancer_health_probe_mode"
-        and value not in HEALTH_PROBE_MODES
-    ):
-        raise ConfigError(
-            f"{name}: {value!r} is not Shared or ServiceNodePort", path=where[0], line=where[1]
+    problem = _global_problem(attribute, value)
+    if problem:
+        raise ConfigError(f"{name}: {problem}", path=where[0], line=where[1])
+
+
+def _global_problem(attribute: str, value: Any) -> str:
+    """Why ``value`` cannot be the ``[Global]`` key ``attribute``'s, or ``""``."""
+    if attribute == "cluster_service_load_balancer_health_probe_mode":
+        return (
+            ""
+            if value in HEALTH_PROBE_MODES
+            else f"{quoted(value)} is not Shared or ServiceNodePort"
         )
-    if attribute == "nlb_security_group_mode" and value not in ("", "Managed"):
-        raise ConfigError(f"{name}: {value!r} is not Managed", path=where[0], line=where[1])
-    if (
-        attribute == "cluster_service_shared_load_balancer_health_probe_port"
-        and not 0 <= value <= 65535
-    ):
-        raise ConfigError(f"{name}: {value} is not a port", path=where[0], line=where[1])
+    if attribute == "nlb_security_group_mode":
+        return "" if value in ("", "Managed") else f"{quoted(value)} is not Managed"
+    if attribute == "cluster_service_shared_load_balancer_health_probe_port":
+        return "" if 0 <= value <= 65535 else f"{value} is not a port"
+    if not value:
+        return ""
+    if attribute == "region" and not _REGION.match(value):
+        return (
+            f"{quoted(value)} is no AWS region (a name like us-east-1: letters, digits and "
+            "hyphens, at most 63)"
+        )
+    if attribute == "zone" and not region_from_zone(value):
+        return f"{quoted(value)} is no availability zone (a name like us-east-1a)"
+    if attribute == "role_arn" and (len(value) > _MAX_ARN or not _ROLE_ARN.match(value)):
+        return f"{quoted(value)} is no IAM role ARN (arn:aws:iam::<12-digit account>:role/<name>)"
+    if attribute == "source_arn" and (len(value) > _MAX_ARN or not _ARN.match(value)):
+        return f"{quoted(value)} is no ARN (arn:<partition>:<service>:<region>:<account>:<id>)"
+    if attribute in ("kubernetes_cluster_id", "kubernetes_cluster_tag"):
+        if len(value) > MAX_CLUSTER_ID:
+            return (
+                f"{quoted(value)} is longer than {MAX_CLUSTER_ID} characters: the cluster id goes "
+                "into the tag key kubernetes.io/cluster/<id>, and AWS tag keys are at most 128"
+            )
+        if _CONTROL.search(value):
+            return f"{quoted(value)} holds control characters, which no AWS tag may"
+    return ""
 
 
 def _check_cluster_ids(values: dict[str, Any], lines: dict[str, int], path: str) -> None:
@@ -386,7 +467,8 @@ def _check_cluster_ids(values: dict[str, Any], lines: dict[str, int], path: str)
     current = values.get("kubernetes_cluster_id", "")
     if legacy and current and legacy != current:
         raise ConfigError(
-            f"KubernetesClusterTag {legacy!r} and KubernetesClusterID {current!r} name different "
+            f"KubernetesClusterTag {quoted(legacy)} and KubernetesClusterID {quoted(current)} "
+            "name different "
             "clusters; set one of them",
             path=path,
             line=max(lines["kubernetes_cluster_tag"], lines["kubernetes_cluster_id"]),
@@ -402,14 +484,14 @@ def _build_override(key: str, entries: dict[str, str], where: tuple[str, int]) -
     ):
         if not entries.get(attribute):
             raise ConfigError(
-                f"[ServiceOverride {key!r}] is missing {upstream}", path=where[0], line=where[1]
+                f"[ServiceOverride {quoted(key)}] is missing {upstream}",
+                path=where[0],
+                line=where[1],
             )
-    if not re.match(r"^https?://", entries["url"]):
-        raise ConfigError(
-            f"[ServiceOverride {key!r}] URL {entries['url']!r} is not an http(s) URL",
-            path=where[0],
-            line=where[1],
-        )
+    try:  # requests are signed (SigV4), no secret is sent: plain http goes anywhere
+        plain_url(entries["url"], f"[ServiceOverride {quoted(key)}] URL")
+    except ConfigError as error:
+        raise ConfigError(str(error), path=where[0], line=where[1]) from None
     return ServiceOverride(key=key, **entries)
 
 
@@ -421,8 +503,9 @@ def _check_unique_overrides(
         signature = (_fold(override.service), override.region)
         if signature in seen:
             raise ConfigError(
-                f"duplicate ServiceOverride for {override.service} in {override.region} "
-                f"(sections {seen[signature]!r} and {override.key!r})",
+                f"duplicate ServiceOverride for {quoted(override.service)} in "
+                f"{quoted(override.region)} (sections {quoted(seen[signature])} and "
+                f"{quoted(override.key)})",
                 path=path,
                 line=lines[override.key],
             )
@@ -433,8 +516,5 @@ def load_cloud_config(path: Path | None) -> CloudConfig:
     """Read and parse the file at ``path``; no path gives the defaults."""
     if path is None:
         return CloudConfig()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"cannot read cloud config: {error.strerror}", path=str(path)) from None
-    return parse_cloud_config(text, str(path))
+    text = inputs.read_text(path, what="cloud config")
+    return parse_cloud_config(text, inputs.cut(str(path), 200))

@@ -4,18 +4,22 @@ DigitalOcean's CCM has no cloud-config file: everything comes from variables, so
 :func:`read_environment` is a pure function of a mapping (``os.environ`` in production, a dict
 in tests) and raises :class:`~polyccm.errors.ConfigError` with one line naming the variable at
 fault. The token is registered with :mod:`polyccm.logredact` the moment it is read, so no log
-line can show it.
+line can show it. ``DO_ACCESS_TOKEN_FILE`` is read by :func:`polyccm.inputs.read_text` (at most
+:data:`MAX_TOKEN_FILE_BYTES`); the URLs follow :mod:`polyccm.urls` (the API's: https, or plain
+http to a loopback emulator); an echoed value is cut (:func:`polyccm.inputs.quoted`).
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from urllib.parse import urlsplit
 
-from polyccm import logredact
+from polyccm import inputs, logredact
 from polyccm.errors import ConfigError
+from polyccm.inputs import quoted
+from polyccm.urls import plain_url, secret_url
 
 from polyccm_digitalocean.annotations import DEFAULT_TYPE, DEFAULT_TYPES
 
@@ -29,6 +33,9 @@ DEFAULT_QPS = 1.25
 #: allows, 175 in any minute, under the API's 250 (a cluster's load balancers made, updated by a
 #: node change and deleted within a minute, without waiting on the limiter).
 DEFAULT_BURST = 100
+#: The largest token file read: a DigitalOcean token is 71 characters.
+MAX_TOKEN_FILE_BYTES = 64 << 10
+_INNER_SPACE = re.compile(r"[\x00-\x20\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -72,7 +79,7 @@ def default_lb_type(environ: Mapping[str, str]) -> str:
     if not value:
         return DEFAULT_TYPE
     if value not in DEFAULT_TYPES:
-        raise ConfigError(f"DEFAULT_LB_TYPE must be {' or '.join(DEFAULT_TYPES)}: {value!r}")
+        raise ConfigError(f"DEFAULT_LB_TYPE must be {' or '.join(DEFAULT_TYPES)}: {quoted(value)}")
     return value
 
 
@@ -83,20 +90,16 @@ def read_environment(environ: Mapping[str, str]) -> DigitalOceanConfig:
     token = environ.get("DO_ACCESS_TOKEN", "").strip()
     token_file = environ.get("DO_ACCESS_TOKEN_FILE", "").strip()
     if not token and token_file:
-        try:
-            token = Path(token_file).read_text(encoding="utf-8").strip()
-        except OSError as error:
-            raise ConfigError(
-                f"DO_ACCESS_TOKEN_FILE: cannot read {token_file}: {error.strerror}"
-            ) from None
+        token = read_token_file(token_file)
     if not token:
         raise ConfigError("DO_ACCESS_TOKEN (or DO_ACCESS_TOKEN_FILE) is required")
     logredact.add_secret(token)
-    api_url = environ.get("DO_OVERRIDE_URL", "").strip() or DEFAULT_API_URL
-    if urlsplit(api_url).scheme != "https":
-        raise ConfigError(
-            f"DO_OVERRIDE_URL must be an https URL (the token is never sent in clear): {api_url}"
-        )
+    api_url = secret_url(
+        environ.get("DO_OVERRIDE_URL", "").strip() or DEFAULT_API_URL, "DO_OVERRIDE_URL"
+    )
+    metadata_url = plain_url(
+        environ.get("DO_METADATA_URL", "").strip() or DEFAULT_METADATA_URL, "DO_METADATA_URL"
+    )
     qps_text = environ.get("DO_API_RATE_LIMIT_QPS", "").strip()
     qps, burst = DEFAULT_QPS, DEFAULT_BURST
     if qps_text:
@@ -104,8 +107,10 @@ def read_environment(environ: Mapping[str, str]) -> DigitalOceanConfig:
             qps = float(qps_text)
         except ValueError:
             qps = 0.0
-        if not qps > 0:
-            raise ConfigError(f"DO_API_RATE_LIMIT_QPS must be a positive number: {qps_text!r}")
+        if not (qps > 0 and math.isfinite(qps)):
+            raise ConfigError(
+                f"DO_API_RATE_LIMIT_QPS must be a positive number: {quoted(qps_text)}"
+            )
         burst = max(1, min(DEFAULT_BURST, int(qps * 10)))
     return DigitalOceanConfig(
         token=token,
@@ -113,8 +118,25 @@ def read_environment(environ: Mapping[str, str]) -> DigitalOceanConfig:
         cluster_id=environ.get("DO_CLUSTER_ID", "").strip(),
         vpc_id=environ.get("DO_CLUSTER_VPC_ID", "").strip(),
         region=environ.get("REGION", "").strip(),
-        metadata_url=environ.get("DO_METADATA_URL", "").strip() or DEFAULT_METADATA_URL,
+        metadata_url=metadata_url,
         qps=qps,
         burst=burst,
         default_lb_type=default_lb_type(environ),
     )
+
+
+def read_token_file(path: str) -> str:
+    """The token in the file ``DO_ACCESS_TOKEN_FILE`` names (blank around it dropped);
+    :class:`ConfigError` when the file cannot be read, is larger than
+    :data:`MAX_TOKEN_FILE_BYTES`, is not UTF-8, or holds more than one word. The token is never
+    echoed."""
+    token = inputs.read_text(
+        path, what="token file (DO_ACCESS_TOKEN_FILE)", limit=MAX_TOKEN_FILE_BYTES
+    ).strip()
+    if _INNER_SPACE.search(token):
+        raise ConfigError(
+            "token file (DO_ACCESS_TOKEN_FILE) holds more than a token: it has spaces, line "
+            "breaks or control characters inside",
+            path=inputs.cut(path, 200),
+        )
+    return token

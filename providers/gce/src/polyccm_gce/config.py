@@ -3,11 +3,15 @@
 :func:`parse_cloud_config` is a pure function of the file's text: every mistake is a
 :class:`~polyccm.errors.ConfigError` naming the file and the line. The keys are the ones
 cloud-provider-gcp reads (gcfg syntax: ``key = value``, ``;`` or ``#`` comments, a key given
-twice is a list for ``node-tags`` and an error otherwise, booleans ``true``/``false``/``yes``/
-``no``/``1``/``0``, a bare key meaning true). As upstream (gcfg read through
-``gcfg.FatalOnly``), a section or key it does not know is no error: it is ignored, with one
-warning naming it (:func:`polyccm.configkeys.warn_unknown_keys`), and so are the keys upstream
-reads that polyccm does not implement (:data:`UNUSED`)::
+twice is a list for ``node-tags``, booleans ``true``/``false``/``yes``/``no``/``1``/``0``, a
+bare key meaning true). As upstream (gcfg read through ``gcfg.FatalOnly``), a section or key it
+does not know is no error: it is ignored, with one warning naming it
+(:func:`polyccm.configkeys.warn_unknown_keys`), and so are the keys upstream reads that polyccm
+does not implement (:data:`UNUSED`). As gcfg too, another key given twice keeps its last value
+and ``[global]`` given twice is one section, each with a warning naming both lines
+(:func:`polyccm.configkeys.warn_repeated`). ``project-id``, ``network-project-id`` and
+``local-zone`` must have the shape the Compute API gives project and zone names. The file is
+read by :func:`polyccm.inputs.read_text`; an echoed value is cut (:func:`polyccm.inputs.quoted`)::
 
     [global]
     project-id = my-project
@@ -28,8 +32,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from polyccm.configkeys import warn_unknown_keys
+from polyccm import inputs
+from polyccm.configkeys import warn_repeated, warn_unknown_keys
 from polyccm.errors import ConfigError
+from polyccm.inputs import quoted
+from polyccm.urls import plain_url
 
 #: Upstream's compute base URL; ``api-endpoint`` replaces it.
 DEFAULT_API_ENDPOINT = "https://compute.googleapis.com/compute/v1/"
@@ -54,6 +61,14 @@ UNUSED = frozenset(
 _TRUE = frozenset({"true", "yes", "on", "1"})
 _FALSE = frozenset({"false", "no", "off", "0"})
 _SECTION = re.compile(r"\[\s*([A-Za-z0-9_-]+)\s*\]")
+#: The Compute API's patterns for a project and a zone in a request's path (compute.v1.json,
+#: the discovery document, parameters ``project`` and ``zone``): a name of any other shape is
+#: refused by every call.
+_PROJECT = re.compile(
+    r"(?:(?:[-a-z0-9]{1,63}\.)*(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?):)?"
+    r"(?:[0-9]{1,19}|(?:[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?))"
+)
+_ZONE = re.compile(r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?")
 _PAIR = re.compile(r"([A-Za-z][A-Za-z0-9_-]*)\s*(?:=\s*(.*))?")
 
 
@@ -86,7 +101,7 @@ def _unquote(value: str, path: str, line: int) -> str:
     value = value.strip()
     if value.startswith('"'):
         if len(value) < 2 or not value.endswith('"'):
-            raise ConfigError(f"unterminated quoted value {value!r}", path=path, line=line)
+            raise ConfigError(f"unterminated quoted value {quoted(value)}", path=path, line=line)
         return value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
     # An unquoted value ends at a comment.
     return re.split(r"\s[;#]", value, maxsplit=1)[0].strip()
@@ -94,13 +109,15 @@ def _unquote(value: str, path: str, line: int) -> str:
 
 def parse_cloud_config(text: str, path: str = "<gce.conf>") -> CloudConfig:
     """The :class:`CloudConfig` ``text`` describes; :class:`ConfigError` with ``path`` and the
-    line for anything malformed (a broken line, a repeated key, a bad boolean). Once it
-    parsed, each unknown section and key is warned about."""
+    line for anything malformed (a broken line, a bad boolean, a name of the wrong shape). Once
+    it parsed, each unknown section and key, and each one given twice, is warned about."""
     values: dict[str, object] = {}
     seen: dict[str, int] = {}
     section: str | None = None
     unknown_sections: list[tuple[str, int]] = []
     ignored_keys: list[tuple[str, int]] = []
+    repeated_keys: list[tuple[str, int, int]] = []
+    global_lines: list[tuple[str, int]] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line[0] in ";#":
@@ -108,17 +125,21 @@ def parse_cloud_config(text: str, path: str = "<gce.conf>") -> CloudConfig:
         if line.startswith("["):
             match = _SECTION.fullmatch(line)
             if match is None:
-                raise ConfigError(f"malformed section header {line!r}", path=path, line=number)
+                raise ConfigError(
+                    f"malformed section header {quoted(line)}", path=path, line=number
+                )
             section = match.group(1).lower()
             if section != "global":
                 unknown_sections.append((line, number))
+            else:
+                global_lines.append((line, number))
             continue
         match = _PAIR.fullmatch(line)
         if match is None:
-            raise ConfigError(f"expected 'key = value', got {line!r}", path=path, line=number)
+            raise ConfigError(f"expected 'key = value', got {quoted(line)}", path=path, line=number)
         if section is None:
             raise ConfigError(
-                f"{match.group(1)!r} outside a section (put it under [global])",
+                f"{quoted(match.group(1))} outside a section (put it under [global])",
                 path=path,
                 line=number,
             )
@@ -135,11 +156,9 @@ def parse_cloud_config(text: str, path: str = "<gce.conf>") -> CloudConfig:
         if key not in _STRINGS and key not in _BOOLEANS:
             ignored_keys.append((match.group(1), number))
             continue
-        if key in seen:
-            raise ConfigError(
-                f"{key!r} given twice (first on line {seen[key]})", path=path, line=number
-            )
-        seen[key] = number
+        if key in seen:  # gcfg sets a single-valued variable again: the last value wins
+            repeated_keys.append((match.group(1), seen[key], number))
+        seen.setdefault(key, number)
         _store(values, key, value, (path, number))
     warn_unknown_keys(path, "", unknown_sections, (), what="section")
     warn_unknown_keys(
@@ -150,6 +169,12 @@ def parse_cloud_config(text: str, path: str = "<gce.conf>") -> CloudConfig:
         fold=str.lower,
         unused=UNUSED,
     )
+    first_global = global_lines[0][1] if global_lines else 0
+    warn_repeated(
+        path, "", [(line, first_global, number) for line, number in global_lines[1:]],
+        what="section",
+    )  # fmt: skip
+    warn_repeated(path, "[global]", repeated_keys)
     tags = values.pop("node_tags", [])
     assert isinstance(tags, list)
     return CloudConfig(node_tags=tuple(tags), **values)  # type: ignore[arg-type]
@@ -165,22 +190,35 @@ def _store(values: dict[str, object], key: str, value: str | None, where: tuple[
         values[_BOOLEANS[key]] = False
     else:
         raise ConfigError(
-            f"{key} must be true or false, not {value!r}", path=where[0], line=where[1]
+            f"{key} must be true or false, not {quoted(value)}", path=where[0], line=where[1]
         )
-    if key == "api-endpoint" and value and not re.match(r"https?://", value):
-        raise ConfigError(
-            f"api-endpoint must be an http(s) URL, not {value!r}", path=where[0], line=where[1]
+    problem = _problem(key, value or "")
+    if problem:
+        raise ConfigError(f"{key} {quoted(value or '')} {problem}", path=where[0], line=where[1])
+    if key == "api-endpoint" and value:
+        try:  # as upstream, plain http to any host: the endpoint is the operator's choice
+            plain_url(value, key)
+        except ConfigError as error:
+            raise ConfigError(str(error), path=where[0], line=where[1]) from None
+
+
+def _problem(key: str, value: str) -> str:
+    """Why ``value`` cannot be string key ``key``'s, or ``""``."""
+    if not value:
+        return ""
+    if key in ("project-id", "network-project-id") and not _PROJECT.fullmatch(value):
+        return (
+            "is no project id (lower-case letters, digits and hyphens, as the Compute API "
+            "takes them)"
         )
+    if key == "local-zone" and not (_ZONE.fullmatch(value) and "-" in value):
+        return "is no zone (a name like us-central1-b, the region before its last hyphen)"
+    return ""
 
 
 def load_cloud_config(path: str | Path | None) -> CloudConfig:
     """The config at ``path`` (an empty one without a path)."""
     if path is None:
         return CloudConfig()
-    try:
-        text = Path(path).read_text()
-    except OSError as error:
-        raise ConfigError(
-            f"cannot read the cloud config: {error.strerror}", path=str(path)
-        ) from None
-    return parse_cloud_config(text, str(path))
+    text = inputs.read_text(path, what="cloud config")
+    return parse_cloud_config(text, inputs.cut(str(path), 200))

@@ -34,7 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from polyccm.cloud import CloudProvider, InstancesV2, LoadBalancer, ProviderContext, Routes
 from polyccm.errors import ConfigError
+from polyccm.inputs import quoted
 from polyccm.kube.api import CONFIGMAPS, ApiError, KubeApi, load_configuration
+from polyccm.urls import plain_url
 
 from polyccm_gce.api import SCOPES, GceApi
 from polyccm_gce.config import CloudConfig
@@ -56,13 +58,26 @@ CLUSTER_ID_KEY = "uid"
 PROVIDER_UID_KEY = "provider-uid"
 
 
+def metadata_root() -> str:
+    """``http://HOST`` of the metadata server: google-auth's ``GCE_METADATA_HOST`` (or the
+    older ``GCE_METADATA_ROOT``), else metadata.google.internal; :class:`ConfigError` when the
+    variable is no ``host[:port]`` (``[::1`` made urllib raise at the first request)."""
+    for variable in ("GCE_METADATA_HOST", "GCE_METADATA_ROOT"):
+        host = os.environ.get(variable)
+        if host:
+            try:
+                return plain_url(f"http://{host}", variable)
+            except ConfigError:
+                raise ConfigError(f"{variable} {quoted(host)} is no host[:port]") from None
+    return "http://metadata.google.internal"
+
+
 def metadata(path: str) -> str | None:
     """``/computeMetadata/v1/<path>`` from the metadata server (``GCE_METADATA_HOST``, else
-    metadata.google.internal), or None when none answers (not on GCE)."""
-    host = os.environ.get("GCE_METADATA_HOST") or os.environ.get("GCE_METADATA_ROOT")
+    metadata.google.internal), or None when none answers (not on GCE); :class:`ConfigError`
+    when the variable names no host."""
     request = urllib.request.Request(
-        f"http://{host or 'metadata.google.internal'}/computeMetadata/v1/{path}",
-        headers={"Metadata-Flavor": "Google"},
+        f"{metadata_root()}/computeMetadata/v1/{path}", headers={"Metadata-Flavor": "Google"}
     )
     try:
         with urllib.request.urlopen(request, timeout=3) as answer:

@@ -8,23 +8,36 @@ text and a mapping (``os.environ`` in production, a dict in tests) and raises
 BGP password) are registered with :mod:`polyccm.logredact` the moment they are read, so no log
 line can show them.
 
-A key of the file polyccm does not read is no error (upstream's ``json.Unmarshal`` drops it
-silently): it is warned about, once, naming the file and the key
-(:func:`polyccm.configkeys.warn_unknown_keys`); a file that is not a JSON object stops the start.
+The file is read by :func:`polyccm.inputs.read_text` and :func:`polyccm.inputs.load_json` (so a
+key given twice, or nesting past a hundred levels, stops the start). Its keys are matched as
+upstream's ``json.Unmarshal`` matches them, ignoring case (``projectId`` is ``projectID``); two
+spellings of one key are a key given twice. A value of the wrong JSON type (``apiKey`` a
+number, ``projectID`` a list) stops the start, as it stops upstream's. A key polyccm does not
+read is no error (``json.Unmarshal`` drops it silently): it is warned about, once, naming the
+file and the key (:func:`polyccm.configkeys.warn_unknown_keys`); a file that is not a JSON
+object stops the start.
+
+``METAL_API_URL`` follows :func:`polyccm.urls.secret_url` (https, or plain http to a loopback
+emulator: the API key is sent to it); ``METAL_LOAD_BALANCER`` is parsed here, once, as upstream
+parses it. Echoed values are cut (:func:`polyccm.inputs.quoted`).
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
-from polyccm import logredact
+from polyccm import inputs, logredact
 from polyccm.configkeys import warn_unknown_keys
 from polyccm.errors import ConfigError
+from polyccm.inputs import quoted
+from polyccm.urls import plain_url, secret_url
+
+log = logging.getLogger(__name__)
 
 DEFAULT_API_URL = "https://api.equinix.com/metal/v1"
 #: The device metadata service (``metadata.packet.net`` before the rename).
@@ -44,19 +57,27 @@ DEFAULT_BURST = 40
 _MD5_PASSWORD = re.compile(r"^(?=.*[a-z])(?=.*[A-Z])(?=.*\d)[a-zA-Z\d]{10,20}$")
 
 LOAD_BALANCER_SCHEMES = ("metallb://", "kube-vip://", "empty://")
+#: The ConfigMap of ``metallb://`` when the URL names none (upstream's defaults).
+DEFAULT_METALLB_TARGET = ("metallb-system", "config")
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
-#: The keys of the JSON file :func:`read_config` reads (``clusterID`` is polyccm's own).
-FILE_KEYS = frozenset({
-    "apiKey", "projectID", "projectId", "metro", "facility", "loadbalancer", "loadBalancer",
-    "localASN", "bgpPass", "base-url", "clusterID",
-})  # fmt: skip
-#: The other keys of upstream's Config (metal/config.go): read there, not implemented here.
-UNUSED_FILE_KEYS = frozenset({
+#: The keys of the JSON file :func:`read_config` reads (``clusterID`` is polyccm's own), each
+#: under its folded spelling (upstream's ``json.Unmarshal`` ignores case), with the JSON type
+#: upstream's Config gives it.
+FILE_KEYS: dict[str, tuple[str, type]] = {
+    "apikey": ("apiKey", str), "projectid": ("projectID", str), "metro": ("metro", str),
+    "facility": ("facility", str), "loadbalancer": ("loadbalancer", str),
+    "localasn": ("localASN", int), "bgppass": ("bgpPass", str), "base-url": ("base-url", str),
+    "clusterid": ("clusterID", str),
+}  # fmt: skip
+#: The other keys of upstream's Config (metal/config.go), folded: read there, not here.
+UNUSED_FILE_KEYS = frozenset(key.lower() for key in (
     "annotationLocalASN", "annotationPeerASN", "annotationPeerIP", "annotationSrcIP",
     "annotationBGPPass", "annotationNetworkIPv4Private", "annotationEIPMetro",
     "annotationEIPFacility", "eipTag", "apiServerPort", "bgpNodeSelector",
     "eipHealthCheckUseHostIP", "useCRDForMetalLB",
-})  # fmt: skip
+))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -99,37 +120,121 @@ class MetalConfig:
         """``(namespace, configmap)`` of a ``metallb:///ns/name`` mode, else ``None``."""
         if not self.load_balancer.startswith("metallb://"):
             return None
-        path = urlsplit(self.load_balancer).path.strip("/")
-        namespace, _, name = path.partition("/")
-        return (namespace or "metallb-system", name or "config")
+        return metallb_target(_split_load_balancer(self.load_balancer))
+
+
+def metallb_target(parts: SplitResult) -> tuple[str, str]:
+    """``(namespace, configmap)`` of a ``metallb://`` URL, read as upstream reads it: one
+    slash dropped at each end of the path, the rest cut at its first slash, an empty part
+    defaulted (``metallb:///`` is ``metallb-system/config``)."""
+    path = parts.path.removeprefix("/").removesuffix("/")
+    namespace, _, name = path.partition("/")
+    return (namespace or DEFAULT_METALLB_TARGET[0], name or DEFAULT_METALLB_TARGET[1])
+
+
+def _split_load_balancer(value: str) -> SplitResult:
+    try:
+        return urlsplit(value)
+    except ValueError as error:
+        raise ConfigError(f"METAL_LOAD_BALANCER {quoted(value)} is no URL: {error}") from None
+
+
+def check_load_balancer(value: str) -> str:
+    """``value`` when it names a mode polyccm implements (empty: none); :class:`ConfigError`
+    otherwise. For ``metallb://``, the namespace and ConfigMap must be names Kubernetes takes;
+    a host or a query, which upstream ignores, is ignored too, with a warning."""
+    if not value:
+        return value
+    if not value.startswith(LOAD_BALANCER_SCHEMES):
+        raise ConfigError(
+            f"METAL_LOAD_BALANCER must start with {', '.join(LOAD_BALANCER_SCHEMES)}: "
+            f"{quoted(value)}"
+        )
+    parts = _split_load_balancer(value)
+    if parts.scheme != "metallb":
+        return value
+    namespace, name = metallb_target(parts)
+    if len(namespace) > 63 or not _DNS1123_LABEL.fullmatch(namespace):
+        raise ConfigError(
+            f"METAL_LOAD_BALANCER {quoted(value)}: {quoted(namespace)} is no namespace name "
+            "(lower-case letters, digits and '-', at most 63)"
+        )
+    if len(name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(name):
+        raise ConfigError(
+            f"METAL_LOAD_BALANCER {quoted(value)}: {quoted(name)} is no ConfigMap name "
+            "(lower-case letters, digits, '-' and '.', at most 253)"
+        )
+    if parts.netloc:
+        log.warning(
+            "METAL_LOAD_BALANCER %s: the host %s is ignored, as upstream ignores it, and the "
+            "ConfigMap is %s/%s; write metallb:///<namespace>/<name>, with three slashes",
+            quoted(value), quoted(parts.netloc), namespace, name,
+        )  # fmt: skip
+    extra = re.search(r"[?#].*", value)
+    if extra:
+        log.warning(
+            "METAL_LOAD_BALANCER %s: %s is ignored: polyccm writes MetalLB's CRDs whenever the "
+            "API server serves them, its ConfigMap otherwise",
+            quoted(value), quoted(extra.group()),
+        )  # fmt: skip
+    return value
 
 
 def load_config_keys(cloud_config: str | Path | None) -> dict[str, object]:
-    """The keys of the ``--cloud-config`` file (none without one), each key polyccm does not
-    read warned about; :class:`ConfigError` for a file that cannot be read or is no JSON
-    object."""
+    """The keys of the ``--cloud-config`` file (none without one), under polyccm's spelling,
+    each key polyccm does not read warned about; :class:`ConfigError` for a file that cannot be
+    read or is no JSON object, a key given twice or a value of the wrong type."""
     if not cloud_config:
         return {}
-    try:
-        text = Path(cloud_config).read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"--cloud-config {cloud_config}: {error.strerror}") from None
-    keys = parse_config_file(text, source=str(cloud_config))
-    warn_unknown_keys(
-        str(cloud_config), "", [(key, None) for key in keys], FILE_KEYS, unused=UNUSED_FILE_KEYS
-    )
-    return keys
+    source = inputs.cut(str(cloud_config), 200)
+    text = inputs.read_text(cloud_config, what="cloud config")
+    return parse_config_file(text, source=source)
 
 
 def parse_config_file(text: str, *, source: str = "cloud config") -> dict[str, object]:
-    """The keys of upstream's JSON config; :class:`ConfigError` for anything but an object."""
-    try:
-        parsed = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"not JSON: {error.msg}", path=source, line=error.lineno) from None
+    """The keys of upstream's JSON config in ``text`` (read from ``source``), under polyccm's
+    spelling, ``null`` ones left out; the others warned about. :class:`ConfigError` for
+    anything but a JSON object, a key given twice (in any case) or a value of the wrong type."""
+    parsed = inputs.load_json(text, source) if text.strip() else {}
     if not isinstance(parsed, dict):
         raise ConfigError("must be a JSON object", path=source)
-    return parsed
+    keys: dict[str, object] = {}
+    written: dict[str, str] = {}
+    for key, value in parsed.items():
+        folded = key.lower()
+        if folded in written:  # json.Unmarshal would keep the last: a key given twice
+            raise ConfigError(
+                f"{quoted(written[folded])} and {quoted(key)} are one key given twice "
+                "(upstream matches keys ignoring case)",
+                path=source,
+            )
+        written[folded] = key
+        if folded not in FILE_KEYS or value is None:  # null leaves a Go field as it was
+            continue
+        name, kind = FILE_KEYS[folded]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            wanted = "a string" if kind is str else "an integer"
+            raise ConfigError(
+                f"{quoted(key)} must be {wanted}, not {_json_kind(value)}", path=source
+            )
+        keys[name] = value
+    warn_unknown_keys(
+        source, "", [(key, None) for key in parsed], FILE_KEYS, fold=str.lower,
+        unused=UNUSED_FILE_KEYS,
+    )  # fmt: skip
+    return keys
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return "a string"
 
 
 def read_config(
@@ -163,18 +268,19 @@ def read_config(
     asn_text = pick(("METAL_LOCAL_ASN",), "localASN")
     local_asn = DEFAULT_LOCAL_ASN
     if asn_text:
-        if not asn_text.isdigit() or not 0 < int(asn_text) < 2**32:
-            raise ConfigError(f"METAL_LOCAL_ASN must be an AS number: {asn_text!r}")
+        # ASCII digits, at most ten of them, before int(): a 5 MB number is not parsed
+        if not (asn_text.isascii() and asn_text.isdigit() and len(asn_text) <= 10) or not (
+            0 < int(asn_text) < 2**32
+        ):
+            raise ConfigError(f"METAL_LOCAL_ASN must be an AS number: {quoted(asn_text)}")
         local_asn = int(asn_text)
-    load_balancer = pick(("METAL_LOAD_BALANCER",), "loadbalancer", "loadBalancer")
-    if load_balancer and not load_balancer.startswith(LOAD_BALANCER_SCHEMES):
-        raise ConfigError(
-            f"METAL_LOAD_BALANCER must start with {', '.join(LOAD_BALANCER_SCHEMES)}: "
-            f"{load_balancer!r}"
-        )
     api_url = pick(("METAL_API_URL",), "base-url") or DEFAULT_API_URL
-    if urlsplit(api_url).scheme not in ("http", "https") or not urlsplit(api_url).netloc:
-        raise ConfigError(f"METAL_API_URL (base-url) must be an http(s) URL: {api_url!r}")
+    secret_url(api_url, "METAL_API_URL (base-url)")
+    metadata_url = plain_url(
+        environ.get("METAL_METADATA_URL", "").strip() or DEFAULT_METADATA_URL,
+        "METAL_METADATA_URL",
+    )
+    load_balancer = check_load_balancer(pick(("METAL_LOAD_BALANCER",), "loadbalancer"))
     metro, facility = placement(environ, keys)
     return MetalConfig(
         api_key=api_key,
@@ -185,7 +291,7 @@ def read_config(
         local_asn=local_asn,
         bgp_pass=bgp_pass,
         api_url=api_url.rstrip("/"),
-        metadata_url=(environ.get("METAL_METADATA_URL", "").strip() or DEFAULT_METADATA_URL),
+        metadata_url=metadata_url,
         cluster_id=pick(("METAL_CLUSTER_ID",), "clusterID") or cluster_name,
     )
 
