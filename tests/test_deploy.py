@@ -39,6 +39,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import yaml
 from polyccm import cli
+from polyccm.app import commandline
 from polyccm.app.options import LeaderElection
 from polyccm.kube.api import EVENTS, LEASES, NODES, SECRETS, SERVICES, ApiError, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT
@@ -400,7 +401,7 @@ def test_overlay_runs_its_provider_image_with_upstream_flags(provider: str, tmp_
         args = [f"--cloud-config={local}" if a.startswith("--cloud-config=") else a for a in args]
 
     # The args as polyccm reads them.
-    options, _ = cli.parse([f"--provider={provider}", *args], plugin_manager())
+    options, _ = commandline.parse([f"--provider={provider}", *args], plugin_manager())
     assert options.provider == provider
     assert options.leader_election.enabled
     assert options.secure_port == 10258 and options.bind_address == "0.0.0.0"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from polyccm.cli import parse
+from polyccm.app.commandline import parse
 from polyccm.plugins import installed_providers, plugin_manager
 from polyccm_testing.workspace import (
     ROOT,

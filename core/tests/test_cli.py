@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from polyccm import cli
+from polyccm.app import commandline
 from polyccm.app.options import CONTROLLER_ALIASES, resolve_controllers
 from polyccm.plugins import plugin_manager
 from polyccm_testing.fake_main import COMMAND as FAKE_MAIN
@@ -21,8 +21,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def parse(*args: str) -> cli.ManagerOptions:
-    options, _ = cli.parse(list(args), plugin_manager())
+def parse(*args: str) -> commandline.ManagerOptions:
+    options, _ = commandline.parse(list(args), plugin_manager())
     return options
 
 
@@ -307,7 +307,9 @@ def _checked(*args: str) -> None:
     from polyccm_testing.fake_main import FakeCloudPlugin
 
     manager = plugin_manager([FakeCloudPlugin()])
-    cli.build_checked_provider(cli.parse_command_line(["--provider=fake", *args], manager), manager)
+    commandline.build_checked_provider(
+        commandline.parse_command_line(["--provider=fake", *args], manager), manager
+    )
 
 
 @pytest.mark.parametrize(
@@ -321,7 +323,7 @@ def _checked(*args: str) -> None:
 def test_cluster_cidrs_the_route_controller_refuses_exit_2(cidrs: str) -> None:
     # k8s.io/cloud-provider v0.35.4 app/core.go:115-129 (startRouteController): more than one
     # CIDR must be dual-stack (netutils.IsDualStackCIDRs: one of each family), and 2 at most.
-    with pytest.raises(cli.UsageError, match="--cluster-cidr has"):
+    with pytest.raises(commandline.UsageError, match="--cluster-cidr has"):
         _checked(f"--cluster-cidr={cidrs}")
     result = run_fake("--configure-cloud-routes=true", f"--cluster-cidr={cidrs}")
     assert result.returncode == 2
@@ -567,10 +569,12 @@ def test_an_empty_cluster_name_is_refused_where_it_alone_marks_the_cloud_resourc
         "--allow-untagged-cloud",
         f"--cluster-name={name}",
     ]
-    with pytest.raises(cli.UsageError, match="--cluster-name is empty: the fake provider found no"):
-        cli.build_checked_provider(cli.parse_command_line(argv, manager), manager)
-    cli.build_checked_provider(
-        cli.parse_command_line([*argv[:3], "--cluster-name=prod"], manager), manager
+    with pytest.raises(
+        commandline.UsageError, match="--cluster-name is empty: the fake provider found no"
+    ):
+        commandline.build_checked_provider(commandline.parse_command_line(argv, manager), manager)
+    commandline.build_checked_provider(
+        commandline.parse_command_line([*argv[:3], "--cluster-name=prod"], manager), manager
     )
 
 

@@ -7,14 +7,14 @@ import subprocess
 import sys
 
 import pytest
-from polyccm import cli
+from polyccm.app import commandline
 from polyccm.app.featuregates import FeatureGates
 from polyccm.plugins import plugin_manager
 
 
 def gates(*values: str) -> FeatureGates:
     argv = ["--provider=gce", *(f"--feature-gates={value}" for value in values)]
-    options, _ = cli.parse(argv, plugin_manager())
+    options, _ = commandline.parse(argv, plugin_manager())
     return options.feature_gates
 
 
@@ -96,15 +96,15 @@ def test_gates_polyccm_reads_change_what_it_accepts() -> None:
     # component-base v0.35.4 logs/api/v1/options.go:156-166 (json needs its format's gate,
     # LoggingBetaOptions) and 200-219 (split streams and buffers need LoggingAlphaOptions).
     gates("LoggingBetaOptions=true")  # the default
-    cli.parse(["--provider=gce", "--logging-format=json"], plugin_manager())
-    with pytest.raises(cli.UsageError, match="LoggingBetaOptions"):
-        cli.parse(
+    commandline.parse(["--provider=gce", "--logging-format=json"], plugin_manager())
+    with pytest.raises(commandline.UsageError, match="LoggingBetaOptions"):
+        commandline.parse(
             ["--provider=gce", "--logging-format=json", "--feature-gates=LoggingBetaOptions=false"],
             plugin_manager(),
         )
-    with pytest.raises(cli.UsageError, match="LoggingAlphaOptions"):
-        cli.parse(["--provider=gce", "--log-text-split-stream"], plugin_manager())
-    cli.parse(
+    with pytest.raises(commandline.UsageError, match="LoggingAlphaOptions"):
+        commandline.parse(["--provider=gce", "--log-text-split-stream"], plugin_manager())
+    commandline.parse(
         ["--provider=gce", "--log-text-split-stream", "--feature-gates=LoggingAlphaOptions=true"],
         plugin_manager(),
     )

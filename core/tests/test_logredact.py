@@ -317,7 +317,7 @@ def test_the_filter_masks_arguments_tracebacks_and_stacks_for_any_formatter() ->
 
 
 def test_the_kubernetes_token_and_client_key_are_known_secrets(tmp_path: Path) -> None:
-    from polyccm.cli import _kube_secrets
+    from polyccm.app.commandline import _kube_secrets
     from polyccm_testing.devenv import pki
 
     # A real pair: the kubeconfig loader refuses a certificate and key that are no PEM pair.
@@ -354,8 +354,8 @@ def test_uncaught_exceptions_of_the_polyccm_process_are_masked_too() -> None:
     token = "env-session-token-0123456789"
     program = (
         "import os, threading\n"
-        "from polyccm.cli import _configure_logging\n"
-        "_configure_logging(10)\n"
+        "from polyccm.app.commandline import configure_logging\n"
+        "configure_logging(10)\n"
         "def crash():\n"
         "    raise RuntimeError('thread saw ' + os.environ['AWS_SESSION_TOKEN'])\n"
         "worker = threading.Thread(target=crash, name='worker')\n"

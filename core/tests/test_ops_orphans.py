@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import pytest
 from polyccm.cloud import default_load_balancer_name
-from polyccm.controllers.service import FINALIZER
 from polyccm.kube.api import MERGE_PATCH, SERVICES, KubeApi
-from polyccm.objects import Service
+from polyccm.objects import LOAD_BALANCER_FINALIZER, Service
 from polyccm.ops.orphans import unclaimed_reason
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.fake import FakeCloud, FakeLoadBalancer
@@ -50,7 +49,7 @@ def leaky(kube_api: KubeApi, namespace: str) -> FakeCloud:
     kube_api.patch(
         SERVICES,
         "finalising",
-        {"metadata": {"finalizers": [FINALIZER]}, "spec": {"type": "ClusterIP"}},
+        {"metadata": {"finalizers": [LOAD_BALANCER_FINALIZER]}, "spec": {"type": "ClusterIP"}},
         namespace,
         patch_type=MERGE_PATCH,
     )

@@ -9,9 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from polyccm.controllers.service import FINALIZER
 from polyccm.kube.api import MERGE_PATCH, NODES, SERVICES, KubeApi
-from polyccm.objects import SHUTDOWN_TAINT, UNINITIALIZED_TAINT, Node, Service
+from polyccm.objects import (
+    LOAD_BALANCER_FINALIZER,
+    SHUTDOWN_TAINT,
+    UNINITIALIZED_TAINT,
+    Node,
+    Service,
+)
 from polyccm.ops.contract import LoadBalancerPlan
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.fake import REFUSE_ANNOTATION, FakeCloud
@@ -64,7 +69,11 @@ def ensured(cloud: FakeCloud, api: KubeApi, namespace: str, name: str, nodes: li
     """A LoadBalancer service whose load balancer the controller made (finalizer included)."""
     make_service(api, namespace, name)
     api.patch(
-        SERVICES, name, {"metadata": {"finalizers": [FINALIZER]}}, namespace, patch_type=MERGE_PATCH
+        SERVICES,
+        name,
+        {"metadata": {"finalizers": [LOAD_BALANCER_FINALIZER]}},
+        namespace,
+        patch_type=MERGE_PATCH,
     )
     cloud.ensure_load_balancer("kubernetes", Service(api.get(SERVICES, name, namespace)), nodes)
 

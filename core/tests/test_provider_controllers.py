@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 from polyccm import cli, metrics
+from polyccm.app import commandline
 from polyccm.app.manager import ControllerManager
 from polyccm.cloud import CloudProvider
 from polyccm.controllers import (
@@ -187,7 +188,9 @@ class _AnotherProvider:
 
 def _selected(*args: str) -> frozenset[str]:
     manager = plugin_manager([LabelCloudPlugin(), _AnotherProvider()])
-    return cli.parse_command_line([f"--provider={PROVIDER}", *args], manager).options.controllers
+    return commandline.parse_command_line(
+        [f"--provider={PROVIDER}", *args], manager
+    ).options.controllers
 
 
 BUILT_IN = {"cloud-node", "cloud-node-lifecycle", "service", "route"}
@@ -213,7 +216,7 @@ def test_controllers_flag_selects_provider_controllers_like_built_in_ones(
 
 def test_another_providers_controllers_are_never_registered() -> None:
     manager = plugin_manager([LabelCloudPlugin(), _AnotherProvider()])
-    parsed = cli.parse_command_line([f"--provider={PROVIDER}"], manager)
+    parsed = commandline.parse_command_line([f"--provider={PROVIDER}"], manager)
     assert set(parsed.controllers) == {"node-labeller", "node-auditor"}
     assert "other-thing" not in parsed.options.controllers
 
@@ -295,7 +298,7 @@ def start(control_plane: Any, clean_nodes: None) -> Iterator[Callable[..., Runni
             "--leader-elect=false",
             *args,
         ]
-        parsed = cli.parse_command_line(argv, plugin_manager([plugin]))
+        parsed = commandline.parse_command_line(argv, plugin_manager([plugin]))
         api = KubeApi(load_configuration(parsed.options.kubeconfig), qps=0)
         manager = ControllerManager(
             parsed.options,

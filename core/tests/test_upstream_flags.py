@@ -15,8 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from polyccm import cli
-from polyccm.app import featuregates
+from polyccm.app import commandline, featuregates
 from polyccm.plugins import plugin_manager
 from polyccm.serving import tls
 from polyccm_testing import upstreamflags
@@ -116,8 +115,8 @@ def _sample(flag: UpstreamFlag, cloud_config: Path) -> tuple[str, ...]:
 
 def _refusal(argv: list[str]) -> str | None:
     try:
-        cli.parse(["--provider=gce", *argv], plugin_manager())
-    except cli.UsageError as error:
+        commandline.parse(["--provider=gce", *argv], plugin_manager())
+    except commandline.UsageError as error:
         return str(error)
     return None
 
@@ -173,13 +172,15 @@ def test_a_malformed_value_of_each_typed_upstream_flag_exits_2(upstream: Listing
 def test_upstream_v1_36s_concurrent_node_status_updates_is_accepted() -> None:
     # k8s.io/cloud-provider v0.36.2 options/nodecontroller.go: Int32Var
     # "concurrent-node-status-updates" (AddFlags), refused when negative (Validate, ~line 56).
-    options, _ = cli.parse(
+    options, _ = commandline.parse(
         ["--provider=gce", "--concurrent-node-syncs=3", "--concurrent-node-status-updates=8"],
         plugin_manager(),
     )
     assert options.concurrent_node_status_updates == 8
-    with pytest.raises(cli.UsageError, match="must not be negative"):
-        cli.parse(["--provider=gce", "--concurrent-node-status-updates=-1"], plugin_manager())
+    with pytest.raises(commandline.UsageError, match="must not be negative"):
+        commandline.parse(
+            ["--provider=gce", "--concurrent-node-status-updates=-1"], plugin_manager()
+        )
 
 
 def test_the_shipped_feature_gates_are_upstreams(upstream: Listing) -> None:

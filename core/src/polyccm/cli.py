@@ -1,273 +1,68 @@
-"""The ``polyccm`` command: parse upstream-compatible flags, build the provider, run the manager.
+"""The ``polyccm`` command: parse upstream-compatible flags, build the provider, serve the secure
+port and run the manager.
 
 User mistakes (an unknown provider, flag or controller, a bad value, an unreadable or malformed
-cloud config, unusable serving certificate files) print one line to stderr and exit with status
-2; they never produce a traceback. That line, and every log line from the first, pass
-:mod:`polyccm.logredact`: a secret echoed in another setting's error is masked there too.
-``polyccm rbac --provider NAME`` prints the ClusterRole that provider's process needs instead
-(``polyccm --provider=NAME rbac`` too, as an image's entry point writes it);
+cloud config, unusable serving certificate files, a secure port already taken) print one line to
+stderr and exit with status 2; they never produce a traceback. That line, and every log line from
+the first, pass :mod:`polyccm.logredact`: a secret echoed in another setting's error is masked
+there too. ``polyccm rbac --provider NAME`` prints the ClusterRole that provider's process needs
+instead (``polyccm --provider=NAME rbac`` too, as an image's entry point writes it);
 ``polyccm plan``, ``orphans`` and ``check-service`` are the operator commands of
-:mod:`polyccm.ops.commands`.
+:mod:`polyccm.ops.commands`. What every command shares (the flags, the provider built and
+checked, the logging set-up) is :mod:`polyccm.app.commandline`.
+
+This is the one place that wires a process together: the API client, the controller manager,
+the signals that stop it, and the secure port (/healthz, /livez, /readyz, /metrics) whose checks
+ask the manager; :mod:`polyccm.app.manager` only runs the controllers.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
+import contextlib
 import functools
-import json
 import logging
 import os
-import platform
-import re
+import signal
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from importlib import metadata
-from pathlib import Path
-from types import TracebackType
-from typing import NoReturn
+from collections.abc import Sequence
+from types import FrameType
+from typing import TYPE_CHECKING
 
 import pluggy
 
-from polyccm import flagtypes, logredact, plugins, rbac
-from polyccm.app.options import (
-    IGNORED_FLAGS,
-    ManagerOptions,
-    add_manager_flags,
-    cluster_cidr_problem,
-    options_from_namespace,
-    resolve_controllers,
-    unlimited_qps,
+from polyccm import logredact, plugins, rbac
+from polyccm.app.commandline import (
+    PROG,
+    USAGE_ERROR,
+    CommandLine,
+    Parser,
+    UsageError,
+    build_checked_provider,
+    chosen_provider,
+    configure_logging,
+    controllers_of,
+    parse_command_line,
+    split_provider,
+    start_logging,
 )
+from polyccm.app.options import IGNORED_FLAGS, ManagerOptions, resolve_controllers, unlimited_qps
 from polyccm.cloud import CloudProvider
 from polyccm.errors import ConfigError
-from polyccm.kube.api import KubeconfigError, load_configuration
+from polyccm.kube.api import KubeApi, KubeconfigError, load_configuration
 from polyccm.kube.config import Configuration
 
-USAGE_ERROR = 2
-PROG = "polyccm"
-# Upstream (k8s.io/cloud-provider) refuses to start without a cluster id for the same reason:
-# the id scopes every cloud resource the controllers make, adopt or delete.
-_NO_CLUSTER_ID = (
-    "no cluster id: the {provider} provider found none, neither in --cloud-config nor in the tags "
-    "of the cloud instance polyccm runs on; set one in either place, or pass "
-    "--allow-untagged-cloud to run without one"
-)
+if TYPE_CHECKING:
+    from polyccm.app.manager import ControllerManager
 
-# Upstream accepts an empty --cluster-name (cloud-provider v0.35.4 options/kubecloudshared.go
-# validates nothing of it); polyccm refuses it only where it is the one thing that tags.
-_EMPTY_CLUSTER_NAME = (
-    "--cluster-name is empty: the {provider} provider found no cluster id, so with "
-    "--allow-untagged-cloud the cluster name is what marks the cluster's cloud resources, and "
-    "an empty one marks none; give the cluster a name"
-)
-
-
-class UsageError(Exception):
-    """A user mistake on the command line; printed as one line, exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports errors as one line instead of usage plus message."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
-_HELP_VALUE = re.compile(r"(-h|--help)=(.*)", re.DOTALL)
-
-
-def _help_values_resolved(argv: Sequence[str]) -> list[str]:
-    """``argv`` with upstream's ``--help=BOOL`` (pflag's help is a bool flag) turned into a bare
-    ``--help`` when true and dropped when false."""
-    resolved = []
-    for arg in argv:
-        match = _HELP_VALUE.fullmatch(arg)
-        if match is None:
-            resolved.append(arg)
-            continue
-        try:
-            wanted = flagtypes.parse_bool(match.group(2))
-        except argparse.ArgumentTypeError as error:
-            raise UsageError(f"argument {match.group(1)}: {error}") from None
-        if wanted:
-            resolved.append("--help")
-    return resolved
-
-
-def _provider_parser() -> _Parser:
-    parser = _Parser(prog=PROG, add_help=False, allow_abbrev=False)
-    parser.add_argument("--provider", "--cloud-provider", dest="provider")
-    parser.add_argument("-h", "--help", action="store_true")
-    return parser
-
-
-def _full_parser(
-    manager: pluggy.PluginManager,
-    provider: str | None,
-    available: Sequence[str],
-    controllers: Mapping[str, plugins.ControllerInfo],
-    *,
-    prog: str = PROG,
-    extra: Callable[[argparse.ArgumentParser], None] | None = None,
-) -> _Parser:
-    parser = _Parser(
-        prog=prog,
-        allow_abbrev=False,
-        description="A Kubernetes cloud-controller-manager. Runs the cloud-node, "
-        "cloud-node-lifecycle, service and route controllers for one cloud provider.",
-        epilog=f"installed providers: {', '.join(available) or 'none'}",
-    )
-    parser.add_argument(
-        "--provider",
-        "--cloud-provider",
-        dest="provider",
-        metavar="NAME",
-        help=f"the cloud provider to run (installed: {', '.join(available) or 'none'})",
-    )
-    add_manager_flags(parser, {name: info.enabled_by_default for name, info in controllers.items()})
-    if provider:
-        group = parser.add_argument_group(f"{provider} provider flags")
-        manager.hook.polyccm_add_options(provider=provider, group=group)
-    if extra is not None:
-        extra(parser)
-    return parser
-
-
-@dataclass(frozen=True)
-class CommandLine:
-    """What the command line asks for."""
-
-    options: ManagerOptions
-    namespace: argparse.Namespace
-    """Every parsed option, the provider's own included (handed to the provider's plugin)."""
-    controllers: Mapping[str, plugins.ControllerInfo]
-    """The chosen provider's own controllers (selected or not: see ``options.controllers``)."""
-
-
-def parse(
-    argv: Sequence[str], manager: pluggy.PluginManager
-) -> tuple[ManagerOptions, argparse.Namespace]:
-    """Parse ``argv``; raise :class:`UsageError` for any user mistake.
-
-    ``--help`` prints the help text and exits 0, as usual.
-    """
-    parsed = parse_command_line(argv, manager)
-    return parsed.options, parsed.namespace
-
-
-def _chosen_provider(
-    argv: Sequence[str], manager: pluggy.PluginManager
-) -> tuple[str | None, list[str], Mapping[str, plugins.ProviderInfo]]:
-    """The ``--provider`` in ``argv`` (checked to be installed), what else ``argv`` holds, and
-    every installed provider."""
-    try:
-        installed = plugins.installed_providers(manager)
-    except plugins.PluginError as error:
-        raise UsageError(str(error)) from None
-    first, rest = _provider_parser().parse_known_args(_help_values_resolved(argv))
-    provider = first.provider
-    if provider is not None and provider not in installed:
-        raise UsageError(
-            f"unknown provider {provider!r}; installed providers: "
-            f"{', '.join(sorted(installed)) or 'none'}"
-        )
-    return provider, rest, installed
-
-
-def _controllers_of(
-    manager: pluggy.PluginManager, provider: plugins.ProviderInfo | None
-) -> Mapping[str, plugins.ControllerInfo]:
-    if provider is None:
-        return {}
-    try:
-        return plugins.provider_controllers(manager, provider)
-    except plugins.PluginError as error:
-        raise UsageError(str(error)) from None
-
-
-def parse_command_line(
-    argv: Sequence[str],
-    manager: pluggy.PluginManager,
-    *,
-    prog: str = PROG,
-    extra: Callable[[argparse.ArgumentParser], None] | None = None,
-) -> CommandLine:
-    """Parse ``argv``, asking the chosen provider for its controllers; raise
-    :class:`UsageError` for any user mistake. ``extra`` adds a subcommand's own flags."""
-    provider, _, installed = _chosen_provider(argv, manager)
-    available = sorted(installed)
-    controllers = _controllers_of(manager, installed.get(provider) if provider else None)
-    parser = _full_parser(manager, provider, available, controllers, prog=prog, extra=extra)
-    namespace = parser.parse_args(_help_values_resolved(argv))
-    if namespace.version in ("true", "raw"):
-        # As upstream, before any check: the version is printed whatever else is missing.
-        print(_version_text(raw=namespace.version == "raw"))
-        raise SystemExit(0)
-    if provider is None:
-        raise UsageError(
-            f"--provider is required; installed providers: {', '.join(available) or 'none'}"
-        )
-    try:
-        options = options_from_namespace(provider, namespace)
-    except argparse.ArgumentTypeError as error:
-        raise UsageError(str(error)) from None
-    if options.cloud_config is not None:
-        try:
-            with options.cloud_config.open("rb"):
-                pass
-        except OSError as error:
-            raise UsageError(
-                f"cannot read cloud config {options.cloud_config}: {error.strerror}"
-            ) from None
-    return CommandLine(options, namespace, controllers)
-
-
-def _version_text(*, raw: bool) -> str:
-    """``--version``: polyccm's version; ``--version=raw``: with the Python running it."""
-    version = metadata.version("polyccm")
-    if not raw:
-        return f"{PROG} v{version}"
-    info = {
-        "gitVersion": f"v{version}",
-        "pythonVersion": platform.python_version(),
-        "platform": f"{sys.platform}/{platform.machine()}",
-    }
-    return json.dumps(info)
-
-
-def build_checked_provider(parsed: CommandLine, manager: pluggy.PluginManager) -> CloudProvider:
-    """The provider ``parsed`` names, built by its plugin and checked as at start-up: the
-    route controller's ``--cluster-cidr`` and the cluster id (:class:`UsageError` otherwise)."""
-    options = parsed.options
-    settings = plugins.ProviderSettings(
-        provider=options.provider,
-        cloud_config=options.cloud_config,
-        cluster_name=options.cluster_name,
-        options=parsed.namespace,
-    )
-    provider = plugins.build_provider(manager, settings)
-    from polyccm.app.manager import route_controller_problem
-
-    problem = route_controller_problem(options, provider)
-    if not problem and options.route_controller_on and provider.routes() is not None:
-        problem = cluster_cidr_problem(options.cluster_cidrs)
-    if problem:
-        raise UsageError(problem)
-    if not provider.has_cluster_id():
-        if not options.allow_untagged_cloud:
-            raise UsageError(_NO_CLUSTER_ID.format(provider=options.provider))
-        if not options.cluster_name.strip():
-            raise UsageError(_EMPTY_CLUSTER_NAME.format(provider=options.provider))
-    return provider
+log = logging.getLogger(PROG)
 
 
 def _rbac_requested(argv: Sequence[str]) -> list[str] | None:
     """The arguments of ``rbac`` when ``argv`` asks for it (``rbac --provider X`` or
     ``--provider X rbac``), else ``None``."""
-    _, rest = _provider_parser().parse_known_args(_help_values_resolved(argv))
+    _, rest = split_provider(argv)
     if rest and rest[0] == "rbac":
         return rest[1:]
     return None
@@ -275,11 +70,11 @@ def _rbac_requested(argv: Sequence[str]) -> list[str] | None:
 
 def print_rbac(argv: Sequence[str], manager: pluggy.PluginManager) -> None:
     """``polyccm rbac``: print the ClusterRole for ``--provider`` (and ``--controllers``)."""
-    provider, _, installed = _chosen_provider(argv, manager)
+    provider, _, installed = chosen_provider(argv, manager)
     available = ", ".join(sorted(installed)) or "none"
-    controllers = _controllers_of(manager, installed.get(provider) if provider else None)
+    controllers = controllers_of(manager, installed.get(provider) if provider else None)
     defaults = {name: info.enabled_by_default for name, info in controllers.items()}
-    parser = _Parser(
+    parser = Parser(
         prog=f"{PROG} rbac",
         allow_abbrev=False,
         description="Print the ClusterRole polyccm needs for one provider: the core's rules "
@@ -322,41 +117,6 @@ def print_rbac(argv: Sequence[str], manager: pluggy.PluginManager) -> None:
     sys.stdout.write(rbac.render_cluster_role(extra, header=header))
 
 
-def _kube_secrets(configuration: Configuration) -> list[str]:
-    """What the Kubernetes connection authenticates with: token, password, client key."""
-    found = [str(v) for v in (configuration.api_key or {}).values() if v]
-    if configuration.password:
-        found.append(str(configuration.password))
-    if configuration.key_file:
-        try:
-            key = Path(configuration.key_file).read_bytes()
-        except OSError:
-            key = b""
-        if key:
-            # As the PEM file, as a kubeconfig's client-key-data, and line by line.
-            found += [key.decode(errors="replace"), base64.b64encode(key).decode()]
-            found += [line for line in key.decode(errors="replace").splitlines() if "-" not in line]
-    return found
-
-
-def _log_uncaught(
-    kind: type[BaseException], error: BaseException, traceback: TracebackType | None
-) -> None:
-    if issubclass(kind, KeyboardInterrupt):
-        sys.__excepthook__(kind, error, traceback)
-        return
-    logging.getLogger(PROG).critical("uncaught exception", exc_info=(kind, error, traceback))
-
-
-def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
-    if args.exc_type is SystemExit or args.exc_value is None:
-        return  # as the default hook: a thread that exits is no error
-    name = args.thread.name if args.thread is not None else "?"
-    logging.getLogger(PROG).critical(
-        "uncaught exception in thread %s", name, exc_info=args.exc_value
-    )
-
-
 def _review_configuration(flag: str, kubeconfig: str | None) -> Configuration | None:
     """The connection ``flag`` names for the secure port's reviews; ``None`` without one (the
     reviews then go where the controllers' requests go)."""
@@ -368,41 +128,9 @@ def _review_configuration(flag: str, kubeconfig: str | None) -> Configuration | 
         raise UsageError(f"{flag}: {error}") from None
 
 
-_LOG_FORMAT = "%(asctime)s %(levelname).1s %(name)s] %(message)s"
-
-
-def _start_logging() -> None:
-    """Before anything is read: log to stderr (warnings only until ``--v`` is known), every
-    record through :mod:`polyccm.logredact`, the secrets of the environment known to it, and
-    uncaught exceptions through the same masked handlers instead of straight to stderr."""
-    logging.basicConfig(level=logging.WARNING, format=_LOG_FORMAT, stream=sys.stderr)
-    for value in logredact.secrets_in_environment(os.environ):
-        logredact.add_secret(value, guessed=True)
-    logredact.install(logging.getLogger().handlers)
-    sys.excepthook = _log_uncaught
-    threading.excepthook = _log_uncaught_in_thread
-
-
-def _configure_logging(verbosity: int, *configurations: Configuration | None) -> None:
-    """Log to stderr; ``--v>=4`` is DEBUG, ``--v>=6`` adds the libraries' wire logs.
-
-    Whatever the level, records pass :mod:`polyccm.logredact` on the way out, so no credential
-    is printed: the secrets in the environment and of the Kubernetes connections are masked by
-    value, anything shaped like a secret (an STS answer, a signed request's headers) by shape."""
-    _start_logging()
-    logging.getLogger().setLevel(logging.DEBUG if verbosity >= 4 else logging.INFO)
-    for configuration in configurations:
-        for value in _kube_secrets(configuration) if configuration is not None else ():
-            logredact.add_secret(value)
-    if verbosity < 6:
-        for noisy in ("urllib3", "botocore", "boto3", "kubernetes"):
-            logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
 def _warn_about_flags(options: ManagerOptions, provider: CloudProvider, *more: str) -> None:
     """Say which flags set change nothing here, what upstream warns about the gates, and which
     values upstream accepts that do less than they seem to (``more``: other such warnings)."""
-    log = logging.getLogger(PROG)
     for flag in options.ignored_flags:
         log.warning("%s is accepted for compatibility and ignored: %s", flag, IGNORED_FLAGS[flag])
     for warning in options.feature_gates.warnings():
@@ -449,7 +177,7 @@ def _check_serving_files(options: ManagerOptions) -> list[str]:
 def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None = None) -> int:
     """Entry point of ``polyccm``; returns the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
-    _start_logging()
+    start_logging()
     try:
         manager = manager or plugins.plugin_manager()
         rbac_args = _rbac_requested(args)
@@ -475,23 +203,137 @@ def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None
     except (UsageError, ConfigError, plugins.PluginError, KubeconfigError) as error:
         print(logredact.error_line(PROG, error), file=sys.stderr)
         return USAGE_ERROR
-    _configure_logging(options.verbosity, configuration, authentication, authorization)
+    configure_logging(options.verbosity, configuration, authentication, authorization)
     _warn_about_flags(options, provider, *serving_warnings)
     if not provider.has_cluster_id():
-        logging.getLogger(PROG).warning(
+        log.warning(
             "no cluster id found; running without one as --allow-untagged-cloud allows "
             "(--cluster-name %r stands in for it)",
             options.cluster_name,
         )
-    from polyccm.app.manager import run_manager
+    return _run_manager(parsed, provider, configuration, authentication, authorization)
 
-    return run_manager(
-        options,
-        provider,
+
+def _run_manager(
+    parsed: CommandLine,
+    provider: CloudProvider,
+    configuration: Configuration,
+    authentication: Configuration | None,
+    authorization: Configuration | None,
+) -> int:
+    """Run the controller manager until SIGTERM or SIGINT, the secure port serving beside it;
+    the exit status. ``authentication`` and ``authorization`` are the API servers that review
+    the secure port's requests (``--authentication-kubeconfig``,
+    ``--authorization-kubeconfig``); by default ``configuration``'s."""
+    from polyccm.app.manager import ControllerManager
+
+    options = parsed.options
+    api = KubeApi(
         configuration,
-        provider_controllers={name: info.constructor for name, info in parsed.controllers.items()},
-        authentication=authentication,
-        authorization=authorization,
+        qps=options.kube_api_qps,
+        burst=options.kube_api_burst,
+        user_agent=f"polyccm/{options.provider} (cloud-controller-manager)",
+    )
+    constructors = {name: info.constructor for name, info in parsed.controllers.items()}
+    try:
+        manager = ControllerManager(options, provider, api, provider_controllers=constructors)
+        stop = _stop_on_signals()
+        with contextlib.ExitStack() as serving:
+            try:
+                _serve_secure_port(
+                    serving,
+                    manager,
+                    authentication or configuration,
+                    authorization or configuration,
+                )
+            except UsageError as error:
+                print(logredact.error_line(PROG, error), file=sys.stderr)
+                return USAGE_ERROR
+            log.info("polyccm %s starting (pid %d)", options.provider, os.getpid())
+            return manager.run(stop)
+    finally:
+        api.close()
+
+
+def _stop_on_signals() -> threading.Event:
+    """An event that SIGTERM and SIGINT set: the manager then ends its term and returns."""
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s, stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    return stop
+
+
+def _serve_secure_port(
+    serving: contextlib.ExitStack,
+    manager: ControllerManager,
+    authentication: Configuration,
+    authorization: Configuration,
+) -> None:
+    """Serve /healthz, /livez, /readyz and /metrics over HTTPS on ``--secure-port`` (unless it
+    is 0) until ``serving`` closes, each request reviewed by the API servers ``authentication``
+    and ``authorization`` name, the health checks asking ``manager``. :class:`UsageError` for a
+    certificate that cannot be used or a port that cannot be bound."""
+    options = manager.options
+    if not options.secure_port:
+        return
+    from polyccm.health import HealthServer
+    from polyccm.serving import certs
+    from polyccm.serving.delegated import DelegatedAuth
+
+    try:
+        tls = certs.server_context(
+            cert_file=options.tls_cert_file,
+            key_file=options.tls_private_key_file,
+            cert_dir=options.cert_dir,
+            bind_address=options.bind_address,
+            min_version=options.tls_min_version,
+            cipher_suites=options.tls_cipher_suites,
+            client_ca_file=options.client_ca_file,
+        )
+    except certs.CertificateError as error:
+        raise UsageError(str(error)) from None
+    auth = options.delegated_auth
+    access = DelegatedAuth.connect(
+        authentication,
+        authorization,
+        user_agent=manager.api.user_agent,
+        always_allow_paths=auth.always_allow_paths,
+        token_ttl=auth.token_cache_ttl,
+        authorized_ttl=auth.authorized_cache_ttl,
+        unauthorized_ttl=auth.unauthorized_cache_ttl,
+        certificate_uids=options.feature_gates.enabled("AllowParsingUserUIDFromCertAuth"),
+    )
+    serving.callback(access.close)
+    try:
+        health = HealthServer(
+            options.bind_address,
+            options.secure_port,
+            tls=tls,
+            checks={
+                "leader-election": manager.election_healthy,
+                "controllers": manager.controllers_healthy,
+            },
+            ready_checks={"informers-synced": manager.ready},
+            access=access.check,
+        )
+    except OSError as error:
+        raise UsageError(
+            f"cannot serve on {options.bind_address}:{options.secure_port}: "
+            f"{error.strerror or error}"
+        ) from None
+    health.start()
+    serving.callback(health.stop)
+    log.info(
+        "serving /healthz, /livez, /readyz and /metrics over HTTPS on %s:%d; "
+        "answered without review: %s",
+        options.bind_address,
+        health.port,
+        ", ".join(auth.always_allow_paths) or "nothing",
     )
 
 

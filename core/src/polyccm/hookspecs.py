@@ -17,13 +17,9 @@ import pluggy
 
 if TYPE_CHECKING:
     from polyccm.cloud import CloudProvider
+    from polyccm.controllers.registry import ControllerRegistry
     from polyccm.ops.contract import ServiceChecker
-    from polyccm.plugins import (
-        ControllerRegistry,
-        EmulatorRegistry,
-        ProviderRegistry,
-        ProviderSettings,
-    )
+    from polyccm.registries import EmulatorRegistry, ProviderRegistry, ProviderSettings
 
 PROJECT = "polyccm"
 hookspec = pluggy.HookspecMarker(PROJECT)

@@ -15,6 +15,10 @@ from typing import Any
 UNINITIALIZED_TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
 SHUTDOWN_TAINT = "node.cloudprovider.kubernetes.io/shutdown"
 PROVIDED_NODE_IP_ANNOTATION = "alpha.kubernetes.io/provided-node-ip"
+LOAD_BALANCER_FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
+"""The finalizer the service controller puts on a Service it made a load balancer for, and takes
+off once that load balancer is deleted (upstream's
+``LoadBalancerCleanupFinalizer``, cloud-provider service/helpers/helper.go)."""
 
 _EMPTY: Mapping[str, Any] = {}
 
@@ -186,3 +190,9 @@ class Service(_View):
     @property
     def load_balancer_status(self) -> Mapping[str, Any]:
         return _get(self.raw, "status", "loadBalancer") or _EMPTY
+
+
+def wants_load_balancer(service: Service) -> bool:
+    """Whether the service controller should give ``service`` a load balancer: ``type:
+    LoadBalancer`` and no ``loadBalancerClass`` (a class means another controller serves it)."""
+    return service.type == "LoadBalancer" and service.load_balancer_class is None

@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 from polyccm.cloud import default_load_balancer_name
 from polyccm.controllers import nodeinfo
-from polyccm.controllers.service import FINALIZER
 from polyccm.kube.api import NODES, SERVICES, KubeApi
-from polyccm.objects import Node, Service
+from polyccm.objects import LOAD_BALANCER_FINALIZER, Node, Service
 from polyccm_digitalocean import annotations as ann
 from polyccm_digitalocean import provider as do_provider
 from polyccm_digitalocean.config import DigitalOceanConfig
@@ -83,7 +82,7 @@ def upstream_service(
 
     def tweak(body: dict[str, Any]) -> None:
         body["metadata"]["annotations"].update(annotations or {})
-        body["metadata"]["finalizers"] = [FINALIZER]
+        body["metadata"]["finalizers"] = [LOAD_BALANCER_FINALIZER]
 
     return Service(make_service(kube_api, namespace, name, tweak))
 

@@ -1,6 +1,6 @@
-"""The controller manager: connects to the API, serves health and metrics on the secure port
-(:mod:`polyccm.serving`), elects a leader and runs the selected controllers for one leadership
-term at a time.
+"""The controller manager: elects a leader and runs the selected controllers for one leadership
+term at a time, and answers the health checks the secure port asks (the process, the API client
+and the port itself are wired in :mod:`polyccm.cli`).
 
 Controllers are wired from one table, :data:`CONTROLLERS`, mapping each stable name to a
 constructor that returns ``None`` when the provider lacks the capability (the controller then
@@ -22,23 +22,24 @@ restart, not a second set of workers, comes next. The elector talks to the API s
 its own client, so the controllers' rate limit never delays a renewal. /healthz fails while this
 process leads but its controllers are not running (caches not synced in time, a controller
 thread dead), and a term that ends for any reason gives the lease up.
+
+The health checks run on the secure port's threads while a term starts and ends on another: the
+term they read is one immutable :class:`Term`, replaced whole at each step, so a check reads it
+once, without a lock, and never sees half of one term and half of the next.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-import os
-import signal
 import socket
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from types import FrameType
+from dataclasses import dataclass, replace
 
-from polyccm import cloudcalls, logredact
+from polyccm import cloudcalls
 from polyccm.app.options import ManagerOptions
 from polyccm.cloud import CloudProvider, ProviderContext
 from polyccm.controllers.base import Controller, ControllerContext
@@ -47,13 +48,9 @@ from polyccm.controllers.nodelifecycle import CloudNodeLifecycleController
 from polyccm.controllers.route import RouteController
 from polyccm.controllers.service import ServiceController
 from polyccm.events import EventRecorder
-from polyccm.health import HealthServer
 from polyccm.kube.api import NO_RETRIES, NODES, SERVICES, KubeApi
-from polyccm.kube.config import Configuration
 from polyccm.kube.informer import Informer, slim_node
 from polyccm.leaderelection import LeaderElector
-from polyccm.serving import certs
-from polyccm.serving.delegated import DelegatedAuth
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +97,21 @@ CONTROLLERS: dict[str, ControllerFactory] = {
 }
 
 
+@dataclass(frozen=True)
+class Term:
+    """One leadership term as the health checks see it. Never changed: the manager replaces
+    the whole value (one attribute store), so a reader gets one consistent term."""
+
+    started: float
+    """When it started (``time.monotonic()``): the caches have :data:`SYNC_TIMEOUT` from here."""
+    lost: threading.Event
+    """Set when the term is ending (leadership lost, or the process asked to stop)."""
+    synced: bool = False
+    """Its caches synced, the provider initialised and its controllers started."""
+    threads: tuple[threading.Thread, ...] = ()
+    """The controllers' threads, once started."""
+
+
 class _Unmade(Controller):
     """Stands for a controller whose constructor raised: its thread ends at once, which
     /healthz reports as it does a dead controller thread."""
@@ -136,12 +148,9 @@ class ControllerManager:
         self.provider_controllers = dict(provider_controllers or {})
         self.identity = f"{socket.gethostname()}_{uuid.uuid4()}"
         self._term_lock = threading.Lock()
-        self._synced = threading.Event()
         self.elector: LeaderElector | None = None
-        # The current term, as the health checks see it.
-        self._term_started: float | None = None
-        self._term_lost: threading.Event | None = None
-        self._controller_threads: list[threading.Thread] = []
+        # The current term, read by the health checks without a lock; None between terms.
+        self._term: Term | None = None
         self._stuck: list[str] = []
         self._initialize_failures = 0
 
@@ -152,22 +161,27 @@ class ControllerManager:
         while it waits as a standby candidate."""
         if self.elector is not None and not self.elector.is_leader():
             return True
-        return self._synced.is_set()
+        term = self._term
+        return term is not None and term.synced
 
     def healthy(self) -> bool:
         """Liveness: the lease is being renewed and the controllers run when they should."""
-        election_ok = self.elector is None or self.elector.healthy()
-        return election_ok and self.controllers_healthy()
+        return self.election_healthy() and self.controllers_healthy()
+
+    def election_healthy(self) -> bool:
+        """The lease is being renewed in time (always, without leader election)."""
+        elector = self.elector
+        return elector is None or elector.healthy()
 
     def controllers_healthy(self) -> bool:
         """False while this process should run controllers and does not: its caches have not
         synced within :data:`SYNC_TIMEOUT`, or a controller's thread has died."""
-        started, lost = self._term_started, self._term_lost
-        if started is None or lost is None or lost.is_set():
+        term = self._term
+        if term is None or term.lost.is_set():
             return True  # a standby, or a term that is ending
-        if self._synced.is_set():
-            return all(thread.is_alive() for thread in self._controller_threads)
-        return time.monotonic() - started <= SYNC_TIMEOUT
+        if term.synced:
+            return all(thread.is_alive() for thread in term.threads)
+        return time.monotonic() - term.started <= SYNC_TIMEOUT
 
     # -- running ------------------------------------------------------------------------
 
@@ -229,13 +243,11 @@ class ControllerManager:
     def run_term(self, lost: threading.Event) -> None:
         """Run every selected controller until ``lost`` is set; return when all stopped."""
         with self._term_lock:
-            self._term_lost = lost
-            self._term_started = time.monotonic()
+            self._term = Term(started=time.monotonic(), lost=lost)
             try:
                 self._run_term(lost)
             finally:
-                self._term_started = None
-                self._term_lost = None
+                self._term = None
 
     def _run_term(self, lost: threading.Event) -> None:
         options = self.options
@@ -290,20 +302,18 @@ class ControllerManager:
             frozen = True
             if not self._initialize_provider(context, lost):
                 return
-            threads = [
+            threads = tuple(
                 threading.Thread(target=c.run, args=(lost,), name=c.name, daemon=True)
                 for c in controllers
-            ]
-            self._controller_threads = threads
+            )
             for thread in threads:
                 thread.start()
-            self._synced.set()
+            self._set_term(synced=True, threads=threads)
             log.info("started controllers: %s", ", ".join(c.name for c in controllers) or "none")
             lost.wait()
             self._stuck = _join_all(threads, self._stop_timeout())
         finally:
-            self._synced.clear()
-            self._controller_threads = []
+            self._set_term(synced=False, threads=())
             nodes.stop()
             services.stop()
             recorder.stop()
@@ -312,6 +322,12 @@ class ControllerManager:
                 # form reference cycles) would outlive it, one set per lost term. Handed back to
                 # the collector, they go with the term; the next term freezes its own.
                 gc.unfreeze()
+
+    def _set_term(self, *, synced: bool, threads: tuple[threading.Thread, ...]) -> None:
+        """Replace the current term with one that differs in ``synced`` and ``threads``."""
+        term = self._term
+        if term is not None:
+            self._term = replace(term, synced=synced, threads=threads)
 
     def _initialize_provider(self, context: ControllerContext, lost: threading.Event) -> bool:
         """The provider's per-term ``initialize``, with this term's synced caches; whether it
@@ -342,7 +358,7 @@ class ControllerManager:
         return election.lease_duration if election.enabled else 60.0
 
 
-def _join_all(threads: list[threading.Thread], timeout: float) -> list[str]:
+def _join_all(threads: tuple[threading.Thread, ...], timeout: float) -> list[str]:
     """Join ``threads`` within ``timeout`` seconds in all; the names of those still running."""
     deadline = time.monotonic() + timeout
     for thread in threads:
@@ -357,101 +373,3 @@ def _wait_for_caches(informers: tuple[Informer, ...], lost: threading.Event) -> 
         if all(informer.wait_for_sync(0.25) for informer in informers):
             return True
     return False
-
-
-def run_manager(
-    options: ManagerOptions,
-    provider: CloudProvider,
-    configuration: Configuration,
-    *,
-    provider_controllers: Mapping[str, ControllerFactory] | None = None,
-    authentication: Configuration | None = None,
-    authorization: Configuration | None = None,
-) -> int:
-    """Run the controller manager until SIGTERM or SIGINT; returns the exit status.
-    ``provider_controllers`` are the provider's own, selected by name like the built-in ones.
-    ``authentication`` and ``authorization`` are the API servers that review the secure port's
-    requests (``--authentication-kubeconfig``, ``--authorization-kubeconfig``); by default
-    ``configuration``'s."""
-    api = KubeApi(
-        configuration,
-        qps=options.kube_api_qps,
-        burst=options.kube_api_burst,
-        user_agent=f"polyccm/{options.provider} (cloud-controller-manager)",
-    )
-    manager = ControllerManager(options, provider, api, provider_controllers=provider_controllers)
-    stop = threading.Event()
-
-    def request_stop(signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s, stopping", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    health: HealthServer | None = None
-    access: DelegatedAuth | None = None
-    if options.secure_port:
-        try:
-            tls = certs.server_context(
-                cert_file=options.tls_cert_file,
-                key_file=options.tls_private_key_file,
-                cert_dir=options.cert_dir,
-                bind_address=options.bind_address,
-                min_version=options.tls_min_version,
-                cipher_suites=options.tls_cipher_suites,
-                client_ca_file=options.client_ca_file,
-            )
-        except certs.CertificateError as error:
-            print(logredact.error_line("polyccm", error), file=sys.stderr)
-            return 2
-        auth = options.delegated_auth
-        access = DelegatedAuth.connect(
-            authentication or configuration,
-            authorization or configuration,
-            user_agent=api.user_agent,
-            always_allow_paths=auth.always_allow_paths,
-            token_ttl=auth.token_cache_ttl,
-            authorized_ttl=auth.authorized_cache_ttl,
-            unauthorized_ttl=auth.unauthorized_cache_ttl,
-            certificate_uids=options.feature_gates.enabled("AllowParsingUserUIDFromCertAuth"),
-        )
-        try:
-            health = HealthServer(
-                options.bind_address,
-                options.secure_port,
-                tls=tls,
-                checks={
-                    "leader-election": lambda: manager.elector is None or manager.elector.healthy(),
-                    "controllers": manager.controllers_healthy,
-                },
-                ready_checks={"informers-synced": manager.ready},
-                access=access.check,
-            )
-        except OSError as error:
-            access.close()
-            print(
-                logredact.error_line(
-                    "polyccm",
-                    f"cannot serve on {options.bind_address}:{options.secure_port}: "
-                    f"{error.strerror or error}",
-                ),
-                file=sys.stderr,
-            )
-            return 2
-        health.start()
-        log.info(
-            "serving /healthz, /livez, /readyz and /metrics over HTTPS on %s:%d; "
-            "answered without review: %s",
-            options.bind_address,
-            health.port,
-            ", ".join(auth.always_allow_paths) or "nothing",
-        )
-    log.info("polyccm %s starting (pid %d)", options.provider, os.getpid())
-    try:
-        return manager.run(stop)
-    finally:
-        if health is not None:
-            health.stop()
-        if access is not None:
-            access.close()
-        api.close()

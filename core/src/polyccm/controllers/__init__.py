@@ -21,6 +21,7 @@ from polyccm.controllers.base import (
     run_periodically,
     run_workers,
 )
+from polyccm.controllers.registry import ControllerRegistry
 from polyccm.errors import LeadershipLost, RetryAfter
 from polyccm.events import EventRecorder
 from polyccm.kube.api import (
@@ -36,7 +37,6 @@ from polyccm.kube.api import (
 )
 from polyccm.kube.informer import Informer, object_key
 from polyccm.objects import Node, Service
-from polyccm.plugins import ControllerRegistry
 from polyccm.rbac import PolicyRule
 from polyccm.workqueue import RateLimitingQueue
 

@@ -79,12 +79,12 @@ from polyccm.controllers.base import Controller, ControllerContext, process_one,
 from polyccm.errors import ImplementedElsewhere, LeadershipLost, RetryAfter
 from polyccm.flagtypes import parse_bool
 from polyccm.kube.api import MERGE_PATCH, SERVICES, ApiError, JsonObject
-from polyccm.objects import Node, Service
+from polyccm.objects import LOAD_BALANCER_FINALIZER as FINALIZER
+from polyccm.objects import Node, Service, wants_load_balancer
 from polyccm.workqueue import RateLimitingQueue
 
 log = logging.getLogger(__name__)
 
-FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 AUTOSCALER_TAINT = "ToBeDeletedByClusterAutoscaler"
 MIN_RETRY_DELAY = 5.0
@@ -110,11 +110,6 @@ _SPEC_FIELDS = (
     "loadBalancerClass",
     "allocateLoadBalancerNodePorts",
 )
-
-
-def wants_load_balancer(service: Service) -> bool:
-    """Whether this controller should give the service a load balancer."""
-    return service.type == "LoadBalancer" and service.load_balancer_class is None
 
 
 def needs_cleanup(service: Service) -> bool:

@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from polyccm import inputs
-from polyccm.controllers.service import wants_load_balancer
 from polyccm.errors import ConfigError
 from polyccm.inputs import cut
-from polyccm.objects import Service
+from polyccm.objects import Service, wants_load_balancer
 from polyccm.ops.contract import Problem, ServiceChecker
 from polyccm.ops.service_shape import describe, service_errors, show
 

@@ -32,16 +32,16 @@ import pluggy
 import urllib3
 
 from polyccm import cloudcalls, inputs, logredact, plugins
-from polyccm.app.options import ManagerOptions
-from polyccm.cli import (
+from polyccm.app.commandline import (
     PROG,
     USAGE_ERROR,
+    Parser,
     UsageError,
-    _configure_logging,
-    _Parser,
     build_checked_provider,
+    configure_logging,
     parse_command_line,
 )
+from polyccm.app.options import ManagerOptions
 from polyccm.cloud import CloudProvider
 from polyccm.errors import CloudError, ConfigError, WriteRefused
 from polyccm.flagtypes import positive_duration
@@ -155,7 +155,7 @@ def _connect(
     # credentials (STS included), before its read_only_call can be asked.
     provider = build_checked_provider(parsed, manager)
     configuration = load_kube_configuration(options.kubeconfig, options.master)
-    _configure_logging(options.verbosity, configuration)
+    configure_logging(options.verbosity, configuration)
     if options.verbosity < 4:
         # The provider's own progress lines (what it would create...) are not this output.
         logging.getLogger().setLevel(logging.WARNING)
@@ -323,7 +323,7 @@ def _check_service(argv: Sequence[str], manager: pluggy.PluginManager) -> int:
 
 
 def _check_parser(names: str) -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog=f"{PROG} check-service",
         allow_abbrev=False,
         description="Check a Service manifest for one provider, offline (no cloud, no "

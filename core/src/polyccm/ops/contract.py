@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from polyccm.errors import InvalidServiceSpec
-from polyccm.objects import Node, Service
+from polyccm.objects import LOAD_BALANCER_FINALIZER, Node, Service, wants_load_balancer
 
 # -- problems -----------------------------------------------------------------------------------
 
@@ -192,9 +192,7 @@ def claims_load_balancer(service: Service) -> bool:
     """Whether ``service`` accounts for the load balancer named after it: it wants one (``type:
     LoadBalancer``, no ``loadBalancerClass``) or still holds the cleanup finalizer (the service
     controller deletes that load balancer itself)."""
-    from polyccm.controllers.service import FINALIZER, wants_load_balancer
-
-    return wants_load_balancer(service) or FINALIZER in service.finalizers
+    return wants_load_balancer(service) or LOAD_BALANCER_FINALIZER in service.finalizers
 
 
 class Orphans(ABC):

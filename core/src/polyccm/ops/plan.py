@@ -22,9 +22,9 @@ from polyccm.cloud import CloudProvider, InstanceMetadata, InstancesV2, LoadBala
 from polyccm.controllers import nodeinfo, nodelifecycle
 from polyccm.controllers.nodeplan import NodeInitPlan, plan_node_init
 from polyccm.controllers.route import plan_routes
-from polyccm.controllers.service import backend_set, needs_cleanup, wants_load_balancer
+from polyccm.controllers.service import backend_set, needs_cleanup
 from polyccm.errors import CloudError, ImplementedElsewhere, LeadershipLost
-from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
+from polyccm.objects import UNINITIALIZED_TAINT, Node, Service, wants_load_balancer
 from polyccm.ops.contract import (
     DELETE,
     FAIL,
