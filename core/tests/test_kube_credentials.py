@@ -7,6 +7,7 @@ proxy-url carry the requests (through a CONNECT proxy the test runs)."""
 from __future__ import annotations
 
 import json
+import os
 import select
 import socket
 import subprocess
@@ -408,23 +409,79 @@ def test_a_proxy_the_client_cannot_use_is_refused_at_start_in_one_line(
 # -- the package, and what it costs --------------------------------------------------------------
 
 
+def run_python(probe: str, **environment: str) -> Any:
+    """What the Python ``probe`` prints as JSON, run in a fresh interpreter."""
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env={**os.environ, **environment},
+    )
+    return json.loads(done.stdout)
+
+
+LOADED = (
+    "print(json.dumps({\n"
+    "    'models': [m for m in sys.modules if m.startswith('kubernetes.client.models.')],\n"
+    "    'kubeconfig loader': 'kubernetes.config.kube_config' in sys.modules,\n"
+    "    'dynamic client': 'kubernetes.dynamic' in sys.modules,\n"
+    "}))\n"
+)
+
+
 def test_the_package_loads_when_polyccm_connects_and_never_its_generated_models(
     control_plane: Any,
 ) -> None:
-    # Importing kubernetes.client's models (or ApiClient's deserialising into them) is what the
-    # JSON client avoids; the commands that never connect (--help, rbac) import no kubernetes.
+    # The JSON client never builds models (ApiClient would deserialise into them), and the
+    # commands that never connect (--help, rbac) import no part of the package.
     probe = (
         "import json, sys\n"
         "import polyccm.cli, polyccm.app.manager\n"
-        "before = 'kubernetes' in sys.modules\n"
+        "assert 'kubernetes' not in sys.modules\n"
         "from polyccm.kube.api import NAMESPACES, KubeApi, load_configuration\n"
         f"api = KubeApi(load_configuration({str(control_plane.kubeconfig)!r}), qps=0)\n"
         "api.list(NAMESPACES, limit=1)\n"
-        "models = [m for m in sys.modules if m.startswith('kubernetes.client.models.')]\n"
-        "print(json.dumps([before, 'kubernetes.config' in sys.modules, models]))\n"
+    ) + LOADED
+
+    assert run_python(probe) == {
+        "models": [],
+        "kubeconfig loader": True,
+        "dynamic client": False,
+    }
+
+
+def test_in_cluster_only_the_parts_of_the_package_it_needs_load_and_the_rest_still_works(
+    control_plane: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "ca.crt").write_bytes(Path(control_plane.ca_cert).read_bytes())
+    (tmp_path / "token").write_text(control_plane.admin_token)
+    host, port = control_plane.api_url.removeprefix("https://").rsplit(":", 1)
+    probe = (
+        "import json, sys\n"
+        "from polyccm.kube.api import NAMESPACES, KubeApi\n"
+        "from polyccm.kube.config import load_in_cluster\n"
+        f"api = KubeApi(load_in_cluster(__import__('pathlib').Path({str(tmp_path)!r})), qps=0)\n"
+        "api.list(NAMESPACES, limit=1)\n"
+    ) + LOADED
+    loaded = run_python(probe, KUBERNETES_SERVICE_HOST=host, KUBERNETES_SERVICE_PORT=port)
+    assert loaded == {"models": [], "kubeconfig loader": False, "dynamic client": False}
+
+    # Any other code in the process still finds the whole package.
+    probe += (
+        "import kubernetes, kubernetes.config\n"
+        "from kubernetes import watch\n"
+        "print(json.dumps([kubernetes.__version__, callable(kubernetes.config.load_kube_config),\n"
+        "    callable(watch.Watch), callable(kubernetes.client.CoreV1Api)]))\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env={**os.environ, "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port},
     )
-
-    assert json.loads(done.stdout) == [False, True, []]
+    version, *usable = json.loads(done.stdout.splitlines()[-1])
+    assert version.split(".")[0].isdigit() and usable == [True, True, True]

@@ -30,7 +30,6 @@ connect (``--help``, ``rbac``, a bad flag) do not pay for it.
 
 from __future__ import annotations
 
-import importlib
 import os
 import time
 from collections.abc import Callable
@@ -39,7 +38,7 @@ from typing import Any
 
 import urllib3
 
-from polyccm.kube import exec_plugin
+from polyccm.kube import exec_plugin, package
 from polyccm.kube.credentials import Credential, Credentials
 from polyccm.kube.kubeconfig_file import escaped, shown
 from polyccm.kube.validation import (
@@ -71,8 +70,8 @@ informers, events), or each extra one is a new TLS handshake per request."""
 
 
 def _package(name: str) -> Any:
-    """A module of the ``kubernetes`` package (its first import loads the whole package)."""
-    return importlib.import_module(name)
+    """A module of the ``kubernetes`` package (:mod:`polyccm.kube.package`)."""
+    return package.module(name)
 
 
 class Configuration:
@@ -247,15 +246,15 @@ def _load_kubeconfig(paths: list[Path]) -> Configuration:
     """The current context of the kubeconfig files ``paths``, checked, then loaded by the
     package."""
     chosen = choose(paths)
-    config = _package("kubernetes.config")
+    kube_config = _package("kubernetes.config.kube_config")
 
     def load() -> Any:
         settings = _settings()
         try:
-            config.load_kube_config_from_dict(
+            kube_config.load_kube_config_from_dict(
                 chosen.document, client_configuration=settings, persist_config=False
             )
-        except config.ConfigException as error:
+        except kube_config.ConfigException as error:
             raise KubeconfigError(_package_reason(error)) from None
         return settings
 

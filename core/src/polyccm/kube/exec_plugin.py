@@ -23,7 +23,6 @@ error) only when polyccm's standard output is a terminal; a daemon's never is.
 
 from __future__ import annotations
 
-import importlib
 import re
 import signal
 import time
@@ -31,6 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from polyccm.kube import package
 from polyccm.kube.credentials import Credential
 from polyccm.kube.kubeconfig_file import shown
 from polyccm.kube.validation import fits_a_header, pem_pair_problem
@@ -64,7 +64,7 @@ def fetch(plugin: Mapping[str, Any], cwd: Path, cluster: Mapping[str, Any]) -> C
                 f"exec plugin {command} returned a client certificate and key "
                 "that are not a PEM pair"
             )
-        kube_config: Any = importlib.import_module("kubernetes.config.kube_config")
+        kube_config: Any = package.module("kubernetes.config.kube_config")
 
         def written(name: str) -> str:
             data = kube_config.FileOrData(status, None, name, base64_file_content=False)
@@ -86,8 +86,8 @@ def _run(
 ) -> Mapping[str, Any]:
     """The ``status`` of the plugin's ExecCredential, as the package's ``ExecProvider`` reads
     it; its errors said in one line without the plugin's output."""
-    kube_config: Any = importlib.import_module("kubernetes.config.kube_config")
-    provider: Any = importlib.import_module("kubernetes.config.exec_provider")
+    kube_config: Any = package.module("kubernetes.config.kube_config")
+    provider: Any = package.module("kubernetes.config.exec_provider")
     section = dict(plugin)
     # The package reads each variable's value as a required key; client-go takes none as "".
     section["env"] = [
@@ -157,7 +157,7 @@ def _how_it_ended(returncode: int) -> str:
 
 
 def _timestamp(text: str, command: str) -> float:
-    dateutil: Any = importlib.import_module("kubernetes.config.dateutil")
+    dateutil: Any = package.module("kubernetes.config.dateutil")
     try:
         return float(dateutil.parse_rfc3339(text).timestamp())
     except (ValueError, OverflowError):
