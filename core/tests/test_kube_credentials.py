@@ -24,6 +24,7 @@ from polyccm.kube.api import (
     LEASES,
     NAMESPACES,
     NO_RETRIES,
+    ApiError,
     KubeApi,
     KubeconfigError,
     load_configuration,
@@ -125,6 +126,40 @@ def test_an_exec_token_refused_with_401_is_fetched_again_and_the_request_goes_th
         assert runs(tmp_path) == 2, "a credential that works is kept"
     finally:
         api.close()
+
+
+def test_a_plugin_that_fails_to_renew_is_logged_in_one_line_without_what_it_printed(
+    control_plane: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # client-go v0.35.4 exec.go:548-575 says "exec: executable ... failed with exit code N"
+    # (its stderr goes to the terminal); polyccm's log must not carry what the plugin printed.
+    secret = "s3cr3t-printed-by-the-plugin"
+    exec_section = plugin(
+        tmp_path,
+        [
+            "answer({'token': 'revoked-token'})",
+            f"sys.stderr.write('cannot log in with {secret}\\n'); sys.exit(3)",
+        ],
+    )
+    config = kubeconfig(
+        tmp_path / "kubeconfig",
+        control_plane.api_url,
+        control_plane.ca_cert,
+        {"exec": exec_section},
+    )
+    api = KubeApi(load_configuration(str(config)), qps=0)
+    try:
+        with pytest.raises(ApiError) as refused:
+            api.list(NAMESPACES, limit=1)
+    finally:
+        api.close()
+
+    assert refused.value.status == 401
+    assert runs(tmp_path) == 2
+    warnings = [r.getMessage() for r in caplog.records if r.name == "polyccm.kube.credentials"]
+    assert len(warnings) == 1, warnings
+    assert "failed with exit code 3" in warnings[0] and "the current one is kept" in warnings[0]
+    assert secret not in caplog.text and "\n" not in warnings[0]
 
 
 def test_lease_renewals_go_on_while_an_exec_plugin_is_slow(

@@ -30,6 +30,7 @@ connect (``--help``, ``rbac``, a bad flag) do not pay for it.
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from collections.abc import Callable
@@ -169,8 +170,6 @@ def _settings() -> Any:
 
 
 def _copy(settings: Any) -> Any:
-    import copy
-
     return copy.copy(settings)
 
 
@@ -261,28 +260,24 @@ def _load_kubeconfig(paths: list[Path]) -> Configuration:
     settings = load()
     _check_environment_proxy(settings)
     fetch: Callable[[], Credential] | None = None
-    source = ""
     if chosen.exec_plugin is not None:
-        fetch, source = _exec_fetch(chosen, _credential(settings))
+        fetch = _exec_fetch(chosen, _credential(settings))
         try:
             first = fetch()
         except exec_plugin.ExecPluginError as error:
             raise FileError(chosen.exec_file, f"{chosen.user_label}: {error}") from None
     elif chosen.token_file is not None:
         fetch = _file_fetch(load, chosen.token_file)
-        source = f"tokenFile {shown(str(chosen.token_file))}"
         first = _reread_later(_credential(settings))
     else:
         first = _credential(settings)
-    configuration = Configuration(
-        settings=settings, credentials=Credentials(first, fetch, source=source)
-    )
+    configuration = Configuration(settings=settings, credentials=Credentials(first, fetch))
     configuration.impersonation = chosen.impersonation
     configuration.password = chosen.password
     return configuration
 
 
-def _exec_fetch(chosen: Chosen, static: Credential) -> tuple[Callable[[], Credential], str]:
+def _exec_fetch(chosen: Chosen, static: Credential) -> Callable[[], Credential]:
     """Runs the user's exec plugin: its credential, with the user's own client certificate
     (or password) where the plugin answers none."""
     plugin = chosen.exec_plugin
@@ -298,7 +293,7 @@ def _exec_fetch(chosen: Chosen, static: Credential) -> tuple[Callable[[], Creden
             due=answer.due,
         )
 
-    return fetch, f"exec plugin {shown(str(plugin['command']))}"
+    return fetch
 
 
 def _file_fetch(load: Callable[[], Any], token_file: Path) -> Callable[[], Credential]:
@@ -309,7 +304,7 @@ def _file_fetch(load: Callable[[], Any], token_file: Path) -> Callable[[], Crede
         try:
             check_token_file(token_file)
         except KubeconfigError as error:
-            raise KubeconfigError(f"{shown(str(token_file))}: {error}") from None
+            raise KubeconfigError(f"token file {shown(str(token_file))}: {error}") from None
         return _reread_later(_credential(load()))
 
     return fetch
@@ -404,6 +399,5 @@ def load_in_cluster(account: Path = SERVICE_ACCOUNT) -> Configuration:
     credentials = Credentials(
         _reread_later(_credential(settings)),
         _file_fetch(load, token),
-        source=f"service account token {token}",
     )
     return Configuration(settings=settings, credentials=credentials)

@@ -11,7 +11,8 @@ certificate. :class:`Credentials` holds the current one and fetches the next fro
   early, a rotated service-account token), so a new one is fetched and the request sent again
   once with it;
 * **when expired**: a request whose credential has expired waits for the fetch (it would be
-  refused anyway), at most :data:`WAIT_SECONDS`.
+  refused anyway), until :data:`WAIT_SECONDS` after the fetch began: a plugin that hangs holds
+  requests up once, not each of them for as long.
 
 No lock is held while a credential is fetched, so a slow plugin delays only the requests that
 wait for it; a caller with its own deadline (a Lease renewal) never waits, and sends what there
@@ -65,21 +66,18 @@ class Credential:
 
 class Credentials:
     """The current :class:`Credential` of one connection, and its next one fetched with
-    ``fetch`` (``None``: the credential never changes). Thread-safe."""
+    ``fetch`` (``None``: the credential never changes), whose errors say what failed in one
+    line. Thread-safe."""
 
     def __init__(
         self,
         first: Credential | None = None,
         fetch: Callable[[], Credential] | None = None,
-        *,
-        source: str = "",
     ) -> None:
         self._current = first if first is not None else Credential()
         self._fetch = fetch
-        self.source = source
-        """What the credential comes from, for log messages (``exec plugin /usr/bin/x``)."""
         self._lock = threading.Lock()  # guards _fetching and _not_before only: never a fetch
-        self._fetching: threading.Event | None = None
+        self._fetching: _Fetch | None = None
         self._not_before = 0.0
 
     @property
@@ -99,7 +97,7 @@ class Credentials:
         fetching = self._start()
         expired = credential.expires is not None and now >= credential.expires
         if wait and expired and fetching is not None:
-            fetching.wait(WAIT_SECONDS)
+            fetching.wait()
             return self._current
         return credential
 
@@ -114,7 +112,7 @@ class Credentials:
         fetching = self._start()
         if not wait or fetching is None:
             return None
-        fetching.wait(WAIT_SECONDS)
+        fetching.wait()
         fresh = self._current
         if fresh is used or (fresh.authorization, fresh.cert_file) == (
             used.authorization,
@@ -123,21 +121,21 @@ class Credentials:
             return None
         return fresh
 
-    def _start(self) -> threading.Event | None:
-        """The event the running fetch sets when done, starting one if none runs (``None``
-        while failed fetches wait :data:`RETRY_SECONDS`)."""
+    def _start(self) -> _Fetch | None:
+        """The running fetch, started if none runs (``None`` while failed fetches wait
+        :data:`RETRY_SECONDS`)."""
         with self._lock:
             if self._fetching is not None:
                 return self._fetching
             if time.monotonic() < self._not_before:
                 return None
-            fetching = self._fetching = threading.Event()
+            fetching = self._fetching = _Fetch()
         threading.Thread(
             target=self._run, args=(fetching,), name="kube-credential", daemon=True
         ).start()
         return fetching
 
-    def _run(self, fetching: threading.Event) -> None:
+    def _run(self, fetching: _Fetch) -> None:
         assert self._fetch is not None
         try:
             fresh = self._fetch()
@@ -145,9 +143,7 @@ class Credentials:
             with self._lock:
                 self._not_before = time.monotonic() + RETRY_SECONDS
             log.warning(
-                "cannot renew the Kubernetes credential from %s: %s; the current one is kept",
-                self.source or "its source",
-                error,
+                "cannot renew the Kubernetes credential: %s; the current one is kept", error
             )
         else:
             _mask(fresh)
@@ -155,7 +151,19 @@ class Credentials:
         finally:
             with self._lock:
                 self._fetching = None
-            fetching.set()
+            fetching.done.set()
+
+
+class _Fetch:
+    """One fetch under way: when it began, and the event it sets when it ends."""
+
+    def __init__(self) -> None:
+        self.began = time.monotonic()
+        self.done = threading.Event()
+
+    def wait(self) -> None:
+        """Wait for the fetch to end, until :data:`WAIT_SECONDS` after it began."""
+        self.done.wait(max(0.0, WAIT_SECONDS - (time.monotonic() - self.began)))
 
 
 def _mask(credential: Credential) -> None:
