@@ -309,6 +309,15 @@ def test_a_good_certificate_and_key_are_used(tmp_path: Path, keys: pki.Pki) -> N
             "user 'u': as has a control character",
             id="as-with-a-line-break",
         ),
+        # client-go v0.35.4 plugin/pkg/client/auth/exec/exec.go:240-243 refuses to run an
+        # "Always" interactive plugin without a terminal; the package would run it anyway.
+        pytest.param(
+            lambda d: d["users"][0].update(
+                user={"exec": {"command": "x", "apiVersion": "v1", "interactiveMode": "Always"}}
+            ),
+            "user 'u': exec.interactiveMode Always needs a terminal on standard input",
+            id="interactive-exec-plugin",
+        ),
         # http.client would refuse the header at each request, quoting the token in its error.
         pytest.param(
             lambda d: d["users"][0]["user"].update({"token": f"{SECRET}\r\nX-Injected: 1"}),

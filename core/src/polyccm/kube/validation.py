@@ -16,8 +16,9 @@ checks each field's type):
   user are found;
 * ``*-data`` must be base64, certificates PEM, and a client key must match its certificate;
 * a token (or ``tokenFile``'s content) must fit an HTTP header;
-* what the package does not do is refused by name: ``auth-provider`` plugins and a
-  ``proxy-url`` urllib3 cannot use (SOCKS needs PySocks, which polyccm does not install);
+* what the package does not do is refused by name: ``auth-provider`` plugins, a ``proxy-url``
+  urllib3 cannot use (SOCKS needs PySocks, which polyccm does not install), an exec plugin
+  that must be ``interactiveMode: Always`` without a terminal (client-go refuses it too);
 * impersonation (``as``, ``as-uid``, ``as-groups``, ``as-user-extra``), which the package
   ignores, becomes client-go's ``Impersonate-*`` headers (checked to fit a header).
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -380,6 +382,22 @@ def _check_exec(user: _Entry) -> None:
     for index, variable in enumerate(plugin.get("env") or ()):
         if not variable.get("name"):
             raise user.error(f"exec.env[{index}] has no name")
+    # client-go v0.35.4 exec.go:233-255; the package ignores the field (it runs the plugin
+    # interactively when standard output is a terminal).
+    mode = plugin.get("interactiveMode") or ""
+    if mode not in ("", "Never", "IfAvailable", "Always"):
+        raise user.error(f"exec.interactiveMode {shown(repr(mode))} is unknown")
+    if mode == "Always" and not _stdin_is_a_terminal():
+        raise user.error(
+            "exec.interactiveMode Always needs a terminal on standard input, which polyccm has not"
+        )
+
+
+def _stdin_is_a_terminal() -> bool:
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (OSError, ValueError):
+        return False
 
 
 def _impersonation(user: _Entry) -> list[tuple[str, str]]:
