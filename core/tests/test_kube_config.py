@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import os
 import stat
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -258,13 +257,3 @@ def test_the_answer_of_an_exec_plugin_is_checked(control_plane: Any, tmp_path: P
 
     with pytest.raises(KubeconfigError, match=r"answered client\.authentication\.k8s\.io/v1, not"):
         load_configuration(str(kubeconfig))
-
-
-def test_the_process_loads_no_generated_kubernetes_client() -> None:
-    # The official client's import alone cost polyccm about 29 MiB and seconds of start-up.
-    probe = "import sys, polyccm.cli, polyccm.app.manager; print('kubernetes' in sys.modules)"
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
-    )
-
-    assert done.stdout.strip() == "False"

@@ -285,10 +285,12 @@ def test_a_good_certificate_and_key_are_used(tmp_path: Path, keys: pki.Pki) -> N
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
+        # client-go v0.35.4 tools/clientcmd/helpers.go:38-50 takes http, https and socks5
+        # proxy-urls; the package's urllib3 needs PySocks for socks5, not installed here.
         pytest.param(
-            lambda d: d["clusters"][0]["cluster"].update({"proxy-url": "http://proxy:3128"}),
-            "cluster 'c': proxy-url is not supported",
-            id="proxy-url",
+            lambda d: d["clusters"][0]["cluster"].update({"proxy-url": "socks5://proxy:1080"}),
+            "cluster 'c': proxy-url is not supported: socks5://proxy:1080 (SOCKS proxies need",
+            id="socks5-proxy-url",
         ),
         # client-go v0.35.4 tools/clientcmd/validation.go:342-345: impersonating groups, a uid
         # or extras needs a user to impersonate.
@@ -306,6 +308,15 @@ def test_a_good_certificate_and_key_are_used(tmp_path: Path, keys: pki.Pki) -> N
             lambda d: d["users"][0]["user"].update({"as": "jane\r\nX-Injected: 1"}),
             "user 'u': as has a control character",
             id="as-with-a-line-break",
+        ),
+        # client-go v0.35.4 plugin/pkg/client/auth/exec/exec.go:240-243 refuses to run an
+        # "Always" interactive plugin without a terminal; the package would run it anyway.
+        pytest.param(
+            lambda d: d["users"][0].update(
+                user={"exec": {"command": "x", "apiVersion": "v1", "interactiveMode": "Always"}}
+            ),
+            "user 'u': exec.interactiveMode Always needs a terminal on standard input",
+            id="interactive-exec-plugin",
         ),
         # http.client would refuse the header at each request, quoting the token in its error.
         pytest.param(
@@ -467,7 +478,7 @@ def test_polyccm_exits_2_with_one_line_for_each_kind_of_bad_kubeconfig(
     bad["not-pem"] = yaml.safe_dump(document).encode()
     document = kubeconfig_document()
     document["users"][0]["user"]["as"] = "jane"
-    document["clusters"][0]["cluster"]["proxy-url"] = "http://proxy:3128"
+    document["clusters"][0]["cluster"]["proxy-url"] = "socks5://proxy:1080"
     bad["proxy-url"] = yaml.safe_dump(document).encode()
     document = kubeconfig_document()
     document["users"][0]["user"] = {

@@ -1,10 +1,20 @@
-"""A small JSON client for the Kubernetes API, rate-limited like client-go.
+"""A JSON client for the Kubernetes API over the ``kubernetes`` package's REST layer,
+rate-limited like client-go.
 
 The controllers read and write plain JSON dictionaries rather than the generated client models:
 parsing a node into a dict is several times faster and lighter than building ``V1Node`` objects,
-which matters at thousands of nodes. Connection settings (kubeconfig or in-cluster service
-account, TLS, tokens) come from :mod:`polyccm.kube.config`; requests go through one urllib3 pool
-with a token-bucket limiter (``--kube-api-qps`` / ``--kube-api-burst``).
+which matters at thousands of nodes. So requests go through the package's
+``kubernetes.client.rest.RESTClientObject`` (its urllib3 pool, TLS and proxy settings, from the
+``kubernetes.client.Configuration`` that :mod:`polyccm.kube.config` loads) and the answer is
+read as raw JSON, never through ``ApiClient``'s model deserialisation; a token-bucket limiter
+paces them (``--kube-api-qps`` / ``--kube-api-burst``).
+
+Each request sends the credential current when it starts (:mod:`polyccm.kube.credentials`).
+An answer ``401 Unauthorized`` has the credential fetched again and the request sent once more
+with the new one (client-go's exec authenticator does the same); a caller with its own deadline
+(:data:`NO_RETRIES`: the Lease renewals) does not wait for that and sends its next attempt with
+whatever is current then. A new client certificate (from an exec plugin) gets a new connection
+pool, so new connections present it.
 
 Requests are retried as client-go retries them (see :class:`RetryPolicy`), so that an API server
 that restarts or sheds load costs a short wait rather than an error:
@@ -22,7 +32,7 @@ Connection errors are retried for a few seconds only (``connection_budget``), wi
 per request: a longer outage reaches the caller, which logs it and backs off on its own.
 
 Read timeouts are never retried (the server is slow, not gone), and watches are never retried
-here: informers reconnect with their own backoff.
+here (but after a 401, as above): informers reconnect with their own backoff.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ import contextlib
 import json
 import logging
 import ssl
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -43,6 +54,7 @@ import urllib3
 from polyccm.kube.config import Configuration as Configuration  # noqa: PLC0414
 from polyccm.kube.config import KubeconfigError as KubeconfigError  # noqa: PLC0414
 from polyccm.kube.config import load_configuration as load_configuration  # noqa: PLC0414
+from polyccm.kube.credentials import Credential
 from polyccm.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -101,10 +113,14 @@ class RetryPolicy:
     (an informer's, a work queue's) takes over and whose log says so."""
     max_elapsed: float = 30.0
     """Seconds since the request began after which no ``Retry-After`` is waited for."""
+    await_credentials: bool = True
+    """Whether a request whose credential expired or was refused (401) waits for the next
+    one; otherwise it goes with what there is and the next request gets the new one."""
 
 
-NO_RETRIES = RetryPolicy(max_retries=0)
-"""For callers that keep their own deadline (a lease renewal) and retry themselves."""
+NO_RETRIES = RetryPolicy(max_retries=0, await_credentials=False)
+"""For callers that keep their own deadline (a lease renewal) and retry themselves: nothing
+is sent again, and no request waits for a credential being fetched."""
 
 IDEMPOTENT_METHODS = frozenset({"GET"})
 """Methods sent again after a connection broke mid-request (client-go retries GET only)."""
@@ -205,22 +221,9 @@ class KubeApi:
         self.limiter = TokenBucket(qps, burst)
         self.user_agent = user_agent
         self.retry = retry if retry is not None else RetryPolicy()
-        # Connections kept open: more than the threads that send at once (workers, their
-        # writers, informers, events), or each extra one is a new TLS handshake per request.
-        pool_args: dict[str, Any] = {"maxsize": 32, "retries": False}
-        if configuration.host.startswith("https"):
-            pool_args["cert_reqs"] = "CERT_REQUIRED" if configuration.verify_ssl else "CERT_NONE"
-            if configuration.ssl_ca_cert:
-                pool_args["ca_certs"] = configuration.ssl_ca_cert
-            if configuration.cert_file:
-                pool_args["cert_file"] = configuration.cert_file
-            if configuration.key_file:
-                pool_args["key_file"] = configuration.key_file
-            if configuration.tls_server_name:
-                pool_args["server_hostname"] = configuration.tls_server_name
-            if not configuration.verify_ssl:
-                urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-        self._pool = urllib3.PoolManager(**pool_args)
+        self._client_lock = threading.Lock()
+        self._client: Any = None
+        self._client_certificate: tuple[str | None, str | None] | None = None
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str | None = None, **kwargs: Any) -> KubeApi:
@@ -228,21 +231,30 @@ class KubeApi:
 
     # -- plumbing -------------------------------------------------------------------------
 
-    def _headers(self, content_type: str | None) -> urllib3.HTTPHeaderDict:
+    def _rest(self) -> Any:
+        """The package's REST client for the newest credential: one pool while its client
+        certificate stays the same, a new one (the old one closed) once it changes. A request
+        begun with an older credential goes through it too (a newer certificate authenticates
+        as well as the old one)."""
+        newest = self.configuration.credentials.now
+        certificate = (newest.cert_file, newest.key_file)
+        with self._client_lock:
+            if self._client is None or self._client_certificate != certificate:
+                previous = self._client
+                self._client = self.configuration.rest_client(newest)
+                self._client_certificate = certificate
+                if previous is not None:
+                    previous.close()  # idle connections go; requests under way finish
+            return self._client
+
+    def _headers(self, content_type: str | None, credential: Credential) -> urllib3.HTTPHeaderDict:
         headers = urllib3.HTTPHeaderDict(
             {"Accept": "application/json", "User-Agent": self.user_agent}
         )
         if content_type:
             headers["Content-Type"] = content_type
-        token = self.configuration.authorization()
-        if token:
-            headers["Authorization"] = token
-        elif self.configuration.username and self.configuration.password:
-            headers.update(
-                urllib3.util.make_headers(
-                    basic_auth=f"{self.configuration.username}:{self.configuration.password}"
-                )
-            )
+        if credential.authorization:
+            headers["Authorization"] = credential.authorization
         for name, value in self.configuration.impersonation:
             headers.add(name, value)  # a group or an extra's value per header, as client-go
         return headers
@@ -259,6 +271,49 @@ class KubeApi:
                 url += "?" + urlencode(pairs)
         return url
 
+    def _send(
+        self,
+        method: str,
+        url: str,
+        *,
+        body: Any,
+        content_type: str | None,
+        timeout: tuple[float, float],
+    ) -> Any:
+        """One request through the package's REST client, sent once more with a new credential
+        after a 401 (:class:`RetryPolicy.await_credentials` permitting); its answer, body unread.
+        Connection errors are urllib3's (the REST client's wrapping of TLS errors undone)."""
+        wait = self.retry.await_credentials
+        credentials = self.configuration.credentials
+        credential = credentials.current(wait=wait)
+        sent_again = False
+        while True:
+            try:
+                response = self._rest().request(
+                    method,
+                    url,
+                    headers=self._headers(content_type, credential),
+                    body=body,
+                    _request_timeout=timeout,
+                )
+            except urllib3.exceptions.HTTPError:
+                raise
+            except Exception as error:
+                # The package's ApiException(status=0) around a urllib3 SSLError.
+                cause = error.__context__
+                if isinstance(cause, urllib3.exceptions.HTTPError) and not getattr(
+                    error, "status", None
+                ):
+                    raise cause from None
+                raise
+            if response.status != 401 or sent_again:
+                return response
+            fresh = credentials.refused(credential, wait=wait)
+            if fresh is None:
+                return response
+            _discard(response)
+            credential, sent_again = fresh, True
+
     def request(
         self,
         method: str,
@@ -271,8 +326,7 @@ class KubeApi:
     ) -> JsonObject:
         """One request; returns the decoded JSON answer or raises :class:`ApiError` (or the
         urllib3 error of the last attempt), retried as the module docstring says."""
-        payload = None if body is None else json.dumps(body).encode()
-        if payload is not None and content_type is None:
+        if body is not None and content_type is None:
             content_type = "application/json"
         url = self._url(path, query)
         policy = self.retry
@@ -282,13 +336,12 @@ class KubeApi:
         while True:
             self.limiter.acquire()  # every attempt is a request, as in client-go
             try:
-                response = self._pool.request(
+                response = self._send(
                     method,
                     url,
-                    body=payload,
-                    headers=self._headers(content_type),
-                    timeout=urllib3.Timeout(connect=min(10.0, timeout), read=timeout),
-                    preload_content=True,
+                    body=body,
+                    content_type=content_type,
+                    timeout=(min(10.0, timeout), timeout),
                 )
             except urllib3.exceptions.HTTPError as error:
                 retryable = _nothing_sent(error) or (
@@ -308,10 +361,10 @@ class KubeApi:
                     "%s %s: %s; retrying in %.1fs", method, path, error, delay
                 )
             else:
-                data = response.data
+                data = _body(response)
                 if response.status < 400:
                     return json.loads(data) if data else {}
-                wait = _retry_after(response, policy)
+                wait = _retry_after(response.response, policy)
                 elapsed = time.monotonic() - began
                 if (
                     wait is None
@@ -403,13 +456,13 @@ class KubeApi:
             "timeoutSeconds": timeout_seconds,
             **query,
         }
-        response = self._pool.request(
+        response = self._send(
             "GET",
             self._url(resource.path(namespace), params),
-            headers=self._headers(None),
-            timeout=urllib3.Timeout(connect=10.0, read=timeout_seconds + 30),
-            preload_content=False,
-        )
+            body=None,
+            content_type=None,
+            timeout=(10.0, timeout_seconds + 30),
+        ).response
         handle = WatchHandle(response)
         if on_open is not None:
             on_open(handle)
@@ -436,7 +489,23 @@ class KubeApi:
             response.release_conn()
 
     def close(self) -> None:
-        self._pool.clear()
+        with self._client_lock:
+            if self._client is not None:
+                self._client.close()
+
+
+def _body(response: Any) -> bytes:
+    """The whole body of the REST client's answer; its connection goes back to the pool."""
+    try:
+        return bytes(response.read())
+    finally:
+        response.response.release_conn()
+
+
+def _discard(response: Any) -> None:
+    """Read and drop an answer that will not be used, so its connection can be reused."""
+    with contextlib.suppress(urllib3.exceptions.HTTPError, OSError):
+        _body(response)
 
 
 def _api_error(status: int, data: bytes) -> ApiError:

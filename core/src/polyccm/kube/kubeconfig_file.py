@@ -1,5 +1,8 @@
-"""One kubeconfig file read as client-go reads it, or a one-line reason naming what is wrong.
+"""One kubeconfig file checked as client-go reads it, or a one-line reason naming what is wrong.
 
+Validation only (:mod:`polyccm.kube.validation` uses it before the ``kubernetes`` package's
+``kubernetes.config`` loads the settings): the package reads a field of the wrong type without
+complaint and fails later with a Python error naming no field, and quotes a YAML error's line.
 client-go decodes a kubeconfig into typed Go structs (``clientcmd/api/v1``), so a field of the
 wrong type (``users: 42``, ``token: 5``) makes the whole file unusable; so it does here, with the
 field's path in the reason (``users[0].user.token: must be a string, got int``). Fields client-go
