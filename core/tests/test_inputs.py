@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from polyccm import inputs
+from polyccm import inputs, logredact
 from polyccm.errors import ConfigError
 
 
@@ -27,6 +27,18 @@ def test_a_five_megabyte_value_is_echoed_by_its_start_and_size() -> None:
     assert inputs.cut("é" * 61) == "é" * 60 + "… (122 bytes)"
     assert inputs.cut("short") == "short"
     assert inputs.quoted("short") == "'short'"
+
+
+def test_a_secret_in_a_value_is_masked_before_the_value_is_cut() -> None:
+    # A secret cut in two is no longer the secret the redaction of every message looks for:
+    # a DigitalOcean token pasted into DEFAULT_LB_TYPE was echoed by its first 52 characters.
+    token = "dop_v1_" + "ab12" * 16
+    logredact.add_secret(token)
+    try:
+        for echo in (inputs.cut(f"x{token}"), inputs.quoted(f"x{token}")):
+            assert "ab12ab12" not in echo and "***" in echo, echo
+    finally:
+        logredact.forget_secrets()
 
 
 def test_control_characters_never_break_the_line() -> None:

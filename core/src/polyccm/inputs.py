@@ -26,6 +26,7 @@ from typing import IO, Any
 
 import yaml
 
+from polyccm import logredact
 from polyccm.errors import ConfigError
 
 MAX_FILE_BYTES = 1 << 20
@@ -55,20 +56,23 @@ def size_text(count: int) -> str:
 
 
 def cut(text: str, keep: int = ECHO_CHARS) -> str:
-    """``text`` made safe to echo in a one-line message: control characters (newlines
-    included) escaped, and when longer than ``keep`` characters its first ``keep`` followed by
-    ``… (N bytes)``, N being the whole value's size in UTF-8."""
-    head = _escape(text[:keep])
-    if len(text) <= keep:
+    """``text`` made safe to echo in a one-line message: secrets masked first (a secret cut in
+    two would no longer be found by the redaction every message passes), control characters
+    (newlines included) escaped, and when longer than ``keep`` characters its first ``keep``
+    followed by ``… (N bytes)``, N being the whole value's size in UTF-8."""
+    shown = logredact.redact(text)
+    head = _escape(shown[:keep])
+    if len(shown) <= keep:
         return head
     return f"{head}… ({len(text.encode('utf-8', 'surrogatepass'))} bytes)"
 
 
 def quoted(text: str, keep: int = ECHO_CHARS) -> str:
-    """``text`` quoted as ``{text!r}`` quotes it, cut as :func:`cut` cuts it (the size after the
-    closing quote): ``'aaaa'… (5000000 bytes)``."""
-    head = repr(text[:keep])
-    if len(text) <= keep:
+    """``text`` quoted as ``{text!r}`` quotes it, masked and cut as :func:`cut` cuts it (the size
+    after the closing quote): ``'aaaa'… (5000000 bytes)``."""
+    shown = logredact.redact(text)
+    head = repr(shown[:keep])
+    if len(shown) <= keep:
         return head
     return f"{head}… ({len(text.encode('utf-8', 'surrogatepass'))} bytes)"
 
