@@ -22,8 +22,8 @@ import pytest
 import yaml
 from polyccm.kube.api import NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
-from polyccm_aws.emulator import EmulatorControl
-from polyccm_aws.testing import CLUSTER, World, isolated_environment
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import CLUSTER, World, isolated_environment
 from polyccm_testing.demo import service_gone
 from polyccm_testing.images.build import BuiltImage, build_image, megabytes
 from polyccm_testing.images.buildah import Container, buildah, inspect_image, remove_image, stop

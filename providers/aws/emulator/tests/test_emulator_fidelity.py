@@ -12,8 +12,9 @@ from pathlib import Path
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from polyccm_aws.emulator import RULES_QUOTA_VARIABLE, EmulatorControl
-from polyccm_aws.testing import World, point_boto3_at, running_emulator
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.moto_fidelity import RULES_QUOTA_VARIABLE
+from polyccm_aws_emulator.testing import World, point_boto3_at, running_emulator
 
 
 def _health_check(name: str) -> dict[str, object]:

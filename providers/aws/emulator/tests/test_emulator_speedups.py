@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 import boto3
-from polyccm_aws.emulator import EmulatorControl
-from polyccm_aws.testing import emulator_in_this_process, moto_code_put_back
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import emulator_in_this_process, moto_code_put_back
 
 #: The speed-ups this file checks, as the places moto's own code goes back to.
 _SPEED_UPS = (

@@ -10,9 +10,9 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from polyccm_aws import moto_lookups
-from polyccm_aws.emulator import EmulatorControl
-from polyccm_aws.testing import emulator_in_this_process, moto_code_put_back
+from polyccm_aws_emulator import moto_lookups
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import emulator_in_this_process, moto_code_put_back
 
 
 def _volume_reads(ec2: Any, volume: str) -> list[Any]:

@@ -18,9 +18,9 @@ import boto3
 import pytest
 import xmltodict
 from botocore.exceptions import ClientError
-from polyccm_aws import moto_rendering
-from polyccm_aws.emulator import EmulatorControl
-from polyccm_aws.testing import emulator_in_this_process, moto_code_put_back
+from polyccm_aws_emulator import moto_rendering
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import emulator_in_this_process, moto_code_put_back
 
 
 def _moto_alone() -> Any:

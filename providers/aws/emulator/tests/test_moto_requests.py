@@ -14,9 +14,10 @@ import urllib.request
 from typing import Any
 
 import boto3
-from polyccm_aws.emulator import EmulatorControl, FaultInjector, build_app
-from polyccm_aws.moto_requests import PATCHED
-from polyccm_aws.testing import emulator_in_this_process, moto_code_put_back
+from polyccm_aws_emulator.app import FaultInjector, build_app
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.moto_requests import PATCHED
+from polyccm_aws_emulator.testing import emulator_in_this_process, moto_code_put_back
 
 
 class _Recorder:

@@ -12,7 +12,7 @@ import pytest
 
 @pytest.mark.timeout(120)
 def test_demo_initialises_nodes_serves_a_load_balancer_and_cleans_up() -> None:
-    result = subprocess.run([sys.executable, "-m", "polyccm_digitalocean.demo"],
+    result = subprocess.run([sys.executable, "-m", "polyccm_digitalocean_emulator.demo"],
                             capture_output=True, text=True, timeout=110)  # fmt: skip
 
     out = result.stdout

@@ -7,8 +7,10 @@ import time
 from typing import Any
 
 import pytest
-from polyccm_digitalocean.emulator import EmulatorApp, EmulatorSettings, ManualClock
-from polyccm_digitalocean.testing import LocalApi
+from polyccm_digitalocean_emulator.app import EmulatorApp
+from polyccm_digitalocean_emulator.settings import EmulatorSettings
+from polyccm_digitalocean_emulator.testing import LocalApi
+from polyccm_digitalocean_emulator.timers import ManualClock
 
 LB_DELAY = 10.0
 
@@ -381,7 +383,7 @@ def test_an_answers_long_droplet_list_is_checked_by_its_first_id_and_nothing_is_
     id that is not an integer, is still found not to match the document."""
     import json
 
-    from polyccm_digitalocean.emulator import openapi
+    from polyccm_digitalocean_emulator import openapi
     from werkzeug.test import EnvironBuilder
     from werkzeug.wrappers import Request, Response
 

@@ -9,8 +9,10 @@ import time
 from typing import Any
 
 import pytest
-from polyccm_digitalocean.emulator import EmulatorApp, EmulatorSettings, ManualClock
-from polyccm_digitalocean.testing import LocalApi
+from polyccm_digitalocean_emulator.app import EmulatorApp
+from polyccm_digitalocean_emulator.settings import EmulatorSettings
+from polyccm_digitalocean_emulator.testing import LocalApi
+from polyccm_digitalocean_emulator.timers import ManualClock
 
 
 class Account:

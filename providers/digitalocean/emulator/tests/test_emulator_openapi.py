@@ -12,11 +12,13 @@ from typing import Any
 import pytest
 from openapi_core import OpenAPI
 from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
-from polyccm_digitalocean.emulator import EmulatorApp, EmulatorSettings, ManualClock
-from polyccm_digitalocean.emulator import openapi as emulator_openapi
-from polyccm_digitalocean.emulator.openapi import document, operations
-from polyccm_digitalocean.emulator.urls import ROUTES
-from polyccm_digitalocean.testing import Answer, LocalApi
+from polyccm_digitalocean_emulator import openapi as emulator_openapi
+from polyccm_digitalocean_emulator.app import EmulatorApp
+from polyccm_digitalocean_emulator.openapi import document, operations
+from polyccm_digitalocean_emulator.settings import EmulatorSettings
+from polyccm_digitalocean_emulator.testing import Answer, LocalApi
+from polyccm_digitalocean_emulator.timers import ManualClock
+from polyccm_digitalocean_emulator.urls import ROUTES
 
 PUBLISHED = OpenAPI.from_dict(document())
 

@@ -14,9 +14,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from polyccm_digitalocean.emulator import EmulatorControl
-from polyccm_digitalocean.plugin import EMULATOR_TOKEN
-from polyccm_digitalocean.testing import DigitalOceanApi, control, running_emulator
+from polyccm_digitalocean_emulator.control import EmulatorControl
+from polyccm_digitalocean_emulator.plugin import EMULATOR_TOKEN
+from polyccm_digitalocean_emulator.testing import DigitalOceanApi, control, running_emulator
 from polyccm_testing.devenv.state import read_env
 
 

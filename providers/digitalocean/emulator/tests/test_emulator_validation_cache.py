@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 import pytest
-from polyccm_digitalocean.emulator import openapi
-from polyccm_digitalocean.emulator.errors import ApiError
+from polyccm_digitalocean_emulator import openapi
+from polyccm_digitalocean_emulator.errors import ApiError
 from polyccm_testing.emulation.closed_bodies import passes_closed
 from polyccm_testing.emulation.openapi import (
     ClosedBodyValidator,

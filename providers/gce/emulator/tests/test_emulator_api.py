@@ -9,8 +9,9 @@ import uuid
 from typing import Any
 
 import pytest
-from polyccm_gce.emulator import EmulatorSettings, filters
-from polyccm_gce.testing import (
+from polyccm_gce_emulator import filters
+from polyccm_gce_emulator.settings import EmulatorSettings
+from polyccm_gce_emulator.testing import (
     REGION,
     ZONE,
     ComputeApi,

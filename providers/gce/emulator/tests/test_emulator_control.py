@@ -9,9 +9,15 @@ import urllib.error
 import urllib.request
 
 import pytest
-from polyccm_gce.emulator import EmulatorSettings
-from polyccm_gce.emulator.metadata import HOST_LABEL, TOKEN_PREFIX
-from polyccm_gce.testing import ZONE, ComputeApi, ComputeApiError, OperationError, RunningEmulator
+from polyccm_gce_emulator.metadata import HOST_LABEL, TOKEN_PREFIX
+from polyccm_gce_emulator.settings import EmulatorSettings
+from polyccm_gce_emulator.testing import (
+    ZONE,
+    ComputeApi,
+    ComputeApiError,
+    OperationError,
+    RunningEmulator,
+)
 
 
 def _firewall(name: str) -> dict[str, object]:

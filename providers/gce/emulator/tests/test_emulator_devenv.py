@@ -10,10 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from polyccm_gce.emulator import CONFIG_FILE
-from polyccm_gce.emulator.metadata import TOKEN_PREFIX
-from polyccm_gce.plugin import emulator_launch
-from polyccm_gce.testing import emulator_process
+from polyccm_gce_emulator.devconfig import CONFIG_FILE
+from polyccm_gce_emulator.metadata import TOKEN_PREFIX
+from polyccm_gce_emulator.plugin import emulator_launch
+from polyccm_gce_emulator.testing import emulator_process
 from polyccm_testing.devenv.controlplane import resolve_emulators
 
 # Run in a fresh interpreter: google-auth reads GCE_METADATA_HOST when it is imported.

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from polyccm_gce.emulator.server import Exchange
-from polyccm_gce.emulator.urls import METHODS
-from polyccm_gce.testing import REGION, ZONE, ComputeApi, ComputeApiError, emulator_thread
+from polyccm_gce_emulator.app import Exchange
+from polyccm_gce_emulator.testing import REGION, ZONE, ComputeApi, ComputeApiError, emulator_thread
+from polyccm_gce_emulator.urls import METHODS
 
 SERVED = sorted(method.id for method in METHODS)
 

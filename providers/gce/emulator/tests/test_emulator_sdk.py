@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from google.cloud import compute_v1
 from google.oauth2.credentials import Credentials
-from polyccm_gce.emulator.server import Exchange
-from polyccm_gce.testing import TEST_TOKEN, ZONE, RunningEmulator, sdk_client
+from polyccm_gce_emulator.app import Exchange
+from polyccm_gce_emulator.testing import TEST_TOKEN, ZONE, RunningEmulator, sdk_client
 
 
 def test_the_sdk_creates_an_instance_waits_for_it_and_lists_it_by_filter(

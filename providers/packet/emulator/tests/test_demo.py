@@ -12,7 +12,7 @@ import pytest
 
 @pytest.mark.timeout(120)
 def test_demo_shows_nodes_bgp_peers_and_an_elastic_ip_released_after() -> None:
-    result = subprocess.run([sys.executable, "-m", "polyccm_packet.demo"],
+    result = subprocess.run([sys.executable, "-m", "polyccm_packet_emulator.demo"],
                             capture_output=True, text=True, timeout=110)  # fmt: skip
 
     out = result.stdout

@@ -8,8 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from polyccm_packet.emulator import EmulatorApp, EmulatorSettings, ManualClock
-from polyccm_packet.testing import LocalApi
+from polyccm_packet_emulator.app import EmulatorApp
+from polyccm_packet_emulator.settings import EmulatorSettings
+from polyccm_packet_emulator.testing import LocalApi
+from polyccm_packet_emulator.timers import ManualClock
 
 
 class Project:

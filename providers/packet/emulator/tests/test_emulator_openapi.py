@@ -12,10 +12,12 @@ import pytest
 from openapi_core import OpenAPI
 from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
 from openapi_schema_validator import OAS30Validator
-from polyccm_packet.emulator import EmulatorApp, EmulatorSettings, ManualClock
-from polyccm_packet.emulator.openapi import document, operations
-from polyccm_packet.emulator.routes import ROUTES
-from polyccm_packet.testing import Answer, LocalApi
+from polyccm_packet_emulator.app import EmulatorApp
+from polyccm_packet_emulator.openapi import document, operations
+from polyccm_packet_emulator.settings import EmulatorSettings
+from polyccm_packet_emulator.testing import Answer, LocalApi
+from polyccm_packet_emulator.timers import ManualClock
+from polyccm_packet_emulator.urls import ROUTES
 
 PUBLISHED = OpenAPI.from_dict(document())
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from polyccm_packet.plugin import CLOUD_CONFIG_FILE, EMULATOR_API_KEY
-from polyccm_packet.testing import MetalApi, control, running_emulator
+from polyccm_packet_emulator.plugin import CLOUD_CONFIG_FILE, EMULATOR_API_KEY
+from polyccm_packet_emulator.testing import MetalApi, control, running_emulator
 from polyccm_testing.devenv.state import read_env
 
 

@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 from openapi_core.exceptions import OpenAPIError
-from polyccm_packet.emulator import EmulatorApp, EmulatorSettings, ManualClock
-from polyccm_packet.emulator.errors import ApiError
-from polyccm_packet.emulator.openapi import CLOUD
-from polyccm_packet.testing import LocalApi
+from polyccm_packet_emulator.app import EmulatorApp
+from polyccm_packet_emulator.errors import ApiError
+from polyccm_packet_emulator.openapi import CLOUD
+from polyccm_packet_emulator.settings import EmulatorSettings
+from polyccm_packet_emulator.testing import LocalApi
+from polyccm_packet_emulator.timers import ManualClock
 from polyccm_testing.emulation.closed_bodies import passes_closed
 from polyccm_testing.emulation.openapi import (
     ClosedBodyValidator,

@@ -12,5 +12,5 @@ modules hold the machinery that does not depend on the cloud:
 * :mod:`.timers`: the emulators' clocks; :mod:`.serving`: loopback-only serving;
 * :mod:`.testing`: running an emulator and JSON clients of it, for providers' ``testing``.
 
-Needs what an emulator's ``emulator`` extra installs (openapi-core, werkzeug).
+Needs what an emulator distribution installs (openapi-core, werkzeug).
 """

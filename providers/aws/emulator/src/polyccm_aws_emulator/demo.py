@@ -22,7 +22,7 @@ from polyccm.objects import UNINITIALIZED_TAINT, Node
 from polyccm_testing.demo import register_node, running_polyccm, say, service_gone, table, wait
 from polyccm_testing.devenv import controlplane
 
-from polyccm_aws.emulator import CCM_HOST_TAG
+from polyccm_aws_emulator.metadata import CCM_HOST_TAG
 
 CLUSTER = "demo"
 REGION = "us-east-1"

@@ -20,8 +20,9 @@ from typing import Any
 import boto3
 from polyccm.objects import Node, Service
 
-from polyccm_aws.emulator import CCM_HOST_TAG, EmulatorControl
-from polyccm_aws.plugin import emulator_launch
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.metadata import CCM_HOST_TAG
+from polyccm_aws_emulator.plugin import emulator_launch
 
 CLUSTER = "kubernetes"
 CLUSTER_TAG = f"kubernetes.io/cluster/{CLUSTER}"
@@ -35,7 +36,7 @@ def emulator_in_this_process() -> Iterator[str]:
 
     from werkzeug.serving import make_server
 
-    from polyccm_aws.emulator import build_app
+    from polyccm_aws_emulator.app import build_app
 
     server = make_server("127.0.0.1", 0, build_app(), threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

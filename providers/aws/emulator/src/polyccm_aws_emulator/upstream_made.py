@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from polyccm.objects import Service
-
 from polyccm_aws.naming import default_load_balancer_name, target_group_name
-from polyccm_aws.testing import World
+
+from polyccm_aws_emulator.testing import World
 
 Instance = Mapping[str, Any]
 

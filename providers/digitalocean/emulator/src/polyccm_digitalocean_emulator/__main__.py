@@ -1,5 +1,5 @@
-"""``python -m polyccm_digitalocean.emulator``: serve the emulator (see :mod:`.server`)."""
+"""``python -m polyccm_digitalocean_emulator``: serve the emulator (see :mod:`.server`)."""
 
-from polyccm_digitalocean.emulator.server import main
+from polyccm_digitalocean_emulator.server import main
 
 main()

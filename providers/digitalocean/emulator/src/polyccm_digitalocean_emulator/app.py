@@ -11,9 +11,9 @@ Control endpoints (no token, http or https):
 
 * ``GET /_polyccm/health``;
 * ``GET /_polyccm/calls`` (calls per ``operationId`` since the last reset), ``DELETE`` resets;
-* ``POST /_polyccm/faults`` with a :class:`~polyccm_digitalocean.emulator.faults.Fault` as
+* ``POST /_polyccm/faults`` with a :class:`~polyccm_digitalocean_emulator.faults.Fault` as
   JSON, ``GET`` lists pending faults, ``DELETE`` clears them;
-* ``GET``/``PUT /_polyccm/settings`` (:class:`~polyccm_digitalocean.emulator.settings.
+* ``GET``/``PUT /_polyccm/settings`` (:class:`~polyccm_digitalocean_emulator.settings.
   EmulatorSettings`; ``PUT`` takes the fields to change);
 * ``POST /_polyccm/reset``: every resource, call count, fault and rate budget forgotten;
 * ``GET /_polyccm/validation``: the answers that did not match the document (with
@@ -35,9 +35,9 @@ from polyccm_testing.emulation import http
 from polyccm_testing.emulation.control import CONTROL, ControlEndpoints
 from werkzeug.wrappers import Request, Response
 
-from polyccm_digitalocean.emulator import openapi
-from polyccm_digitalocean.emulator.backend import Backend
-from polyccm_digitalocean.emulator.errors import (
+from polyccm_digitalocean_emulator import openapi
+from polyccm_digitalocean_emulator.backend import Backend
+from polyccm_digitalocean_emulator.errors import (
     ApiError,
     BadRequest,
     NotFound,
@@ -45,12 +45,12 @@ from polyccm_digitalocean.emulator.errors import (
     Unauthorized,
     error_for_status,
 )
-from polyccm_digitalocean.emulator.faults import CallLog
-from polyccm_digitalocean.emulator.ratelimit import Budget, RateLimiter, RateLimitExceeded
-from polyccm_digitalocean.emulator.responses import Call, Reply
-from polyccm_digitalocean.emulator.settings import EmulatorSettings
-from polyccm_digitalocean.emulator.timers import Clock
-from polyccm_digitalocean.emulator.urls import Route, url_map
+from polyccm_digitalocean_emulator.faults import CallLog
+from polyccm_digitalocean_emulator.ratelimit import Budget, RateLimiter, RateLimitExceeded
+from polyccm_digitalocean_emulator.responses import Call, Reply
+from polyccm_digitalocean_emulator.settings import EmulatorSettings
+from polyccm_digitalocean_emulator.timers import Clock
+from polyccm_digitalocean_emulator.urls import Route, url_map
 
 #: The droplet metadata service (``http://169.254.169.254/metadata/v1/`` on DigitalOcean),
 #: describing a droplet polyccm would run on: plain text, no token.

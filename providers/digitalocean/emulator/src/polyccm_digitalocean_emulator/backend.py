@@ -1,8 +1,8 @@
 """The emulated account: every resource, the rules that change them, and nothing of HTTP.
 
 One :class:`Backend` is one DigitalOcean account. Its methods are the API's operations on
-already-validated input; they raise :mod:`polyccm_digitalocean.emulator.errors` for what
-DigitalOcean refuses. The HTTP layer (:mod:`polyccm_digitalocean.emulator.responses`) renders
+already-validated input; they raise :mod:`polyccm_digitalocean_emulator.errors` for what
+DigitalOcean refuses. The HTTP layer (:mod:`polyccm_digitalocean_emulator.responses`) renders
 what they return. Callers serialise access (the app holds one lock per request).
 """
 
@@ -13,15 +13,15 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from polyccm_digitalocean.emulator import catalog
-from polyccm_digitalocean.emulator import load_balancers as lbs
-from polyccm_digitalocean.emulator.droplets import POWER_ACTIONS, Action, Droplet
-from polyccm_digitalocean.emulator.errors import NotFound, Unprocessable
-from polyccm_digitalocean.emulator.network import PublicAddresses
-from polyccm_digitalocean.emulator.resources import Certificate, Firewall
-from polyccm_digitalocean.emulator.settings import EmulatorSettings
-from polyccm_digitalocean.emulator.timers import Clock, Timers
-from polyccm_digitalocean.emulator.vpcs import Vpc, new_default, overlaps
+from polyccm_digitalocean_emulator import catalog
+from polyccm_digitalocean_emulator import load_balancers as lbs
+from polyccm_digitalocean_emulator.droplets import POWER_ACTIONS, Action, Droplet
+from polyccm_digitalocean_emulator.errors import NotFound, Unprocessable
+from polyccm_digitalocean_emulator.network import PublicAddresses
+from polyccm_digitalocean_emulator.resources import Certificate, Firewall
+from polyccm_digitalocean_emulator.settings import EmulatorSettings
+from polyccm_digitalocean_emulator.timers import Clock, Timers
+from polyccm_digitalocean_emulator.vpcs import Vpc, new_default, overlaps
 
 #: DigitalOcean creates at most this many droplets in one request.
 MAX_DROPLETS_PER_CREATE = 10

@@ -11,7 +11,7 @@ import ssl
 
 from polyccm_testing.emulation import control
 
-from polyccm_digitalocean.emulator.faults import Fault
+from polyccm_digitalocean_emulator.faults import Fault
 
 CONTROL = control.CONTROL
 

@@ -20,11 +20,11 @@ from typing import Any
 
 from polyccm.kube.api import NAMESPACES, NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node
+from polyccm_digitalocean.annotations import LOAD_BALANCER_ID
 from polyccm_testing.demo import register_node, running_polyccm, say, service_gone, table, wait
 from polyccm_testing.devenv import controlplane
 
-from polyccm_digitalocean.annotations import LOAD_BALANCER_ID
-from polyccm_digitalocean.testing import DigitalOceanApi, control
+from polyccm_digitalocean_emulator.testing import DigitalOceanApi, control
 
 NAMESPACE = "demo"
 SIZES = ("s-2vcpu-4gb", "s-1vcpu-2gb", "s-1vcpu-1gb")

@@ -3,7 +3,7 @@
 A droplet is ``new`` and locked until its create action completes, then ``active``; power
 actions lock it while ``in-progress`` and change its status when they complete (``off`` after
 power_off or shutdown, ``active`` after power_on, reboot or power_cycle). Timing comes from
-:class:`polyccm_digitalocean.emulator.settings.EmulatorSettings`.
+:class:`polyccm_digitalocean_emulator.settings.EmulatorSettings`.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from polyccm_digitalocean.emulator import catalog
-from polyccm_digitalocean.emulator.network import PublicAddresses
-from polyccm_digitalocean.emulator.util import iso_time
+from polyccm_digitalocean_emulator import catalog
+from polyccm_digitalocean_emulator.network import PublicAddresses
+from polyccm_digitalocean_emulator.util import iso_time
 
 #: Droplet action types the emulator carries out, with the status each leaves the droplet in.
 POWER_ACTIONS: dict[str, str] = {

@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from polyccm_digitalocean.emulator import catalog
-from polyccm_digitalocean.emulator.errors import Unprocessable
-from polyccm_digitalocean.emulator.util import iso_time
+from polyccm_digitalocean_emulator import catalog
+from polyccm_digitalocean_emulator.errors import Unprocessable
+from polyccm_digitalocean_emulator.util import iso_time
 
 #: Values DigitalOcean fills in for fields a create or update leaves out.
 DEFAULTS: dict[str, Any] = {

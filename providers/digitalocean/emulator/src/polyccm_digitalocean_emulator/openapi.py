@@ -25,7 +25,7 @@ from polyccm_testing.emulation import openapi as emulation
 from polyccm_testing.emulation.openapi import Validators, describe
 from werkzeug.wrappers import Request, Response
 
-from polyccm_digitalocean.emulator.errors import ApiError, BadRequest, NotFound, Unprocessable
+from polyccm_digitalocean_emulator.errors import ApiError, BadRequest, NotFound, Unprocessable
 
 DOCUMENT = Path(__file__).with_name("openapi.json")
 #: Where DigitalOcean serves the API; the emulator serves the same paths at its own root.

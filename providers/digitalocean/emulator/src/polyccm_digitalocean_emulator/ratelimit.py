@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from polyccm_digitalocean.emulator.errors import TooManyRequests
-from polyccm_digitalocean.emulator.timers import Clock
+from polyccm_digitalocean_emulator.errors import TooManyRequests
+from polyccm_digitalocean_emulator.timers import Clock
 
 HOUR = 3600.0
 MINUTE = 60.0

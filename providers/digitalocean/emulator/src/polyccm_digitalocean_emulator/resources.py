@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from polyccm_digitalocean.emulator.util import iso_time
+from polyccm_digitalocean_emulator.util import iso_time
 
 CERTIFICATE_LIFETIME = 90 * 24 * 3600
 

@@ -1,7 +1,7 @@
 """The HTTP layer's handlers: one per operation, from parsed request to rendered answer.
 
 Each handler gets a :class:`Call` whose request already matched the OpenAPI document, asks the
-:class:`~polyccm_digitalocean.emulator.backend.Backend`, and returns a :class:`Reply`. Shapes
+:class:`~polyccm_digitalocean_emulator.backend.Backend`, and returns a :class:`Reply`. Shapes
 follow the document's responses (``{"droplet": {...}}``, lists with ``links`` and ``meta``).
 """
 
@@ -11,11 +11,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from polyccm_digitalocean.emulator import catalog
-from polyccm_digitalocean.emulator.backend import Backend
-from polyccm_digitalocean.emulator.droplets import Action, Droplet
-from polyccm_digitalocean.emulator.pagination import Page, paginated
-from polyccm_digitalocean.emulator.resources import render_tag
+from polyccm_digitalocean_emulator import catalog
+from polyccm_digitalocean_emulator.backend import Backend
+from polyccm_digitalocean_emulator.droplets import Action, Droplet
+from polyccm_digitalocean_emulator.pagination import Page, paginated
+from polyccm_digitalocean_emulator.resources import render_tag
 
 
 @dataclass

@@ -25,8 +25,8 @@ from polyccm_testing.emulation.serving import (
 )
 from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
-from polyccm_digitalocean.emulator.app import EmulatorApp
-from polyccm_digitalocean.emulator.settings import EmulatorSettings
+from polyccm_digitalocean_emulator.app import EmulatorApp
+from polyccm_digitalocean_emulator.settings import EmulatorSettings
 
 #: Seconds a connection may stay silent (before its first byte, or between requests).
 IDLE_TIMEOUT = 30.0
@@ -83,7 +83,7 @@ def make_server(host: str, port: int, app: EmulatorApp, *, cert: Path, key: Path
 def _parser() -> argparse.ArgumentParser:
     defaults = EmulatorSettings()
     parser = argparse.ArgumentParser(
-        prog="python -m polyccm_digitalocean.emulator",
+        prog="python -m polyccm_digitalocean_emulator",
         description="A local DigitalOcean API v2 (droplets, load balancers, ...) checked "
         "against DigitalOcean's OpenAPI document, with fault injection and call counting.",
     )

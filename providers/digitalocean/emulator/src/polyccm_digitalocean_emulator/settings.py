@@ -1,7 +1,7 @@
 """The emulator's tunables: how long things take and how much a token may ask.
 
 Given on the command line, changed at run time through ``PUT /_polyccm/settings`` (see
-:class:`polyccm_digitalocean.emulator.control.EmulatorControl`), and kept across resets.
+:class:`polyccm_digitalocean_emulator.control.EmulatorControl`), and kept across resets.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Test support for DigitalOcean: run the emulator, and make droplets through its API.
 
-Used by this package's tests and usable by demos and cross-package tests (install the
-``emulator`` extra). Everything goes through the emulator's API as a user's would: droplets are
-created with ``POST /v2/droplets`` and powered off with droplet actions, never planted in its
-state. Nothing here talks to anything but the loopback emulator it is pointed at.
-"""
+Used by the provider's and the emulator's tests and usable by demos and cross-package tests.
+Everything goes through the emulator's API as a user's would: droplets are created with ``POST
+/v2/droplets`` and powered off with droplet actions, never planted in its state. Nothing here
+talks to anything but the loopback emulator it is pointed at."""
 
 from __future__ import annotations
 
@@ -25,9 +24,9 @@ from polyccm_testing.emulation.testing import (
     launched,
 )
 
-from polyccm_digitalocean.emulator.app import EmulatorApp
-from polyccm_digitalocean.emulator.control import EmulatorControl
-from polyccm_digitalocean.plugin import CA_BUNDLE_VARIABLE, emulator_launch
+from polyccm_digitalocean_emulator.app import EmulatorApp
+from polyccm_digitalocean_emulator.control import EmulatorControl
+from polyccm_digitalocean_emulator.plugin import CA_BUNDLE_VARIABLE, emulator_launch
 
 #: How fast things happen in a test emulator unless a test asks otherwise (seconds).
 TEST_LB_ACTIVE_DELAY = 0.3

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from werkzeug.routing import Map, Rule
 
-from polyccm_digitalocean.emulator import responses as r
+from polyccm_digitalocean_emulator import responses as r
 
 
 @dataclass(frozen=True)

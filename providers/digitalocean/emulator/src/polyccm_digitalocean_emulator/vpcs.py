@@ -7,9 +7,9 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
-from polyccm_digitalocean.emulator.network import AddressPool
-from polyccm_digitalocean.emulator.timers import Clock
-from polyccm_digitalocean.emulator.util import iso_time
+from polyccm_digitalocean_emulator.network import AddressPool
+from polyccm_digitalocean_emulator.timers import Clock
+from polyccm_digitalocean_emulator.util import iso_time
 
 
 @dataclass

@@ -30,7 +30,7 @@ from typing import Any
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request, Response
 
-from polyccm_gce.emulator.errors import (
+from polyccm_gce_emulator.errors import (
     BadRequest,
     ComputeError,
     Injected,
@@ -39,14 +39,14 @@ from polyccm_gce.emulator.errors import (
     RateLimitExceeded,
     Unauthenticated,
 )
-from polyccm_gce.emulator.faults import Fault, Misbehaviour, RateLimit
-from polyccm_gce.emulator.metadata import PREFIX as METADATA_PREFIX
-from polyccm_gce.emulator.metadata import MetadataServer
-from polyccm_gce.emulator.models import ComputeBackends, ComputeProject, Operation, render
-from polyccm_gce.emulator.models.operations import OperationFault
-from polyccm_gce.emulator.responses import Call, WaitFor
-from polyccm_gce.emulator.settings import EmulatorSettings
-from polyccm_gce.emulator.urls import METHODS, ApiMethod, url_map
+from polyccm_gce_emulator.faults import Fault, Misbehaviour, RateLimit
+from polyccm_gce_emulator.metadata import PREFIX as METADATA_PREFIX
+from polyccm_gce_emulator.metadata import MetadataServer
+from polyccm_gce_emulator.models import ComputeBackends, ComputeProject, Operation, render
+from polyccm_gce_emulator.models.operations import OperationFault
+from polyccm_gce_emulator.responses import Call, WaitFor
+from polyccm_gce_emulator.settings import EmulatorSettings
+from polyccm_gce_emulator.urls import METHODS, ApiMethod, url_map
 
 CONTROL = "/_polyccm/"
 HEALTH_PATH = CONTROL + "health"

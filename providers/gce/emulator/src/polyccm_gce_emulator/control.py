@@ -100,7 +100,7 @@ class EmulatorControl:
         return result
 
     def configure(self, **changes: Any) -> dict[str, Any]:
-        """Change settings (see :class:`~polyccm_gce.emulator.settings.EmulatorSettings`),
+        """Change settings (see :class:`~polyccm_gce_emulator.settings.EmulatorSettings`),
         e.g. ``configure(pending_seconds=0, route_running_seconds=0.1)``."""
         result: dict[str, Any] = self._request("PUT", "settings", changes)
         return result

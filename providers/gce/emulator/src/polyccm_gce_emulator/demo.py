@@ -23,7 +23,7 @@ from polyccm.objects import UNINITIALIZED_TAINT, Node
 from polyccm_testing.demo import register_node, running_polyccm, say, service_gone, table, wait
 from polyccm_testing.devenv import controlplane
 
-from polyccm_gce.testing import REGION, ComputeApi
+from polyccm_gce_emulator.testing import REGION, ComputeApi
 
 CLUSTER = "demo"
 ZONES = ("us-central1-a", "us-central1-b")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from polyccm_gce.emulator.settings import EmulatorSettings
+from polyccm_gce_emulator.settings import EmulatorSettings
 
 #: The file ``polyccm-dev`` should write beside ``env``.
 CONFIG_FILE = "gce.conf"

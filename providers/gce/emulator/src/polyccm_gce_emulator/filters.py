@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from polyccm_gce.emulator.errors import Invalid
+from polyccm_gce_emulator.errors import Invalid
 
 Predicate = Callable[[dict[str, Any]], bool]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
-from polyccm_gce.emulator.models import ComputeBackends, Resource, region_of
+from polyccm_gce_emulator.models import ComputeBackends, Resource, region_of
 
 PREFIX = "/computeMetadata/v1/"
 HOST_LABEL = "polyccm-ccm-host"

@@ -2,7 +2,7 @@
 
 A handler gets a :class:`Call` (the project's model, path parameters, query, JSON body and the
 base URL the client used) and returns what the API answers: a rendered resource or list, an
-:class:`~polyccm_gce.emulator.models.Operation`, or :class:`WaitFor` (``operations.wait``,
+:class:`~polyccm_gce_emulator.models.Operation`, or :class:`WaitFor` (``operations.wait``,
 which the server answers without holding the models' lock). Bodies are checked for fields the
 resource does not have (400, as GCE refuses them); everything else is the models' business.
 """
@@ -17,13 +17,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from polyccm_gce.emulator import filters
-from polyccm_gce.emulator.errors import BadRequest, Invalid
-from polyccm_gce.emulator.models import ComputeProject, Operation, Resource, render
-from polyccm_gce.emulator.models.geography import REGIONS, all_zones
-from polyccm_gce.emulator.models.instances import INSTANCE_INPUT
-from polyccm_gce.emulator.models.loadbalancing import HEALTH_CHECK_INPUT
-from polyccm_gce.emulator.models.network import FIREWALL_INPUT, NEXT_HOPS
+from polyccm_gce_emulator import filters
+from polyccm_gce_emulator.errors import BadRequest, Invalid
+from polyccm_gce_emulator.models import ComputeProject, Operation, Resource, render
+from polyccm_gce_emulator.models.geography import REGIONS, all_zones
+from polyccm_gce_emulator.models.instances import INSTANCE_INPUT
+from polyccm_gce_emulator.models.loadbalancing import HEALTH_CHECK_INPUT
+from polyccm_gce_emulator.models.network import FIREWALL_INPUT, NEXT_HOPS
 
 MAX_RESULTS = 500
 #: Output-only fields a client may send back (a body it got from ``get``); GCE ignores them.

@@ -1,4 +1,4 @@
-"""``python -m polyccm_gce.emulator --port PORT``: serve the emulator on loopback."""
+"""``python -m polyccm_gce_emulator --port PORT``: serve the emulator (:mod:`.app`) on loopback."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import argparse
 import ipaddress
 import logging
 
-from polyccm_gce.emulator.server import ComputeEmulator
-from polyccm_gce.emulator.settings import EmulatorSettings
+from polyccm_gce_emulator.app import ComputeEmulator
+from polyccm_gce_emulator.settings import EmulatorSettings
 
 
 def _require_loopback(host: str) -> None:
@@ -38,7 +38,7 @@ def serve(host: str, port: int, settings: EmulatorSettings, *, verbose: bool = F
 def main(argv: list[str] | None = None) -> None:
     defaults = EmulatorSettings()
     parser = argparse.ArgumentParser(
-        prog="python -m polyccm_gce.emulator",
+        prog="python -m polyccm_gce_emulator",
         description="A local GCE compute v1 API and metadata server on loopback.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind")
@@ -68,7 +68,3 @@ def main(argv: list[str] | None = None) -> None:
     )
     settings.quotas["ROUTES"] = args.route_quota
     serve(args.host, args.port, settings, verbose=args.verbose)
-
-
-if __name__ == "__main__":
-    main()

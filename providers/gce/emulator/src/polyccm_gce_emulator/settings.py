@@ -1,7 +1,7 @@
 """How the emulated compute API behaves in time and in quota: one small dataclass.
 
 The process takes these from its command line; tests and demos change them at run time through
-``PUT /_polyccm/settings`` (:meth:`polyccm_gce.emulator.control.EmulatorControl.configure`), and
+``PUT /_polyccm/settings`` (:meth:`polyccm_gce_emulator.control.EmulatorControl.configure`), and
 a reset restores what the process started with.
 """
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from polyccm_gce.emulator.control import EmulatorControl
-from polyccm_gce.emulator.settings import EmulatorSettings
+from polyccm_gce_emulator.control import EmulatorControl
+from polyccm_gce_emulator.settings import EmulatorSettings
 
 PROJECT = EmulatorSettings().project
 ZONE = "us-central1-a"
@@ -60,7 +60,7 @@ class RunningEmulator:
     env: Mapping[str, str] = field(default_factory=dict)
     """The variables ``polyccm-dev`` exports for it (only for :func:`emulator_process`)."""
     app: Any = None
-    """The :class:`~polyccm_gce.emulator.server.ComputeEmulator` (only in-process)."""
+    """The :class:`~polyccm_gce_emulator.app.ComputeEmulator` (only in-process)."""
 
     @property
     def control(self) -> EmulatorControl:
@@ -77,7 +77,7 @@ def emulator_thread(settings: EmulatorSettings | None = None) -> Iterator[Runnin
 
     from werkzeug.serving import make_server
 
-    from polyccm_gce.emulator.server import ComputeEmulator
+    from polyccm_gce_emulator.app import ComputeEmulator
 
     app = ComputeEmulator(copy.deepcopy(settings or FAST))
     server = make_server("127.0.0.1", 0, app, threaded=True)
@@ -99,7 +99,7 @@ def emulator_thread(settings: EmulatorSettings | None = None) -> Iterator[Runnin
 @contextmanager
 def emulator_process(state_dir: Path) -> Iterator[RunningEmulator]:
     """The emulator as the plugin launches it for ``polyccm-dev up --cloud gce``."""
-    from polyccm_gce.plugin import emulator_launch
+    from polyccm_gce_emulator.plugin import emulator_launch
 
     port = free_port()
     launch = emulator_launch(port, state_dir)
@@ -287,7 +287,6 @@ def sdk_client(client_class: type[_Client], endpoint: str, credentials: Any = No
     requests are counted by :mod:`polyccm.cloudcalls` too.
     """
     from google.oauth2.credentials import Credentials
-
     from polyccm_gce.api import compute_client
 
     if credentials is None:
@@ -313,7 +312,6 @@ def gce_provider(
     as gce.conf would configure it (project, network ``default``, ``local-zone``), with a fixed
     bearer token and short retry pauses."""
     from google.oauth2.credentials import Credentials
-
     from polyccm_gce.api import GceApi
     from polyccm_gce.config import CloudConfig
     from polyccm_gce.provider import GceProvider
@@ -340,7 +338,7 @@ def gce_provider(
 def operator_config(emulator: RunningEmulator, directory: Path) -> Path:
     """The gce.conf (in ``directory``) with which ``polyccm plan|orphans --provider gce``
     reaches ``emulator``: its project, network, ``api-endpoint`` and ``local-zone``."""
-    from polyccm_gce.emulator.devconfig import dev_config
+    from polyccm_gce_emulator.devconfig import dev_config
 
     config = directory / "gce.conf"
     config.write_text(

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from polyccm.cloud import default_load_balancer_name
 from polyccm.objects import Service
 
-from polyccm_gce.testing import REGION, ZONE, ComputeApi, ComputeApiError
+from polyccm_gce_emulator.testing import REGION, ZONE, ComputeApi, ComputeApiError
 
 #: Upstream's default source ranges of load-balancer health checks, in its order.
 HEALTH_CHECK_SOURCES = ["130.211.0.0/22", "35.191.0.0/16", "209.85.152.0/22", "209.85.204.0/22"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from werkzeug.routing import Map, Rule
 
-from polyccm_gce.emulator import responses as r
+from polyccm_gce_emulator import responses as r
 
 API_PREFIX = "/compute/v1/"
 

@@ -30,9 +30,9 @@ from polyccm_testing.emulation import http
 from polyccm_testing.emulation.control import CONTROL, ControlEndpoints
 from werkzeug.wrappers import Request, Response
 
-from polyccm_packet.emulator import openapi, render, routes
-from polyccm_packet.emulator.backend import Backend, Device
-from polyccm_packet.emulator.errors import (
+from polyccm_packet_emulator import openapi, render, responses, urls
+from polyccm_packet_emulator.backend import Backend, Device
+from polyccm_packet_emulator.errors import (
     ApiError,
     BadRequest,
     NotFound,
@@ -41,9 +41,9 @@ from polyccm_packet.emulator.errors import (
     Unauthorized,
     error_for_status,
 )
-from polyccm_packet.emulator.faults import CallLog
-from polyccm_packet.emulator.settings import EmulatorSettings
-from polyccm_packet.emulator.timers import Clock
+from polyccm_packet_emulator.faults import CallLog
+from polyccm_packet_emulator.settings import EmulatorSettings
+from polyccm_packet_emulator.timers import Clock
 
 METADATA_PATH = "/metadata"
 METADATA_OPERATION = "metadata"
@@ -70,7 +70,7 @@ class EmulatorApp:
         self.calls = CallLog()
         self.validators = openapi.validators()
         self.mismatches: list[dict[str, str]] = []
-        self._urls = routes.url_map()
+        self._urls = urls.url_map()
         self._lock = threading.RLock()
         self.control = ControlEndpoints(
             calls=self.calls,
@@ -127,21 +127,21 @@ class EmulatorApp:
             response = self._checked(request, response)
         return response
 
-    def _error_reply(self, error: ApiError) -> routes.Reply:
+    def _error_reply(self, error: ApiError) -> responses.Reply:
         headers: dict[str, str] = {}
         if isinstance(error, TooManyRequests):
             reset = int(self.backend.clock.now()) + 1
             headers = {"X-RateLimit-Limit": str(self.settings.rate_limit),
                        "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset),
                        "Retry-After": "1"}  # fmt: skip
-        return routes.Reply(error.status, error.body(), headers)
+        return responses.Reply(error.status, error.body(), headers)
 
     def _suffer(self, fault: Any) -> None:
         http.suffer(fault, error_for_status)
 
-    def _route(self, request: Request) -> tuple[routes.Route, dict[str, str]]:
+    def _route(self, request: Request) -> tuple[urls.Route, dict[str, str]]:
         route, args = http.match(self._urls, request, NotFound)
-        assert isinstance(route, routes.Route)
+        assert isinstance(route, urls.Route)
         return route, args
 
     def _authenticate(self, request: Request) -> None:
@@ -150,10 +150,10 @@ class EmulatorApp:
         if not token or (expected and token != expected):
             raise Unauthorized()
 
-    def _serve(self, request: Request, route: routes.Route, path_args: dict[str, str]) -> Any:
+    def _serve(self, request: Request, route: urls.Route, path_args: dict[str, str]) -> Any:
         self.validators.check_request(request)
         body = http.json_body(request, BadRequest)
-        call = routes.Call(
+        call = responses.Call(
             backend=self.backend,
             path=path_args,
             query={key: request.args.getlist(key) for key in request.args},
@@ -172,7 +172,7 @@ class EmulatorApp:
             f"the emulator's answer ({response.status_code}) does not match the Metal API's "
             f"OpenAPI document: {mismatch['problem']}"
         )
-        return _render(routes.Reply(error.status, error.body()))
+        return _render(responses.Reply(error.status, error.body()))
 
     # -- metadata service ---------------------------------------------------------------------
 
@@ -185,9 +185,9 @@ class EmulatorApp:
             with self._lock:
                 device = self._local_device(request.headers.get(DEVICE_HEADER))
                 body = render.metadata(device, self.backend.clock.now())
-                call = routes.Call(backend=self.backend, path={}, query={}, body={})
-                body["bgp_neighbors"] = routes.bgp_neighbors(call, device)
-            reply = routes.Reply(200, body)
+                call = responses.Call(backend=self.backend, path={}, query={}, body={})
+                body["bgp_neighbors"] = responses.bgp_neighbors(call, device)
+            reply = responses.Reply(200, body)
         except ApiError as error:
             reply = self._error_reply(error)
         return _render(reply)
@@ -203,7 +203,7 @@ class EmulatorApp:
         return devices[0]
 
 
-def _render(reply: routes.Reply) -> Response:
+def _render(reply: responses.Reply) -> Response:
     if reply.body is None:
         return Response(status=reply.status, headers=reply.headers)
     return Response(json.dumps(reply.body), status=reply.status, headers=reply.headers,

@@ -3,7 +3,7 @@
 No HTTP here: the handlers in :mod:`.routes` ask, this module answers or raises the API's
 errors. State changes that take time (a device provisioning, a power action) are computed from
 the clock when read, so there is no background thread and a
-:class:`~polyccm_packet.emulator.timers.ManualClock` moves time in tests.
+:class:`~polyccm_packet_emulator.timers.ManualClock` moves time in tests.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import itertools
 import uuid
 from dataclasses import dataclass, field
 
-from polyccm_packet.emulator import catalog
-from polyccm_packet.emulator.errors import NotFound, Unprocessable
-from polyccm_packet.emulator.settings import EmulatorSettings
-from polyccm_packet.emulator.timers import Clock
+from polyccm_packet_emulator import catalog
+from polyccm_packet_emulator.errors import NotFound, Unprocessable
+from polyccm_packet_emulator.settings import EmulatorSettings
+from polyccm_packet_emulator.timers import Clock
 
 #: Where addresses come from: documentation and benchmarking ranges, never routable.
 PUBLIC_V4 = ipaddress.ip_network("198.18.0.0/16")

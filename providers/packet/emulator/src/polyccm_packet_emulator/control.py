@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from polyccm_testing.emulation import control
 
-from polyccm_packet.emulator.faults import Fault
+from polyccm_packet_emulator.faults import Fault
 
 CONTROL = control.CONTROL
 

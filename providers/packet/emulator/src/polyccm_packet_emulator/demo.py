@@ -21,11 +21,11 @@ from typing import Any
 
 from polyccm.kube.api import NAMESPACES, NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node
+from polyccm_packet.bgp import ANNOTATION_PREFIX
 from polyccm_testing.demo import register_node, running_polyccm, say, service_gone, table, wait
 from polyccm_testing.devenv import controlplane
 
-from polyccm_packet.bgp import ANNOTATION_PREFIX
-from polyccm_packet.testing import MetalApi, MetalCloudUnderTest, control
+from polyccm_packet_emulator.testing import MetalApi, MetalCloudUnderTest, control
 
 NAMESPACE = "demo"
 PLANS = ("c3.small.x86", "m3.large.x86", "c3.small.x86")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from polyccm_testing.emulation import faults
 
-from polyccm_packet.emulator.errors import error_for_status
+from polyccm_packet_emulator.errors import error_for_status
 
 ANY_OPERATION = faults.ANY_OPERATION
 

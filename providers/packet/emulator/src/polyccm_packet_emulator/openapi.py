@@ -14,7 +14,7 @@ from pathlib import Path
 from polyccm_testing.emulation import openapi as emulation
 from polyccm_testing.emulation.openapi import Validators, describe
 
-from polyccm_packet.emulator.errors import BadRequest, NotFound, Unprocessable
+from polyccm_packet_emulator.errors import BadRequest, NotFound, Unprocessable
 
 DOCUMENT = Path(__file__).with_name("openapi.json")
 #: Where Equinix Metal served the API (under ``/metal/v1``); the emulator serves the same paths.

@@ -11,8 +11,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from polyccm_packet.emulator import catalog
-from polyccm_packet.emulator.backend import (
+from polyccm_packet_emulator import catalog
+from polyccm_packet_emulator.backend import (
     Assignment,
     BgpConfig,
     BgpSession,

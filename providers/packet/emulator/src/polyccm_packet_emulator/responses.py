@@ -1,9 +1,8 @@
-"""The HTTP layer's handlers and the routing table: one handler per operation served.
+"""The HTTP layer's handlers: one per operation served (:mod:`.urls` routes to them).
 
 Each handler gets a :class:`Call` whose request already matched the OpenAPI document, asks the
-:class:`~polyccm_packet.emulator.backend.Backend`, and returns a :class:`Reply` shaped as the
-document's response. Templates are the document's paths under the API's base path
-``/metal/v1``; operations are its ``operationId``s (the tests check both against the document).
+:class:`~polyccm_packet_emulator.backend.Backend`, and returns a :class:`Reply` shaped as the
+document's response.
 """
 
 from __future__ import annotations
@@ -13,11 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from werkzeug.routing import Map, Rule
-
-from polyccm_packet.emulator import catalog, render
-from polyccm_packet.emulator.backend import Backend, Device
-from polyccm_packet.emulator.errors import Forbidden, NotFound
+from polyccm_packet_emulator import catalog, render
+from polyccm_packet_emulator.backend import Backend, Device
+from polyccm_packet_emulator.errors import Forbidden, NotFound
 
 BASE_PATH = "/metal/v1"
 DEFAULT_PER_PAGE = 10
@@ -279,45 +276,3 @@ def bgp_neighbors(call: Call, device: Device | None = None) -> list[dict[str, An
 def get_bgp_neighbor_data(call: Call) -> Reply:
     href = f"{BASE_PATH}/devices/{call.path['id']}/bgp/neighbors"
     return Reply(200, {"bgp_neighbors": bgp_neighbors(call), "href": href})
-
-
-@dataclass(frozen=True)
-class Route:
-    method: str
-    template: str
-    """The OpenAPI path template (``/devices/{id}``), relative to :data:`BASE_PATH`."""
-    operation: str
-    """The OpenAPI ``operationId``: how calls are counted and faults are aimed."""
-    handler: Handler
-
-
-ROUTES: tuple[Route, ...] = (
-    Route("GET", "/projects/{id}", "findProjectById", find_project),
-    Route("GET", "/locations/metros", "findMetros", find_metros),
-    Route("GET", "/locations/metros/{id}", "getMetro", get_metro),
-    Route("GET", "/projects/{id}/devices", "findProjectDevices", find_project_devices),
-    Route("POST", "/projects/{id}/devices", "createDevice", create_device),
-    Route("GET", "/devices/{id}", "findDeviceById", find_device),
-    Route("DELETE", "/devices/{id}", "deleteDevice", delete_device),
-    Route("POST", "/devices/{id}/actions", "performAction", perform_action),
-    Route("GET", "/devices/{id}/metadata", "findDeviceMetadataByID", find_device_metadata),
-    Route("GET", "/projects/{id}/ips", "findIPReservations", find_ip_reservations),
-    Route("POST", "/projects/{id}/ips", "requestIPReservation", request_ip_reservation),
-    Route("GET", "/ips/{id}", "findIPAddressById", find_ip_address),
-    Route("DELETE", "/ips/{id}", "deleteIPAddress", delete_ip_address),
-    Route("GET", "/projects/{id}/bgp-config", "findBgpConfigByProject", find_bgp_config),
-    Route("POST", "/projects/{id}/bgp-configs", "requestBgpConfig", request_bgp_config),
-    Route("GET", "/devices/{id}/bgp/sessions", "findBgpSessions", find_bgp_sessions),
-    Route("POST", "/devices/{id}/bgp/sessions", "createBgpSession", create_bgp_session),
-    Route("GET", "/bgp/sessions/{id}", "findBgpSessionById", find_bgp_session),
-    Route("DELETE", "/bgp/sessions/{id}", "deleteBgpSession", delete_bgp_session),
-    Route("GET", "/devices/{id}/bgp/neighbors", "getBgpNeighborData", get_bgp_neighbor_data),
-)
-
-
-def url_map() -> Map:
-    rules = []
-    for route in ROUTES:
-        rule = BASE_PATH + route.template.replace("{", "<").replace("}", ">")
-        rules.append(Rule(rule, methods=[route.method], endpoint=route))
-    return Map(rules, strict_slashes=False)

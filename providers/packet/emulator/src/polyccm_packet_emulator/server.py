@@ -18,14 +18,14 @@ from polyccm_testing.emulation.serving import (
 )
 from werkzeug.serving import make_server
 
-from polyccm_packet.emulator.app import DEFAULT_PROJECT_ID, EmulatorApp
-from polyccm_packet.emulator.settings import EmulatorSettings
+from polyccm_packet_emulator.app import DEFAULT_PROJECT_ID, EmulatorApp
+from polyccm_packet_emulator.settings import EmulatorSettings
 
 
 def _parser() -> argparse.ArgumentParser:
     defaults = EmulatorSettings()
     parser = argparse.ArgumentParser(
-        prog="python -m polyccm_packet.emulator",
+        prog="python -m polyccm_packet_emulator",
         description="A local Equinix Metal API v1 (devices, IP reservations, BGP) and device "
         "metadata service, checked against Equinix Metal's OpenAPI document, with fault "
         "injection and call counting.",

@@ -1,9 +1,9 @@
 """Test support for Equinix Metal: run the emulator, and make devices through its API.
 
-Used by this package's tests and usable by demos and cross-package tests (install the
-``emulator`` extra). Everything goes through the emulator's API as a user's would: devices are
-created with ``POST /projects/{id}/devices`` and powered off with device actions, never planted
-in its state. Nothing here talks to anything but the loopback emulator it is pointed at.
+Used by the provider's and the emulator's tests and usable by demos and cross-package tests.
+Everything goes through the emulator's API as a user's would: devices are created with ``POST
+/projects/{id}/devices`` and powered off with device actions, never planted in its state.
+Nothing here talks to anything but the loopback emulator it is pointed at.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from polyccm_testing.emulation.testing import (
     launched,
 )
 
-from polyccm_packet.emulator.app import EmulatorApp
-from polyccm_packet.emulator.control import EmulatorControl
-from polyccm_packet.plugin import API_URL_VARIABLE, emulator_launch
+from polyccm_packet_emulator.app import EmulatorApp
+from polyccm_packet_emulator.control import EmulatorControl
+from polyccm_packet_emulator.plugin import API_URL_VARIABLE, emulator_launch
 
 
 @contextmanager

@@ -7,13 +7,13 @@ import threading
 import time
 from collections.abc import Callable
 
-from polyccm_gce.emulator.models.base import ProjectBase, Resource
-from polyccm_gce.emulator.models.common import Link, render
-from polyccm_gce.emulator.models.geography import REGIONS, all_zones, region_of
-from polyccm_gce.emulator.models.instances import InstancesMixin
-from polyccm_gce.emulator.models.loadbalancing import LoadBalancingMixin
-from polyccm_gce.emulator.models.operations import Operation, OperationFault
-from polyccm_gce.emulator.settings import EmulatorSettings
+from polyccm_gce_emulator.models.base import ProjectBase, Resource
+from polyccm_gce_emulator.models.common import Link, render
+from polyccm_gce_emulator.models.geography import REGIONS, all_zones, region_of
+from polyccm_gce_emulator.models.instances import InstancesMixin
+from polyccm_gce_emulator.models.loadbalancing import LoadBalancingMixin
+from polyccm_gce_emulator.models.operations import Operation, OperationFault
+from polyccm_gce_emulator.settings import EmulatorSettings
 
 
 class ComputeProject(InstancesMixin, LoadBalancingMixin, ProjectBase):

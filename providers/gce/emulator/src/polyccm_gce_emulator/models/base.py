@@ -1,7 +1,7 @@
 """One project's store of resources and operations, and the name and reference rules of the API.
 
 Resources are kept as the JSON bodies the API shows, with references as
-:class:`~polyccm_gce.emulator.models.common.Link` values.
+:class:`~polyccm_gce_emulator.models.common.Link` values.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from polyccm_gce.emulator.errors import (
+from polyccm_gce_emulator.errors import (
     AlreadyExists,
     Invalid,
     NotFound,
@@ -23,9 +23,9 @@ from polyccm_gce.emulator.errors import (
     QuotaExceeded,
     ResourceNotReady,
 )
-from polyccm_gce.emulator.models.common import Link, new_id, timestamp
-from polyccm_gce.emulator.models.operations import Operation, OperationFault
-from polyccm_gce.emulator.settings import EmulatorSettings
+from polyccm_gce_emulator.models.common import Link, new_id, timestamp
+from polyccm_gce_emulator.models.operations import Operation, OperationFault
+from polyccm_gce_emulator.settings import EmulatorSettings
 
 API_PATH = "compute/v1/"
 NAME_PATTERN = r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?"

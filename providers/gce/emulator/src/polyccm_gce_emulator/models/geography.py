@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
-from polyccm_gce.emulator.errors import Invalid
-from polyccm_gce.emulator.models.base import ProjectBase, Resource, reference
-from polyccm_gce.emulator.models.common import Link, new_id, timestamp
+from polyccm_gce_emulator.errors import Invalid
+from polyccm_gce_emulator.models.base import ProjectBase, Resource, reference
+from polyccm_gce_emulator.models.common import Link, new_id, timestamp
 
 #: Region -> (its zones, the auto-mode subnetwork range GCE gives it).
 REGIONS: dict[str, tuple[tuple[str, ...], str]] = {

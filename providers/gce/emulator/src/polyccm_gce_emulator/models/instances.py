@@ -12,18 +12,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from polyccm_gce.emulator.errors import (
+from polyccm_gce_emulator.errors import (
     AlreadyExists,
     ConditionNotMet,
     Invalid,
     OperationFailure,
     ResourceNotReady,
 )
-from polyccm_gce.emulator.models.base import ProjectBase, Resource, check_name, reference
-from polyccm_gce.emulator.models.common import Link, fingerprint, timestamp
-from polyccm_gce.emulator.models.geography import GeographyMixin, region_of
-from polyccm_gce.emulator.models.network import NetworkMixin
-from polyccm_gce.emulator.models.operations import Operation
+from polyccm_gce_emulator.models.base import ProjectBase, Resource, check_name, reference
+from polyccm_gce_emulator.models.common import Link, fingerprint, timestamp
+from polyccm_gce_emulator.models.geography import GeographyMixin, region_of
+from polyccm_gce_emulator.models.network import NetworkMixin
+from polyccm_gce_emulator.models.operations import Operation
 
 _LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 _LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")

@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from polyccm_gce.emulator.errors import Invalid, ResourceInUse
-from polyccm_gce.emulator.models.base import ProjectBase, Resource, check_name, reference
-from polyccm_gce.emulator.models.common import Link, fingerprint
-from polyccm_gce.emulator.models.geography import GeographyMixin
-from polyccm_gce.emulator.models.network import NetworkMixin
-from polyccm_gce.emulator.models.operations import Operation
+from polyccm_gce_emulator.errors import Invalid, ResourceInUse
+from polyccm_gce_emulator.models.base import ProjectBase, Resource, check_name, reference
+from polyccm_gce_emulator.models.common import Link, fingerprint
+from polyccm_gce_emulator.models.geography import GeographyMixin
+from polyccm_gce_emulator.models.network import NetworkMixin
+from polyccm_gce_emulator.models.operations import Operation
 
 _PORT_RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 HEALTH_CHECK_INPUT = (

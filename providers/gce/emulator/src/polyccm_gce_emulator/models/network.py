@@ -12,17 +12,17 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from polyccm_gce.emulator.errors import (
+from polyccm_gce_emulator.errors import (
     Invalid,
     NotFound,
     OperationFailure,
     Required,
     ResourceInUse,
 )
-from polyccm_gce.emulator.models.base import ProjectBase, Resource, check_name, reference
-from polyccm_gce.emulator.models.common import Link, new_id, timestamp
-from polyccm_gce.emulator.models.geography import REGIONS
-from polyccm_gce.emulator.models.operations import Operation
+from polyccm_gce_emulator.models.base import ProjectBase, Resource, check_name, reference
+from polyccm_gce_emulator.models.common import Link, new_id, timestamp
+from polyccm_gce_emulator.models.geography import REGIONS
+from polyccm_gce_emulator.models.operations import Operation
 
 INTERNET_GATEWAY = "global/gateways/default-internet-gateway"
 NEXT_HOPS = (

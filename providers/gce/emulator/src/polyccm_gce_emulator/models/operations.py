@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from polyccm_gce.emulator.errors import HTTP_ERROR_MESSAGES, OperationFailure
-from polyccm_gce.emulator.models.common import Link, new_id, timestamp
+from polyccm_gce_emulator.errors import HTTP_ERROR_MESSAGES, OperationFailure
+from polyccm_gce_emulator.models.common import Link, new_id, timestamp
 
 
 @dataclass(frozen=True)
