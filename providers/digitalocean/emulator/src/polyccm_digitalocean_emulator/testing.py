@@ -3,7 +3,8 @@
 Used by the provider's and the emulator's tests and usable by demos and cross-package tests.
 Everything goes through the emulator's API as a user's would: droplets are created with ``POST
 /v2/droplets`` and powered off with droplet actions, never planted in its state. Nothing here
-talks to anything but the loopback emulator it is pointed at."""
+talks to anything but the loopback emulator it is pointed at.
+"""
 
 from __future__ import annotations
 
