@@ -30,12 +30,9 @@ def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
     """Build the AWS provider from the cloud config (``None`` for other providers)."""
     if settings.provider != PROVIDER:
         return None
-    from polyccm_aws.config import load_cloud_config
     from polyccm_aws.provider import AwsProvider
 
-    return AwsProvider.discover(
-        load_cloud_config(settings.cloud_config), cluster_name=settings.cluster_name
-    )
+    return AwsProvider.from_settings(settings)
 
 
 @hookimpl
@@ -44,6 +41,5 @@ def polyccm_build_service_checker(settings: ProviderSettings) -> ServiceChecker 
     if settings.provider != PROVIDER:
         return None
     from polyccm_aws.checker import AwsServiceChecker
-    from polyccm_aws.config import load_cloud_config
 
-    return AwsServiceChecker(load_cloud_config(settings.cloud_config))
+    return AwsServiceChecker.from_settings(settings)

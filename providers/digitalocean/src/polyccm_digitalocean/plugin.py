@@ -6,7 +6,6 @@ Imported for every polyccm command, so it imports no cloud SDK.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from polyccm.hookspecs import hookimpl
@@ -32,16 +31,14 @@ def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
         return None
     from polyccm_digitalocean.provider import DigitalOceanProvider
 
-    return DigitalOceanProvider.from_environment()
+    return DigitalOceanProvider.from_settings(settings)
 
 
 @hookimpl
 def polyccm_build_service_checker(settings: ProviderSettings) -> ServiceChecker | None:
-    """The offline Service check of ``polyccm check-service`` (no token, no API needed; the
-    default type from ``DEFAULT_LB_TYPE``, as the controller reads it)."""
+    """The offline Service check of ``polyccm check-service`` (no token, no call)."""
     if settings.provider != PROVIDER:
         return None
     from polyccm_digitalocean.checker import DigitalOceanServiceChecker
-    from polyccm_digitalocean.config import default_lb_type
 
-    return DigitalOceanServiceChecker(default_lb_type(os.environ))
+    return DigitalOceanServiceChecker.from_settings(settings)

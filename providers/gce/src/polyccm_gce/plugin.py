@@ -30,29 +30,16 @@ def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
     """Build the GCE provider from gce.conf (``None`` for other providers)."""
     if settings.provider != PROVIDER:
         return None
-    from polyccm_gce.config import load_cloud_config
-    from polyccm_gce.provider import GceProvider, cluster_id_from_kubeconfig
+    from polyccm_gce.provider import GceProvider
 
-    options = settings.options
-    return GceProvider.discover(
-        load_cloud_config(settings.cloud_config),
-        cluster_name=settings.cluster_name,
-        # Read only outside a term (polyccm plan, orphans); a term reads it in initialize.
-        cluster_id_source=lambda: cluster_id_from_kubeconfig(
-            getattr(options, "kubeconfig", None), getattr(options, "master", None)
-        ),
-    )
+    return GceProvider.from_settings(settings)
 
 
 @hookimpl
 def polyccm_build_service_checker(settings: ProviderSettings) -> ServiceChecker | None:
-    """The offline Service check of ``polyccm check-service --provider gce``. gce.conf, when
-    given, is read (a broken one is reported as the manager reports it) but changes nothing:
-    the network load balancer's validation depends on the Service alone."""
+    """The offline Service check of ``polyccm check-service`` (gce.conf read, no SDK, no call)."""
     if settings.provider != PROVIDER:
         return None
     from polyccm_gce.checker import GceServiceChecker
-    from polyccm_gce.config import load_cloud_config
 
-    load_cloud_config(settings.cloud_config)
-    return GceServiceChecker()
+    return GceServiceChecker.from_settings(settings)

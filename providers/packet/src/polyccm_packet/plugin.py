@@ -23,7 +23,7 @@ PROVIDER = "packet"
 @hookimpl
 def polyccm_register_providers(registry: ProviderRegistry) -> None:
     """Register the provider name ``packet``."""
-    registry.register("packet", "Equinix Metal, formerly Packet (devices, elastic IPs over BGP)")
+    registry.register(PROVIDER, "Equinix Metal, formerly Packet (devices, elastic IPs over BGP)")
 
 
 #: What ``packet-bgp`` needs beyond the core's rules: patching the nodes' peer annotations.
@@ -79,12 +79,9 @@ def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
 
 @hookimpl
 def polyccm_build_service_checker(settings: ProviderSettings) -> ServiceChecker | None:
-    """The offline Service check of ``polyccm check-service``: from ``--cloud-config`` and the
-    ``METAL_METRO``/``METAL_FACILITY`` variables, without the SDK, a key or any call."""
+    """The offline Service check of ``polyccm check-service`` (no SDK, no key, no call)."""
     if settings.provider != PROVIDER:
         return None
-    import os
-
     from polyccm_packet.checker import MetalServiceChecker
 
-    return MetalServiceChecker.from_settings(settings.cloud_config, os.environ)
+    return MetalServiceChecker.from_settings(settings)
