@@ -48,4 +48,3 @@ def test_a_value_of_the_wrong_kind_is_refused_naming_the_field(
         Tunables().updated({"budget": 5, **changes})
 
     assert str(raised.value).startswith(refusal)
-
