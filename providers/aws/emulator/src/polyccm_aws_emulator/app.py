@@ -39,6 +39,7 @@ from dataclasses import asdict
 from typing import Any
 from urllib.parse import parse_qs
 
+from polyccm_aws_emulator.control import CONTROL
 from polyccm_aws_emulator.faults import STATUS_BY_CODE, Fault, error_body
 from polyccm_aws_emulator.metadata import (
     METADATA,
@@ -61,9 +62,6 @@ from polyccm_aws_emulator.moto_speedups import (
     remember_where_answers_find_their_fields,
     remember_which_backend_serves_a_host,
 )
-
-CONTROL = "/_polyccm/"
-HEALTH_PATH = CONTROL + "health"
 
 # The API version each query-protocol service sends; it tells ELB and ELBv2 apart.
 _SERVICE_BY_VERSION = {

@@ -1,4 +1,6 @@
-"""A client of the emulator's control endpoints (``/_polyccm/``): faults, call counts, reset."""
+"""The emulator's control endpoints under :data:`CONTROL` (health, faults, call counts, reset;
+answered by :class:`~polyccm_aws_emulator.app.FaultInjector`) and :class:`EmulatorControl`,
+their client."""
 
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from polyccm_aws_emulator.app import CONTROL
 from polyccm_aws_emulator.faults import Fault
+
+#: Where the control endpoints are served.
+CONTROL = "/_polyccm/"
 
 
 class EmulatorControl:
