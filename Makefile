@@ -6,7 +6,8 @@ SHELL := /bin/bash
 TOOLS := $(CURDIR)/.tools
 UV := $(shell command -v uv 2>/dev/null || echo $(TOOLS)/bin/uv)
 PYTEST_ARGS ?=
-# `make demo PROVIDER=<name>` runs polyccm_<name>.demo (each provider package has one).
+# `make demo PROVIDER=<name>` runs polyccm_<name>_emulator.demo (each provider's emulator
+# distribution, providers/<name>/emulator, has one).
 PROVIDER ?= aws
 
 .PHONY: all test lint sync uv binaries image image-tools demo clean-state
@@ -47,7 +48,7 @@ image-tools: sync
 	$(UV) run --no-sync python -m polyccm_testing.images tools --if-possible
 
 demo: binaries
-	$(UV) run --no-sync python -m polyccm_$(PROVIDER).demo
+	$(UV) run --no-sync python -m polyccm_$(PROVIDER)_emulator.demo
 
 # The benchmark of issue 13 (bench/README.md): every provider at 100/10, 1,000/100 and
 # 5,000/500 nodes/services, with the Go peers for AWS; results in bench/results/.

@@ -110,8 +110,8 @@ class AwsCloud(BenchCloud):
     notes = ("the account's quota of rules per security group raised to 1,000 (default 60)",)
 
     def __init__(self, env: Mapping[str, str], directory: Path) -> None:
-        from polyccm_aws.emulator import EmulatorControl
-        from polyccm_aws.testing import FOREIGN_VARIABLES, isolated_environment
+        from polyccm_aws_emulator.control import EmulatorControl
+        from polyccm_aws_emulator.testing import FOREIGN_VARIABLES, isolated_environment
 
         super().__init__(env, directory)
         for variable in FOREIGN_VARIABLES:
@@ -130,7 +130,7 @@ class AwsCloud(BenchCloud):
     def reset(self) -> None:
         import boto3
         from botocore.config import Config
-        from polyccm_aws.testing import World
+        from polyccm_aws_emulator.testing import World
 
         self.control.reset()
         self.world = World(CLUSTER)
@@ -238,8 +238,8 @@ class GceCloud(BenchCloud):
     )
 
     def __init__(self, env: Mapping[str, str], directory: Path) -> None:
-        from polyccm_gce.emulator.control import EmulatorControl
-        from polyccm_gce.testing import ComputeApi
+        from polyccm_gce_emulator.control import EmulatorControl
+        from polyccm_gce_emulator.testing import ComputeApi
 
         super().__init__(env, directory)
         self.control = EmulatorControl(env["POLYCCM_GCE_API_ENDPOINT"])
@@ -248,7 +248,7 @@ class GceCloud(BenchCloud):
         self.network = "global/networks/default"
 
     def reset(self) -> None:
-        from polyccm_gce.testing import REGION, ZONE
+        from polyccm_gce_emulator.testing import REGION, ZONE
 
         self.control.reset()
         settings = self.control.configure(
@@ -265,7 +265,7 @@ class GceCloud(BenchCloud):
         )
 
     def _insert(self, name: str) -> str:
-        from polyccm_gce.testing import REGION, ZONE
+        from polyccm_gce_emulator.testing import REGION, ZONE
 
         nic = {
             "network": self.network,
@@ -296,7 +296,7 @@ class GceCloud(BenchCloud):
         return _parallel(self._insert, names)
 
     def terminate(self, nodes: list[str]) -> None:
-        from polyccm_gce.testing import ZONE
+        from polyccm_gce_emulator.testing import ZONE
 
         _parallel(lambda n: self.compute.request("DELETE", f"zones/{ZONE}/instances/{n}"), nodes)
 
@@ -335,7 +335,7 @@ class DigitalOceanCloud(BenchCloud):
     )
 
     def __init__(self, env: Mapping[str, str], directory: Path) -> None:
-        from polyccm_digitalocean.testing import DigitalOceanApi, control
+        from polyccm_digitalocean_emulator.testing import DigitalOceanApi, control
 
         super().__init__(env, directory)
         self.control = control(env)
@@ -388,7 +388,7 @@ class PacketCloud(BenchCloud):
     balancer_kind = "Elastic IPs (kube-vip)"
 
     def __init__(self, env: Mapping[str, str], directory: Path) -> None:
-        from polyccm_packet.testing import MetalApi, control
+        from polyccm_packet_emulator.testing import MetalApi, control
 
         super().__init__(env, directory)
         self.env.update(METAL_LOAD_BALANCER="kube-vip://", METAL_LOCAL_ASN="65000")

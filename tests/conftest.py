@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 import pytest
-from polyccm_aws.emulator import EmulatorControl
-from polyccm_aws.testing import point_boto3_at, running_emulator
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import point_boto3_at, running_emulator
 
 
 @pytest.fixture(scope="session")

@@ -20,9 +20,9 @@ import pytest
 from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
 from polyccm_aws.config import CloudConfig
-from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
-from polyccm_aws.testing import CLUSTER, World
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import CLUSTER, World
 from polyccm_testing.kubeobjects import make_service, set_ready, wait_for
 from polyccm_testing.manager import manager_options, start_manager
 

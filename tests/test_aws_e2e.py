@@ -19,10 +19,10 @@ import pytest
 from polyccm.kube.api import NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node
 from polyccm_aws.config import CloudConfig
-from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.naming import target_group_name
 from polyccm_aws.provider import AwsProvider
-from polyccm_aws.testing import (
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import (
     CLUSTER,
     World,
     isolated_environment,

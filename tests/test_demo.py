@@ -13,7 +13,10 @@ import pytest
 @pytest.mark.timeout(240)
 def test_demo_initialises_nodes_serves_a_load_balancer_and_cleans_up() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "polyccm_aws.demo"], capture_output=True, text=True, timeout=200
+        [sys.executable, "-m", "polyccm_aws_emulator.demo"],
+        capture_output=True,
+        text=True,
+        timeout=200,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import boto3
 import pytest
-from polyccm_aws.emulator import CCM_HOST_TAG
 from polyccm_aws.provider import own_instance_id
+from polyccm_aws_emulator.metadata import CCM_HOST_TAG
 
 
 def dev(*args: str) -> subprocess.CompletedProcess[str]:

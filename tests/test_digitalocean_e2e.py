@@ -15,8 +15,8 @@ import pytest
 from polyccm.kube.api import NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node
 from polyccm_digitalocean.annotations import LOAD_BALANCER_ID
-from polyccm_digitalocean.demo import running_ccm
-from polyccm_digitalocean.testing import DigitalOceanApi, control, running_emulator
+from polyccm_digitalocean_emulator.demo import running_ccm
+from polyccm_digitalocean_emulator.testing import DigitalOceanApi, control, running_emulator
 from polyccm_testing.demo import service_gone
 from polyccm_testing.kubeobjects import (
     events_for,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from polyccm.kube.api import NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node
-from polyccm_gce.testing import (
+from polyccm_gce_emulator.testing import (
     CLUSTER,
     PROJECT,
     REGION,
@@ -143,7 +143,10 @@ def test_an_internal_load_balancer_is_a_warning_event_and_creates_nothing(
 @pytest.mark.timeout(240)
 def test_make_demo_provider_gce_shows_nodes_routes_and_a_load_balancer() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "polyccm_gce.demo"], capture_output=True, text=True, timeout=200
+        [sys.executable, "-m", "polyccm_gce_emulator.demo"],
+        capture_output=True,
+        text=True,
+        timeout=200,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout

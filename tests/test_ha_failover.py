@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 from polyccm.kube.api import LEASES, NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
-from polyccm_aws.emulator import EmulatorControl
-from polyccm_aws.testing import CLUSTER, World, isolated_environment
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import CLUSTER, World, isolated_environment
 from polyccm_testing.kubeobjects import lease_holder, make_node, make_service, wait_for
 
 LEASE_NAME = "cloud-controller-manager"

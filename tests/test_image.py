@@ -22,8 +22,8 @@ import pytest
 import yaml
 from polyccm.kube.api import NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node, Service
-from polyccm_aws.emulator import EmulatorControl
-from polyccm_aws.testing import CLUSTER, World, isolated_environment
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import CLUSTER, World, isolated_environment
 from polyccm_testing.demo import service_gone
 from polyccm_testing.images.build import BuiltImage, build_image, megabytes
 from polyccm_testing.images.buildah import Container, buildah, inspect_image, remove_image, stop
@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.image, pytest.mark.timeout(900)]
 
 #: Where the container finds the files a Deployment mounts.
 CONFIG_DIR = "/etc/polyccm"
-#: Modules only the other providers, the test kit and the developer tools bring.
+#: Modules only the other providers, the emulators, the test kit and the developer tools bring.
 FOREIGN_MODULES = (
     "google.cloud.compute",
     "googleapiclient",
@@ -46,7 +46,10 @@ FOREIGN_MODULES = (
     "polyccm_digitalocean",
     "polyccm_packet",
     "polyccm_testing",
+    "polyccm_aws_emulator",
     "moto",
+    "werkzeug",
+    "openapi_core",
     "pytest",
 )
 #: Compilers and installers, absent from the final image.

@@ -21,6 +21,8 @@ from polyccm.app.commandline import parse
 from polyccm.plugins import installed_providers, plugin_manager
 from polyccm_testing.workspace import (
     ROOT,
+    emulator_projects,
+    is_emulator,
     provider_projects,
     read_toml,
     workspace_members,
@@ -42,6 +44,17 @@ def test_the_workspace_has_the_four_providers() -> None:
     assert PROVIDERS == ["aws", "digitalocean", "gce", "packet"]
     for name, project in provider_projects().items():
         assert project["name"] == f"polyccm-{name}"
+
+
+def test_each_provider_has_its_emulator_beside_it() -> None:
+    emulators = emulator_projects()
+
+    assert sorted(emulators) == PROVIDERS
+    for name, project in emulators.items():
+        assert project["name"] == f"polyccm-{name}-emulator"
+        assert project["entry-points"]["polyccm"] == {
+            f"{name}-emulator": f"polyccm_{name}_emulator.plugin"
+        }
 
 
 # -- the Dockerfile --------------------------------------------------------------------------
@@ -241,8 +254,9 @@ def test_dockerfile_copies_existing_paths_and_the_context_holds_every_source() -
         assert f"{relative}/pyproject.toml" in context
         assert f"{relative}/{project['readme']}" in context
         sources = [p for p in tracked_files() if p.startswith(f"{relative}/src/")]
-        if project["name"] == "polyccm-testing":
-            # Its metadata reads the lock; its code (dev control plane, fake cloud) stays out.
+        if project["name"] == "polyccm-testing" or is_emulator(member):
+            # Its metadata reads the lock; its code (dev control plane, fake cloud, emulators)
+            # stays out.
             assert sources and not set(sources) & context, relative
             continue
         assert sources and set(sources) <= context, relative
@@ -314,9 +328,12 @@ def test_each_image_installs_the_core_and_its_provider_only(provider: str) -> No
         sdks = {_requirement_name(d) for d in project["dependencies"]} - {"polyccm"}
         own = {_requirement_name(d) for d in projects[provider]["dependencies"]}
         assert not (sdks - own - core) & names, f"{provider}'s image would carry {other}'s SDK"
-    # Neither the emulator extra nor the developer tools.
+    # Neither an emulator (nor what emulators need) nor the developer tools.
+    assert not [name for name in names if name.endswith("-emulator")], names
     assert not names & {
         "moto",
+        "werkzeug",
+        "openapi-core",
         "pytest",
         "ruff",
         "mypy",

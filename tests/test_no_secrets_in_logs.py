@@ -24,7 +24,7 @@ import pytest
 import yaml
 from polyccm.kube.api import NODES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node
-from polyccm_aws.testing import (
+from polyccm_aws_emulator.testing import (
     CLUSTER,
     FOREIGN_VARIABLES,
     World,

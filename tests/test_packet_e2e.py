@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from polyccm.kube.api import NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT, Node
-from polyccm_packet.demo import bgp_peers, running_ccm
-from polyccm_packet.testing import MetalApi, MetalCloudUnderTest, control, running_emulator
+from polyccm_packet_emulator.demo import bgp_peers, running_ccm
+from polyccm_packet_emulator.testing import MetalApi, MetalCloudUnderTest, control, running_emulator
 from polyccm_testing.demo import service_gone
 from polyccm_testing.kubeobjects import events_for, ingress_ip, make_node, make_service, wait_for
 

@@ -1,8 +1,9 @@
 """``polyccm-dev new-provider NAME``: the generated distribution passes the project's lint and
 strict type checks, installs into a fresh environment (offline, from the lock's files in the uv
 cache), registers its provider, builds an honest skeleton (no capability offered, so the
-conformance kit skips it by name), starts its emulator stub and runs the kit green against the
-FakeCloud; bad or taken names, and existing files, are refused with one line."""
+conformance kit skips it by name), starts its emulator stub (a distribution of its own, beside
+it) and runs the kit green against the FakeCloud; bad or taken names, and existing files, are
+refused with one line."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import tomllib
 import xml.etree.ElementTree as ET
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 NAME = "template_check_cloud"
 """The longest name allowed, so the check covers the longest lines the template can produce."""
 PACKAGE = f"polyccm_{NAME}"
+EMULATOR_PACKAGE = f"{PACKAGE}_emulator"
 TITLE = "TemplateCheckCloud"
+DISTRIBUTION = f"polyccm-{NAME.replace('_', '-')}"
 
 GENERATED = {
     "pyproject.toml",
@@ -39,9 +44,15 @@ GENERATED = {
     f"src/{PACKAGE}/instances.py",
     f"src/{PACKAGE}/load_balancer.py",
     f"src/{PACKAGE}/routes.py",
-    f"src/{PACKAGE}/emulator.py",
     f"src/{PACKAGE}/py.typed",
     "tests/test_conformance.py",
+    "emulator/pyproject.toml",
+    "emulator/README.md",
+    f"emulator/src/{EMULATOR_PACKAGE}/__init__.py",
+    f"emulator/src/{EMULATOR_PACKAGE}/__main__.py",
+    f"emulator/src/{EMULATOR_PACKAGE}/plugin.py",
+    f"emulator/src/{EMULATOR_PACKAGE}/server.py",
+    f"emulator/src/{EMULATOR_PACKAGE}/py.typed",
 }
 
 # Points the kit at the generated provider itself, as its author will once the emulator exists:
@@ -193,17 +204,37 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Generated:
     _run(*install, "--no-deps", ROOT / "core", ROOT / "testkit")
     # The installed wheel of polyccm-testing generates it: the template ships with it.
     _run(venv / "bin" / "polyccm-dev", "new-provider", NAME, "--dest", dest)
-    _run(*install, dest)
+    # Both distributions: the provider, and its emulator beside it.
+    _run(*install, dest, dest / "emulator")
     return Generated(dest, venv, work)
 
 
 def test_the_generated_distribution_has_the_shape_of_a_provider(generated: Generated) -> None:
     dest = generated.dest
     assert {str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()} == GENERATED
-    pyproject = (dest / "pyproject.toml").read_text()
-    assert f'[project.entry-points.polyccm]\n{NAME} = "{PACKAGE}.plugin"' in pyproject
-    assert 'emulator = ["polyccm-testing"]' in pyproject
-    assert 'test = ["polyccm-testing"]' in pyproject
+    pyproject = tomllib.loads((dest / "pyproject.toml").read_text())
+    emulator = tomllib.loads((dest / "emulator" / "pyproject.toml").read_text())
+    assert pyproject["project"]["entry-points"]["polyccm"] == {NAME: f"{PACKAGE}.plugin"}
+    assert pyproject["project"]["dependencies"] == ["polyccm"]
+    assert "optional-dependencies" not in pyproject["project"]
+    assert pyproject["dependency-groups"]["test"] == ["polyccm-testing", f"{DISTRIBUTION}-emulator"]
+    assert emulator["project"]["name"] == f"{DISTRIBUTION}-emulator"
+    assert emulator["project"]["dependencies"] == [DISTRIBUTION, "polyccm-testing"]
+    assert emulator["project"]["entry-points"]["polyccm"] == {
+        f"{NAME}-emulator": f"{EMULATOR_PACKAGE}.plugin"
+    }
+
+
+def test_the_provider_wheel_holds_no_emulator(generated: Generated) -> None:
+    wheels = generated.work / "wheels"
+    build = ("build", "--wheel", "--offline", "--no-sources", "--quiet", "--out-dir", wheels)
+    _run(_uv(), *build, generated.dest)
+    (wheel,) = wheels.glob("*.whl")
+    with zipfile.ZipFile(wheel) as opened:
+        code = {n for n in opened.namelist() if not n.split("/")[0].endswith(".dist-info")}
+
+    assert {n.split("/")[0] for n in code} == {PACKAGE}
+    assert not [n for n in code if "emulator" in n or "test" in n], code
 
 
 def test_the_generated_code_passes_ruff_and_strict_mypy(generated: Generated) -> None:
@@ -212,7 +243,10 @@ def test_the_generated_code_passes_ruff_and_strict_mypy(generated: Generated) ->
     _run(sys.executable, "-m", "ruff", "format", "--check", "--no-cache", "--config", config, dest)
     mypy = (sys.executable, "-m", "mypy", "--strict", "--config-file", config)
     # From the workspace root, so the cache `make lint` left makes this take seconds.
-    _run(*mypy, dest / "src" / PACKAGE, dest / "tests", cwd=ROOT, MYPYPATH=str(dest / "src"))
+    sources = (dest / "src", dest / "emulator" / "src")
+    paths = os.pathsep.join(map(str, sources))
+    _run(*mypy, dest / "src" / PACKAGE, sources[1] / EMULATOR_PACKAGE, dest / "tests", cwd=ROOT,
+         MYPYPATH=paths)  # fmt: skip
 
 
 def test_installing_it_registers_the_provider(generated: Generated) -> None:
@@ -350,7 +384,9 @@ def test_the_default_destination_is_providers_name_in_the_workspace(
 
     assert _new_provider("mycloud") == cli.EXIT_OK
 
-    assert (workspace / "providers" / "mycloud" / "src" / "polyccm_mycloud" / "plugin.py").is_file()
+    written = workspace / "providers" / "mycloud"
+    assert (written / "src" / "polyccm_mycloud" / "plugin.py").is_file()
+    assert (written / "emulator" / "src" / "polyccm_mycloud_emulator" / "plugin.py").is_file()
     assert "uv lock" in capsys.readouterr().out
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from polyccm_aws.config import CloudConfig
-from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
-from polyccm_aws.testing import (
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import (
     CLUSTER,
     World,
     point_boto3_at,

@@ -9,9 +9,9 @@ import boto3
 import pytest
 from polyccm import cloudcalls, metrics
 from polyccm_aws.config import CloudConfig
-from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
-from polyccm_aws.testing import CLUSTER, World
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import CLUSTER, World
 from prometheus_client import generate_latest
 
 

@@ -10,9 +10,9 @@ from polyccm.cloud import default_load_balancer_name
 from polyccm.errors import InvalidServiceSpec, RetryAfter
 from polyccm.objects import Service
 from polyccm_aws import annotations as ann
-from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
-from polyccm_aws.testing import CLUSTER, CLUSTER_TAG, World
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import CLUSTER, CLUSTER_TAG, World
 
 MUTATIONS = (
     "CreateLoadBalancer",

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 import pytest
 from polyccm.errors import ConfigError
 from polyccm_aws.config import CloudConfig
-from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider, own_instance_id
 from polyccm_aws.tagging import OwnInstance, cluster_id_from_tags, resolve_cluster_id
-from polyccm_aws.testing import World
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import World
 
 
 def instance(*pairs: tuple[str, str]) -> OwnInstance:

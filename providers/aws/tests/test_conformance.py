@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pytest
-from polyccm_aws.emulator import EmulatorControl
-from polyccm_aws.testing import AwsCloudUnderTest
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import AwsCloudUnderTest
 from polyccm_testing.conformance import (
     CloudUnderTest,
     LoadBalancerConformance,

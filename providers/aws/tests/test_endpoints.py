@@ -6,9 +6,9 @@ from collections.abc import Mapping
 
 import pytest
 from polyccm_aws.config import parse_cloud_config
-from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
-from polyccm_aws.testing import CLUSTER, World
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import CLUSTER, World
 
 
 def overrides(endpoint: str) -> str:

@@ -9,9 +9,9 @@ from polyccm.cloud import EXTERNAL_IP, HOSTNAME, INTERNAL_DNS, INTERNAL_IP
 from polyccm.errors import InstanceNotFound
 from polyccm_aws.api import AwsApiError
 from polyccm_aws.config import CloudConfig
-from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
-from polyccm_aws.testing import CLUSTER, World
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import CLUSTER, World
 
 
 def test_metadata_of_instances_in_two_zones(world: World, provider: AwsProvider) -> None:

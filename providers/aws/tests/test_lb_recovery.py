@@ -21,11 +21,11 @@ from polyccm.objects import Node, Service
 from polyccm_aws import annotations as ann
 from polyccm_aws.api import AwsApi, AwsApiError
 from polyccm_aws.config import CloudConfig
-from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.naming import target_group_name
 from polyccm_aws.nlb import TARGETS_PER_CALL
 from polyccm_aws.provider import AwsProvider
-from polyccm_aws.testing import CLUSTER, World
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import CLUSTER, World
 
 READS = ("describe_", "get_", "list_")
 READ_ACTIONS = ("Describe", "Get", "List")

@@ -12,10 +12,10 @@ from polyccm.objects import Service
 from polyccm_aws import annotations as ann
 from polyccm_aws.api import AwsApiError
 from polyccm_aws.config import CloudConfig
-from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.naming import target_group_name
 from polyccm_aws.provider import AwsProvider
-from polyccm_aws.testing import CLUSTER, CLUSTER_TAG, World
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import CLUSTER, CLUSTER_TAG, World
 
 NLB = {ann.TYPE: "nlb"}
 

@@ -15,7 +15,7 @@ from polyccm.kube.api import NODES, SERVICES, JsonObject, KubeApi, Resource, loa
 from polyccm.kube.informer import Informer, slim_node
 from polyccm.objects import Node
 from polyccm_aws.provider import AwsProvider
-from polyccm_aws.testing import CLUSTER, World
+from polyccm_aws_emulator.testing import CLUSTER, World
 from polyccm_testing.kubeobjects import make_node, wait_for
 
 

@@ -12,9 +12,9 @@ import pytest
 from polyccm.kube.api import SERVICES, KubeApi
 from polyccm.objects import Service
 from polyccm_aws import annotations as ann
-from polyccm_aws import upstream_made
-from polyccm_aws.emulator import EmulatorControl
-from polyccm_aws.testing import World
+from polyccm_aws_emulator import upstream_made
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import World
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.kubeobjects import make_service
 from polyccm_testing.opstools import CommandResult, listed_orphans, run_command

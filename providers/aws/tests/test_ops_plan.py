@@ -17,11 +17,11 @@ from polyccm.controllers import nodeinfo
 from polyccm.kube.api import MERGE_PATCH, SERVICES, KubeApi
 from polyccm.objects import Node, Service
 from polyccm_aws import annotations as ann
-from polyccm_aws import upstream_made
 from polyccm_aws.config import CloudConfig
-from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
-from polyccm_aws.testing import CLUSTER, World
+from polyccm_aws_emulator import upstream_made
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import CLUSTER, World
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.kubeobjects import make_node, make_service
 from polyccm_testing.opstools import CommandResult, plans_by_service, run_command, run_polyccm

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from polyccm_aws.emulator import EmulatorControl
+from polyccm_aws_emulator.control import EmulatorControl
 from polyccm_testing.opstools import QUICK_TIMEOUT, run_command, unanswering_api_servers
 
 

@@ -1,4 +1,4 @@
-"""The plugin: registration, the emulator launch, building the provider, and lazy boto3."""
+"""The plugin: registration, building the provider, and lazy boto3."""
 
 from __future__ import annotations
 
@@ -10,28 +10,14 @@ from pathlib import Path
 import pytest
 from polyccm import plugins
 from polyccm.errors import ConfigError
-from polyccm_aws.plugin import emulator_launch, polyccm_build_provider
+from polyccm_aws.plugin import polyccm_build_provider
 from polyccm_testing.opstools import run_polyccm
 
 
-def test_registers_the_aws_provider_and_emulator() -> None:
+def test_registers_the_aws_provider() -> None:
     manager = plugins.plugin_manager()
 
     assert "aws" in plugins.installed_providers(manager)
-    assert "aws" in plugins.installed_emulators(manager)
-
-
-def test_emulator_launch_serves_moto_on_loopback(tmp_path: Path) -> None:
-    launch = emulator_launch(45678, tmp_path)
-
-    assert list(launch.argv) == [sys.executable, "-m", "polyccm_aws.emulator", "--port", "45678"]
-    assert launch.env == {
-        "AWS_ENDPOINT_URL": "http://127.0.0.1:45678",
-        "AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://127.0.0.1:45678/",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
 
 
 def test_builds_only_for_aws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

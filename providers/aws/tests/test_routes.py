@@ -8,9 +8,9 @@ import pytest
 from polyccm.cloud import Route
 from polyccm.errors import CloudError
 from polyccm_aws.config import CloudConfig
-from polyccm_aws.emulator import EmulatorControl
 from polyccm_aws.provider import AwsProvider
-from polyccm_aws.testing import CLUSTER, World
+from polyccm_aws_emulator.control import EmulatorControl
+from polyccm_aws_emulator.testing import CLUSTER, World
 
 
 def table_routes(world: World, table: str | None = None) -> dict[str, str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 import pytest
-from polyccm_digitalocean.testing import control, running_emulator
+from polyccm_digitalocean_emulator.testing import control, running_emulator
 
 
 @pytest.fixture(scope="session")

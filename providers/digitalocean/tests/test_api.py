@@ -13,7 +13,7 @@ from polyccm import cloudcalls, logredact
 from polyccm.errors import LeadershipLost, RetryAfter
 from polyccm_digitalocean.api import RateLimited, TokenBucket
 from polyccm_digitalocean.config import read_environment
-from polyccm_digitalocean.testing import control, provider_for
+from polyccm_digitalocean_emulator.testing import control, provider_for
 
 
 def test_every_request_is_counted_under_its_operation(do: Mapping[str, str]) -> None:
@@ -78,7 +78,7 @@ def test_the_provider_sends_its_requests_without_loading_a_generated_sdk(
     # pydo (DigitalOcean's generated SDK) cost the process about 200 MiB for eleven operations.
     probe = (
         "import os, sys\n"
-        "from polyccm_digitalocean.testing import provider_for\n"
+        "from polyccm_digitalocean_emulator.testing import provider_for\n"
         "provider_for(dict(os.environ)).api.call('droplets.list')\n"
         "print(sorted(m for m in ('pydo', 'azure') if m in sys.modules))\n"
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pytest
-from polyccm_digitalocean.testing import DigitalOceanCloudUnderTest
+from polyccm_digitalocean_emulator.testing import DigitalOceanCloudUnderTest
 from polyccm_testing.conformance import (
     CloudUnderTest,
     OperatorToolsConformance,

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from polyccm.cloud import EXTERNAL_IP, HOSTNAME, INTERNAL_IP, NodeAddress
 from polyccm.objects import Node
-from polyccm_digitalocean.testing import DigitalOceanApi, control, provider_for
+from polyccm_digitalocean_emulator.testing import DigitalOceanApi, control, provider_for
 
 
 def node(name: str, provider_id: str = "") -> Node:

@@ -25,7 +25,7 @@ from polyccm.objects import Node, Service
 from polyccm.ops.contract import ADOPT, CREATE
 from polyccm_digitalocean import annotations as ann
 from polyccm_digitalocean.load_balancer import DigitalOceanLoadBalancer, DroppedDroplets
-from polyccm_digitalocean.testing import (
+from polyccm_digitalocean_emulator.testing import (
     DigitalOceanApi,
     control,
     provider_for,

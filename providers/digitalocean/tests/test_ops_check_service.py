@@ -15,7 +15,7 @@ import yaml
 from polyccm.errors import InvalidServiceSpec
 from polyccm.objects import Service
 from polyccm_digitalocean import annotations as ann
-from polyccm_digitalocean.testing import DigitalOceanApi, provider_for
+from polyccm_digitalocean_emulator.testing import DigitalOceanApi, provider_for
 from polyccm_testing.opstools import (
     assert_refused,
     malformed_manifests,

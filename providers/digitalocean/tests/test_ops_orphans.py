@@ -17,7 +17,7 @@ from polyccm.kube.api import MERGE_PATCH, NODES, SERVICES, KubeApi
 from polyccm.objects import Node, Service
 from polyccm_digitalocean import annotations as ann
 from polyccm_digitalocean.orphans import cluster_mark
-from polyccm_digitalocean.testing import (
+from polyccm_digitalocean_emulator.testing import (
     TEST_REGION,
     DigitalOceanApi,
     control,

@@ -20,7 +20,7 @@ from polyccm.objects import LOAD_BALANCER_FINALIZER, Node, Service
 from polyccm_digitalocean import annotations as ann
 from polyccm_digitalocean import provider as do_provider
 from polyccm_digitalocean.config import DigitalOceanConfig
-from polyccm_digitalocean.testing import (
+from polyccm_digitalocean_emulator.testing import (
     TEST_REGION,
     DigitalOceanApi,
     control,

@@ -22,7 +22,7 @@ from typing import Any
 
 from polyccm.cloud import Route
 from polyccm.controllers.route import plan_routes
-from polyccm_gce.testing import CLUSTER, emulator_thread, gce_provider, node_for
+from polyccm_gce_emulator.testing import CLUSTER, emulator_thread, gce_provider, node_for
 
 CLUSTER_CIDR = "10.64.0.0/10"
 

@@ -9,7 +9,7 @@ from google.oauth2.credentials import Credentials
 from polyccm import cloudcalls, logredact
 from polyccm.errors import LeadershipLost
 from polyccm_gce.api import GceApi, GceApiError
-from polyccm_gce.testing import PROJECT, RunningEmulator
+from polyccm_gce_emulator.testing import PROJECT, RunningEmulator
 
 
 def client(emulator: RunningEmulator, token: str = "polyccm-test-token") -> GceApi:

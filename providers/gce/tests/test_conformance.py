@@ -5,7 +5,7 @@ planner and orphans (OperatorToolsConformance)."""
 from __future__ import annotations
 
 import pytest
-from polyccm_gce.testing import GceCloudUnderTest, RunningEmulator
+from polyccm_gce_emulator.testing import GceCloudUnderTest, RunningEmulator
 from polyccm_testing.conformance import (
     CloudUnderTest,
     OperatorToolsConformance,

@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 from polyccm.cloud import EXTERNAL_IP, HOSTNAME, INTERNAL_IP
 from polyccm.errors import InstanceNotFound
-from polyccm_gce.testing import PROJECT, ZONE, ComputeApi, RunningEmulator, gce_provider, node_for
+from polyccm_gce_emulator.testing import (
+    PROJECT,
+    ZONE,
+    ComputeApi,
+    RunningEmulator,
+    gce_provider,
+    node_for,
+)
 
 
 @pytest.fixture

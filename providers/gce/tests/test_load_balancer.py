@@ -9,9 +9,10 @@ import pytest
 from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
 from polyccm.kube.api import SERVICES, ApiError, KubeApi
 from polyccm.objects import Service
-from polyccm_gce import load_balancer, upstream_made
+from polyccm_gce import load_balancer
 from polyccm_gce.service_spec import LEGACY_FINALIZER, RBS_ANNOTATION
-from polyccm_gce.testing import (
+from polyccm_gce_emulator import upstream_made
+from polyccm_gce_emulator.testing import (
     REGION,
     ComputeApi,
     RunningEmulator,

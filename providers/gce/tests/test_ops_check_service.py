@@ -15,7 +15,7 @@ import yaml
 from polyccm.errors import InvalidServiceSpec
 from polyccm.objects import Service
 from polyccm_gce.service_spec import INTERNAL_ANNOTATIONS, KNOWN_ANNOTATIONS
-from polyccm_gce.testing import CLUSTER, RunningEmulator, gce_provider, node_for
+from polyccm_gce_emulator.testing import CLUSTER, RunningEmulator, gce_provider, node_for
 from polyccm_testing.opstools import (
     assert_refused,
     malformed_manifests,

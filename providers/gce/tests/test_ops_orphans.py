@@ -20,9 +20,9 @@ from polyccm.errors import CloudError
 from polyccm.kube.api import KubeApi
 from polyccm.objects import Node, Service
 from polyccm.ops import orphans as orphan_tools
-from polyccm_gce import upstream_made
 from polyccm_gce.routes import DESCRIPTION, route_name
-from polyccm_gce.testing import (
+from polyccm_gce_emulator import upstream_made
+from polyccm_gce_emulator.testing import (
     CLUSTER,
     REGION,
     ZONE,

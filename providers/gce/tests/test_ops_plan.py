@@ -22,10 +22,10 @@ from polyccm.controllers import nodeinfo
 from polyccm.kube.api import MERGE_PATCH, SERVICES, KubeApi
 from polyccm.objects import Node, Service
 from polyccm.ops.contract import ADOPT, BACKENDS, CREATE, LISTENERS, UPDATE, Difference
-from polyccm_gce import upstream_made
 from polyccm_gce.routes import DESCRIPTION, route_name
 from polyccm_gce.service_spec import RBS_ANNOTATION
-from polyccm_gce.testing import (
+from polyccm_gce_emulator import upstream_made
+from polyccm_gce_emulator.testing import (
     CLUSTER,
     REGION,
     ZONE,

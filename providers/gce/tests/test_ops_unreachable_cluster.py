@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from polyccm_gce.testing import CLUSTER
+from polyccm_gce_emulator.testing import CLUSTER
 from polyccm_testing.opstools import QUICK_TIMEOUT, run_command, unanswering_api_servers
 
 

@@ -18,7 +18,7 @@ from polyccm_gce import provider as provider_module
 from polyccm_gce.config import CloudConfig
 from polyccm_gce.plugin import polyccm_build_provider
 from polyccm_gce.provider import GceProvider
-from polyccm_gce.testing import PROJECT, TEST_TOKEN, ComputeApi, RunningEmulator
+from polyccm_gce_emulator.testing import PROJECT, TEST_TOKEN, ComputeApi, RunningEmulator
 from polyccm_testing.opstools import run_polyccm
 
 

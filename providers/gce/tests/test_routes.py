@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 from polyccm.cloud import Route
 from polyccm.controllers.route import plan_routes
-from polyccm_gce.testing import CLUSTER, ZONE, ComputeApi, RunningEmulator, gce_provider, node_for
+from polyccm_gce_emulator.testing import (
+    CLUSTER,
+    ZONE,
+    ComputeApi,
+    RunningEmulator,
+    gce_provider,
+    node_for,
+)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from polyccm_gce.service_spec import (
     implemented_elsewhere,
     validate_service,
 )
-from polyccm_gce.testing import service_for
+from polyccm_gce_emulator.testing import service_for
 
 V2 = "gke.networking.io/l4-netlb-v2"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 import pytest
-from polyccm_packet.testing import control, running_emulator
+from polyccm_packet_emulator.testing import control, running_emulator
 
 _VARIABLES = ("METAL_FACILITY", "METAL_LOAD_BALANCER", "METAL_LOCAL_ASN", "METAL_BGP_PASS",
               "METAL_CLUSTER_ID", "METAL_FACILITY_NAME")  # fmt: skip

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from polyccm.kube.api import MERGE_PATCH, NODES, KubeApi
 from polyccm_packet.bgp import ANNOTATION_PREFIX, BgpController
-from polyccm_packet.demo import bgp_peers
-from polyccm_packet.testing import MetalApi, control, provider_controllers, provider_for
+from polyccm_packet_emulator.demo import bgp_peers
+from polyccm_packet_emulator.testing import MetalApi, control, provider_controllers, provider_for
 from polyccm_testing.kubeobjects import events_for, make_node, wait_for
 
 PASSWORD = "BgpMd5Pass7"

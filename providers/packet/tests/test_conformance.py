@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pytest
-from polyccm_packet.testing import MetalCloudUnderTest
+from polyccm_packet_emulator.testing import MetalCloudUnderTest
 from polyccm_testing.conformance import (
     CloudUnderTest,
     OperatorToolsConformance,

@@ -10,7 +10,7 @@ from polyccm.cloud import EXTERNAL_IP, HOSTNAME, INTERNAL_IP
 from polyccm.errors import InstanceNotFound
 from polyccm.objects import Node
 from polyccm_packet import listing
-from polyccm_packet.testing import MetalApi, control, provider_for
+from polyccm_packet_emulator.testing import MetalApi, control, provider_for
 
 
 def node(name: str, provider_id: str = "") -> Node:

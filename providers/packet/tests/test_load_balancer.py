@@ -13,7 +13,7 @@ import pytest
 from polyccm.errors import InvalidServiceSpec
 from polyccm.objects import Service
 from polyccm_packet.load_balancer import EIP_FACILITY_ANNOTATION, EIP_METRO_ANNOTATION
-from polyccm_packet.testing import MetalApi, MetalCloudUnderTest, control, provider_for
+from polyccm_packet_emulator.testing import MetalApi, MetalCloudUnderTest, control, provider_for
 
 
 def service(name: str = "web", namespace: str = "shop", ip: str = "") -> Service:

@@ -24,7 +24,7 @@ from polyccm_packet.metallb import (
     IP_ADDRESS_POOLS,
     MetalLbController,
 )
-from polyccm_packet.testing import MetalApi, provider_controllers, provider_for
+from polyccm_packet_emulator.testing import MetalApi, provider_controllers, provider_for
 from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
 
 PASSWORD = "MetalLbMd5Pass7"

@@ -18,7 +18,7 @@ from polyccm_packet.load_balancer import (
     EIP_FACILITY_ANNOTATION,
     EIP_METRO_ANNOTATION,
 )
-from polyccm_packet.testing import provider_for
+from polyccm_packet_emulator.testing import provider_for
 from polyccm_testing.opstools import (
     CommandResult,
     assert_refused,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from polyccm.errors import CloudError
 from polyccm.kube.api import MERGE_PATCH, SERVICES, KubeApi
-from polyccm_packet.testing import MetalApi, MetalCloudUnderTest, control, provider_for
+from polyccm_packet_emulator.testing import MetalApi, MetalCloudUnderTest, control, provider_for
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.kubeobjects import make_service
 from polyccm_testing.opstools import CommandResult, listed_orphans, run_command

@@ -18,7 +18,7 @@ from polyccm.objects import Service
 from polyccm_packet import provider as packet_provider
 from polyccm_packet.config import MetalConfig
 from polyccm_packet.load_balancer import EIP_FACILITY_ANNOTATION, EIP_METRO_ANNOTATION
-from polyccm_packet.testing import MetalApi, MetalCloudUnderTest, control, provider_for
+from polyccm_packet_emulator.testing import MetalApi, MetalCloudUnderTest, control, provider_for
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.kubeobjects import make_service
 from polyccm_testing.opstools import (

@@ -1,10 +1,12 @@
 """The provider template behind ``polyccm-dev new-provider NAME``.
 
-``templates/provider`` holds a provider distribution shaped like ``providers/aws``. Files ending
-in ``.tmpl`` are rendered with :class:`string.Template` (``$name``, ``$package``,
-``$distribution``, ``$title``, ``$upper``), the folder ``src/package`` becomes
-``src/polyccm_NAME``, and other files are copied as they are. Nothing is written when any of
-the files already exists, so an author's work is never overwritten.
+``templates/provider`` holds a provider distribution shaped like ``providers/aws``, with its
+emulator distribution beside it in ``emulator/`` (the provider's wheel holds only what runs in a
+cluster). Files ending in ``.tmpl`` are rendered with :class:`string.Template` (``$name``,
+``$package``, ``$distribution``, ``$emulator_package``, ``$emulator_distribution``, ``$title``,
+``$upper``), the folder ``src/package`` becomes ``src/polyccm_NAME`` and ``emulator/src/package``
+``emulator/src/polyccm_NAME_emulator``, and other files are copied as they are. Nothing is
+written when any of the files already exists, so an author's work is never overwritten.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ TEMPLATE = ("templates", "provider")
 """Where the template lives inside the ``polyccm_testing`` package."""
 SUFFIX = ".tmpl"
 PACKAGE_FOLDER = PurePosixPath("src", "package")
+EMULATOR_PACKAGE_FOLDER = PurePosixPath("emulator", "src", "package")
 
 RESERVED = frozenset({"fake"})
 """Provider names taken without an entry point: ``fake`` is the FakeCloud's (``fake_main``)."""
@@ -56,6 +59,16 @@ class ProviderNames:
         return f"polyccm-{self.name.replace('_', '-')}"
 
     @property
+    def emulator_package(self) -> str:
+        """The emulator's import package: ``polyccm_my_cloud_emulator``."""
+        return f"{self.package}_emulator"
+
+    @property
+    def emulator_distribution(self) -> str:
+        """The emulator's distribution: ``polyccm-my-cloud-emulator``."""
+        return f"{self.distribution}-emulator"
+
+    @property
     def title(self) -> str:
         """The prefix of the class names: ``MyCloud`` (``MyCloudProvider``)."""
         return "".join(part.capitalize() for part in self.name.split("_"))
@@ -65,6 +78,8 @@ class ProviderNames:
             "name": self.name,
             "package": self.package,
             "distribution": self.distribution,
+            "emulator_package": self.emulator_package,
+            "emulator_distribution": self.emulator_distribution,
             "title": self.title,
             "upper": self.name.upper(),
         }
@@ -86,8 +101,9 @@ def check_name(name: str, taken: Collection[str]) -> ProviderNames:
     if name in taken or name in RESERVED:
         raise TemplateError(f"provider {name!r} already exists; choose another name")
     names = ProviderNames(name)
-    if importlib.util.find_spec(names.package) is not None:
-        raise TemplateError(f"a package {names.package} is already installed; choose another name")
+    for package in (names.package, names.emulator_package):
+        if importlib.util.find_spec(package) is not None:
+            raise TemplateError(f"a package {package} is already installed; choose another name")
     return names
 
 
@@ -111,6 +127,9 @@ def render(names: ProviderNames) -> dict[PurePosixPath, str]:
         target = relative
         if relative.is_relative_to(PACKAGE_FOLDER):
             target = PurePosixPath("src", names.package) / relative.relative_to(PACKAGE_FOLDER)
+        elif relative.is_relative_to(EMULATOR_PACKAGE_FOLDER):
+            inside = relative.relative_to(EMULATOR_PACKAGE_FOLDER)
+            target = PurePosixPath("emulator", "src", names.emulator_package) / inside
         text = source.read_text(encoding="utf-8")
         if target.name.endswith(SUFFIX):
             target = target.with_name(target.name.removesuffix(SUFFIX))

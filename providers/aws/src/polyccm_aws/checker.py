@@ -8,12 +8,17 @@ no credentials, no call.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
 from polyccm.objects import Service
 from polyccm.ops.contract import Problem, ServiceChecker
 
-from polyccm_aws.config import CloudConfig
+from polyccm_aws.config import CloudConfig, load_cloud_config
 from polyccm_aws.lb_spec import HealthProbeDefaults, build_spec, config_warnings
+
+if TYPE_CHECKING:
+    from polyccm.plugins import ProviderSettings
 
 
 class AwsServiceChecker(ServiceChecker):
@@ -22,6 +27,12 @@ class AwsServiceChecker(ServiceChecker):
     def __init__(self, config: CloudConfig) -> None:
         self._config = config
         self._probe = HealthProbeDefaults.from_config(config)
+
+    @classmethod
+    def from_settings(cls, settings: ProviderSettings) -> AwsServiceChecker:
+        """The checker of ``polyccm check-service --provider aws``: the cloud config read (its
+        health-check defaults and ELB settings count), no boto3."""
+        return cls(load_cloud_config(settings.cloud_config))
 
     def check_service(self, service: Service) -> list[Problem]:
         try:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import botocore.session
 from botocore.exceptions import BotoCoreError, InvalidIMDSEndpointError
@@ -28,7 +28,7 @@ from polyccm.errors import ConfigError
 from polyccm.ops.contract import LoadBalancerPlanner, Orphans
 
 from polyccm_aws.api import AwsApi, AwsApiError, resolve_region
-from polyccm_aws.config import CloudConfig
+from polyccm_aws.config import CloudConfig, load_cloud_config
 from polyccm_aws.instance_store import InstanceStore
 from polyccm_aws.instances import AwsInstances
 from polyccm_aws.load_balancer import AwsLoadBalancer
@@ -38,6 +38,9 @@ from polyccm_aws.planning import AwsLoadBalancerPlanner
 from polyccm_aws.routes import AwsRoutes
 from polyccm_aws.tagging import ClusterId, ClusterTagging, OwnInstance, resolve_cluster_id
 from polyccm_aws.zones import Zones
+
+if TYPE_CHECKING:
+    from polyccm.plugins import ProviderSettings
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +162,13 @@ class AwsProvider(CloudProvider):
             directory=self.directory,
         )
         self._orphans = AwsOrphans(self.api, config, self.tagging, self.zones)
+
+    @classmethod
+    def from_settings(cls, settings: ProviderSettings) -> AwsProvider:
+        """The provider ``polyccm --provider aws`` runs: the cloud config read, then
+        :meth:`discover`."""
+        config = load_cloud_config(settings.cloud_config)
+        return cls.discover(config, cluster_name=settings.cluster_name)
 
     @classmethod
     def discover(

@@ -8,11 +8,19 @@ the account (ensure asks the certificates API); ``polyccm plan`` makes it.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 from polyccm.errors import InvalidServiceSpec
 from polyccm.objects import Service
 from polyccm.ops.contract import Problem, ServiceChecker
 
 from polyccm_digitalocean.annotations import DEFAULT_TYPE, service_spec
+from polyccm_digitalocean.config import default_lb_type
+
+if TYPE_CHECKING:
+    from polyccm.plugins import ProviderSettings
 
 
 class DigitalOceanServiceChecker(ServiceChecker):
@@ -22,6 +30,14 @@ class DigitalOceanServiceChecker(ServiceChecker):
 
     def __init__(self, default_type: str = DEFAULT_TYPE) -> None:
         self._default_type = default_type
+
+    @classmethod
+    def from_settings(
+        cls, settings: ProviderSettings, environ: Mapping[str, str] | None = None
+    ) -> DigitalOceanServiceChecker:
+        """The default type from ``DEFAULT_LB_TYPE``, as the controller reads it; no token."""
+        del settings
+        return cls(default_lb_type(os.environ if environ is None else environ))
 
     def check_service(self, service: Service) -> list[Problem]:
         try:

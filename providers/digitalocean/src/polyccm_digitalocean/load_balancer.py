@@ -41,6 +41,7 @@ from typing import Any
 
 from polyccm.cloud import LoadBalancer, LoadBalancerIngress, LoadBalancerStatus
 from polyccm.errors import CloudError, InvalidServiceSpec, RetryAfter
+from polyccm.keptlisting import KeptListing
 from polyccm.objects import Node, Service
 
 from polyccm_digitalocean.annotations import (
@@ -108,43 +109,12 @@ def differences(desired: Mapping[str, Any], current: Balancer) -> list[str]:
     return changed
 
 
-class BalancerNames:
-    """The name of each of the account's load balancers, from one ``load_balancers.list``
-    shared by every caller asking within the age it accepts (one caller lists while the others
-    wait for it). Only names are kept: a load balancer found by name is then read by its id,
-    so a listing's droplet ids (5,000 a load balancer) do not outlive the page they came in."""
-
-    def __init__(self, api: DigitalOceanApi, clock: Callable[[], float]) -> None:
-        self.api = api
-        self.clock = clock
-        self._lock = threading.Lock()
-        self._listed_at: float | None = None
-        self._names: dict[str, str] = {}
-
-    def names(self, max_age: float) -> dict[str, str]:
-        """Id -> name, from a listing at most ``max_age`` seconds old (0: a new one)."""
-        asked = self.clock()
-        with self._lock:
-            if self._listed_at is None or max_age <= 0 or self._listed_at < asked - max_age:
-                started = self.clock()
-                self._names = {
-                    str(b["id"]): str(b.get("name") or "")
-                    for b in self.api.pages("load_balancers.list", "load_balancers")
-                }
-                self._listed_at = started
-            return self._names
-
-    def put(self, balancer: Balancer) -> None:
-        """``balancer`` as this process just made or changed it."""
-        with self._lock:
-            if self._listed_at is not None:
-                self._names = {**self._names, str(balancer["id"]): str(balancer.get("name"))}
-
-    def drop(self, lb_id: str) -> None:
-        """``lb_id`` deleted by this process."""
-        with self._lock:
-            if lb_id in self._names:
-                self._names = {k: v for k, v in self._names.items() if k != lb_id}
+def balancer_names(api: DigitalOceanApi) -> Iterable[tuple[str, str]]:
+    """Each of the account's load balancers as ``(id, name)``, from ``load_balancers.list``.
+    Only names are kept: a load balancer found by name is then read by its id, so a listing's
+    droplet ids (5,000 a load balancer) do not outlive the page they came in."""
+    for balancer in api.pages("load_balancers.list", "load_balancers"):
+        yield str(balancer["id"]), str(balancer.get("name") or "")
 
 
 class DroppedDroplets:
@@ -244,8 +214,8 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         """Service UID -> id of a load balancer created here (until its id is annotated)."""
         self._lock = threading.Lock()
         self._name_listing_age = name_listing_age
-        self._names = BalancerNames(api, clock)
-        """For name lookups, with this process's creates and deletes applied."""
+        self._names: KeptListing[str] = KeptListing(lambda: balancer_names(api), clock=clock)
+        """Id -> name for lookups by name, with this process's creates and deletes applied."""
         self._waiting = WaitingBalancers(clock)
         self._dropped = DroppedDroplets(clock)
 
@@ -260,7 +230,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         names = {self.get_load_balancer_name("", service)}
         if spec is not None:
             names.add(spec.name)
-        for lb_id, name in self._names.names(self._name_listing_age).items():
+        for lb_id, name in self._names.current(self._name_listing_age).items():
             if name in names and (balancer := self._get(lb_id)) is not None:
                 return balancer
         return None
@@ -313,7 +283,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         body = self._body(spec, nodes)
         if balancer is None:
             balancer = self.api.call("load_balancers.create", body=body)["load_balancer"]
-            self._names.put(balancer)
+            self._names.put(str(balancer["id"]), str(balancer.get("name") or ""))
             self._dropped.wrote(balancer)
             with self._lock:
                 self._made[service.uid] = str(balancer["id"])
@@ -332,7 +302,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                 balancer = self.api.call("load_balancers.update", lb_id=balancer["id"], body=body)[
                     "load_balancer"
                 ]
-                self._names.put(balancer)
+                self._names.put(str(balancer["id"]), str(balancer.get("name") or ""))
                 self._dropped.wrote(balancer)
         lb_id = str(balancer["id"])
         if balancer.get("status") != "active" or not balancer.get("ip"):

@@ -15,6 +15,7 @@ import os
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from polyccm.cloud import CloudProvider, InstancesV2, LoadBalancer, ProviderContext
 from polyccm.errors import ConfigError
@@ -26,6 +27,9 @@ from polyccm_digitalocean.instances import DigitalOceanInstances
 from polyccm_digitalocean.load_balancer import DigitalOceanLoadBalancer
 from polyccm_digitalocean.orphans import DigitalOceanOrphans
 from polyccm_digitalocean.planning import DigitalOceanLoadBalancerPlanner
+
+if TYPE_CHECKING:
+    from polyccm.plugins import ProviderSettings
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +71,13 @@ class DigitalOceanProvider(CloudProvider):
         self._load_balancer = DigitalOceanLoadBalancer(
             self.api, region=region, vpc_id=config.vpc_id
         )
+
+    @classmethod
+    def from_settings(cls, settings: ProviderSettings) -> DigitalOceanProvider:
+        """The provider ``polyccm --provider digitalocean`` runs: as upstream, from the
+        environment alone (no cloud config is read)."""
+        del settings
+        return cls.from_environment()
 
     @classmethod
     def from_environment(

@@ -5,15 +5,29 @@ another controller builds (GKE's regional backend-service load balancer) is not 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
 from polyccm.objects import Service
 from polyccm.ops.contract import Problem, ServiceChecker
 
+from polyccm_gce.config import load_cloud_config
 from polyccm_gce.service_spec import validate_service
+
+if TYPE_CHECKING:
+    from polyccm.plugins import ProviderSettings
 
 
 class GceServiceChecker(ServiceChecker):
     """Checks Services with the provider's own validation; no cloud, no cluster."""
+
+    @classmethod
+    def from_settings(cls, settings: ProviderSettings) -> GceServiceChecker:
+        """gce.conf, when given, is read (a broken one is reported as the manager reports it)
+        but changes nothing: the network load balancer's validation depends on the Service
+        alone."""
+        load_cloud_config(settings.cloud_config)
+        return cls()
 
     def check_service(self, service: Service) -> list[Problem]:
         try:

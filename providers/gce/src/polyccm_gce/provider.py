@@ -39,7 +39,7 @@ from polyccm.kube.api import CONFIGMAPS, ApiError, KubeApi, load_configuration
 from polyccm.urls import plain_url
 
 from polyccm_gce.api import SCOPES, GceApi
-from polyccm_gce.config import CloudConfig
+from polyccm_gce.config import CloudConfig, load_cloud_config
 from polyccm_gce.instances import GceInstances, InstanceLookup
 from polyccm_gce.load_balancer import GceLoadBalancer
 from polyccm_gce.naming import NodeDirectory, last, region_of
@@ -50,6 +50,7 @@ from polyccm_gce.sdk import compute_v1, load_in_background
 
 if TYPE_CHECKING:
     from polyccm.ops.contract import LoadBalancerPlanner, Orphans
+    from polyccm.plugins import ProviderSettings
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +176,20 @@ class GceProvider(CloudProvider):
         )
         self._planner = GceLoadBalancerPlanner(self._load_balancer)
         self._orphans = GceOrphans(self._load_balancer, self._routes)
+
+    @classmethod
+    def from_settings(cls, settings: ProviderSettings) -> GceProvider:
+        """The provider ``polyccm --provider gce`` runs: gce.conf read, then :meth:`discover`,
+        with the cluster id read from the cluster the command line names."""
+        options = settings.options
+        return cls.discover(
+            load_cloud_config(settings.cloud_config),
+            cluster_name=settings.cluster_name,
+            # Read only outside a term (polyccm plan, orphans); a term reads it in initialize.
+            cluster_id_source=lambda: cluster_id_from_kubeconfig(
+                getattr(options, "kubeconfig", None), getattr(options, "master", None)
+            ),
+        )
 
     @classmethod
     def discover(

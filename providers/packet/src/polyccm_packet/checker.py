@@ -10,8 +10,9 @@ addresses is unknown, and that refusal is not predicted.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from polyccm.errors import InvalidServiceSpec
 from polyccm.objects import Service
@@ -19,6 +20,9 @@ from polyccm.ops.contract import Problem, ServiceChecker
 
 from polyccm_packet.config import load_config_keys, placement
 from polyccm_packet.load_balancer import build_spec, no_placement
+
+if TYPE_CHECKING:
+    from polyccm.plugins import ProviderSettings
 
 
 class MetalServiceChecker(ServiceChecker):
@@ -33,9 +37,13 @@ class MetalServiceChecker(ServiceChecker):
 
     @classmethod
     def from_settings(
-        cls, cloud_config: str | Path | None, environ: Mapping[str, str]
+        cls, settings: ProviderSettings, environ: Mapping[str, str] | None = None
     ) -> MetalServiceChecker:
-        metro, facility = placement(environ, load_config_keys(cloud_config))
+        """From ``--cloud-config`` and the ``METAL_METRO``/``METAL_FACILITY`` variables,
+        without the SDK, a key or any call."""
+        cloud_config = settings.cloud_config
+        found = os.environ if environ is None else environ
+        metro, facility = placement(found, load_config_keys(cloud_config))
         return cls(metro, facility, placement_known=bool(cloud_config or metro or facility))
 
     def check_service(self, service: Service) -> list[Problem]:

@@ -30,14 +30,13 @@ import base64
 import contextlib
 import hashlib
 import ipaddress
-import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from polyccm.cloud import LoadBalancer, LoadBalancerIngress, LoadBalancerStatus
 from polyccm.errors import InvalidServiceSpec
+from polyccm.keptlisting import KeptListing
 from polyccm.objects import Node, Service
 
 from polyccm_packet.api import MetalClient, NotFound
@@ -159,18 +158,14 @@ def cluster_tag(cluster_id: str) -> str:
     return f"cluster={cluster_id}"
 
 
-class ElasticIpLoadBalancer(LoadBalancer):
+class MetalLoadBalancer(LoadBalancer):
     """Elastic IPs of one project, one per service."""
 
     def __init__(self, api: MetalClient, *, ttl: float = LISTING_TTL) -> None:
         self.api = api
         self.ttl = ttl
-        self._lock = threading.Lock()
-        self._listing = threading.Lock()
-        """Held while a listing for :meth:`_current` is made: lookups meanwhile wait for it."""
-        self._listed = -float("inf")
-        self._kept: dict[str, Reservation] = {}
-        """The last listing's reservations by id, with this process's changes since."""
+        self._kept: KeptListing[Reservation] = KeptListing(self._list_reservations)
+        """The project's reservations by id, with this process's changes since."""
 
     @property
     def cluster_id(self) -> str:
@@ -191,41 +186,32 @@ class ElasticIpLoadBalancer(LoadBalancer):
         """Upstream's name: the three tags, joined by colons."""
         return ":".join(self.tags_for(service))
 
-    def reservations(self) -> list[Reservation]:
-        """The project's public IPv4 reservations (Elastic IPs and device blocks), listed now;
-        the listing is kept for the next lookups."""
+    def _list_reservations(self) -> list[tuple[str, Reservation]]:
         body = self.api.call(
             "ips.find_ip_reservations", self.api.config.project_id, types=["public_ipv4"],
             per_page=1000,
         ) or {}  # fmt: skip
-        found: list[Reservation] = list(body.get("ip_addresses") or ())
-        with self._lock:
-            self._kept = {str(r.get("id")): r for r in found}
-            self._listed = time.monotonic()
-        return found
+        return [(str(r.get("id")), r) for r in body.get("ip_addresses") or ()]
+
+    def reservations(self) -> list[Reservation]:
+        """The project's public IPv4 reservations (Elastic IPs and device blocks), listed now;
+        the listing is kept for the next lookups."""
+        return list(self._kept.current(0).values())
 
     def forget(self) -> None:
         """Drop the kept listing (a new term reads the project again)."""
-        with self._lock:
-            self._listed = -float("inf")
-            self._kept = {}
+        self._kept.forget()
 
     def _current(self) -> list[Reservation]:
         """The kept listing while it is at most :attr:`ttl` seconds old, else a new one."""
-        with self._listing:
-            with self._lock:
-                if time.monotonic() - self._listed <= self.ttl:
-                    return list(self._kept.values())
-            return self.reservations()
+        return list(self._kept.current(self.ttl).values())
 
     def _keep(self, reservation: Reservation) -> None:
-        with self._lock:
-            self._kept[str(reservation.get("id"))] = reservation
+        self._kept.put(str(reservation.get("id")), reservation)
 
     def released(self, reservation_id: str) -> None:
         """Forget a reservation released (by ensure-deleted or by ``polyccm orphans``)."""
-        with self._lock:
-            self._kept.pop(reservation_id, None)
+        self._kept.drop(reservation_id)
 
     def _own(self, service: Service) -> Reservation | None:
         """The reservation tagged for ``service`` in this cluster, if any."""

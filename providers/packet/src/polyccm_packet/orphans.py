@@ -21,7 +21,7 @@ from polyccm.objects import Node, Service
 from polyccm.ops.contract import CloudResource, Orphans, claims_load_balancer
 
 from polyccm_packet.api import NotFound
-from polyccm_packet.load_balancer import ElasticIpLoadBalancer, Reservation, service_tag
+from polyccm_packet.load_balancer import MetalLoadBalancer, Reservation, service_tag
 
 KIND = "elastic-ip"
 SERVICE_TAG_PREFIX = "service="
@@ -30,7 +30,7 @@ SERVICE_TAG_PREFIX = "service="
 class MetalOrphans(Orphans):
     """The project's Elastic IPs tagged for this cluster that no Service accounts for."""
 
-    def __init__(self, balancer: ElasticIpLoadBalancer) -> None:
+    def __init__(self, balancer: MetalLoadBalancer) -> None:
         self.balancer = balancer
 
     def _service_tags(self, reservation: Reservation) -> list[str]:

@@ -1,10 +1,10 @@
 """``polyccm plan`` for Equinix Metal: ensure itself, run with its writes recorded, not sent.
 
-:class:`RecordingMetalClient` is a :class:`~polyccm_packet.api.MetalClient` over the same
+:class:`RecordingApi` is a :class:`~polyccm_packet.api.MetalClient` over the same
 ``metalv1`` client whose reads (``find_*``, ``get_*``) go to Metal and whose every other call is
 written down instead (:mod:`polyccm.ops.recording`). :class:`MetalLoadBalancerPlanner` runs the
 provider's own
-:meth:`~polyccm_packet.load_balancer.ElasticIpLoadBalancer.ensure_load_balancer` on it, so the
+:meth:`~polyccm_packet.load_balancer.MetalLoadBalancer.ensure_load_balancer` on it, so the
 spec, the placement, the lookup by upstream's tags and the warnings are the controller's:
 
 * ``create``: ensure reached ``requestIPReservation`` (no reservation carries the service's
@@ -32,14 +32,14 @@ from polyccm.ops.recording import (
 )
 
 from polyccm_packet.api import MetalClient
-from polyccm_packet.load_balancer import ElasticIpLoadBalancer
+from polyccm_packet.load_balancer import MetalLoadBalancer
 
 RESERVE = "ips.request_ip_reservation"
 ELASTIC_IP = "elastic-ip"
 """The aspect of a reservation's own differences (where, how big)."""
 
 
-class RecordingMetalClient(MetalClient):
+class RecordingApi(MetalClient):
     """``api``'s ``metalv1`` client and limiter, with every call that is not a read handed to
     ``recorder`` and never sent."""
 
@@ -55,13 +55,13 @@ class RecordingMetalClient(MetalClient):
 
 
 class MetalLoadBalancerPlanner(RecordingPlanner):
-    """Plans with a second :class:`ElasticIpLoadBalancer` over a :class:`RecordingMetalClient`
+    """Plans with a second :class:`MetalLoadBalancer` over a :class:`RecordingApi`
     (the same code and client; only the writes are held back)."""
 
     def __init__(self, api: MetalClient) -> None:
         recorder = WriteRecorder(creates={RESERVE})
         # ttl 0: every plan reads the project's Elastic IPs as they are now
-        self._balancer = ElasticIpLoadBalancer(RecordingMetalClient(api, recorder), ttl=0)
+        self._balancer = MetalLoadBalancer(RecordingApi(api, recorder), ttl=0)
         super().__init__(self._balancer, recorder)
 
     def spec_warnings(self, service: Service) -> Sequence[str]:

@@ -25,7 +25,7 @@ from polyccm.plugins import ProviderSettings
 from polyccm_packet.api import MetalClient
 from polyccm_packet.config import MetalConfig, load_config_keys, read_config
 from polyccm_packet.instances import MetalInstances
-from polyccm_packet.load_balancer import ElasticIpLoadBalancer
+from polyccm_packet.load_balancer import MetalLoadBalancer
 from polyccm_packet.orphans import MetalOrphans
 from polyccm_packet.planning import MetalLoadBalancerPlanner
 
@@ -46,7 +46,7 @@ class MetalProvider(CloudProvider):
         self.config = config
         self.api = api or MetalClient(config)
         self._instances = MetalInstances(self.api)
-        self._load_balancer = ElasticIpLoadBalancer(self.api)
+        self._load_balancer = MetalLoadBalancer(self.api)
         self._planner: MetalLoadBalancerPlanner | None = None
         self._orphans = MetalOrphans(self._load_balancer)
 

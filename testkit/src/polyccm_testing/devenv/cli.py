@@ -7,8 +7,9 @@
 
 ``up`` leaves etcd, kube-apiserver and the emulators running in the background and writes
 ``DIR/kubeconfig`` and ``DIR/env`` (``set -a; . DIR/env; set +a`` exports them). ``new-provider``
-writes a provider distribution ``polyccm-NAME`` from the template
-(:mod:`polyccm_testing.provider_template`), by default into ``providers/NAME`` of the workspace.
+writes a provider distribution ``polyccm-NAME`` and its emulator's ``polyccm-NAME-emulator``
+from the template (:mod:`polyccm_testing.provider_template`), by default into
+``providers/NAME`` (and ``providers/NAME/emulator``) of the workspace.
 User mistakes (unknown cloud, bad flags, a taken provider name) exit with status 2 and one line;
 a start that fails exits 1 with the last lines of the failing log.
 """
@@ -174,15 +175,23 @@ def _new_provider(arguments: argparse.Namespace, manager: pluggy.PluginManager |
         return EXIT_USAGE
     print(f"wrote {names.distribution} ({len(written)} files) in {destination}")
     print("next:")
+    emulator = destination / "emulator"
     if workspace is not None and destination.resolve().is_relative_to(workspace.resolve()):
-        print(f"  uv lock && uv sync --all-packages    # install {names.distribution} too")
+        print(
+            f"  uv lock && uv sync --all-packages    # install {names.distribution} and "
+            f"{names.emulator_distribution} too"
+        )
         print(f"  uv run --no-sync pytest {destination} -q   # the conformance kit")
         print(
-            f"  add {names.package} to mypy's files and import-linter's contracts, and its tests "
-            "to testpaths, in the workspace's pyproject.toml"
+            f"  add {names.package} and {names.emulator_package} to mypy's files and "
+            "import-linter's contracts, and their tests to testpaths, in the workspace's "
+            "pyproject.toml"
         )
     else:
-        print(f"  pip install -e {destination}   # where polyccm and polyccm-testing are installed")
+        print(
+            f"  pip install -e {destination} -e {emulator}   # where polyccm and "
+            "polyccm-testing are installed"
+        )
         print(f"  pytest {destination / 'tests'} -q   # the conformance kit")
     print("  then replace the TODOs, starting with the emulator and instances")
     return EXIT_OK

@@ -1,6 +1,6 @@
 """The emulators' control endpoints under ``/_polyccm/``: the server side
 (:class:`ControlEndpoints`, mounted by an emulator's WSGI app) and its client
-(:class:`EmulatorControl`, mirroring the AWS emulator's ``polyccm_aws.emulator.EmulatorControl``).
+(:class:`EmulatorControl`, mirroring the AWS emulator's ``polyccm_aws_emulator.EmulatorControl``).
 
 Endpoints (no token):
 

@@ -1,0 +1,123 @@
+"""moto answering as AWS does where it does not: patches applied when the emulator starts.
+
+* :func:`describe_instance_topology`: EC2's DescribeInstanceTopology, which moto fails;
+* :func:`give_classic_elbs_a_default_health_check`: a new classic ELB has AWS's default
+  health check (moto gives none until ConfigureHealthCheck);
+* :func:`apply_rules_quota`: the account's quota of rules per security group given in
+  ``POLYCCM_AWS_RULES_PER_SECURITY_GROUP`` (AWS's default, 60, without it).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import uuid
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import parse_qs
+
+from polyccm_aws_emulator.metadata import StartResponse
+
+#: The instance types DescribeInstanceTopology describes (AWS's API reference lists these
+#: families); it leaves every other instance out of its answer.
+TOPOLOGY_INSTANCE_TYPES = re.compile(
+    r"^(hpc6a|hpc6id|hpc7a|hpc7g|p3dn|p4d|p4de|p5|p5e|trn1|trn1n)\."
+)
+
+
+def describe_instance_topology(
+    environ: dict[str, Any], start_response: StartResponse
+) -> Iterable[bytes]:
+    """EC2's DescribeInstanceTopology, which moto lacks (it answers 500): the instances asked
+    for (``InstanceId.N``; all of the region without), those of a supported type each with three
+    network nodes, the others left out, as AWS answers."""
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length) if length else b""
+    params = parse_qs(str(environ.get("QUERY_STRING", "")))
+    params.update(parse_qs(body.decode("utf-8", "replace")))
+    wanted = {v[0] for k, v in params.items() if k.startswith("InstanceId.")}
+    scope = str(environ.get("HTTP_AUTHORIZATION", "")).split("Credential=", 1)[-1].split("/")
+    region = scope[2] if len(scope) > 2 else "us-east-1"
+    items = []
+    for instance in ec2_backends[DEFAULT_ACCOUNT_ID][region].all_instances():
+        if wanted and instance.id not in wanted:
+            continue
+        if not TOPOLOGY_INSTANCE_TYPES.match(str(instance.instance_type)):
+            continue
+        digest = uuid.uuid5(uuid.NAMESPACE_OID, str(instance.id)).hex
+        nodes = "".join(f"<item>nn-{digest[i * 8 : i * 8 + 8]}</item>" for i in range(3))
+        items.append(
+            f"<item><instanceId>{instance.id}</instanceId>"
+            f"<instanceType>{instance.instance_type}</instanceType>"
+            f"<availabilityZone>{instance.placement.zone}</availabilityZone>"
+            f"<networkNodeSet>{nodes}</networkNodeSet></item>"
+        )
+    answer = (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        '<DescribeInstanceTopologyResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+        f"<requestId>{uuid.uuid4()}</requestId><instanceSet>{''.join(items)}</instanceSet>"
+        "</DescribeInstanceTopologyResponse>"
+    ).encode()
+    start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", str(len(answer)))])
+    return [answer]
+
+
+#: The health check AWS gives a classic ELB made without ConfigureHealthCheck (the API's default
+#: in AWS's Classic Load Balancer guide: a TCP ping every 30 s, 5 s timeout, unhealthy after 2
+#: failures, healthy after 10 successes), pinging the first listener's instance port.
+DEFAULT_ELB_HEALTH_CHECK = {
+    "interval": "30",
+    "timeout": "5",
+    "unhealthy_threshold": "2",
+    "healthy_threshold": "10",
+}
+
+
+def give_classic_elbs_a_default_health_check() -> None:
+    """Make moto answer as AWS does: a classic ELB has a health check from its creation. moto
+    leaves it out until ConfigureHealthCheck, and a client that reads it first (upstream's AWS
+    CCM does) fails on the missing field."""
+    from moto.elb.models import ELBBackend
+
+    original = ELBBackend.create_load_balancer
+    if getattr(original, "polyccm_default_health_check", False):
+        return
+
+    @functools.wraps(original)
+    def create_load_balancer(self: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        balancer = original(self, name, *args, **kwargs)
+        if balancer.health_check is None and balancer.listeners:
+            port = balancer.listeners[0].instance_port
+            self.configure_health_check(name, target=f"TCP:{port}", **DEFAULT_ELB_HEALTH_CHECK)
+        return balancer
+
+    create_load_balancer.polyccm_default_health_check = True  # type: ignore[attr-defined]
+    ELBBackend.create_load_balancer = create_load_balancer  # type: ignore[method-assign]
+
+
+#: Sets the emulated account's quota of rules per VPC security group: AWS's default is 60 and
+#: an account may have it raised (Service Quotas), as a cluster with hundreds of load balancers
+#: needs (each adds rules to the nodes' group). Unset: AWS's default.
+RULES_QUOTA_VARIABLE = "POLYCCM_AWS_RULES_PER_SECURITY_GROUP"
+
+
+def apply_rules_quota(quota: int) -> None:
+    """Refuse a rule that would take a VPC security group past ``quota`` rules, as AWS does
+    past the account's quota (moto's own check has AWS's default, 60, built in)."""
+    from moto.ec2.exceptions import RulesPerSecurityGroupLimitExceededError
+    from moto.ec2.models.security_groups import SecurityGroupBackend
+
+    def verify(
+        self: Any, group: Any, current: int, ip_ranges: Any, *rest: Any, **named: Any
+    ) -> None:
+        del self
+        sources = named.get("source_groups", rest[0] if rest else None)
+        limit = quota if group.vpc_id else max(quota, 100)
+        if current + len(ip_ranges or ()) + len(sources or ()) > limit:
+            raise RulesPerSecurityGroupLimitExceededError
+
+    check = "_verify_group_will_respect_rule_count_limit"
+    setattr(SecurityGroupBackend, check, verify)  # moto's own check, replaced

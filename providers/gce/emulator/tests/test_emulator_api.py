@@ -1,0 +1,424 @@
+"""The emulated compute API behaves as GCE does where a provider would notice: operations take
+time, instances go through their states, errors carry Google's reasons, lists paginate and
+filter, and route inserts run into the project's rate limit and quota."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+from polyccm_gce_emulator import filters
+from polyccm_gce_emulator.settings import EmulatorSettings
+from polyccm_gce_emulator.testing import (
+    REGION,
+    ZONE,
+    ComputeApi,
+    ComputeApiError,
+    OperationError,
+    RunningEmulator,
+    emulator_thread,
+)
+
+ZONE_PATH = f"zones/{ZONE}"
+
+
+def _route(name: str, dest: str, instance: str = "node-a", **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "network": "global/networks/default",
+        "destRange": dest,
+        "nextHopInstance": f"{ZONE_PATH}/instances/{instance}",
+        "priority": 1000,
+        "description": "k8s-node-route",
+        **extra,
+    }
+
+
+def test_operations_are_pending_then_running_then_done_with_the_effect_last() -> None:
+    settings = EmulatorSettings(pending_seconds=0.2, running_seconds=0.3)
+    with emulator_thread(settings) as running:
+        api = running.api()
+        operation = api.request(
+            "POST",
+            f"{ZONE_PATH}/instances",
+            {
+                "name": "vm",
+                "machineType": f"{ZONE_PATH}/machineTypes/e2-small",
+                "networkInterfaces": [{}],
+            },
+        )
+        assert operation["status"] == "PENDING"
+        assert api.get(f"{ZONE_PATH}/instances/vm")["status"] == "PROVISIONING"
+        time.sleep(0.3)
+        assert api.get(operation["selfLink"])["status"] == "RUNNING"
+        assert api.get(f"{ZONE_PATH}/instances/vm")["status"] == "STAGING"
+        began = time.monotonic()
+        done = api.request("POST", operation["selfLink"] + "/wait")
+        assert done["status"] == "DONE" and done["progress"] == 100
+        assert 0.05 < time.monotonic() - began < 0.5
+        assert api.get(f"{ZONE_PATH}/instances/vm")["status"] == "RUNNING"
+
+
+def test_operations_wait_answers_a_running_operation_after_its_timeout() -> None:
+    settings = EmulatorSettings(pending_seconds=5, wait_timeout_seconds=0.2)
+    with emulator_thread(settings) as running:
+        api = running.api()
+        operation = api.request(
+            "POST",
+            "global/firewalls",
+            {"name": "fw", "allowed": [{"IPProtocol": "tcp"}]},
+        )
+        assert api.request("POST", operation["selfLink"] + "/wait")["status"] == "PENDING"
+        # Not DONE, so not there yet.
+        with pytest.raises(ComputeApiError) as caught:
+            api.get("global/firewalls/fw")
+        assert caught.value.reason == "notFound"
+
+
+def test_instances_are_made_stopped_started_and_deleted_through_the_api(api: ComputeApi) -> None:
+    instance = api.create_instance(
+        "node-a", labels={"role": "node"}, tags=["k8s"], metadata={"startup": "echo hi"}
+    )
+    nic = instance["networkInterfaces"][0]
+    assert instance["status"] == "RUNNING"
+    assert instance["machineType"].endswith(f"/{ZONE_PATH}/machineTypes/e2-medium")
+    assert instance["machineType"].startswith(api.endpoint + "/compute/v1/projects/")
+    assert nic["networkIP"].startswith("10.128.0.")
+    assert nic["subnetwork"].endswith(f"/regions/{REGION}/subnetworks/default")
+    first_nat = nic["accessConfigs"][0]["natIP"]
+    assert instance["labels"] == {"role": "node"} and instance["tags"]["items"] == ["k8s"]
+    other = api.create_instance("node-b", external_ip=False)
+    assert other["networkInterfaces"][0]["networkIP"] != nic["networkIP"]
+    assert "accessConfigs" not in other["networkInterfaces"][0]
+
+    stopping = api.request("POST", f"{ZONE_PATH}/instances/node-a/stop")
+    assert api.get(f"{ZONE_PATH}/instances/node-a")["status"] == "STOPPING"
+    api.wait(stopping)
+    stopped = api.get(f"{ZONE_PATH}/instances/node-a")
+    assert stopped["status"] == "TERMINATED"
+    assert "natIP" not in stopped["networkInterfaces"][0]["accessConfigs"][0]
+    assert stopped["networkInterfaces"][0]["networkIP"] == nic["networkIP"]
+
+    api.start_instance("node-a")
+    started = api.get(f"{ZONE_PATH}/instances/node-a")
+    assert started["status"] == "RUNNING"
+    assert started["networkInterfaces"][0]["accessConfigs"][0]["natIP"] not in ("", first_nat)
+
+    api.delete_instance("node-a")
+    with pytest.raises(ComputeApiError) as caught:
+        api.get(f"{ZONE_PATH}/instances/node-a")
+    assert caught.value.status == 404
+
+
+def test_a_static_address_becomes_an_instances_nat_ip_and_is_in_use(api: ComputeApi) -> None:
+    api.do("POST", f"regions/{REGION}/addresses", {"name": "ip"})
+    address = api.get(f"regions/{REGION}/addresses/ip")["address"]
+    api.do(
+        "POST",
+        f"{ZONE_PATH}/instances",
+        {
+            "name": "vm",
+            "machineType": f"{ZONE_PATH}/machineTypes/e2-small",
+            "networkInterfaces": [{"accessConfigs": [{"natIP": address}]}],
+        },
+    )
+    vm = api.get(f"{ZONE_PATH}/instances/vm")
+    assert vm["networkInterfaces"][0]["accessConfigs"][0]["natIP"] == address
+    reserved = api.get(f"regions/{REGION}/addresses/ip")
+    assert reserved["status"] == "IN_USE" and reserved["users"] == [vm["selfLink"]]
+    with pytest.raises(ComputeApiError) as caught:
+        api.request("DELETE", f"regions/{REGION}/addresses/ip")
+    assert caught.value.reason == "resourceInUseByAnotherResource"
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"name": "Bad_Name"}, "invalid"),
+        ({"name": "vm", "machineType": "e2-medium"}, "invalid"),
+        ({"name": "vm", "machineType": f"{ZONE_PATH}/machineTypes/x9-huge"}, "invalid"),
+        (
+            {"name": "vm", "machineType": f"{ZONE_PATH}/machineTypes/e2-small", "colour": 1},
+            "badRequest",
+        ),
+    ],
+)
+def test_bad_instance_requests_are_refused_as_gce_refuses_them(
+    api: ComputeApi, body: dict[str, Any], reason: str
+) -> None:
+    body.setdefault("networkInterfaces", [{}])
+    with pytest.raises(ComputeApiError) as caught:
+        api.request("POST", f"{ZONE_PATH}/instances", body)
+    assert (caught.value.status, caught.value.reason) == (400, reason)
+
+
+def test_a_stale_fingerprint_is_412_condition_not_met(api: ComputeApi) -> None:
+    instance = api.create_instance("vm", labels={"a": "1"})
+    api.do(
+        "POST",
+        f"{ZONE_PATH}/instances/vm/setLabels",
+        {"labels": {"a": "2"}, "labelFingerprint": instance["labelFingerprint"]},
+    )
+    with pytest.raises(ComputeApiError) as caught:
+        api.request(
+            "POST",
+            f"{ZONE_PATH}/instances/vm/setLabels",
+            {"labels": {"a": "3"}, "labelFingerprint": instance["labelFingerprint"]},
+        )
+    assert (caught.value.status, caught.value.reason) == (412, "conditionNotMet")
+    assert api.get(f"{ZONE_PATH}/instances/vm")["labels"] == {"a": "2"}
+
+
+def test_a_route_insert_conflict_is_409_and_a_missing_next_hop_fails_the_operation(
+    api: ComputeApi,
+) -> None:
+    api.create_instance("node-a")
+    api.do("POST", "global/routes", _route("r-a", "10.64.0.0/24"))
+    with pytest.raises(ComputeApiError) as caught:
+        api.request("POST", "global/routes", _route("r-a", "10.64.0.0/24"))
+    assert (caught.value.status, caught.value.reason) == (409, "alreadyExists")
+    operation = api.request("POST", "global/routes", _route("r-x", "10.64.1.0/24", "ghost"))
+    with pytest.raises(OperationError) as failed:
+        api.wait(operation)
+    assert failed.value.codes == ["RESOURCE_NOT_FOUND"]
+    assert failed.value.operation["httpErrorStatusCode"] == 404
+    assert [r["name"] for r in api.list_all("global/routes", filter="name eq r-.*")] == ["r-a"]
+
+
+def test_a_full_subnetwork_fails_the_insert_operation_and_makes_no_instance(
+    api: ComputeApi,
+) -> None:
+    subnet = {"name": "tiny", "network": "global/networks/default", "ipCidrRange": "10.99.0.0/29"}
+    api.do("POST", f"regions/{REGION}/subnetworks", subnet)
+    where = f"regions/{REGION}/subnetworks/tiny"
+    for index in range(4):  # a /29 holds 8 addresses, GCE keeps four of them
+        api.create_instance(f"fits-{index}", subnetwork=where)
+    with pytest.raises(OperationError) as failed:
+        api.create_instance("one-too-many", subnetwork=where)
+    assert failed.value.codes == ["IP_SPACE_EXHAUSTED"]
+    assert "one-too-many" not in {i["name"] for i in api.list_all(f"{ZONE_PATH}/instances")}
+
+
+def test_route_inserts_are_slow_and_rate_limited_per_project() -> None:
+    settings = EmulatorSettings(
+        pending_seconds=0.0,
+        running_seconds=0.0,
+        route_running_seconds=0.3,
+        route_inserts_per_second=2.0,
+        route_insert_burst=3,
+    )
+    with emulator_thread(settings) as running:
+        api = running.api()
+        api.create_instance("node-a")
+        began = time.monotonic()
+        operations = [
+            api.request("POST", "global/routes", _route(f"r-{i}", f"10.64.{i}.0/24"))
+            for i in range(3)
+        ]
+        with pytest.raises(ComputeApiError) as caught:
+            api.request("POST", "global/routes", _route("r-3", "10.64.3.0/24"))
+        assert (caught.value.status, caught.value.reason) == (403, "rateLimitExceeded")
+        assert caught.value.body["error"]["errors"][0]["domain"] == "usageLimits"
+        # Another project has its own limit.
+        other = ComputeApi(running.endpoint, "other-project")
+        other.create_instance("node-a")
+        other.do("POST", "global/routes", _route("r-0", "10.64.0.0/24"))
+        for operation in operations:
+            api.wait(operation)
+        assert time.monotonic() - began >= 0.3
+        time.sleep(0.5)
+        api.do("POST", "global/routes", _route("r-3", "10.64.3.0/24"))
+
+
+def test_a_full_route_quota_is_403_quota_exceeded() -> None:
+    settings = EmulatorSettings(pending_seconds=0, running_seconds=0, route_running_seconds=0)
+    settings.quotas["ROUTES"] = 5  # the project starts with 4 (3 subnetwork routes, 1 default)
+    with emulator_thread(settings) as running:
+        api = running.api()
+        api.create_instance("node-a")
+        api.do("POST", "global/routes", _route("r-0", "10.64.0.0/24"))
+        with pytest.raises(ComputeApiError) as caught:
+            api.request("POST", "global/routes", _route("r-1", "10.64.1.0/24"))
+        assert (caught.value.status, caught.value.reason) == (403, "quotaExceeded")
+        assert "Quota 'ROUTES' exceeded" in caught.value.body["error"]["message"]
+
+
+def test_lists_paginate_with_max_results_and_page_tokens(api: ComputeApi) -> None:
+    api.create_instance("node-a")
+    for index in range(7):
+        api.request("POST", "global/routes", _route(f"k-{index}", f"10.64.{index}.0/24"))
+    time.sleep(0.2)
+    pages = []
+    params: dict[str, Any] = {"maxResults": 3, "filter": "name eq k-.*"}
+    while True:
+        page = api.get("global/routes", **params)
+        pages.append([item["name"] for item in page["items"]])
+        if "nextPageToken" not in page:
+            break
+        params["pageToken"] = page["nextPageToken"]
+    assert pages == [["k-0", "k-1", "k-2"], ["k-3", "k-4", "k-5"], ["k-6"]]
+    with pytest.raises(ComputeApiError) as caught:
+        api.get("global/routes", maxResults=3, pageToken=params["pageToken"])
+    assert caught.value.reason == "invalid"  # a token is bound to its filter
+    with pytest.raises(ComputeApiError):
+        api.get("global/routes", maxResults=501)
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ('name = "k8s-b"', ["k8s-b"]),
+        ("name eq k8s-.*", ["k8s-a", "k8s-b"]),
+        ('name eq "k8s-[a]"', ["k8s-a"]),
+        ('description = "k8s-node-route"', ["k8s-a", "k8s-b"]),
+        ('(name eq "k8s-.*") (description = "other")', []),
+        (
+            'name eq "k8s-.*" AND description = "k8s-node-route" AND priority = 1000',
+            ["k8s-a", "k8s-b"],
+        ),
+        ('(name = "k8s-a") OR (name = "other-c")', ["k8s-a", "other-c"]),
+        ('name eq "k8s-.*" AND name != "k8s-a"', ["k8s-b"]),
+        ('NOT name eq "(k8s|default-route)-.*"', ["other-c"]),
+        ('destRange = "10.64.1.0/24"', ["k8s-b"]),
+    ],
+)
+def test_list_filters_select_what_the_api_would(
+    api: ComputeApi, expression: str, expected: list[str]
+) -> None:
+    api.create_instance("node-a")
+    api.do("POST", "global/routes", _route("k8s-a", "10.64.0.0/24"))
+    api.do("POST", "global/routes", _route("k8s-b", "10.64.1.0/24"))
+    api.do("POST", "global/routes", _route("other-c", "10.64.2.0/24", description="other"))
+    names = [item["name"] for item in api.list_all("global/routes", filter=expression)]
+    assert names == expected
+
+
+def test_a_network_filter_matches_the_url_whichever_api_host_it_names(api: ComputeApi) -> None:
+    api.create_instance("node-a")
+    api.do("POST", "global/routes", _route("k8s-a", "10.64.0.0/24"))
+    google = f"https://www.googleapis.com/compute/v1/projects/{api.project}/global/networks/default"
+    mine = api.get("global/networks/default")["selfLink"]
+    for url in (google, mine):
+        routes = api.list_all(
+            "global/routes", filter=f'(network = "{url}") (description = "k8s-node-route")'
+        )
+        assert [route["name"] for route in routes] == ["k8s-a"]
+    assert api.list_all("global/routes", filter='network = "global/networks/default"') == []
+    with pytest.raises(ComputeApiError) as caught:
+        api.get("global/routes", filter="name = (")
+    assert caught.value.reason == "invalid"
+
+
+def test_aggregated_list_groups_instances_by_zone_and_warns_on_empty_ones(
+    api: ComputeApi,
+) -> None:
+    api.create_instance("a")
+    api.create_instance("b", zone="us-east1-b")
+    listed = api.get("aggregated/instances", filter="name = b")
+    assert [i["name"] for i in listed["items"]["zones/us-east1-b"]["instances"]] == ["b"]
+    assert listed["items"][ZONE_PATH]["warning"]["code"] == "NO_RESULTS_ON_PAGE"
+    first = api.get("aggregated/instances", maxResults=1)
+    second = api.get("aggregated/instances", maxResults=1, pageToken=first["nextPageToken"])
+    names = [
+        item["name"]
+        for page in (first, second)
+        for scoped in page["items"].values()
+        for item in scoped.get("instances", [])
+    ]
+    assert sorted(names) == ["a", "b"] and "nextPageToken" not in second
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        'name eq "(node\\-1|node\\-3|web)"',
+        'name = "node-*"',
+        "name != node-2",
+        'NOT name eq "node-.*"',
+        "-name = node-1",
+        "",
+    ],
+)
+def test_a_list_filtered_on_names_answers_as_one_that_renders_every_item(
+    api: ComputeApi, monkeypatch: pytest.MonkeyPatch, expression: str
+) -> None:
+    """The emulator tests a name-only filter on names before rendering: the same pages."""
+    for name, zone in (("node-1", ZONE), ("node-2", ZONE), ("node-3", "us-east1-b"), ("web", ZONE)):
+        api.create_instance(name, zone=zone)
+
+    def pages(path: str) -> list[Any]:
+        answers, params = [], {"filter": expression, "maxResults": 2}
+        while True:
+            answers.append(api.get(path, **params))
+            if "nextPageToken" not in answers[-1]:
+                return answers
+            params["pageToken"] = answers[-1]["nextPageToken"]
+
+    paths = ("aggregated/instances", f"{ZONE_PATH}/instances")
+    by_name = [pages(path) for path in paths]
+    parse_reading = filters.parse_reading
+    monkeypatch.setattr(  # as if the filter read more than names: every item rendered
+        filters, "parse_reading", lambda text: (parse_reading(text)[0], frozenset({"status"}))
+    )
+    assert by_name == [pages(path) for path in paths]
+
+
+def test_load_balancer_parts_refuse_deletion_while_in_use(api: ComputeApi) -> None:
+    region = f"regions/{REGION}"
+    api.create_instance("node-a")
+    api.do("POST", "global/httpHealthChecks", {"name": "hc", "port": 10256})
+    api.do(
+        "POST",
+        f"{region}/targetPools",
+        {
+            "name": "pool",
+            "instances": [f"{ZONE_PATH}/instances/node-a"],
+            "healthChecks": ["global/httpHealthChecks/hc"],
+        },
+    )
+    api.do(
+        "POST",
+        f"{region}/forwardingRules",
+        {"name": "rule", "target": f"{region}/targetPools/pool", "portRange": "80"},
+    )
+    rule = api.get(f"{region}/forwardingRules/rule")
+    assert rule["portRange"] == "80-80" and rule["IPAddress"]
+    for path in (f"{region}/targetPools/pool", "global/httpHealthChecks/hc"):
+        with pytest.raises(ComputeApiError) as caught:
+            api.request("DELETE", path)
+        assert caught.value.reason == "resourceInUseByAnotherResource"
+    with pytest.raises(ComputeApiError) as caught:
+        api.request(
+            "POST",
+            f"{region}/targetPools/pool/addHealthCheck",
+            {"healthChecks": [{"healthCheck": "global/httpHealthChecks/other"}]},
+        )
+    assert caught.value.status == 404
+    api.do("DELETE", f"{region}/forwardingRules/rule")
+    api.do("DELETE", f"{region}/targetPools/pool")
+    api.do("DELETE", "global/httpHealthChecks/hc")
+
+
+def test_a_retried_request_id_gets_the_first_operation(api: ComputeApi) -> None:
+    request_id = str(uuid.uuid4())
+    body = {"name": "fw", "allowed": [{"IPProtocol": "tcp"}]}
+    first = api.request("POST", f"global/firewalls?requestId={request_id}", body)
+    again = api.request("POST", f"global/firewalls?requestId={request_id}", body)
+    assert again["name"] == first["name"]
+    with pytest.raises(ComputeApiError) as caught:
+        api.request("POST", "global/firewalls", body)
+    assert caught.value.status == 409
+
+
+def test_calls_without_a_bearer_token_are_401(emulator: RunningEmulator) -> None:
+    with pytest.raises(ComputeApiError) as caught:
+        ComputeApi(emulator.endpoint, token="").get("zones")
+    assert caught.value.status == 401
+
+
+def test_unknown_paths_get_a_google_404(api: ComputeApi) -> None:
+    with pytest.raises(ComputeApiError) as caught:
+        api.get("global/backendServices")
+    assert (caught.value.status, caught.value.reason) == (404, "notFound")

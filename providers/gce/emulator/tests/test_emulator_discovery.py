@@ -1,0 +1,266 @@
+"""Every request the emulator accepts and every answer it gives, held to Google's compute v1
+discovery document: required fields present, types and enums right, no field the document does
+not define, for every method the emulator serves."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from polyccm_gce_emulator.app import Exchange
+from polyccm_gce_emulator.testing import REGION, ZONE, ComputeApi, ComputeApiError, emulator_thread
+from polyccm_gce_emulator.urls import METHODS
+
+SERVED = sorted(method.id for method in METHODS)
+
+
+def _expect_error(call: Any, status: int) -> None:
+    with pytest.raises(ComputeApiError) as caught:
+        call()
+    assert caught.value.status == status
+
+
+def _scenario(api: ComputeApi) -> None:
+    """Call every served method at least once with success, and provoke the errors."""
+    region = f"regions/{REGION}"
+    zone = f"zones/{ZONE}"
+    api.get("zones")
+    api.get(zone)
+    api.get("regions", maxResults=1)
+    api.get(region)
+
+    # Networks and subnetworks.
+    api.do("POST", "global/networks", {"name": "custom", "autoCreateSubnetworks": False})
+    api.do("POST", "global/networks", {"name": "legacy", "IPv4Range": "10.240.0.0/16"})
+    api.get("global/networks")
+    api.get("global/networks/custom")
+    api.do(
+        "POST",
+        f"{region}/subnetworks",
+        {"name": "nodes", "network": "global/networks/custom", "ipCidrRange": "10.10.0.0/24"},
+    )
+    api.get(f"{region}/subnetworks")
+    api.get(f"{region}/subnetworks/nodes")
+
+    # Instances, through their whole life.
+    api.create_instance("node-a", labels={"env": "test"}, tags=["k8s-node"], metadata={"a": "b"})
+    api.create_instance(
+        "node-b",
+        subnetwork=f"{region}/subnetworks/nodes",
+        external_ip=False,
+        can_ip_forward=False,
+    )
+    api.create_instance("node-c", network="global/networks/legacy")
+    api.get(f"{zone}/instances", filter='name = "node-a"')
+    api.get("aggregated/instances", maxResults=2)
+    node = api.get(f"{zone}/instances/node-a")
+    api.do(
+        "POST",
+        f"{zone}/instances/node-a/setLabels",
+        {"labels": {"env": "prod"}, "labelFingerprint": node["labelFingerprint"]},
+    )
+    api.do(
+        "POST",
+        f"{zone}/instances/node-a/setTags",
+        {"items": ["k8s-node", "web"], "fingerprint": node["tags"]["fingerprint"]},
+    )
+    _expect_error(
+        lambda: api.request(
+            "POST", f"{zone}/instances/node-a/setLabels", {"labels": {}, "labelFingerprint": "x"}
+        ),
+        412,
+    )
+    api.stop_instance("node-c")
+    api.start_instance("node-c")
+    _expect_error(lambda: api.get(f"{zone}/instances/missing"), 404)
+
+    # Routes, with a failing one.
+    route = {
+        "name": "kubernetes-node-a",
+        "network": "global/networks/default",
+        "destRange": "10.64.1.0/24",
+        "nextHopInstance": f"{zone}/instances/node-a",
+        "priority": 1000,
+        "description": "k8s-node-route",
+    }
+    api.do("POST", "global/routes", route)
+    # A route to an instance that cannot forward: GCE lists it with a warning.
+    unforwarded = dict(route, name="kubernetes-node-b", nextHopInstance=f"{zone}/instances/node-b")
+    api.do("POST", "global/routes", unforwarded)
+    _expect_error(lambda: api.request("POST", "global/routes", route), 409)
+    gone = dict(route, name="kubernetes-gone", nextHopInstance=f"{zone}/instances/gone")
+    api.wait(api.request("POST", "global/routes", gone), check=False)
+    api.get("global/routes", filter='(name eq "kubernetes-.*") (description = "k8s-node-route")')
+    api.get("global/routes/kubernetes-node-a")
+
+    # Firewalls.
+    firewall = {
+        "name": "k8s-fw-a1",
+        "network": "global/networks/default",
+        "sourceRanges": ["0.0.0.0/0"],
+        "targetTags": ["k8s-node"],
+        "allowed": [{"IPProtocol": "tcp", "ports": ["80"]}],
+        "description": '{"kubernetes.io/service-name":"default/web"}',
+    }
+    api.do("POST", "global/firewalls", firewall)
+    api.get("global/firewalls")
+    current = api.get("global/firewalls/k8s-fw-a1")
+    current["allowed"] = [{"IPProtocol": "tcp", "ports": ["80", "443"]}]
+    api.do("PUT", "global/firewalls/k8s-fw-a1", current)
+    api.do(
+        "PATCH", "global/firewalls/k8s-fw-a1", {"name": "k8s-fw-a1", "sourceRanges": ["10.0.0.0/8"]}
+    )
+
+    # The network load balancer's parts.
+    api.do(
+        "POST",
+        "global/httpHealthChecks",
+        {"name": "k8s-cluster-node", "port": 10256, "requestPath": "/healthz"},
+    )
+    api.get("global/httpHealthChecks")
+    check = api.get("global/httpHealthChecks/k8s-cluster-node")
+    check["checkIntervalSec"] = 8
+    api.do("PUT", "global/httpHealthChecks/k8s-cluster-node", check)
+    api.do("PATCH", "global/httpHealthChecks/k8s-cluster-node", {"timeoutSec": 1})
+    api.do("POST", f"{region}/addresses", {"name": "static-ip"})
+    api.get(f"{region}/addresses")
+    static = api.get(f"{region}/addresses/static-ip")
+    api.do(
+        "POST",
+        f"{region}/targetPools",
+        {"name": "a1", "instances": [f"{zone}/instances/node-a"], "sessionAffinity": "NONE"},
+    )
+    api.get(f"{region}/targetPools")
+    instance_ref = {"instances": [{"instance": node["selfLink"]}]}
+    api.do(
+        "POST",
+        f"{region}/targetPools/a1/addInstance",
+        {"instances": [{"instance": f"{zone}/instances/node-b"}]},
+    )
+    api.do("POST", f"{region}/targetPools/a1/removeInstance", instance_ref)
+    check_ref = {"healthChecks": [{"healthCheck": "global/httpHealthChecks/k8s-cluster-node"}]}
+    api.do("POST", f"{region}/targetPools/a1/addHealthCheck", check_ref)
+    api.get(f"{region}/targetPools/a1")
+    api.do(
+        "POST",
+        f"{region}/forwardingRules",
+        {
+            "name": "a1",
+            "IPAddress": static["address"],
+            "IPProtocol": "TCP",
+            "portRange": "80-443",
+            "target": f"{region}/targetPools/a1",
+            "description": '{"kubernetes.io/service-name":"default/web"}',
+        },
+    )
+    api.get(f"{region}/forwardingRules")
+    api.get(f"{region}/forwardingRules/a1")
+    _expect_error(lambda: api.request("DELETE", f"{region}/targetPools/a1"), 400)
+
+    # Operations, read in each scope.
+    for path in (
+        f"{zone}/instances/node-a/stop",
+        f"{region}/targetPools/a1/removeHealthCheck",
+        "global/firewalls/k8s-fw-a1",
+    ):
+        method = "DELETE" if path.startswith("global") else "POST"
+        body = check_ref if "HealthCheck" in path else None
+        operation = api.request(method, path, body)
+        api.get(operation["selfLink"])
+        api.wait(operation)
+
+    # Tear everything down.
+    api.do("DELETE", f"{region}/forwardingRules/a1")
+    api.do("DELETE", f"{region}/targetPools/a1")
+    api.do("DELETE", f"{region}/addresses/static-ip")
+    api.do("DELETE", "global/httpHealthChecks/k8s-cluster-node")
+    api.do("DELETE", "global/routes/kubernetes-node-a")
+    api.do("DELETE", "global/routes/kubernetes-node-b")
+    for name in ("node-a", "node-b", "node-c"):
+        api.delete_instance(name)
+    api.do("DELETE", f"{region}/subnetworks/nodes")
+    api.do("DELETE", "global/networks/custom")
+    api.do("DELETE", "global/networks/legacy")
+
+
+@pytest.fixture(scope="module")
+def exchanges() -> Iterator[list[Exchange]]:
+    recorded: list[Exchange] = []
+    with emulator_thread() as running:
+        running.app.observers.append(recorded.append)
+        _scenario(running.api())
+    yield recorded
+
+
+def test_every_served_path_is_the_discovery_documents(discovery: Any) -> None:
+    for method in METHODS:
+        described = discovery.methods.get(method.id)
+        assert described is not None, f"{method.id} is not in the discovery document"
+        assert (method.http_method, method.path) == (
+            described["httpMethod"],
+            described["flatPath"],
+        ), method.id
+
+
+def test_every_served_method_is_validated(exchanges: list[Exchange]) -> None:
+    answered = {
+        (exchange.method, exchange.http_method) for exchange in exchanges if exchange.status == 200
+    }
+    assert answered == {(method.id, method.http_method) for method in METHODS}
+
+
+@pytest.mark.parametrize("method", SERVED)
+def test_method_matches_the_discovery_document(
+    method: str, exchanges: list[Exchange], discovery: Any
+) -> None:
+    mine = [exchange for exchange in exchanges if exchange.method == method]
+    assert any(exchange.status == 200 for exchange in mine)
+    for exchange in mine:
+        if exchange.status == 200:
+            assert discovery.request_errors(method, exchange.request_body) == [], exchange
+            assert discovery.response_errors(method, exchange.response_body) == [], exchange
+        else:
+            assert discovery.error_body_errors(exchange.response_body) == [], exchange
+
+
+def test_the_scenario_meets_the_cloud_errors_it_must(exchanges: list[Exchange]) -> None:
+    reasons = {
+        (exchange.status, exchange.response_body["error"]["errors"][0]["reason"])
+        for exchange in exchanges
+        if exchange.status != 200
+    }
+    assert {
+        (404, "notFound"),
+        (409, "alreadyExists"),
+        (412, "conditionNotMet"),
+        (400, "resourceInUseByAnotherResource"),
+    } <= reasons
+    failed = [
+        exchange.response_body
+        for exchange in exchanges
+        if exchange.status == 200
+        and isinstance(exchange.response_body, dict)
+        and exchange.response_body.get("error")
+    ]
+    assert failed and failed[0]["error"]["errors"][0]["code"] == "RESOURCE_NOT_FOUND"
+
+
+def test_the_validation_refuses_what_google_does_not_send(discovery: Any) -> None:
+    # The yardstick itself: an unknown field, a wrong type, a bad enum and a missing selfLink
+    # are each caught, so a clean result above means something.
+    route = {
+        "kind": "compute#route",
+        "id": "1",
+        "name": "r",
+        "creationTimestamp": "2024-01-01T00:00:00.000-00:00",
+        "selfLink": "http://x/compute/v1/projects/p/global/routes/r",
+    }
+    assert discovery.response_errors("compute.routes.get", route) == []
+    assert discovery.response_errors("compute.routes.get", {**route, "nextHop": "x"})
+    assert discovery.response_errors("compute.routes.get", {**route, "priority": "high"})
+    assert discovery.response_errors("compute.routes.get", {**route, "routeType": "MAGIC"})
+    assert discovery.response_errors("compute.routes.get", {**route, "kind": "compute#network"})
+    del route["selfLink"]
+    assert discovery.response_errors("compute.routes.get", route)
+    assert discovery.request_errors("compute.routes.insert", {"name": "r"})

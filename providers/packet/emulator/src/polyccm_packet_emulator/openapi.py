@@ -1,0 +1,34 @@
+"""The Metal API's OpenAPI document and the openapi-core validators built on it (once).
+
+``openapi.json`` beside this module is the part of Equinix Metal's published OpenAPI 3
+document that covers the operations the emulator serves, copied unchanged (see
+``_trim_document.py``). Requests are checked against a strict reading of it (a misspelt field
+is a 422 naming it rather than silently ignored), responses as published:
+:mod:`polyccm_testing.emulation.openapi` does the work, answering with the Metal API's errors.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from polyccm_testing.emulation import openapi as emulation
+from polyccm_testing.emulation.openapi import Validators, describe
+
+from polyccm_packet_emulator.errors import BadRequest, NotFound, Unprocessable
+
+DOCUMENT = Path(__file__).with_name("openapi.json")
+#: Where Equinix Metal served the API (under ``/metal/v1``); the emulator serves the same paths.
+SERVER_URL = "https://api.equinix.com"
+ERRORS = emulation.CloudErrors(
+    not_found=NotFound,
+    bad_request=BadRequest,
+    unprocessable=Unprocessable,
+    body_required="A JSON request body is required.",
+)
+
+CLOUD = emulation.CloudDocument(DOCUMENT, SERVER_URL, ERRORS)
+document = CLOUD.document
+operations = CLOUD.operations
+validators = CLOUD.validators
+
+__all__ = ["DOCUMENT", "SERVER_URL", "Validators", "describe", "document", "operations"]
