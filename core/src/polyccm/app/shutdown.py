@@ -202,23 +202,19 @@ class SignalStop:
             deadline = self._deadline
             if deadline is None or time.monotonic() < deadline:
                 continue
-            running = ", ".join(
-                sorted(
-                    thread.name
-                    for thread in threading.enumerate()
-                    if thread.is_alive()
-                    and thread not in (threading.main_thread(), threading.current_thread())
-                    and thread.name != "signals"
-                )
-            )
+            ours = (threading.current_thread(), self._watcher)
+            others = [t for t in threading.enumerate() if t.is_alive() and t not in ours]
             signum = self._first.name if self._first is not None else "the signal"
             if self._returned:
+                # Only threads that are not daemons hold up the interpreter's end.
+                main = threading.main_thread()  # the one waiting for them
+                holding = sorted(t.name for t in others if not t.daemon and t is not main)
                 self._end(
                     self._status,
                     logging.WARNING,
                     "stopped, but threads still running hold up the end of the process (%s): "
                     "ending it",
-                    running or "none",
+                    ", ".join(holding) or "none",
                 )
             else:
                 self._end(
@@ -228,7 +224,7 @@ class SignalStop:
                     "running: %s)",
                     self.bound,
                     signum,
-                    running or "none",
+                    ", ".join(sorted(t.name for t in others)) or "none",
                 )
             return
 
