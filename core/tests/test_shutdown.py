@@ -180,7 +180,7 @@ def test_after_the_command_returns_the_process_ends_with_its_status_and_ignores_
     signal.raise_signal(signal.SIGTERM)  # ignored: no handler runs any more
     assert exits.called.wait(10)
     assert exits.statuses == [0], "the stop was orderly: the teardown keeps its status"
-    assert "threads still running hold up the end of the process" in caplog.text
+    assert "stopped, but the end of the process is held up" in caplog.text
 
 
 def test_without_a_signal_the_previous_handlers_are_put_back(

@@ -206,15 +206,15 @@ class SignalStop:
             others = [t for t in threading.enumerate() if t.is_alive() and t not in ours]
             signum = self._first.name if self._first is not None else "the signal"
             if self._returned:
-                # Only threads that are not daemons hold up the interpreter's end.
+                # Thread pools' workers hold the interpreter's end whether daemons or not
+                # (concurrent.futures joins them at exit): name every thread still running.
                 main = threading.main_thread()  # the one waiting for them
-                holding = sorted(t.name for t in others if not t.daemon and t is not main)
                 self._end(
                     self._status,
                     logging.WARNING,
-                    "stopped, but threads still running hold up the end of the process (%s): "
-                    "ending it",
-                    ", ".join(holding) or "none",
+                    "stopped, but the end of the process is held up (threads still running: "
+                    "%s): ending it",
+                    ", ".join(sorted(t.name for t in others if t is not main)) or "none",
                 )
             else:
                 self._end(
