@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # distribution, providers/<name>/emulator, has one).
 PROVIDER ?= aws
 
-.PHONY: all test lint sync uv binaries image image-tools demo clean-state
+.PHONY: all test lint sync uv binaries image image-tools demo clean-state stress-shutdown
 
 all: test
 
@@ -60,6 +60,14 @@ bench: binaries
 # The smallest scale only (under 5 minutes); results in bench/results/quick/ (not committed).
 bench-quick: binaries
 	$(UV) run --no-sync python -m bench --quick $(BENCH_ARGS)
+
+# The shutdown stress test of issue 34 at full size: 40 iterations of each of its seven phases
+# (tests/test_shutdown_stress.py; `make test` runs 2 of each). STRESS_SEED repeats a run.
+STRESS_ITERATIONS ?= 40
+STRESS_SEED ?= 34
+stress-shutdown: binaries
+	POLYCCM_SHUTDOWN_STRESS_ITERATIONS=$(STRESS_ITERATIONS) POLYCCM_SHUTDOWN_STRESS_SEED=$(STRESS_SEED) \
+		$(UV) run --no-sync pytest -s tests/test_shutdown_stress.py
 
 clean-state:
 	-$(UV) run --no-sync polyccm-dev down --state-dir .state/dev

@@ -13,7 +13,11 @@ checked, the logging set-up) is :mod:`polyccm.app.commandline`.
 
 This is the one place that wires a process together: the API client, the controller manager,
 the signals that stop it, and the secure port (/healthz, /livez, /readyz, /metrics) whose checks
-ask the manager; :mod:`polyccm.app.manager` only runs the controllers.
+ask the manager; :mod:`polyccm.app.manager` only runs the controllers. SIGTERM and SIGINT are
+handled from the first line on, as :mod:`polyccm.app.shutdown` says: before the manager runs
+they end the process at once (status 128 + the signal's number), once it runs they stop it in
+order (status 0), and the process ends within :data:`polyccm.app.shutdown.BOUND` seconds of the
+first one whatever it is doing.
 """
 
 from __future__ import annotations
@@ -23,11 +27,8 @@ import contextlib
 import functools
 import logging
 import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
-from types import FrameType
 from typing import TYPE_CHECKING
 
 import pluggy
@@ -48,6 +49,7 @@ from polyccm.app.commandline import (
     start_logging,
 )
 from polyccm.app.options import IGNORED_FLAGS, ManagerOptions, resolve_controllers, unlimited_qps
+from polyccm.app.shutdown import SignalStop
 from polyccm.cloud import CloudProvider
 from polyccm.errors import ConfigError
 from polyccm.kube.api import KubeApi, KubeconfigError, load_configuration
@@ -178,6 +180,18 @@ def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None
     """Entry point of ``polyccm``; returns the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
     start_logging()
+    signals = SignalStop()
+    signals.install()
+    status = 1  # what an exception escaping from here ends the process with
+    try:
+        status = _command(args, manager, signals)
+    finally:
+        signals.finish(status)
+    return status
+
+
+def _command(args: list[str], manager: pluggy.PluginManager | None, signals: SignalStop) -> int:
+    """``polyccm`` with ``args``, the signals handled by ``signals``; the exit status."""
     try:
         manager = manager or plugins.plugin_manager()
         rbac_args = _rbac_requested(args)
@@ -211,7 +225,9 @@ def main(argv: Sequence[str] | None = None, manager: pluggy.PluginManager | None
             "(--cluster-name %r stands in for it)",
             options.cluster_name,
         )
-    return _run_manager(parsed, provider, configuration, authentication, authorization)
+    return _run_manager(
+        parsed, provider, configuration, authentication, authorization, signals=signals
+    )
 
 
 def _run_manager(
@@ -220,10 +236,12 @@ def _run_manager(
     configuration: Configuration,
     authentication: Configuration | None,
     authorization: Configuration | None,
+    *,
+    signals: SignalStop,
 ) -> int:
-    """Run the controller manager until SIGTERM or SIGINT, the secure port serving beside it;
-    the exit status. ``authentication`` and ``authorization`` are the API servers that review
-    the secure port's requests (``--authentication-kubeconfig``,
+    """Run the controller manager until SIGTERM or SIGINT (``signals``), the secure port
+    serving beside it; the exit status. ``authentication`` and ``authorization`` are the API
+    servers that review the secure port's requests (``--authentication-kubeconfig``,
     ``--authorization-kubeconfig``); by default ``configuration``'s."""
     from polyccm.app.manager import ControllerManager
 
@@ -237,7 +255,6 @@ def _run_manager(
     constructors = {name: info.constructor for name, info in parsed.controllers.items()}
     try:
         manager = ControllerManager(options, provider, api, provider_controllers=constructors)
-        stop = _stop_on_signals()
         with contextlib.ExitStack() as serving:
             try:
                 _serve_secure_port(
@@ -250,22 +267,10 @@ def _run_manager(
                 print(logredact.error_line(PROG, error), file=sys.stderr)
                 return USAGE_ERROR
             log.info("polyccm %s starting (pid %d)", options.provider, os.getpid())
-            return manager.run(stop)
+            signals.manager_started()
+            return manager.run(signals.stop)
     finally:
         api.close()
-
-
-def _stop_on_signals() -> threading.Event:
-    """An event that SIGTERM and SIGINT set: the manager then ends its term and returns."""
-    stop = threading.Event()
-
-    def request_stop(signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s, stopping", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    return stop
 
 
 def _serve_secure_port(

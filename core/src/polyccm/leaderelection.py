@@ -21,8 +21,10 @@ leader's cloud calls stop before the new leader's can begin.
 
 A term that ends for any reason (the controllers' callback returning or failing, a requested
 stop) gives the Lease up (empty holder, as client-go's ReleaseOnCancel) so a successor starts
-at once; on a requested stop the controllers first get up to ``renew_deadline`` to finish the
-item in hand, with the fence still open.
+at once; on a requested stop the controllers first get up to ``renew_deadline`` (at most
+``stop_grace``) to finish the item in hand, with the fence still open, and the release request
+itself is bounded by ``release_timeout``: a process asked to stop ends in a bounded time whether
+its controllers and the API server answer or not.
 
 Each change of holder is recorded as client-go records it: a Normal ``LeaderElection`` Event
 about the Lease, "<identity> became leader" when a campaign succeeds and "<identity> stopped
@@ -85,6 +87,8 @@ class LeaderElector:
         fence: Fence | None = None,
         request_timeout: float | None = None,
         recorder: EventRecorder | None = None,
+        stop_grace: float | None = None,
+        release_timeout: float | None = None,
     ) -> None:
         if lease_duration <= renew_deadline:
             raise ValueError("lease_duration must be greater than renew_deadline")
@@ -108,6 +112,10 @@ class LeaderElector:
         self.fence = fence
         self.request_timeout = request_timeout or renew_deadline / 2
         self.recorder = recorder
+        self.stop_grace = min(renew_deadline, stop_grace or renew_deadline)
+        """On a requested stop, how long the controllers get to finish the item in hand."""
+        self.release_timeout = min(self.request_timeout, release_timeout or self.request_timeout)
+        """How long the request that gives the Lease up may take."""
 
         self._leading = False
         self._lease: JsonObject | None = None  # the Lease as last read or written
@@ -159,7 +167,7 @@ class LeaderElector:
             lost.set()
         if reason == STOPPED:
             # Let controllers finish the item in hand before a successor may start.
-            leader_thread.join(timeout=self.renew_deadline)
+            leader_thread.join(timeout=self.stop_grace)
             if self.fence is not None:
                 self.fence.close()
         if reason != RENEWAL_FAILED:
@@ -286,10 +294,12 @@ class LeaderElector:
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
         return time.monotonic() < self._observed_at + duration
 
-    def _request(self, method: str, body: JsonObject | None = None) -> JsonObject:
-        """One Lease request on the elector's own bounded timeout."""
+    def _request(
+        self, method: str, body: JsonObject | None = None, *, timeout: float | None = None
+    ) -> JsonObject:
+        """One Lease request on the elector's own bounded timeout (``timeout`` if given)."""
         path = LEASES.path(self.lock_namespace, None if method == "POST" else self.lock_name)
-        return self.api.request(method, path, body=body, timeout=self._timeout())
+        return self.api.request(method, path, body=body, timeout=timeout or self._timeout())
 
     def _create(self, now: datetime) -> bool:
         body = {
@@ -349,7 +359,7 @@ class LeaderElector:
             holderIdentity=None, leaseDurationSeconds=1, acquireTime=now, renewTime=now
         )
         try:
-            self._lease = self._request("PUT", lease)
+            self._lease = self._request("PUT", lease, timeout=self.release_timeout)
             log.info("%s released %s", self.identity, self._lock_ref())
         except Exception as error:  # noqa: BLE001 - the lease then expires on its own
             # The lease simply expires after lease_duration.

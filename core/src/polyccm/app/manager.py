@@ -23,6 +23,13 @@ its own client, so the controllers' rate limit never delays a renewal. /healthz 
 process leads but its controllers are not running (caches not synced in time, a controller
 thread dead), and a term that ends for any reason gives the lease up.
 
+A requested stop (``stop`` set, on SIGTERM or SIGINT) is bounded too, whatever the term is
+doing: its controllers get :data:`STOP_DRAIN` seconds at most to finish the item in hand (less
+with a shorter renew deadline), the Lease release :data:`STOP_RELEASE`, the last Events
+:data:`STOP_EVENTS`; a term still running after that (a cloud call that never returns, caches
+that cannot sync) is left to end with the process, and :meth:`ControllerManager.run` returns.
+The term always runs on a thread of its own, so the caller is never held by it.
+
 The health checks run on the secure port's threads while a term starts and ends on another: the
 term they read is one immutable :class:`Term`, replaced whole at each step, so a check reads it
 once, without a lock, and never sees half of one term and half of the next.
@@ -63,6 +70,14 @@ EXIT_TERM_FAILED = 1
 INITIALIZE_RETRY = (2.0, 60.0)
 """Pause before campaigning again after the provider's ``initialize`` failed: first, and cap
 (doubling in between), so a provider that cannot start never spins on the Lease."""
+STOP_DRAIN = 8.0
+"""On a requested stop, the most the controllers get to finish the item in hand."""
+STOP_RELEASE = 3.0
+"""On a requested stop, the most the request that gives the Lease up may take."""
+STOP_EVENTS = 1.0
+"""On a requested stop, the most the last Events (the Lease's "stopped leading") get."""
+POLL = 0.1
+"""Seconds between looks at the stop signal while waiting for a term."""
 
 ControllerFactory = Callable[[ControllerContext], Controller | None]
 
@@ -189,8 +204,7 @@ class ControllerManager:
         """Run until ``stop`` is set; returns the process exit status."""
         if not self.options.leader_election.enabled:
             cloudcalls.FENCE.open_always()
-            self.run_term(stop)
-            return 0 if stop.is_set() else EXIT_TERM_FAILED
+            return self._run_alone(stop)
         election = self.options.leader_election
         cloudcalls.FENCE.close()  # nothing may reach the cloud before this process leads
         # The process's own recorder for the Lease's LeaderElection events: a term's recorder
@@ -215,15 +229,19 @@ class ControllerManager:
             on_stopped_leading=lambda: log.info("leadership ended"),
             fence=cloudcalls.FENCE,
             recorder=election_events,
+            stop_grace=STOP_DRAIN,
+            release_timeout=STOP_RELEASE,
         )
         try:
             while not stop.is_set():
                 self.elector.run(stop)
+                if stop.is_set():
+                    break  # the elector gave the term its time to stop and released the lease
                 # Wait for the last term's workers before campaigning again, but not forever.
-                if not self._term_lock.acquire(timeout=election.lease_duration + 15):
+                if not self._wait_for_term(stop, election.lease_duration + 15):
+                    if stop.is_set():
+                        break
                     self._stuck = ["the term itself"]
-                else:
-                    self._term_lock.release()
                 if self._stuck:
                     log.error(
                         "leadership lost and %s did not stop within %.0fs: exiting so that a "
@@ -236,9 +254,58 @@ class ControllerManager:
                     first, cap = INITIALIZE_RETRY
                     stop.wait(min(cap, first * 2 ** (self._initialize_failures - 1)))
         finally:
-            election_events.stop()
+            if stop.is_set():
+                self._report_left_running()
+            election_events.stop(timeout=STOP_EVENTS if stop.is_set() else 10.0)
             election_api.close()
         return 0
+
+    def _run_alone(self, stop: threading.Event) -> int:
+        """Without leader election: one term, on a thread of its own, until ``stop`` is set or
+        the term ends by itself; the exit status."""
+        ended = threading.Event()
+
+        def term() -> None:
+            try:
+                self.run_term(stop)
+            finally:
+                ended.set()
+
+        threading.Thread(target=term, name="term", daemon=True).start()
+        while not (stop.is_set() or ended.is_set()):
+            ended.wait(POLL)
+        if not stop.is_set():
+            return EXIT_TERM_FAILED
+        if not ended.wait(STOP_DRAIN):
+            self._report_left_running()
+        return 0
+
+    def _wait_for_term(self, stop: threading.Event, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the last term to end; whether it did. Gives up
+        early when ``stop`` is set."""
+        deadline = time.monotonic() + timeout
+        while not stop.is_set():
+            left = deadline - time.monotonic()
+            if self._term_lock.acquire(timeout=max(0.0, min(POLL, left))):
+                self._term_lock.release()
+                return True
+            if left <= 0:
+                return False
+        return False
+
+    def _report_left_running(self) -> None:
+        """After a requested stop: say what of the term has not stopped in its time (it is
+        left to end with the process)."""
+        if not self._term_lock.locked():
+            return
+        term = self._term
+        running = [thread.name for thread in term.threads if thread.is_alive()] if term else []
+        log.warning(
+            "stopping although %s did not stop in time; it ends with the process",
+            ", ".join(running)
+            if running
+            else "the term (initialising the provider or waiting for the caches)",
+        )
 
     def run_term(self, lost: threading.Event) -> None:
         """Run every selected controller until ``lost`` is set; return when all stopped."""
@@ -289,6 +356,7 @@ class ControllerManager:
         recorder.start()
         nodes.start()
         services.start()
+        log.info("waiting for the caches of nodes and services to sync")
         frozen = False
         try:
             if not _wait_for_caches((nodes, services), lost):
@@ -353,9 +421,11 @@ class ControllerManager:
         return True
 
     def _stop_timeout(self) -> float:
-        """How long a term's controllers get to stop once it ends."""
+        """How long a term's controllers get to stop once it ends: with leader election, the
+        lease's duration (the elector itself waits less on a requested stop); without, the
+        term ends only on a requested stop."""
         election = self.options.leader_election
-        return election.lease_duration if election.enabled else 60.0
+        return election.lease_duration if election.enabled else STOP_DRAIN
 
 
 def _join_all(threads: tuple[threading.Thread, ...], timeout: float) -> list[str]:
