@@ -11,6 +11,7 @@ import pytest
 from polyccm_aws import annotations as ann
 from polyccm_testing.opstools import (
     assert_refused,
+    clean_manifest,
     malformed_manifests,
     run_polyccm,
     unreadable_files,
@@ -158,17 +159,7 @@ def test_malformed_manifests_are_one_line_and_exit_2(tmp_path: Path) -> None:
 
 
 def test_an_unreadable_cloud_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    manifest = tmp_path / "service.json"
-    manifest.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": {"name": "web"},
-                "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
-            }
-        )
-    )
+    manifest = clean_manifest(tmp_path)
     for name, case in unreadable_files(tmp_path, "cloud config").items():
         argv = ["--provider=aws", f"--cloud-config={case.path}", "-f", str(manifest)]
         result = run_polyccm(["check-service", *argv])

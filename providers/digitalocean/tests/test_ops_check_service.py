@@ -4,7 +4,6 @@ walked, and for each the command prints exactly what ensure raises or warns on t
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +17,7 @@ from polyccm_digitalocean import annotations as ann
 from polyccm_digitalocean_emulator.testing import DigitalOceanApi, provider_for
 from polyccm_testing.opstools import (
     assert_refused,
+    clean_manifest,
     malformed_manifests,
     run_polyccm,
     unreadable_files,
@@ -168,17 +168,7 @@ def test_malformed_manifests_are_one_line_and_exit_2(tmp_path: Path) -> None:
 
 
 def test_an_unreadable_cloud_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    manifest = tmp_path / "service.json"
-    manifest.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": {"name": "web"},
-                "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
-            }
-        )
-    )
+    manifest = clean_manifest(tmp_path)
     for name, case in unreadable_files(tmp_path, "cloud config").items():
         result = run_polyccm(
             [

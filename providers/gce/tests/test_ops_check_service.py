@@ -18,6 +18,7 @@ from polyccm_gce.service_spec import INTERNAL_ANNOTATIONS, KNOWN_ANNOTATIONS
 from polyccm_gce_emulator.testing import CLUSTER, RunningEmulator, gce_provider, node_for
 from polyccm_testing.opstools import (
     assert_refused,
+    clean_manifest,
     malformed_manifests,
     run_polyccm,
     unreadable_files,
@@ -130,17 +131,7 @@ def test_malformed_manifests_are_one_line_and_exit_2(tmp_path: Path) -> None:
 
 
 def test_an_unreadable_cloud_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    manifest = tmp_path / "service.json"
-    manifest.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": {"name": "web"},
-                "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
-            }
-        )
-    )
+    manifest = clean_manifest(tmp_path)
     for name, case in unreadable_files(tmp_path, "cloud config").items():
         argv = ["--provider=gce", f"--cloud-config={case.path}", "-f", str(manifest)]
         result = run_polyccm(["check-service", *argv])

@@ -22,6 +22,7 @@ from polyccm_packet_emulator.testing import provider_for
 from polyccm_testing.opstools import (
     CommandResult,
     assert_refused,
+    clean_manifest,
     malformed_manifests,
     run_polyccm,
     unreadable_files,
@@ -182,17 +183,7 @@ def test_malformed_manifests_are_one_line_and_exit_2(tmp_path: Path) -> None:
 
 
 def test_an_unreadable_cloud_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    manifest = tmp_path / "service.json"
-    manifest.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": {"name": "web"},
-                "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
-            }
-        )
-    )
+    manifest = clean_manifest(tmp_path)
     for name, case in unreadable_files(tmp_path, "cloud config").items():
         result = run_polyccm(
             [
