@@ -422,3 +422,92 @@ def test_unknown_paths_get_a_google_404(api: ComputeApi) -> None:
     with pytest.raises(ComputeApiError) as caught:
         api.get("global/backendServices")
     assert (caught.value.status, caught.value.reason) == (404, "notFound")
+
+
+# Upstream's GCE CCM names pool members as "/zones/Z/instances/N" (cloud-provider-gcp v36.3.8,
+# providers/gce/gce_loadbalancer_external.go:900 makeComparableHostPath; :652 for the pool's
+# insert, :682 for addInstance/removeInstance); GCE resolves every partial path against the
+# project and shows the full URL back.
+_INSTANCE_FORMS = [
+    "https://compute.googleapis.com/compute/v1/projects/{project}/zones/{zone}/instances/node-a",
+    "projects/{project}/zones/{zone}/instances/node-a",
+    "/zones/{zone}/instances/node-a",
+    "zones/{zone}/instances/node-a",
+]
+
+
+@pytest.mark.parametrize("form", _INSTANCE_FORMS)
+def test_target_pools_take_every_instance_reference_form_gce_takes(
+    api: ComputeApi, form: str
+) -> None:
+    region = f"regions/{REGION}"
+    node_a = api.create_instance("node-a")["selfLink"]
+    node_b = api.create_instance("node-b")["selfLink"]
+    member = form.format(project=api.project, zone=ZONE)
+    api.do("POST", f"{region}/targetPools", {"name": "pool", "instances": [member]})
+    assert api.get(f"{region}/targetPools/pool")["instances"] == [node_a]
+    api.do(
+        "POST", f"{region}/targetPools/pool/removeInstance", {"instances": [{"instance": member}]}
+    )
+    assert "instances" not in api.get(f"{region}/targetPools/pool")
+    api.do("POST", f"{region}/targetPools/pool/addInstance", {"instances": [{"instance": member}]})
+    api.do(
+        "POST",
+        f"{region}/targetPools/pool/addInstance",
+        {"instances": [{"instance": member.replace("node-a", "node-b")}]},
+    )
+    assert api.get(f"{region}/targetPools/pool")["instances"] == [node_a, node_b]
+
+
+@pytest.mark.parametrize(
+    "member", [f"//zones/{ZONE}/instances/node-a", f"/zones/{ZONE}/node-a", "node-a"]
+)
+def test_a_malformed_pool_member_is_still_400(api: ComputeApi, member: str) -> None:
+    api.create_instance("node-a")
+    with pytest.raises(ComputeApiError) as caught:
+        api.request(
+            "POST", f"regions/{REGION}/targetPools", {"name": "pool", "instances": [member]}
+        )
+    assert caught.value.status == 400 and "The URL is malformed" in str(caught.value)
+
+
+def test_deleting_an_address_a_forwarding_rule_uses_leaves_the_ip_on_the_rule(
+    api: ComputeApi,
+) -> None:
+    # GCE releases the reservation and the rule keeps the IP as ephemeral; kubernetes PR #20662
+    # and upstream's temporary reservation on a port edit rely on it (cloud-provider-gcp v36.3.8,
+    # providers/gce/gce_loadbalancer_external.go:171-176: ensureExternalLoadBalancer's deferred
+    # DeleteRegionAddress of the address it reserved for the rule's IP, rule still in place).
+    region = f"regions/{REGION}"
+    api.do("POST", f"{region}/targetPools", {"name": "pool"})
+    api.do("POST", f"{region}/addresses", {"name": "ip"})
+    address = api.get(f"{region}/addresses/ip")["address"]
+    api.do(
+        "POST",
+        f"{region}/forwardingRules",
+        {"name": "rule", "target": f"{region}/targetPools/pool", "IPAddress": address},
+    )
+    api.do("DELETE", f"{region}/addresses/ip")
+    assert [a["name"] for a in api.get(f"{region}/addresses").get("items", [])] == []
+    assert api.get(f"{region}/forwardingRules/rule")["IPAddress"] == address
+    # The IP stays the rule's: a new reservation gets another one.
+    api.do("POST", f"{region}/addresses", {"name": "other"})
+    assert api.get(f"{region}/addresses/other")["address"] != address
+    api.do("DELETE", f"{region}/forwardingRules/rule")
+
+
+def test_an_in_use_message_names_an_address_not_an_addresse(api: ComputeApi) -> None:
+    api.do("POST", f"regions/{REGION}/addresses", {"name": "ip"})
+    address = api.get(f"regions/{REGION}/addresses/ip")["address"]
+    api.do(
+        "POST",
+        f"{ZONE_PATH}/instances",
+        {
+            "name": "vm",
+            "machineType": f"{ZONE_PATH}/machineTypes/e2-small",
+            "networkInterfaces": [{"accessConfigs": [{"natIP": address}]}],
+        },
+    )
+    with pytest.raises(ComputeApiError) as caught:
+        api.request("DELETE", f"regions/{REGION}/addresses/ip")
+    assert "The address resource" in str(caught.value)

@@ -50,11 +50,15 @@ def check_name(name: object, field_name: str = "resource.name") -> str:
 def reference(value: object, project: str, field_name: str, collection: str) -> Link:
     """The path a reference names, from any form the API accepts: a full URL on any API host,
     ``projects/p/...``, or relative to the project (``zones/z/...``, ``regions/r/...``,
-    ``global/...``); ``collection`` (``instances``, ``networks``...) must be the resource type."""
+    ``global/...``), each of the partial forms also with a leading ``/`` (upstream's GCE CCM
+    sends ``/zones/z/instances/n`` to targetPools and GCE resolves it against the project);
+    ``collection`` (``instances``, ``networks``...) must be the resource type."""
     if not isinstance(value, str) or not value:
         raise Invalid(f"Required field '{field_name}' not specified")
     match = _URL.match(value)
     path = match.group(1) if match else value
+    if not match and path.startswith("/"):
+        path = path[1:]
     if path.startswith(("zones/", "regions/", "global/")):
         path = f"projects/{project}/{path}"
     parts = path.split("/")

@@ -41,7 +41,10 @@ HEALTH_CHECK_DEFAULTS: dict[str, Any] = {
 
 
 def _in_use(resource: Resource, user: Resource) -> ResourceInUse:
-    kind = re.sub(r"(?<!^)(?=[A-Z])", "_", resource.collection.rstrip("s")).lower()
+    singular = resource.collection.removesuffix(
+        "es" if resource.collection.endswith("sses") else "s"
+    )
+    kind = re.sub(r"(?<!^)(?=[A-Z])", "_", singular).lower()
     return ResourceInUse(
         f"The {kind} resource '{resource.path}' is already being used by '{user.path}'"
     )
@@ -100,11 +103,17 @@ class LoadBalancingMixin(GeographyMixin, NetworkMixin, ProjectBase):
 
     def delete_address(self, region: str, name: str) -> Operation:
         address = self.find(f"regions/{region}", "addresses", name)
+        user = None
         if address.body.get("status") == "IN_USE":
             user = self.find_link(address.body["users"][0])
-            if user is not None:
-                raise _in_use(address, user)
-        return self.delete(address, on_done=lambda: self._release_address(address))
+        if user is None:
+            return self.delete(address, on_done=lambda: self._release_address(address))
+        if user.collection == "forwardingRules" and address.body["addressType"] == "EXTERNAL":
+            # GCE releases the reservation and the rule keeps the IP as an ephemeral one: the
+            # address stays out of the pool until the rule goes (its deletion finds no static
+            # address and gives the IP back).
+            return self.delete(address)
+        raise _in_use(address, user)
 
     # -- HTTP health checks ----------------------------------------------------------------
 
@@ -362,7 +371,12 @@ class LoadBalancingMixin(GeographyMixin, NetworkMixin, ProjectBase):
         def gone() -> None:
             address = rule.body["IPAddress"]
             static = next(
-                (a for a in self.every("addresses") if a.body.get("address") == address), None
+                (
+                    a
+                    for a in self.every("addresses")
+                    if a.body.get("address") == address and a.state != "deleting"
+                ),
+                None,
             )
             if static is None:
                 self.release_external(address)
