@@ -37,7 +37,21 @@ ERRORS = emulation.CloudErrors(
     body_required="Your request body was malformed: a JSON body is required.",
 )
 
-CLOUD = emulation.CloudDocument(DOCUMENT, SERVER_URL, ERRORS)
+#: Fields DigitalOcean takes that its published document lacks, each sent by godo (the Go SDK
+#: upstream's CCM uses); the document is otherwise read as published.
+OVERLAY = (
+    emulation.OverlayField(
+        schema="health_check",
+        name="proxy_protocol",
+        definition={"type": "boolean"},
+        cites=(
+            "godo v1.243.0 load_balancers.go:190: HealthCheck.ProxyProtocol *bool "
+            '`json:"proxy_protocol,omitempty"`'
+        ),
+    ),
+)
+
+CLOUD = emulation.CloudDocument(DOCUMENT, SERVER_URL, ERRORS, OVERLAY)
 document = CLOUD.document
 operations = CLOUD.operations
 validators = CLOUD.validators
@@ -131,5 +145,5 @@ def _first_id_only(holder: Any) -> dict[str, Any] | None:
     return {**holder, "droplet_ids": ids[:1]}
 
 
-__all__ = ["DOCUMENT", "SERVER_URL", "Validators", "check_request", "describe", "document",
-           "operations", "response_mismatch"]  # fmt: skip
+__all__ = ["DOCUMENT", "OVERLAY", "SERVER_URL", "Validators", "check_request", "describe",
+           "document", "operations", "response_mismatch"]  # fmt: skip
