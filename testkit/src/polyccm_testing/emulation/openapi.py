@@ -429,28 +429,40 @@ def describe(error: BaseException) -> str:
 
 @dataclass(frozen=True)
 class OverlayField:
-    """A field the cloud takes (and an upstream SDK sends) that its published document does
-    not name: added as ``schema``'s property ``name``, so the strict reading stops refusing it.
-    ``cites`` names the SDK field that sends it (file, struct field and JSON tag), so every
-    entry says why the emulator is looser than the document."""
+    """A value the cloud takes (and an upstream SDK sends) that its published document refuses.
+
+    A new field (``widens=False``) is added as ``schema``'s property ``name``, so the strict
+    reading stops refusing it; a widened one (``widens=True``) takes, besides what the
+    document allows at that field, whatever ``definition`` allows (``anyOf`` of the two), so
+    the overlay only ever accepts more. ``cites`` names the SDK field that sends it (file,
+    struct field and JSON tag), so every entry says why the emulator is looser than the
+    document."""
 
     schema: str
     name: str
     definition: dict[str, Any]
     cites: str
+    widens: bool = False
 
 
 def with_overlay(document: dict[str, Any], overlay: Iterable[OverlayField]) -> dict[str, Any]:
-    """A copy of ``document`` with every ``overlay`` field added to its schema's properties;
-    an entry whose schema is missing, or which names a field the document already has, is an
-    error (the overlay is stale and must be cut)."""
+    """A copy of ``document`` with every ``overlay`` field applied to its schema's properties.
+    A new field the document already has, or a widened one it lacks, is an error (the overlay
+    is stale and must be cut)."""
     out = copy.deepcopy(document)
     schemas: dict[str, Any] = out["components"]["schemas"]
     for field in overlay:
         properties = schemas[field.schema].setdefault("properties", {})
-        if field.name in properties:
-            raise ValueError(f"overlay field {field.schema}.{field.name} is in the document")
-        properties[field.name] = copy.deepcopy(field.definition)
+        if (field.name in properties) != field.widens:
+            state = "lacks" if field.widens else "has"
+            raise ValueError(f"overlay field {field.schema}.{field.name}: the document {state} it")
+        added = copy.deepcopy(field.definition)
+        if field.widens:
+            published = properties[field.name]
+            # The description stays beside the alternatives, where readers of the field look.
+            described = {k: published[k] for k in ("description",) if k in published}
+            added = {**described, "anyOf": [published, added]}
+        properties[field.name] = added
     return out
 
 
