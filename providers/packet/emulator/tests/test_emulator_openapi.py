@@ -12,6 +12,7 @@ import pytest
 from openapi_core import OpenAPI
 from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
 from openapi_schema_validator import OAS30Validator
+from polyccm_packet_emulator import openapi as emulator_openapi
 from polyccm_packet_emulator.app import EmulatorApp
 from polyccm_packet_emulator.openapi import document, operations
 from polyccm_packet_emulator.settings import EmulatorSettings
@@ -229,3 +230,11 @@ def test_include_parent_block_shows_each_device_address_block(api: CheckedApi) -
     assert (block["network"], block["cidr"]) == (private["network"], private["cidr"])
     assert own["parent_block"] == private["parent_block"]
     assert all(set(a["parent_block"]) == {"href"} for a in plain["ip_addresses"])
+
+
+def test_every_overlay_entry_cites_the_sdk_field_it_loosens() -> None:
+    published = emulator_openapi.emulation.load_document(emulator_openapi.DOCUMENT)
+    for field in emulator_openapi.OVERLAY:
+        properties = published["components"]["schemas"][field.schema]["properties"]
+        assert (field.name in properties) == field.widens
+        assert f'`json:"{field.name},omitempty"`' in field.cites

@@ -4,7 +4,8 @@
 covers the operations the emulator serves, copied unchanged (see ``_trim_document.py``).
 Requests are checked against a strict reading of it (an unknown field is a 422, as DigitalOcean
 answers one), responses as published: :mod:`polyccm_testing.emulation.openapi` does the work,
-answering with DigitalOcean's errors.
+answering with DigitalOcean's errors. :data:`OVERLAY` adds the fields godo sends that the
+document lacks, each entry citing godo's field.
 
 A body's ``droplet_ids`` (5,000 ids for a load balancer in front of 5,000 droplets) is checked
 with its first id only when every id is a plain integer: wherever the document names

@@ -5,6 +5,8 @@ document that covers the operations the emulator serves, copied unchanged (see
 ``_trim_document.py``). Requests are checked against a strict reading of it (a misspelt field
 is a 422 naming it rather than silently ignored), responses as published:
 :mod:`polyccm_testing.emulation.openapi` does the work, answering with the Metal API's errors.
+:data:`OVERLAY` loosens it where upstream's CCM sends what the document refuses, each entry
+citing the SDK field that sends it.
 """
 
 from __future__ import annotations
