@@ -298,3 +298,42 @@ def test_a_long_droplet_ids_is_answered_as_when_checked_whole() -> None:
         ("POST", "/v2/firewalls", {"name": "f", "droplet_ids": ids, "inbound_rules": []}),
     ]
     assert _answers(bodies, whole=False) == _answers(bodies, whole=True)
+
+
+# godo v1.243.0 load_balancers.go:190, HealthCheck.ProxyProtocol *bool
+# `json:"proxy_protocol,omitempty"`: sent by upstream's CCM (digitalocean-cloud-controller-manager
+# v0.1.68, run on the emulator: /work/shared/UPSTREAM_PEERS.md) and taken by DigitalOcean; the
+# published document lacks it, so the emulator's overlay (openapi.OVERLAY) names it. Before
+# the overlay both calls were a 422: "Unevaluated properties are not allowed ('proxy_protocol'
+# was unexpected)".
+def test_a_health_check_proxy_protocol_is_taken_on_create_and_update(api: CheckedApi) -> None:
+    body = _lb_body([])
+    body["health_check"]["proxy_protocol"] = True
+    created = api.call("POST", "/v2/load_balancers", body)
+    assert created.status == 202, created.body
+    lb_id = created.body["load_balancer"]["id"]
+    read = api.call("GET", f"/v2/load_balancers/{lb_id}")
+    assert read.body["load_balancer"]["health_check"]["proxy_protocol"] is True
+
+    body["health_check"]["proxy_protocol"] = False
+    updated = api.call("PUT", f"/v2/load_balancers/{lb_id}", body)
+    assert updated.status == 200, updated.body
+    read = api.call("GET", f"/v2/load_balancers/{lb_id}")
+    assert read.body["load_balancer"]["health_check"]["proxy_protocol"] is False
+
+
+def test_the_overlay_leaves_other_unknown_fields_refused(api: CheckedApi) -> None:
+    body = _lb_body([])
+    body["health_check"]["proxy_protocol"] = True
+    body["health_check"]["proxy_protocl"] = True
+    answer = api.call("POST", "/v2/load_balancers", body)
+
+    assert answer.status == 422
+    assert "proxy_protocl" in answer.body["message"]
+
+
+def test_every_overlay_entry_cites_the_sdk_field_and_is_missing_from_the_document() -> None:
+    published = emulator_openapi.emulation.load_document(emulator_openapi.DOCUMENT)
+    for field in emulator_openapi.OVERLAY:
+        assert field.name not in published["components"]["schemas"][field.schema]["properties"]
+        assert f'`json:"{field.name},omitempty"`' in field.cites

@@ -12,6 +12,7 @@ import pytest
 from openapi_core import OpenAPI
 from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
 from openapi_schema_validator import OAS30Validator
+from polyccm_packet_emulator import openapi as emulator_openapi
 from polyccm_packet_emulator.app import EmulatorApp
 from polyccm_packet_emulator.openapi import document, operations
 from polyccm_packet_emulator.settings import EmulatorSettings
@@ -185,3 +186,55 @@ def test_the_metadata_service_answers_the_documents_metadata_with_bgp_neighbours
     validate_schema("Metadata", answer.body)
     validate_schema("BgpNeighborData", answer.body["bgp_neighbors"][0])
     assert answer.body["id"] == node["id"]
+
+
+# Upstream (cloud-provider-equinix-metal 38d15e2, metal/bgp.go:59-63) asks for BGP with
+# `Md5: &b.bgpPass`; equinix-sdk-go v0.61.0's BgpConfigRequestInput.Md5 is a *string with
+# `json:"md5,omitempty"`, which keeps a pointer to "", so a cluster without METAL_BGP_PASS sends
+# `"md5": ""`. The published pattern refuses "" (before: 422 "md5: '' does not match ..."); the
+# emulator's overlay takes it as no password (openapi.OVERLAY), and still refuses a weak one.
+def test_an_empty_md5_asks_for_bgp_without_a_password(api: CheckedApi) -> None:
+    node = api.create_devices(1)[0]
+    path = f"/projects/{api.project_id}/bgp-configs"
+    weak = api.call("POST", path, {"asn": 65000, "deployment_type": "local", "md5": "short"})
+    answer = api.call("POST", path, {"asn": 65000, "deployment_type": "local", "md5": "",
+                                     "use_case": "kubernetes-load-balancer"})  # fmt: skip
+    api.ok("POST", f"/devices/{node['id']}/bgp/sessions", {"address_family": "ipv4"})
+    neighbour = api.ok("GET", f"/devices/{node['id']}/bgp/neighbors")["bgp_neighbors"][0]
+
+    assert weak.status == 422
+    assert answer.status == 204, answer.body
+    assert neighbour["md5_enabled"] is False
+    assert "md5_password" not in neighbour
+
+
+# Upstream's getNodePrivateNetwork (38d15e2, metal/loadbalancers.go:632-650) reads a device with
+# include "ip_addresses.parent_block,parent_block" and refuses an address without its parent
+# block's network and cidr ("no network information provided for private address"); the
+# document's IPAssignment has `parent_block: ParentBlock` (equinix-sdk-go v0.61.0
+# model_ip_assignment.go:36, `json:"parent_block,omitempty"`). Before, no address had one.
+def test_include_parent_block_shows_each_device_address_block(api: CheckedApi) -> None:
+    node = api.create_devices(1)[0]
+    included = api.ok(
+        "GET", f"/devices/{node['id']}?include=ip_addresses.parent_block,parent_block"
+    )
+    plain = api.ok("GET", f"/devices/{node['id']}")
+    private = next(a for a in included["ip_addresses"] if not a["public"])
+    block = api.ok("GET", private["parent_block"]["href"].removeprefix("/metal/v1"))
+    own = api.ok("GET", f"/ips/{private['id']}?include=parent_block")
+
+    assert private["parent_block"] == {
+        "href": private["parent_block"]["href"], "network": private["network"],
+        "cidr": private["cidr"], "netmask": private["netmask"],
+    }  # fmt: skip
+    assert (block["network"], block["cidr"]) == (private["network"], private["cidr"])
+    assert own["parent_block"] == private["parent_block"]
+    assert all(set(a["parent_block"]) == {"href"} for a in plain["ip_addresses"])
+
+
+def test_every_overlay_entry_cites_the_sdk_field_it_loosens() -> None:
+    published = emulator_openapi.emulation.load_document(emulator_openapi.DOCUMENT)
+    for field in emulator_openapi.OVERLAY:
+        properties = published["components"]["schemas"][field.schema]["properties"]
+        assert (field.name in properties) == field.widens
+        assert f'`json:"{field.name},omitempty"`' in field.cites

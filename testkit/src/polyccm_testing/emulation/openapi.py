@@ -427,23 +427,71 @@ def describe(error: BaseException) -> str:
     return f"{where}: {chosen.message}" if where else chosen.message
 
 
+@dataclass(frozen=True)
+class OverlayField:
+    """A value the cloud takes (and an upstream SDK sends) that its published document refuses.
+
+    A new field (``widens=False``) is added as ``schema``'s property ``name``, so the strict
+    reading stops refusing it; a widened one (``widens=True``) takes, besides what the
+    document allows at that field, whatever ``definition`` allows (``anyOf`` of the two), so
+    the overlay only ever accepts more. ``cites`` names the SDK field that sends it (file,
+    struct field and JSON tag), so every entry says why the emulator is looser than the
+    document."""
+
+    schema: str
+    name: str
+    definition: dict[str, Any]
+    cites: str
+    widens: bool = False
+
+
+def with_overlay(document: dict[str, Any], overlay: Iterable[OverlayField]) -> dict[str, Any]:
+    """A copy of ``document`` with every ``overlay`` field applied to its schema's properties.
+    A new field the document already has, or a widened one it lacks, is an error (the overlay
+    is stale and must be cut)."""
+    out = copy.deepcopy(document)
+    schemas: dict[str, Any] = out["components"]["schemas"]
+    for field in overlay:
+        properties = schemas[field.schema].setdefault("properties", {})
+        if (field.name in properties) != field.widens:
+            state = "lacks" if field.widens else "has"
+            raise ValueError(f"overlay field {field.schema}.{field.name}: the document {state} it")
+        added = copy.deepcopy(field.definition)
+        if field.widens:
+            published = properties[field.name]
+            # The description stays beside the alternatives, where readers of the field look.
+            described = {k: published[k] for k in ("description",) if k in published}
+            added = {**described, "anyOf": [published, added]}
+        properties[field.name] = added
+    return out
+
+
 class CloudDocument:
     """One cloud's trimmed document (``path``), served at ``server_url``, answering rejected
-    requests with ``errors``: parsed, and its validators built, once, on first use."""
+    requests with ``errors``: parsed, and its validators built, once, on first use. The
+    ``overlay`` fields (each citing the SDK field that sends it) are added to the document as
+    read, for requests and responses alike."""
 
-    def __init__(self, path: Path, server_url: str, errors: CloudErrors) -> None:
+    def __init__(
+        self,
+        path: Path,
+        server_url: str,
+        errors: CloudErrors,
+        overlay: Iterable[OverlayField] = (),
+    ) -> None:
         self.path = path
         self.server_url = server_url
         self.errors = errors
+        self.overlay = tuple(overlay)
         self._lock = threading.Lock()
         self._document: dict[str, Any] | None = None
         self._validators: Validators | None = None
 
     def document(self) -> dict[str, Any]:
-        """The document as published (parsed once per process)."""
+        """The document as published, with the overlay's fields (parsed once per process)."""
         with self._lock:
             if self._document is None:
-                self._document = load_document(self.path)
+                self._document = with_overlay(load_document(self.path), self.overlay)
             return self._document
 
     def operations(self, doc: dict[str, Any] | None = None) -> set[tuple[str, str]]:

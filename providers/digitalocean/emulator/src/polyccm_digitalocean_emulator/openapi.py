@@ -4,7 +4,8 @@
 covers the operations the emulator serves, copied unchanged (see ``_trim_document.py``).
 Requests are checked against a strict reading of it (an unknown field is a 422, as DigitalOcean
 answers one), responses as published: :mod:`polyccm_testing.emulation.openapi` does the work,
-answering with DigitalOcean's errors.
+answering with DigitalOcean's errors. :data:`OVERLAY` adds the fields godo sends that the
+document lacks, each entry citing godo's field.
 
 A body's ``droplet_ids`` (5,000 ids for a load balancer in front of 5,000 droplets) is checked
 with its first id only when every id is a plain integer: wherever the document names
@@ -37,7 +38,21 @@ ERRORS = emulation.CloudErrors(
     body_required="Your request body was malformed: a JSON body is required.",
 )
 
-CLOUD = emulation.CloudDocument(DOCUMENT, SERVER_URL, ERRORS)
+#: Fields DigitalOcean takes that its published document lacks, each sent by godo (the Go SDK
+#: upstream's CCM uses); the document is otherwise read as published.
+OVERLAY = (
+    emulation.OverlayField(
+        schema="health_check",
+        name="proxy_protocol",
+        definition={"type": "boolean"},
+        cites=(
+            "godo v1.243.0 load_balancers.go:190: HealthCheck.ProxyProtocol *bool "
+            '`json:"proxy_protocol,omitempty"`'
+        ),
+    ),
+)
+
+CLOUD = emulation.CloudDocument(DOCUMENT, SERVER_URL, ERRORS, OVERLAY)
 document = CLOUD.document
 operations = CLOUD.operations
 validators = CLOUD.validators
@@ -131,5 +146,5 @@ def _first_id_only(holder: Any) -> dict[str, Any] | None:
     return {**holder, "droplet_ids": ids[:1]}
 
 
-__all__ = ["DOCUMENT", "SERVER_URL", "Validators", "check_request", "describe", "document",
-           "operations", "response_mismatch"]  # fmt: skip
+__all__ = ["DOCUMENT", "OVERLAY", "SERVER_URL", "Validators", "check_request", "describe",
+           "document", "operations", "response_mismatch"]  # fmt: skip

@@ -320,7 +320,8 @@ class Backend:
             id=new_id(),
             asn=int(asn) if isinstance(asn, int) else 0,
             deployment_type=str(spec.get("deployment_type")),
-            md5=str(md5) if isinstance(md5, str) else None,
+            # An empty md5 (upstream's request when no password is set) is no password.
+            md5=md5 if isinstance(md5, str) and md5 else None,
             created=self.clock.now(),
         )
 

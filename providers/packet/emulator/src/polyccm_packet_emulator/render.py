@@ -51,6 +51,13 @@ def facility(code: str) -> dict[str, Any]:
             "href": f"{API}/facilities/{facility_id}"}  # fmt: skip
 
 
+def nested(include: Sequence[str], name: str) -> list[str]:
+    """What ``include`` asks of the objects under ``name`` (``ip_addresses.parent_block`` asks
+    ``parent_block`` of each address)."""
+    prefix = name + "."
+    return [part.removeprefix(prefix) for part in include if part.startswith(prefix)]
+
+
 def project(item: Project, include: Sequence[str] = ()) -> dict[str, Any]:
     if "project" not in include:
         return href("projects", item.id)
@@ -66,7 +73,19 @@ def project(item: Project, include: Sequence[str] = ()) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def assignment(item: Assignment, device: Device) -> dict[str, Any]:
+def parent_block(item: Assignment, included: bool) -> dict[str, Any]:
+    """The block ``item`` is assigned from (the device's own block, as ``/ips`` lists it):
+    its href, or with ``included`` its network, as the document's ``ParentBlock``."""
+    block_href = f"{API}/ips/{management_reservation_id(item)}"
+    if not included:
+        return {"href": block_href}
+    network = item.network
+    return {"href": block_href, "network": str(network.network_address),
+            "cidr": network.prefixlen, "netmask": str(network.netmask)}  # fmt: skip
+
+
+def assignment(item: Assignment, device: Device, include: Sequence[str] = ()) -> dict[str, Any]:
+    """A device's address; ``include`` as asked of the address itself (``parent_block``)."""
     network = item.network
     return {
         "id": item.id, "address": item.address, "address_family": item.family,
@@ -76,6 +95,7 @@ def assignment(item: Assignment, device: Device) -> dict[str, Any]:
         "global_ip": False, "state": "active", "created_at": iso_time(item.created),
         "assigned_to": href("devices", device.id), "href": f"{API}/ips/{item.id}",
         "metro": metro(device.metro),
+        "parent_block": parent_block(item, "parent_block" in include),
     }  # fmt: skip
 
 
@@ -161,7 +181,8 @@ def device(
                              "href": f"{API}/operating-systems/"
                                      f"{catalog.stable_id('os', item.operating_system)}"},
         "project": project(owner, include), "project_lite": href("projects", owner.id),
-        "ip_addresses": [assignment(a, item) for a in item.addresses],
+        "ip_addresses": [assignment(a, item, nested(include, "ip_addresses"))
+                         for a in item.addresses],
         "provisioning_percentage": 100.0 if state not in ("queued", "provisioning") else 50.0,
         "ssh_keys": [], "volumes": [], "network_ports": [], "actions": [
             {"type": kind, "name": kind.replace("_", " ").title()}

@@ -206,7 +206,7 @@ def _find_ip(call: Call, ip_id: str) -> tuple[str, dict[str, Any]]:
     for item in project.devices.values():
         for block in item.addresses:
             if block.id == ip_id:
-                return "assignment", render.assignment(block, item)
+                return "assignment", render.assignment(block, item, include)
             if render.management_reservation_id(block) == ip_id:
                 return "block", render.device_block(block, item, project, include)
     raise NotFound()
