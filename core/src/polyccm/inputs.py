@@ -18,7 +18,6 @@ names the file and the cause, which the commands print before exiting with statu
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -44,8 +43,6 @@ _VISITS_PER_CHARACTER = 10
 """A document whose aliases make its values more than this many times as many as its characters
 (a "billion laughs") is refused: walking or copying it would never end."""
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
 
 def size_text(count: int) -> str:
     """``count`` bytes for a message: ``1 MiB``, ``512 KiB``, ``300 bytes``."""
@@ -61,7 +58,7 @@ def cut(text: str, keep: int = ECHO_CHARS) -> str:
     (newlines included) escaped, and when longer than ``keep`` characters its first ``keep``
     followed by ``… (N bytes)``, N being the whole value's size in UTF-8."""
     shown = logredact.redact(text)
-    head = _escape(shown[:keep])
+    head = escape(shown[:keep])
     if len(shown) <= keep:
         return head
     return f"{head}… ({len(text.encode('utf-8', 'surrogatepass'))} bytes)"
@@ -77,8 +74,10 @@ def quoted(text: str, keep: int = ECHO_CHARS) -> str:
     return f"{head}… ({len(text.encode('utf-8', 'surrogatepass'))} bytes)"
 
 
-def _escape(text: str) -> str:
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+def escape(text: str) -> str:
+    """``text`` on one line: every character that is not printable (control characters, line
+    and paragraph separators, format characters such as a zero-width space) as its escape."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 # -- reading ------------------------------------------------------------------------------------

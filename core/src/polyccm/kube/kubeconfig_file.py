@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from polyccm import inputs
+
 MAX_DEPTH = 100
 """Nesting (mappings and lists) allowed in a kubeconfig; real ones stay under ten."""
 
@@ -38,17 +40,14 @@ class KubeconfigFileError(ValueError):
     """The file cannot be read as a kubeconfig; the message says why, without the file's name."""
 
 
-def escaped(text: str) -> str:
-    """``text`` on one line: characters that are not printable as their escapes."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+escaped = inputs.escape
+"""``text`` on one line: the escaping every echoed value gets (:func:`polyccm.inputs.escape`)."""
 
 
 def shown(text: str) -> str:
-    """A value as a message may show it: :func:`escaped`, and cut after :data:`SHOWN_CHARS`
-    characters (a 5 MB value is shown by its start and its length)."""
-    if len(text) <= SHOWN_CHARS:
-        return escaped(text)
-    return f"{escaped(text[:SHOWN_CHARS])}... ({len(text)} characters)"
+    """A value as a message may show it: masked, escaped and cut after :data:`SHOWN_CHARS`
+    characters as every echoed value is (:func:`polyccm.inputs.cut`)."""
+    return inputs.cut(text, SHOWN_CHARS)
 
 
 # -- the shape client-go gives a kubeconfig (k8s.io/client-go/tools/clientcmd/api/v1/types.go) --
