@@ -511,3 +511,44 @@ def test_an_in_use_message_names_an_address_not_an_addresse(api: ComputeApi) -> 
     with pytest.raises(ComputeApiError) as caught:
         api.request("DELETE", f"regions/{REGION}/addresses/ip")
     assert "The address resource" in str(caught.value)
+
+
+def test_reserving_a_forwarding_rules_ephemeral_ip_promotes_it(api: ComputeApi) -> None:
+    # GCE promotes an ephemeral IP a resource holds when an address is reserved with it; the
+    # upstream GCE CCM does so on every sync of an existing load balancer, then re-creates the
+    # rule on that address and releases it (cloud-provider-gcp v36.3.8,
+    # providers/gce/gce_loadbalancer_external.go:186 ensureStaticIP with the rule's IP,
+    # :1424-1441; the release at :171-176). Before, this was 400 and upstream's sync failed.
+    region = f"regions/{REGION}"
+    api.do("POST", f"{region}/targetPools", {"name": "pool"})
+    api.do(
+        "POST",
+        f"{region}/forwardingRules",
+        {"name": "rule", "target": f"{region}/targetPools/pool"},
+    )
+    ip = api.get(f"{region}/forwardingRules/rule")["IPAddress"]
+    api.do("POST", f"{region}/addresses", {"name": "kept", "address": ip})
+    promoted = api.get(f"{region}/addresses/kept")
+    assert (promoted["address"], promoted["status"]) == (ip, "IN_USE")
+    assert promoted["users"] == [api.get(f"{region}/forwardingRules/rule")["selfLink"]]
+    found = api.get(f"{region}/addresses", filter=f"address eq {ip}")["items"]
+    assert [a["name"] for a in found] == ["kept"]
+    # The rule re-created on the address keeps the IP; the release leaves it on the rule.
+    api.do("DELETE", f"{region}/forwardingRules/rule")
+    assert api.get(f"{region}/addresses/kept")["status"] == "RESERVED"
+    api.do(
+        "POST",
+        f"{region}/forwardingRules",
+        {"name": "rule", "target": f"{region}/targetPools/pool", "IPAddress": ip},
+    )
+    api.do("DELETE", f"{region}/addresses/kept")
+    assert api.get(f"{region}/forwardingRules/rule")["IPAddress"] == ip
+    # A second reservation of the same IP while one holds it, or of an IP nobody holds, is
+    # still refused.
+    api.do("POST", f"{region}/addresses", {"name": "again", "address": ip})
+    with pytest.raises(ComputeApiError) as caught:
+        api.request("POST", f"{region}/addresses", {"name": "twice", "address": ip})
+    assert caught.value.status == 400
+    with pytest.raises(ComputeApiError) as caught:
+        api.request("POST", f"{region}/addresses", {"name": "free", "address": "203.0.113.250"})
+    assert caught.value.status == 400

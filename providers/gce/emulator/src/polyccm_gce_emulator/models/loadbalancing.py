@@ -84,16 +84,45 @@ class LoadBalancingMixin(GeographyMixin, NetworkMixin, ProjectBase):
             stored["address"] = self.allocate_internal(subnet, requested)
         else:
             self._check_quota("addresses")
-            if requested:
+            holder = self._ephemeral_holder(region, str(requested)) if requested else None
+            if requested and holder is None:
                 raise Invalid(
                     f"Invalid value for field 'resource.address': '{requested}'. Specific "
                     "external addresses cannot be reserved in this project."
                 )
-            stored["address"] = self.allocate_external()
+            if holder is not None:
+                # Promotion: GCE reserves the ephemeral IP a forwarding rule holds as this
+                # static address, in use by that rule. Upstream's GCE CCM does this on every
+                # sync of an existing load balancer to keep its IP across a re-created rule
+                # (cloud-provider-gcp v36.3.8, gce_loadbalancer_external.go:1424-1441
+                # ensureStaticIP, called at :186 with the rule's IP).
+                stored.update(address=str(requested), status="IN_USE", users=[holder.link])
+            else:
+                stored["address"] = self.allocate_external()
         operation = self.create(f"regions/{region}", "addresses", stored, kind="compute#address")
         resource = self.collection(f"regions/{region}", "addresses")[name]
-        operation.on_fail = lambda: self._release_address(resource)
+        if stored.get("status") == "IN_USE":
+            operation.on_fail = lambda: None  # the rule keeps its IP
+        else:
+            operation.on_fail = lambda: self._release_address(resource)
         return operation
+
+    def _ephemeral_holder(self, region: str, address: str) -> Resource | None:
+        """The forwarding rule in ``region`` holding ``address`` as an ephemeral IP (no static
+        address has it), if any."""
+        if any(
+            a.body.get("address") == address and a.state != "deleting"
+            for a in self.every("addresses")
+        ):
+            return None
+        for rule in self.every("forwardingRules"):
+            if (
+                rule.scope == f"regions/{region}"
+                and rule.body.get("IPAddress") == address
+                and rule.state != "deleting"
+            ):
+                return rule
+        return None
 
     def _release_address(self, address: Resource) -> None:
         if address.body["addressType"] == "EXTERNAL":
