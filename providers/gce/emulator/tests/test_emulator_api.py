@@ -552,3 +552,22 @@ def test_reserving_a_forwarding_rules_ephemeral_ip_promotes_it(api: ComputeApi) 
     with pytest.raises(ComputeApiError) as caught:
         api.request("POST", f"{region}/addresses", {"name": "free", "address": "203.0.113.250"})
     assert caught.value.status == 400
+
+
+def test_routes_list_takes_upstreams_unquoted_url_regex_filter(api: ComputeApi) -> None:
+    # Upstream's route controller lists with the Go filter library's unquoted form and its own
+    # API base in the network URL (cloud-provider-gcp v36.3.8, providers/gce/gce_routes.go:48:
+    # filter.Regexp("name", prefix+"-.*").AndRegexp("network", g.NetworkURL())...). It was 400
+    # "Invalid list filter expression" (the ':' of the URL), so upstream never made a route.
+    api.create_instance("node-a")
+    api.do("POST", "global/routes", _route("switch-1", "10.100.1.0/24"))
+    api.do("POST", "global/routes", _route("other-1", "10.100.2.0/24"))
+    network = "http://127.0.0.1:1/compute/v1/projects/{}/global/networks/default"
+    found = api.get(
+        "global/routes",
+        filter=f"(name eq switch-.*) (network eq {network.format(api.project)}) "
+        "(description eq k8s-node-route)",
+    )
+    assert [route["name"] for route in found["items"]] == ["switch-1"]
+    elsewhere = api.get("global/routes", filter=f"(network eq {network.format(api.project)}x)")
+    assert elsewhere.get("items", []) == []

@@ -36,6 +36,13 @@ _TOKEN = re.compile(
     )""",
     re.VERBOSE,
 )
+#: The value after ``eq``/``ne``: an RE2 expression, unquoted as the Go client library writes
+#: it (k8s-cloud-provider filter.Regexp), so it may hold ``:`` and ``/`` (a URL).
+_REGEX_VALUE = re.compile(
+    r"""\s*(?:(?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
+        |(?P<word>[^\s()"']+(?:\([^\s()]*\)[^\s()"']*)*))""",
+    re.VERBOSE,
+)
 _API_URL = re.compile(r"^https?://[^/]+/compute/v1/")
 _WORD_OPERATORS = {"eq", "ne"}
 
@@ -58,6 +65,13 @@ class _Tokens:
             kind = match.lastgroup or ""
             yield kind, match.group(kind)
             index = match.end()
+            if kind == "word" and match.group(kind) in _WORD_OPERATORS:
+                value = _REGEX_VALUE.match(text, index)
+                if value is None or value.end() == index:
+                    raise self.error()
+                kind = value.lastgroup or ""
+                yield kind, value.group(kind)
+                index = value.end()
 
     def error(self) -> Invalid:
         return Invalid(
@@ -166,15 +180,21 @@ def _comparison(tokens: _Tokens) -> Predicate:
 
 def _test(operator: str, value: str, tokens: _Tokens) -> Callable[[Any], bool]:
     if operator in ("eq", "ne"):
+        # A URL compares by its path below compute/v1/ here too: upstream's GCE CCM lists its
+        # routes with ``network eq <its api-endpoint>/projects/P/global/networks/N``
+        # (cloud-provider-gcp v36.3.8, providers/gce/gce_routes.go:48), whatever API host
+        # it was given.
         try:
-            pattern = re.compile(value)
+            pattern = re.compile(_normal(value))
         except re.error:
             raise tokens.error() from None
         if operator == "eq":
             return lambda candidate: (
-                candidate is not None and bool(pattern.fullmatch(_text(candidate)))
+                candidate is not None and bool(pattern.fullmatch(_normal(_text(candidate))))
             )
-        return lambda candidate: candidate is None or not pattern.fullmatch(_text(candidate))
+        return lambda candidate: (
+            candidate is None or not pattern.fullmatch(_normal(_text(candidate)))
+        )
     wanted = _normal(value)
     if operator in ("=", "!="):
         equal = _matcher(wanted)
