@@ -28,9 +28,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,7 +42,7 @@ from typing import Any
 from polyccm.kube.api import CONFIGMAPS, NAMESPACES, NODES, ApiError, KubeApi
 from polyccm.kube.api import SERVICES as SERVICE_OBJECTS
 
-from polyccm_gce_emulator.testing import REGION, ComputeApi, ComputeApiError
+from polyccm_gce_emulator.testing import REGION, ComputeApi, ComputeApiError, free_port
 
 #: The namespace of the scenario's Services (fixed: descriptions name it).
 NAMESPACE = "switch-gce"
@@ -225,10 +227,13 @@ def setup_cloud(compute: ComputeApi) -> str:
 
 def register_node(api: KubeApi, name: str, cidr: str) -> None:
     """The Node as a kubelet with ``--cloud-provider=external`` registers it (tainted, no
-    providerID), with the pod CIDR node IPAM would give it (``--allocate-node-cidrs=false``)."""
+    providerID), with the Hostname address it reports and the pod CIDR node IPAM would give it
+    (``--allocate-node-cidrs=false``). The cloud-node controller keeps a Hostname the cloud
+    does not give (k8s.io/cloud-provider v0.35.4 controllers/node/node_controller.go
+    updateNodeAddress); upstream's GCE gives none (gce_instances.go:287-305)."""
     from polyccm_testing.kubeobjects import make_node
 
-    make_node(api, name, pod_cidrs=(cidr,))
+    make_node(api, name, pod_cidrs=(cidr,), addresses=(("Hostname", name),))
 
 
 def setup_kube(api: KubeApi, static_ip: str, *, services: bool = True) -> None:
@@ -428,6 +433,18 @@ def kube_bindings(recorded: Mapping[str, Any], actual: Mapping[str, Any]) -> dic
     return bindings
 
 
+def rebind(state: Mapping[str, Mapping[str, Any]], bindings: Mapping[str, str]) -> dict[str, Any]:
+    """``state`` (kind -> name -> resource) with ``bindings`` applied to names and bodies."""
+    from polyccm_testing.peers.goldens import substitute
+
+    return {
+        kind: {
+            substitute(name, bindings): substitute(body, bindings) for name, body in items.items()
+        }
+        for kind, items in state.items()
+    }
+
+
 def cloud_writes(exchanges: Sequence[Any]) -> list[Any]:
     """The exchanges that change the cloud (``operations.wait`` is a POST that only reads)."""
     return [e for e in exchanges if e.is_write and not e.path.split("?")[0].endswith("/wait")]
@@ -598,10 +615,15 @@ def ccm_argv(peer: Path | None, config: Path, kubeconfig: Path, secure_port: int
 
 
 class CcmProcess:
-    """A CCM running in a process of its own, its output in ``log``."""
+    """A CCM running in a process of its own, its output in ``log``; ready once its health
+    endpoint (``https://127.0.0.1:<port><path>``) answers 200."""
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str], log: Path) -> None:
+    def __init__(
+        self, argv: Sequence[str], env: Mapping[str, str], log: Path, health: tuple[int, str]
+    ) -> None:
         self.log = log
+        self.health = health
+        self._ready = False
         self._file = log.open("w")
         self.process = subprocess.Popen(
             list(argv), env=dict(env), stdout=self._file, stderr=subprocess.STDOUT
@@ -609,6 +631,21 @@ class CcmProcess:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def ready(self) -> bool:
+        if not self._ready:
+            port, path = self.health
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE  # its own self-signed serving certificate
+            try:
+                with urllib.request.urlopen(
+                    f"https://127.0.0.1:{port}{path}", context=context, timeout=2
+                ) as answer:
+                    self._ready = answer.status == 200
+            except OSError:
+                return False
+        return self._ready
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -625,8 +662,13 @@ class CcmProcess:
 
 
 @contextmanager
-def running(argv: Sequence[str], env: Mapping[str, str], log: Path) -> Iterator[CcmProcess]:
-    process = CcmProcess(argv, env, log)
+def running(
+    peer: Path | None, config: Path, kubeconfig: Path, env: Mapping[str, str], log: Path
+) -> Iterator[CcmProcess]:
+    """Upstream's binary at ``peer`` (or polyccm's CLI when None) running with ``config``."""
+    port = free_port()
+    argv = ccm_argv(peer, config, kubeconfig, port)
+    process = CcmProcess(argv, env, log, (port, "/healthz" if peer else "/readyz"))
     try:
         yield process
     finally:
@@ -654,8 +696,8 @@ def settle(
         fresh = take()
         taken += fresh
         now = time.monotonic()
-        if any(exchange.is_write for exchange in fresh):
-            last_write = now
+        if cloud_writes(fresh) or (process is not None and not process.ready()):
+            last_write = now  # quiet counts from the CCM's readiness on
         if process is not None and not process.alive():
             raise NotSettled(f"the CCM exited:\n{process.tail()}")
         if now - last_write >= quiet and ready():
@@ -703,13 +745,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--peer", type=Path, required=True, help="cloud-controller-manager binary")
     parser.add_argument("--out", type=Path, default=GOLDENS, help="golden directory")
+    parser.add_argument(
+        "--work", type=Path, help="keep the CCMs' logs and the control plane's state here"
+    )
     arguments = parser.parse_args(argv)
     if not os.access(arguments.peer, os.X_OK):
         print(f"--peer {arguments.peer}: not an executable file", file=sys.stderr)
         return 2
     from polyccm_gce_emulator import switch_recording
 
-    return switch_recording.record(arguments.peer, arguments.out)
+    return switch_recording.record(arguments.peer, arguments.out, arguments.work)
 
 
 if __name__ == "__main__":

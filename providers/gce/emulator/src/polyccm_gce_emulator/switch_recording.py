@@ -22,7 +22,7 @@ from polyccm_testing.peers.goldens import Peer, Step, save_step
 from polyccm_testing.peers.recording import Exchange, Recorder
 
 from polyccm_gce_emulator import switch
-from polyccm_gce_emulator.testing import FAST, ComputeApi, emulator_thread, free_port
+from polyccm_gce_emulator.testing import FAST, ComputeApi, emulator_thread
 
 PEER = Peer(switch.GCE, switch.VERSION, switch.SOURCE)
 
@@ -55,9 +55,10 @@ def edit_done(edit: switch.Edit, api: KubeApi, compute: ComputeApi) -> Callable[
     return done
 
 
-def record(peer: Path, out: Path) -> int:
+def record(peer: Path, out: Path, keep: Path | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="polyccm-gce-switch-") as temporary:
-        work = Path(temporary)
+        work = keep or Path(temporary)
+        work.mkdir(parents=True, exist_ok=True)
         plane = controlplane.start(work / "plane", die_with_caller=True)
         try:
             api = plane.kube_api(qps=0.0, user_agent="polyccm-switch-goldens")
@@ -86,8 +87,7 @@ def _upstream_first(peer: Path, work: Path, api: KubeApi, kubeconfig: Path) -> l
         def served() -> bool:
             return switch.everything_served(api, compute)
 
-        argv = switch.ccm_argv(peer, config, kubeconfig, free_port())
-        with switch.running(argv, env, work / "upstream-create.log") as ccm:
+        with switch.running(peer, config, kubeconfig, env, work / "upstream-create.log") as ccm:
             taken = switch.settle(recorder.take, served, ccm)
         steps.append(
             Step(
@@ -98,8 +98,7 @@ def _upstream_first(peer: Path, work: Path, api: KubeApi, kubeconfig: Path) -> l
                 "upstream from an empty cloud: nodes initialised, routes, every load balancer",
             )
         )
-        argv = switch.ccm_argv(peer, config, kubeconfig, free_port())
-        with switch.running(argv, env, work / "upstream-edits.log") as ccm:
+        with switch.running(peer, config, kubeconfig, env, work / "upstream-edits.log") as ccm:
             taken = switch.settle(recorder.take, served, ccm)
             steps.append(
                 Step(
@@ -139,8 +138,7 @@ def _polyccm_first(peer: Path, work: Path, api: KubeApi, kubeconfig: Path) -> li
         def served_by_polyccm() -> bool:
             return switch.everything_served(api, compute, services=supported)
 
-        argv = switch.ccm_argv(None, config, kubeconfig, free_port())
-        with switch.running(argv, env, work / "polyccm-create.log") as ccm:
+        with switch.running(None, config, kubeconfig, env, work / "polyccm-create.log") as ccm:
             taken = switch.settle(recorder.take, served_by_polyccm, ccm)
         steps.append(
             Step(
@@ -156,8 +154,7 @@ def _polyccm_first(peer: Path, work: Path, api: KubeApi, kubeconfig: Path) -> li
         def served() -> bool:
             return switch.everything_served(api, compute)
 
-        argv = switch.ccm_argv(peer, config, kubeconfig, free_port())
-        with switch.running(argv, env, work / "upstream-reverse.log") as ccm:
+        with switch.running(peer, config, kubeconfig, env, work / "upstream-reverse.log") as ccm:
             taken = switch.settle(recorder.take, served, ccm)
         steps.append(
             Step(
