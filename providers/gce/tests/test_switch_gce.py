@@ -31,7 +31,7 @@ from polyccm_gce_emulator.testing import FAST, TEST_TOKEN, emulator_thread
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.kubeobjects import events_for
 from polyccm_testing.opstools import CommandResult, plans_by_service, run_command
-from polyccm_testing.peers.goldens import Golden, Replayer, Step, comparable, load_steps
+from polyccm_testing.peers.goldens import Golden, Step, comparable, load_steps
 from polyccm_testing.peers.recording import Exchange, Recorder
 
 GOLDEN = Path(__file__).parent / "goldens" / "switch"
@@ -121,10 +121,9 @@ def run(
             static_ip = switch.setup_cloud(compute)
             create = golden.step("create")
             actual = switch.register_recorded(kube_api, create.kube, static_ip)
-            replayer = Replayer(
+            replayer = switch.replayer(
                 emulator.endpoint,
-                bindings=switch.kube_bindings(create.kube, actual),
-                headers={"Authorization": f"Bearer {TEST_TOKEN}"},
+                {**switch.fixed_values(golden.steps), **switch.kube_bindings(create.kube, actual)},
             )
             # Step 1 as upstream did it, and its restart: every exchange accepted as recorded.
             replayer.replay(create.exchanges)
@@ -178,37 +177,9 @@ def run(
                     result.bindings.update(switch.kube_bindings(recorded.kube, snapshot.kube))
                     if edit.name == "port-added":
                         _learn_moved_address(result, recorded, snapshot)
-            _dump(result)
             yield result
     finally:
         switch.clear_kube(kube_api)
-
-
-def _dump(result: Switch) -> None:
-    import os
-
-    target = os.environ.get("SWITCH_GCE_DUMP")
-    if not target:
-        return
-    Path(target).write_text(
-        json.dumps(
-            {
-                "bindings": result.bindings,
-                "moved": result.moved,
-                "plan": result.plan.stdout,
-                "adoption": [e.as_json() for e in switch.cloud_writes(result.adoption.exchanges)],
-                "edits": {
-                    name: [e.as_json() for e in switch.cloud_writes(snap.exchanges)]
-                    for name, snap in result.edits.items()
-                },
-                "states": {name: snap.cloud for name, snap in result.edits.items()},
-                "adopted": result.adoption.cloud,
-                "replayed": result.replayed,
-                "warnings": result.warnings,
-            },
-            indent=1,
-        )
-    )
 
 
 def _learn_moved_address(run: Switch, recorded: Step, snapshot: Snapshot) -> None:
@@ -383,17 +354,16 @@ def reverse(
                 taken = _settle(recorder, kube_api, compute, ccm)
             made = Snapshot(taken, switch.cloud_state(compute), switch.kube_results(kube_api))
             recorded = golden.step("polyccm-made")
-            bindings = switch.kube_bindings(recorded.kube, made.kube)
-            replayer = Replayer(
-                emulator.endpoint,
-                bindings=bindings,
-                headers={"Authorization": f"Bearer {TEST_TOKEN}"},
-            )
+            bindings = {
+                **switch.fixed_values(golden.steps),
+                **switch.kube_bindings(recorded.kube, made.kube),
+            }
             # The addresses polyccm was given then and now, by load balancer.
             for name, rule in recorded.cloud["forwardingRules"].items():
                 now = made.cloud["forwardingRules"].get(bindings.get(name, name))
                 if now and now["IPAddress"] != rule["IPAddress"]:
-                    bindings.setdefault(rule["IPAddress"], now["IPAddress"])
+                    bindings[rule["IPAddress"]] = now["IPAddress"]
+            replayer = switch.replayer(emulator.endpoint, bindings)
             replayed = replayer.replay(golden.step("reverse").exchanges)
             yield Reverse(golden, made, replayer.bindings, replayed, switch.cloud_state(compute))
     finally:

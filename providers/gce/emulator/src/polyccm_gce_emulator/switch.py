@@ -433,13 +433,73 @@ def kube_bindings(recorded: Mapping[str, Any], actual: Mapping[str, Any]) -> dic
     return bindings
 
 
+def replayer(base_url: str, bindings: Mapping[str, str]) -> Any:
+    """A :class:`~polyccm_testing.peers.goldens.Replayer` for the compute API that pairs the
+    items of two lists by name (after the bindings it knows) rather than by position: lists
+    come sorted by name, and names hold UIDs, so a recorded list and its replay are in
+    different orders, and pairing by position would bind one route's or rule's values to
+    another's."""
+    from polyccm_testing.peers.goldens import Replayer
+
+    from polyccm_gce_emulator.testing import TEST_TOKEN
+
+    class ByName(Replayer):
+        def learn(self, recorded: Any, actual: Any) -> None:
+            if (
+                isinstance(recorded, list)
+                and isinstance(actual, list)
+                and all(isinstance(item, dict) and "name" in item for item in (*recorded, *actual))
+            ):
+                mine = {str(item["name"]): item for item in actual}
+                for item in recorded:
+                    match = mine.get(str(self.substitute(str(item["name"]))))
+                    if match is not None:
+                        super().learn(item, match)
+                return
+            super().learn(recorded, actual)
+
+    return ByName(
+        base_url, bindings=dict(bindings), headers={"Authorization": f"Bearer {TEST_TOKEN}"}
+    )
+
+
+_ADDRESS_LIKE = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}(?:/\d{1,2})?$")
+
+
+def fixed_values(steps: Sequence[Any]) -> dict[str, str]:
+    """Every IPv4 address and CIDR the ``steps`` hold, bound to itself: the emulator hands out
+    addresses in request order, so a replay gets the recorded ones, and binding them to
+    themselves keeps the replayer from learning a wrong pair where it walks two lists whose
+    items come in another order (lists are by name, and names hold UIDs)."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, str) and _ADDRESS_LIKE.match(value):
+            found.add(value)
+
+    for step in steps:
+        walk(step.cloud)
+        walk(step.kube)
+        for exchange in step.exchanges:
+            walk(exchange.request)
+            walk(exchange.response)
+    return {value: value for value in found}
+
+
 def rebind(state: Mapping[str, Mapping[str, Any]], bindings: Mapping[str, str]) -> dict[str, Any]:
     """``state`` (kind -> name -> resource) with ``bindings`` applied to names and bodies."""
     from polyccm_testing.peers.goldens import substitute
 
     return {
         kind: {
-            substitute(name, bindings): substitute(body, bindings) for name, body in items.items()
+            substitute(name, bindings): canonical(substitute(body, bindings))
+            for name, body in items.items()
         }
         for kind, items in state.items()
     }
