@@ -298,7 +298,7 @@ def test_polyccms_edit_leaves_the_cloud_as_upstreams_did(run: Switch, edit: str)
 @pytest.mark.xfail(strict=True, reason="issue 27: a port edit re-creates the rule on a new IP")
 def test_a_port_edit_keeps_the_ip(run: Switch) -> None:
     # Upstream reserves the rule's IP before re-creating the rule on it
-    # (gce_loadbalancer_external.go:186 ensureStaticIP, :290 createForwardingRule).
+    # (gce_loadbalancer_external.go:201 ensureStaticIP, :291 createForwardingRule).
     name = run.bindings[_lb(run, "plain")]
     before = run.adoption.cloud["forwardingRules"][name]["IPAddress"]
     assert run.edits["port-added"].cloud["forwardingRules"][name]["IPAddress"] == before
@@ -380,7 +380,7 @@ def test_polyccm_makes_the_state_upstream_was_recorded_on(reverse: Reverse) -> N
 def _reverse_writes(reverse: Reverse, names: list[str], *, about: bool) -> list[str]:
     """Upstream's recorded writes on polyccm's state, beyond the address it re-reserves and
     releases for every rule on any start (its restart on its own state makes those too,
-    gce_loadbalancer_external.go:186 ensureStaticIP, :171-176 the release): those about the
+    gce_loadbalancer_external.go:201 ensureStaticIP, :176 the release): those about the
     load balancers of ``names`` (``about``) or about the others."""
     made = reverse.golden.step("polyccm-made").kube["services"]
     lbs = [switch.load_balancer_name(made[name]["uid"]) for name in names]
@@ -413,7 +413,7 @@ def test_upstream_rewrites_nothing_of_what_polyccm_made_differently(
 ) -> None:
     # ranges-annotation: upstream narrows polyccm's 0.0.0.0/0 firewall to the annotation's
     # ranges; standard-tier: upstream deletes polyccm's PREMIUM rule and makes a STANDARD one
-    # on a new address (gce_loadbalancer_external.go:137 deleteWrongNetworkTieredResources).
+    # on a new address (gce_loadbalancer_external.go:133 deleteWrongNetworkTieredResources).
     assert _reverse_writes(reverse, [name], about=True) == []
 
 

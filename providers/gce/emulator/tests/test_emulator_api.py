@@ -517,8 +517,8 @@ def test_reserving_a_forwarding_rules_ephemeral_ip_promotes_it(api: ComputeApi) 
     # GCE promotes an ephemeral IP a resource holds when an address is reserved with it; the
     # upstream GCE CCM does so on every sync of an existing load balancer, then re-creates the
     # rule on that address and releases it (cloud-provider-gcp v36.3.8,
-    # providers/gce/gce_loadbalancer_external.go:186 ensureStaticIP with the rule's IP,
-    # :1424-1441; the release at :171-176). Before, this was 400 and upstream's sync failed.
+    # providers/gce/gce_loadbalancer_external.go:201 ensureStaticIP with the rule's IP,
+    # :1424-1441; the release at :176). Before, this was 400 and upstream's sync failed.
     region = f"regions/{REGION}"
     api.do("POST", f"{region}/targetPools", {"name": "pool"})
     api.do(
@@ -556,7 +556,7 @@ def test_reserving_a_forwarding_rules_ephemeral_ip_promotes_it(api: ComputeApi) 
 
 def test_routes_list_takes_upstreams_unquoted_url_regex_filter(api: ComputeApi) -> None:
     # Upstream's route controller lists with the Go filter library's unquoted form and its own
-    # API base in the network URL (cloud-provider-gcp v36.3.8, providers/gce/gce_routes.go:48:
+    # API base in the network URL (cloud-provider-gcp v36.3.8, providers/gce/gce_routes.go:49:
     # filter.Regexp("name", prefix+"-.*").AndRegexp("network", g.NetworkURL())...). It was 400
     # "Invalid list filter expression" (the ':' of the URL), so upstream never made a route.
     api.create_instance("node-a")

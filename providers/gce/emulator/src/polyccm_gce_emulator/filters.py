@@ -182,7 +182,7 @@ def _test(operator: str, value: str, tokens: _Tokens) -> Callable[[Any], bool]:
     if operator in ("eq", "ne"):
         # A URL compares by its path below compute/v1/ here too: upstream's GCE CCM lists its
         # routes with ``network eq <its api-endpoint>/projects/P/global/networks/N``
-        # (cloud-provider-gcp v36.3.8, providers/gce/gce_routes.go:48), whatever API host
+        # (cloud-provider-gcp v36.3.8, providers/gce/gce_routes.go:49), whatever API host
         # it was given.
         try:
             pattern = re.compile(_normal(value))

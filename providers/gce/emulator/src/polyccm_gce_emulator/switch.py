@@ -101,24 +101,24 @@ SERVICES: tuple[ScenarioService, ...] = (
     ScenarioService(
         "plain",
         "the shared nodes health check k8s-<cluster-id>-node on :10256/healthz and its "
-        "firewall (:264-265, :1035), pool, rule on an ephemeral IP, firewall 0.0.0.0/0 (:1191)",
+        "firewall (:264, :1035), pool, rule on an ephemeral IP, firewall 0.0.0.0/0 (:1191)",
         ports=((80, "TCP", 30080),),
     ),
     ScenarioService(
         "ports",
-        "several ports: the rule's portRange min-max (:964 loadBalancerPortRange), the "
+        "several ports: the rule's portRange min-max (:853, :964 loadBalancerPortRange), the "
         "firewall's ports as ranges (:1150 getPortsAndProtocol)",
         ports=((80, "TCP", 30081), (443, "TCP", 30082), (8080, "TCP", 30083)),
     ),
     ScenarioService(
         "udp",
-        "UDP: the rule's IPProtocol and the firewall's protocol (:927 getProtocol, :1165)",
+        "UDP: the rule's IPProtocol and the firewall's protocol (:927 getProtocol, :1079, :1175)",
         ports=((53, "UDP", 30053),),
     ),
     ScenarioService(
         "local",
         "externalTrafficPolicy Local: a health check of its own, <lb> on healthCheckNodePort "
-        "(:241-251), and its firewall k8s-<lb>-http-hc",
+        "(:243-253), and its firewall k8s-<lb>-http-hc",
         ports=((80, "TCP", 30084),),
         spec={"externalTrafficPolicy": "Local", "healthCheckNodePort": 32084},
     ),
@@ -138,7 +138,7 @@ SERVICES: tuple[ScenarioService, ...] = (
     ScenarioService(
         "static-ip",
         "loadBalancerIP on a reserved address: the rule takes it and the address stays "
-        "(:193-200 verifyUserRequestedIP, :514)",
+        "(:191 verifyUserRequestedIP, :514)",
         ports=((80, "TCP", 30087),),
         spec={"loadBalancerIP": "<static>"},
     ),
@@ -155,7 +155,7 @@ SERVICES: tuple[ScenarioService, ...] = (
     ScenarioService(
         "standard-tier",
         "cloud.google.com/network-tier: Standard (gce_annotations.go:78, :160): the address "
-        "and the rule on the STANDARD tier (:123, :1096, :1436)",
+        "and the rule on the STANDARD tier (:123, :133, :1096, :1436)",
         ports=((80, "TCP", 30089),),
         annotations={"cloud.google.com/network-tier": "Standard"},
         issue="issue 27: polyccm ignores the network tier (the rule is made PREMIUM)",
@@ -230,7 +230,7 @@ def register_node(api: KubeApi, name: str, cidr: str) -> None:
     providerID), with the Hostname address it reports and the pod CIDR node IPAM would give it
     (``--allocate-node-cidrs=false``). The cloud-node controller keeps a Hostname the cloud
     does not give (k8s.io/cloud-provider v0.35.4 controllers/node/node_controller.go
-    updateNodeAddress); upstream's GCE gives none (gce_instances.go:287-305)."""
+    updateNodeAddress, :373-387); upstream's GCE gives none (gce_instances.go:287-305)."""
     from polyccm_testing.kubeobjects import make_node
 
     make_node(api, name, pod_cidrs=(cidr,), addresses=(("Hostname", name),))
@@ -250,7 +250,7 @@ def setup_kube(api: KubeApi, static_ip: str, *, services: bool = True) -> None:
 
 def ensure_cluster_id(api: KubeApi) -> None:
     """ConfigMap ``kube-system/ingress-uid`` with :data:`CLUSTER_ID` (upstream reads ``uid``
-    and ``provider-uid``, gce_clusterid.go:126-144)."""
+    and ``provider-uid``, gce_clusterid.go:50-53)."""
     body = {
         "apiVersion": "v1",
         "kind": "ConfigMap",

@@ -95,7 +95,7 @@ class LoadBalancingMixin(GeographyMixin, NetworkMixin, ProjectBase):
                 # static address, in use by that rule. Upstream's GCE CCM does this on every
                 # sync of an existing load balancer to keep its IP across a re-created rule
                 # (cloud-provider-gcp v36.3.8, gce_loadbalancer_external.go:1424-1441
-                # ensureStaticIP, called at :186 with the rule's IP).
+                # ensureStaticIP, called at :201 with the rule's IP).
                 stored.update(address=str(requested), status="IN_USE", users=[holder.link])
             else:
                 stored["address"] = self.allocate_external()
