@@ -31,7 +31,7 @@ from polyccm_gce_emulator.testing import FAST, TEST_TOKEN, emulator_thread
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.kubeobjects import events_for
 from polyccm_testing.opstools import CommandResult, plans_by_service, run_command
-from polyccm_testing.peers.goldens import Golden, Step, comparable, load_steps
+from polyccm_testing.peers.goldens import Golden, Step, comparable, load_steps, substitute
 from polyccm_testing.peers.recording import Exchange, Recorder
 
 GOLDEN = Path(__file__).parent / "goldens" / "switch"
@@ -293,6 +293,20 @@ def test_polyccms_edit_leaves_the_cloud_as_upstreams_did(run: Switch, edit: str)
     expected = _expected(run, run.golden.step(edit), extra=run.moved)
     actual = _actual(run.edits[edit].cloud)
     assert switch.without(actual, leave_out) == switch.without(expected, leave_out)
+
+
+@pytest.mark.parametrize("edit", [e.name for e in switch.EDITS if e.service not in DIFFERENT])
+def test_polyccms_edit_leaves_the_services_as_upstreams_did(run: Switch, edit: str) -> None:
+    # Status (the ingress IP), annotations and finalizers of every Service after the edit.
+    recorded = run.golden.step(edit).kube["services"]
+    actual = run.edits[edit].kube["services"]
+    assert sorted(actual) == sorted(recorded)
+    for name, service in recorded.items():
+        want = substitute(
+            {key: service[key] for key in ("status", "annotations", "finalizers")},
+            {**run.bindings, **run.moved},
+        )
+        assert {key: actual[name][key] for key in want} == want, name
 
 
 @pytest.mark.xfail(strict=True, reason="issue 27: a port edit re-creates the rule on a new IP")
