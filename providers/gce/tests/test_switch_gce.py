@@ -447,3 +447,20 @@ def test_the_reverse_exchanges_replay_and_upstream_leaves_the_rest_as_polyccm_ma
     assert switch.without(_actual(reverse.after), leave_out) == switch.without(
         _actual(reverse.made.cloud), leave_out
     )
+
+
+def test_upstream_deleted_a_service_without_leftovers() -> None:
+    golden = load_steps(GOLDEN)
+    lb = switch.load_balancer_name(golden.step("create").kube["services"]["udp"]["uid"])
+    cloud = golden.step("service-deleted").cloud
+    assert switch.only(cloud, lb) == {kind: {} for kind in cloud}
+
+
+def test_regenerating_the_goldens_refuses_a_peer_that_is_not_a_program(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "gce-cloud-controller-manager"
+    assert switch.main(["--peer", str(missing), "--out", str(tmp_path)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"--peer {missing}: not an executable file"]
+    assert list(tmp_path.iterdir()) == []
