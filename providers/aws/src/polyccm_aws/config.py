@@ -58,7 +58,10 @@ class ServiceOverride:
     url: str
     signing_region: str
     signing_method: str = ""
+    """``SigningMethod``: read and unused, as upstream (cloud-provider-aws v1.37.1 only
+    declares it, config/config.go:131)."""
     signing_name: str = ""
+    """``SigningName``: the service name requests are signed for (SigV4), when not empty."""
 
     @property
     def client_names(self) -> frozenset[str]:
@@ -86,13 +89,16 @@ class CloudConfig:
     """The parsed cloud config; field docs name the upstream key."""
 
     zone: str = ""
-    """``Zone``: informational; used to derive the region when ``Region`` is empty."""
+    """``Zone``: its region overrides ``Region``, as upstream."""
     region: str = ""
-    """``Region``: the AWS region (else from ``Zone``, else the boto3 default region)."""
+    """``Region``: the AWS region (else the boto3 default region, else the instance metadata
+    service's)."""
     vpc: str = ""
-    """``VPC``: the cluster VPC (else the VPC of the backend instances or tagged subnets)."""
+    """``VPC``: the cluster VPC (else this instance's, from the instance metadata service, else
+    the VPC of the backend instances or tagged subnets)."""
     subnet_id: str = ""
-    """``SubnetID``: fallback subnet for load balancers when no subnet is tagged."""
+    """``SubnetID``: fallback subnet for load balancers when no subnet is tagged (else this
+    instance's)."""
     route_table_id: str = ""
     """``RouteTableID``: the route table for pod routes (else the one with the cluster tag)."""
     role_arn: str = ""
