@@ -143,11 +143,15 @@ class CloudConfig:
         return self.nlb_security_group_mode == "Managed"
 
     def endpoint_for(self, client_name: str, region: str) -> ServiceOverride | None:
-        """The override for boto3 client ``client_name`` in ``region``, if any."""
-        for override in self.service_overrides:
-            if client_name in override.client_names and override.region == region:
-                return override
-        return None
+        """The override for boto3 client ``client_name`` in ``region``, if any. One naming
+        that client alone beats SDK v1's name shared by ELB and ELBv2: upstream (SDK v2)
+        gives ``Elastic Load Balancing v2`` to ELBv2 whatever the ELB override says."""
+        matches = [
+            override
+            for override in self.service_overrides
+            if client_name in override.client_names and override.region == region
+        ]
+        return min(matches, key=lambda override: len(override.client_names), default=None)
 
 
 # gcfg key (folded to lower case) -> CloudConfig field and value parser.
