@@ -5,6 +5,9 @@ reached through ``AWS_EC2_METADATA_SERVICE_ENDPOINT``); and ``Zone`` overriding 
 
 from __future__ import annotations
 
+import json
+import urllib.request
+from collections.abc import Mapping
 from typing import Any
 
 import boto3
@@ -115,3 +118,33 @@ def test_a_configured_vpc_still_wins(world: World) -> None:
 
     assert provider.config.vpc == world.vpc_id != vpc
     assert provider.config.subnet_id == ""  # the instance's subnet is not in that VPC
+
+
+def test_the_emulated_metadata_service_answers_the_go_sdk_as_ec2_does(
+    world: World, emulator: Mapping[str, str]
+) -> None:
+    # The Go SDK (aws-sdk-go-v2 feature/ec2/imds v1.16.31 api_op_GetToken.go:81-84) refuses a
+    # token answer without its TTL header, falls back to IMDSv1 and gets 401: upstream's binary
+    # could not start on the emulator. It reads the region from the identity document
+    # (api_op_GetRegion.go:45-71, api_op_GetInstanceIdentityDocument.go:94-110).
+    endpoint = emulator["AWS_EC2_METADATA_SERVICE_ENDPOINT"]
+    (host,) = world.instances(1, "us-east-1b", "c5.large", ccm_host=True)
+    request = urllib.request.Request(
+        f"{endpoint}latest/api/token",
+        method="PUT",
+        headers={"X-aws-ec2-metadata-token-ttl-seconds": "21600"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        token = response.read().decode()
+        assert response.headers["X-Aws-Ec2-Metadata-Token-Ttl-Seconds"] == "21600"
+    document = urllib.request.Request(
+        f"{endpoint}latest/dynamic/instance-identity/document",
+        headers={"X-aws-ec2-metadata-token": token},
+    )
+    with urllib.request.urlopen(document, timeout=5) as response:
+        identity = json.loads(response.read())
+
+    assert identity["region"] == "us-east-1"
+    assert identity["availabilityZone"] == "us-east-1b"
+    assert identity["instanceId"] == host["InstanceId"]
+    assert identity["instanceType"] == "c5.large"

@@ -58,12 +58,17 @@ class InstanceMetadataService:
         if path == "api/token":
             if method != "PUT":
                 return text_answer(start_response, 405, "use PUT for a token")
-            if not environ.get(self.TTL_HEADER):
+            ttl = str(environ.get(self.TTL_HEADER) or "")
+            if not ttl:
                 return text_answer(start_response, 400, "missing token TTL header")
             token = uuid.uuid4().hex
             with self._lock:
                 self._tokens.add(token)
-            return text_answer(start_response, 200, token)
+            # EC2 echoes the TTL; the Go SDK refuses a token without it (aws-sdk-go-v2
+            # feature/ec2/imds v1.16.31 api_op_GetToken.go:81-84) and falls back to IMDSv1.
+            return text_answer(
+                start_response, 200, token, [("X-Aws-Ec2-Metadata-Token-Ttl-Seconds", ttl)]
+            )
         with self._lock:
             authorised = environ.get(self.TOKEN_HEADER) in self._tokens
         if not authorised:
@@ -101,11 +106,16 @@ def identity_document(host: HostMetadata) -> str:
     )
 
 
-def text_answer(start_response: StartResponse, status: int, body: str) -> Iterable[bytes]:
+def text_answer(
+    start_response: StartResponse,
+    status: int,
+    body: str,
+    headers: Iterable[tuple[str, str]] = (),
+) -> Iterable[bytes]:
     data = body.encode()
     start_response(
         f"{status} {'OK' if status == 200 else 'Error'}",
-        [("Content-Type", "text/plain"), ("Content-Length", str(len(data)))],
+        [("Content-Type", "text/plain"), ("Content-Length", str(len(data))), *headers],
     )
     return [data]
 
