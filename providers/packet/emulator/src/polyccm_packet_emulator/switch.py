@@ -8,7 +8,7 @@ for that name and forwards to the emulator. The proxy module cannot serve it (40
 build it: ``uv run python -m polyccm_packet_emulator.switch --peer PATH`` writes
 ``providers/packet/tests/goldens/switch/NN-<step>.json`` on a machine that has it.
 
-The Services table (:data:`SERVICES`) covers every annotation and setting of upstream that
+The Services table (:data:`TABLE`) covers every annotation and setting of upstream that
 changes what lands in the cloud (file:line at 38d15e2, ``metal/loadbalancers.go``):
 
 * the Elastic IP's place: ``metal.equinix.com/eip-metro`` (400, 454), else
@@ -45,6 +45,7 @@ from typing import Any
 from polyccm.kube.api import NAMESPACES, NODES, SERVICES, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT
 from polyccm_testing.demo import register_node, running_polyccm
+from polyccm_testing.kubeobjects import set_ready
 from polyccm_testing.peers.goldens import Peer, Step, save_step
 from polyccm_testing.peers.recording import Exchange, Recorder
 
@@ -107,13 +108,17 @@ class ScenarioService:
     why: str = ""
 
 
-SERVICES = (
+TABLE = (
     ScenarioService("plain", why="the config's metro (loadbalancers.go:458)"),
     ScenarioService("in-metro", {EIP_METRO: "sv"}, why="eip-metro (loadbalancers.go:400,454)"),
-    ScenarioService("in-facility", {EIP_FACILITY: "sv15"},
-                    why="eip-facility (loadbalancers.go:401,456)"),  # fmt: skip
-    ScenarioService("metro-and-facility", {EIP_METRO: "sv", EIP_FACILITY: "da11"},
-                    why="the metro wins (loadbalancers.go:454 before 456)"),  # fmt: skip
+    ScenarioService(
+        "in-facility", {EIP_FACILITY: "sv15"}, why="eip-facility (loadbalancers.go:401,456)"
+    ),
+    ScenarioService(
+        "metro-and-facility",
+        {EIP_METRO: "sv", EIP_FACILITY: "da11"},
+        why="the metro wins (loadbalancers.go:454 before 456)",
+    ),
 )
 
 
@@ -128,11 +133,12 @@ def cloud_config(env: Mapping[str, str]) -> dict[str, Any]:
 
 def create_machine(kube: KubeApi, metal: MetalApi, machine: Machine) -> dict[str, Any]:
     """The device (``POST /projects/{id}/devices``) and its Node as a kubelet with
-    ``--cloud-provider=external`` registers it (tainted, no providerID)."""
+    ``--cloud-provider=external`` registers it (tainted, no providerID, Ready)."""
     body = {"hostname": machine.name, "metro": machine.metro, "plan": machine.plan,
             "operating_system": "ubuntu_24_04", "tags": []}  # fmt: skip
     device: dict[str, Any] = metal.ok("POST", f"/projects/{metal.project_id}/devices", body)
     register_node(kube, machine.name)
+    set_ready(kube, machine.name, True)
     return device
 
 
@@ -151,7 +157,7 @@ def set_up(kube: KubeApi, metal: MetalApi) -> None:
     for machine in MACHINES:
         create_machine(kube, metal, machine)
     kube.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
-    for service in SERVICES:
+    for service in TABLE:
         kube.create(SERVICES, service_body(service), NAMESPACE)
 
 
@@ -189,8 +195,15 @@ def cloud_state(metal: MetalApi) -> dict[str, Any]:
                      for s in listed]  # fmt: skip
     return {
         "project": project,
-        "devices": [{"id": d["id"], "hostname": d["hostname"], "metro": d["metro"]["code"],
-                     "facility": d["facility"]["code"]} for d in devices],  # fmt: skip
+        "devices": [
+            {
+                "id": d["id"],
+                "hostname": d["hostname"],
+                "metro": d["metro"]["code"],
+                "facility": d["facility"]["code"],
+            }
+            for d in devices
+        ],
         "elastic_ips": sorted(elastic, key=lambda ip: str(ip["address"])),
         "bgp_config": bgp if config else {},
         "bgp_sessions": sorted(sessions, key=lambda s: (s["device"], s["address_family"])),
@@ -288,15 +301,20 @@ def _service_gone(kube: KubeApi, metal: MetalApi) -> bool:
 
 
 _ALL = tuple(m.name for m in MACHINES)
-_SERVED = tuple(s.name for s in SERVICES)
+_SERVED = tuple(s.name for s in TABLE)
 _LEFT = tuple(n for n in (*_ALL, ADDED.name) if n != REMOVED)
 EDITS = (
     Edit("port-added", _add_port, _ALL, _SERVED),
     Edit("annotation-changed", _change_annotation, _ALL, _SERVED),
     Edit("node-added", _add_node, (*_ALL, ADDED.name), _SERVED),
     Edit("node-removed", _remove_node, _LEFT, _SERVED, _node_gone),
-    Edit("service-deleted", _delete_service, _LEFT,
-         tuple(s for s in _SERVED if s != "in-facility"), _service_gone),  # fmt: skip
+    Edit(
+        "service-deleted",
+        _delete_service,
+        _LEFT,
+        tuple(s for s in _SERVED if s != "in-facility"),
+        _service_gone,
+    ),
 )
 FIRST_STEP = "upstream-creates"
 REVERSE_STEP = "reverse-switch"
@@ -379,22 +397,31 @@ def record_upstream(peer: Path, state: Path, plane: Any) -> list[Step]:
     metal = MetalApi(env)
     config = state / "cloud-sa.json"
     config.write_text(json.dumps(cloud_config(env), indent=2) + "\n")
-    steps = []
+    steps: list[Step] = []
+
+    def close_step(name: str, note: str) -> None:
+        steps.append(recorded_step(name, recorder.take(), kube, metal, note))
+
+    def before_edit() -> None:
+        # Reads between a step's end and the next edit belong to the step before (replayed
+        # before the edit, they get the answers they got).
+        last = steps[-1]
+        steps[-1] = Step(last.name, (*last.exchanges, *recorder.take()), last.cloud, last.kube,
+                         last.note)  # fmt: skip
+
     with Recorder(emulator_base(env), intercept=INTERCEPT) as recorder:
         writes = _Writes(recorder)
         set_up(kube, metal)
         with running_upstream(peer, state, plane.kubeconfig, config, recorder) as log:
             try:
                 settle(lambda: settled_kube(kube, _ALL, _SERVED), writes)
-                steps.append(recorded_step(FIRST_STEP, recorder.take(), kube, metal,
-                                           "upstream initialises the nodes and serves "
-                                           "every Service of the table"))  # fmt: skip
+                close_step(FIRST_STEP, "upstream initialises the nodes and serves every Service")
                 for edit in EDITS:
+                    before_edit()
                     edit.apply(kube, metal)
                     settle(lambda e=edit: e.gone(kube, metal)  # type: ignore[misc]
                            and settled_kube(kube, e.nodes, e.services), writes)  # fmt: skip
-                    steps.append(recorded_step(edit.name, recorder.take(), kube, metal,
-                                               f"upstream after the edit {edit.name}"))  # fmt: skip
+                    close_step(edit.name, f"upstream after the edit {edit.name}")
             except BaseException:
                 print(log.read_text()[-6000:], file=sys.stderr)
                 raise
@@ -415,20 +442,27 @@ def record_reverse(peer: Path, state: Path, plane: Any) -> Step:
     config.write_text(json.dumps(cloud_config(env), indent=2) + "\n")
     uid = kube.get(NAMESPACES, "kube-system")["metadata"]["uid"]
     set_up(kube, metal)
-    with running_polyccm("packet", state=state, env=polyccm_env(env, uid),
-                         kubeconfig=plane.kubeconfig,
-                         args=["--configure-cloud-routes=false", f"--cloud-config={config}"]):
+    with running_polyccm(
+        "packet",
+        state=state,
+        env=polyccm_env(env, uid),
+        kubeconfig=plane.kubeconfig,
+        args=["--configure-cloud-routes=false", f"--cloud-config={config}"],
+    ):
         deadline = time.monotonic() + 120
         while not settled_kube(kube, _ALL, _SERVED):
             assert time.monotonic() < deadline, "polyccm did not serve the scenario"
             time.sleep(0.5)
         time.sleep(3)
     before = cloud_state(metal)
-    with Recorder(emulator_base(env), intercept=INTERCEPT) as recorder:
-        with running_upstream(peer, state, plane.kubeconfig, config, recorder):
-            settle(lambda: settled_kube(kube, _ALL, _SERVED), _Writes(recorder), quiet=8.0)
-            step = recorded_step(REVERSE_STEP, recorder.take(), kube, metal,
-                                 "upstream started on the state polyccm made")  # fmt: skip
+    with (
+        Recorder(emulator_base(env), intercept=INTERCEPT) as recorder,
+        running_upstream(peer, state, plane.kubeconfig, config, recorder),
+    ):
+        settle(lambda: settled_kube(kube, _ALL, _SERVED), _Writes(recorder), quiet=8.0)
+        step = recorded_step(
+            REVERSE_STEP, recorder.take(), kube, metal, "upstream started on the state polyccm made"
+        )
     return Step(step.name, step.exchanges, {"before": before, "after": step.cloud}, step.kube,
                 step.note)  # fmt: skip
 
