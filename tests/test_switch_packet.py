@@ -395,3 +395,31 @@ def test_upstream_started_on_what_polyccm_made_writes_nothing() -> None:
     assert changed == []
     assert refused <= {("POST", 422)}
     assert same_cloud(REVERSE.cloud["after"], REVERSE.cloud["before"], {})
+
+
+def test_upstream_replayed_on_what_polyccm_made_changes_nothing(
+    switched: Switched, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    # Last: it ends the takeover above and starts again from an empty cluster and project.
+    switched.stack.close()
+    kube, metal = switched.kube, switched.metal
+    delete_namespace(kube, switch.NAMESPACE)
+    delete_all_nodes(kube)
+    control(switched.env).reset()
+    switch.set_up(kube, metal)
+    env = {**switched.polyccm_env, "METAL_API_URL": switched.env["METAL_API_URL"]}
+    args = ["--configure-cloud-routes=false", f"--cloud-config={switched.config}"]
+    with running_polyccm(
+        "packet", state=tmp_path, env=env, kubeconfig=control_plane.kubeconfig, args=args
+    ):
+        switch.settle(lambda: switch.settled_kube(kube, switch.ALL, switch.SERVED), lambda: 0)
+    before = switch.cloud_state(metal)
+    play = replayer(switched.env, kube)
+    made = recorded_ids(before)
+    play.bindings.update(
+        {rec: made[name] for name, rec in recorded_ids(REVERSE.cloud["before"]).items()}
+    )
+
+    play.replay(REVERSE.exchanges)
+
+    assert switch.cloud_state(metal) == before

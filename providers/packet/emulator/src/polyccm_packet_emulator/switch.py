@@ -59,7 +59,7 @@ PEER = Peer(
 )
 BINARY = "equinix-metal-cloud-controller-manager-38d15e2"
 INTERCEPT = ("api.equinix.com",)
-GOLDENS = Path(__file__).resolve().parents[4] / "tests" / "goldens" / "switch"
+GOLDENS = Path(__file__).resolve().parents[3] / "tests" / "goldens" / "switch"
 NAMESPACE = "metal-switch"
 METRO = "da"
 LOAD_BALANCER = "kube-vip://"
@@ -285,6 +285,9 @@ def _remove_node(kube: KubeApi, metal: MetalApi) -> None:
     found = device_id(metal, REMOVED)
     assert found is not None, f"no device {REMOVED}"
     metal.ok("DELETE", f"/devices/{found}")
+    # Its kubelet is gone with it: the node turns NotReady, which is when the cloud node
+    # lifecycle controller asks whether the instance still exists.
+    set_ready(kube, REMOVED, False)
 
 
 def _node_gone(kube: KubeApi, metal: MetalApi) -> bool:
@@ -300,19 +303,19 @@ def _service_gone(kube: KubeApi, metal: MetalApi) -> bool:
                                  for s in kube.list(SERVICES, NAMESPACE)["items"]}  # fmt: skip
 
 
-_ALL = tuple(m.name for m in MACHINES)
-_SERVED = tuple(s.name for s in TABLE)
-_LEFT = tuple(n for n in (*_ALL, ADDED.name) if n != REMOVED)
+ALL = tuple(m.name for m in MACHINES)
+SERVED = tuple(s.name for s in TABLE)
+LEFT = tuple(n for n in (*ALL, ADDED.name) if n != REMOVED)
 EDITS = (
-    Edit("port-added", _add_port, _ALL, _SERVED),
-    Edit("annotation-changed", _change_annotation, _ALL, _SERVED),
-    Edit("node-added", _add_node, (*_ALL, ADDED.name), _SERVED),
-    Edit("node-removed", _remove_node, _LEFT, _SERVED, _node_gone),
+    Edit("port-added", _add_port, ALL, SERVED),
+    Edit("annotation-changed", _change_annotation, ALL, SERVED),
+    Edit("node-added", _add_node, (*ALL, ADDED.name), SERVED),
+    Edit("node-removed", _remove_node, LEFT, SERVED, _node_gone),
     Edit(
         "service-deleted",
         _delete_service,
-        _LEFT,
-        tuple(s for s in _SERVED if s != "in-facility"),
+        LEFT,
+        tuple(s for s in SERVED if s != "in-facility"),
         _service_gone,
     ),
 )
@@ -414,7 +417,7 @@ def record_upstream(peer: Path, state: Path, plane: Any) -> list[Step]:
         set_up(kube, metal)
         with running_upstream(peer, state, plane.kubeconfig, config, recorder) as log:
             try:
-                settle(lambda: settled_kube(kube, _ALL, _SERVED), writes)
+                settle(lambda: settled_kube(kube, ALL, SERVED), writes)
                 close_step(FIRST_STEP, "upstream initialises the nodes and serves every Service")
                 for edit in EDITS:
                     before_edit()
@@ -424,6 +427,7 @@ def record_upstream(peer: Path, state: Path, plane: Any) -> list[Step]:
                     close_step(edit.name, f"upstream after the edit {edit.name}")
             except BaseException:
                 print(log.read_text()[-6000:], file=sys.stderr)
+                print(f"after steps {[s.name for s in steps]}", file=sys.stderr)
                 raise
     return steps
 
@@ -450,7 +454,7 @@ def record_reverse(peer: Path, state: Path, plane: Any) -> Step:
         args=["--configure-cloud-routes=false", f"--cloud-config={config}"],
     ):
         deadline = time.monotonic() + 120
-        while not settled_kube(kube, _ALL, _SERVED):
+        while not settled_kube(kube, ALL, SERVED):
             assert time.monotonic() < deadline, "polyccm did not serve the scenario"
             time.sleep(0.5)
         time.sleep(3)
@@ -459,7 +463,7 @@ def record_reverse(peer: Path, state: Path, plane: Any) -> Step:
         Recorder(emulator_base(env), intercept=INTERCEPT) as recorder,
         running_upstream(peer, state, plane.kubeconfig, config, recorder),
     ):
-        settle(lambda: settled_kube(kube, _ALL, _SERVED), _Writes(recorder), quiet=8.0)
+        settle(lambda: settled_kube(kube, ALL, SERVED), _Writes(recorder), quiet=8.0)
         step = recorded_step(
             REVERSE_STEP, recorder.take(), kube, metal, "upstream started on the state polyccm made"
         )
