@@ -298,12 +298,31 @@ def switched(
         delete_all_nodes(kube_api)
 
 
-def test_plan_says_adopt_for_each_service_and_nothing_else(switched: Switched) -> None:
-    assert switched.plan.status == 0, switched.plan
+def test_plan_says_adopt_for_each_service(switched: Switched) -> None:
     found = plans_by_service(switched.plan, switch.NAMESPACE)
-    assert {n: (p["action"], p["differences"], p["problems"]) for n, p in found.items()} == {
-        entry.name: ("adopt", [], []) for entry in switch.TABLE
+    assert {n: (p["action"], p["differences"]) for n, p in found.items()} == {
+        entry.name: ("adopt", []) for entry in switch.TABLE
     }
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 30: node addresses in upstream's order (devices.go nodeAddresses: Hostname "
+    "first, then ExternalIP, InternalIP); polyccm would reorder every node's",
+)
+def test_plan_says_nothing_else(switched: Switched) -> None:
+    document = json.loads(switched.plan.stdout)
+    assert (switched.plan.status, document["changes"], document["nodes"]) == (0, False, [])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 30: upstream writes spec.loadBalancerIP back (loadbalancers.go:485-500), so "
+    "each of its annotated Services has both; polyccm warns that the annotation is ignored",
+)
+def test_plan_warns_of_nothing(switched: Switched) -> None:
+    found = plans_by_service(switched.plan, switch.NAMESPACE)
+    assert {n: p["problems"] for n, p in found.items()} == {e.name: [] for e in switch.TABLE}
 
 
 @pytest.mark.xfail(
@@ -321,7 +340,12 @@ def test_plan_adopts_with_upstreams_config_alone(
         "plan", "packet", control_plane.kubeconfig, "-o", "json", cloud_config=switched.config
     )
     found = plans_by_service(plan, switch.NAMESPACE)
-    assert {n: p["action"] for n, p in found.items()} == {e.name: "adopt" for e in switch.TABLE}
+    # Adopted as the Elastic IP its Service names (kept when the Service goes), not as the
+    # reservation upstream made for it: the load balancer is upstream's only with its tags.
+    uid = str(switched.bindings[str(FIRST.kube["cluster_uid"])])
+    assert {n: p["loadBalancer"].endswith(f":cluster={uid}") for n, p in found.items()} == {
+        e.name: True for e in switch.TABLE
+    }
 
 
 def test_polyccm_takes_over_without_a_cloud_write(switched: Switched) -> None:
@@ -360,6 +384,11 @@ def test_polyccm_keeps_upstreams_node_annotations(switched: Switched) -> None:
     }
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 30: upstream writes spec.loadBalancerIP back (loadbalancers.go:485-500); "
+    "polyccm warns (LoadBalancerWarning) that each annotated Service's annotation is ignored",
+)
 def test_polyccm_takes_over_without_a_warning_event(switched: Switched) -> None:
     assert switched.warnings_after == switched.warnings_before
 
@@ -415,6 +444,10 @@ def test_upstream_replayed_on_what_polyccm_made_changes_nothing(
         switch.settle(lambda: switch.settled_kube(kube, switch.ALL, switch.SERVED), lambda: 0)
     before = switch.cloud_state(metal)
     play = replayer(switched.env, kube)
+    play.bindings[str(REVERSE.cloud["before"]["project"])] = switched.env["METAL_PROJECT_ID"]
+    play.bindings[str(REVERSE.kube["cluster_uid"])] = switched.bindings[
+        str(FIRST.kube["cluster_uid"])
+    ]
     made = recorded_ids(before)
     play.bindings.update(
         {rec: made[name] for name, rec in recorded_ids(REVERSE.cloud["before"]).items()}
