@@ -23,6 +23,7 @@ Elastic IPs are not adopted: a strict xfail of issue 30, as each remaining diffe
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
@@ -305,6 +306,21 @@ def test_plan_says_adopt_for_each_service(switched: Switched) -> None:
     }
 
 
+def test_plan_would_change_no_node_but_the_order_of_its_addresses(switched: Switched) -> None:
+    nodes = json.loads(switched.plan.stdout)["nodes"]
+    recorded = FIRST.kube["nodes"]
+    assert {n["node"]: (n["action"], n["providerID"], n["labels"]) for n in nodes} == {
+        name: ("addresses", "", {}) for name in recorded
+    }
+
+    def pairs(addresses: list[dict[str, str]]) -> list[tuple[str, str]]:
+        return sorted((a["type"], a["address"]) for a in addresses)
+
+    assert {n["node"]: pairs(n["addresses"]) for n in nodes} == {
+        name: pairs(node["addresses"]) for name, node in recorded.items()
+    }
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="issue 30: node addresses in upstream's order (devices.go nodeAddresses: Hostname "
@@ -361,6 +377,18 @@ def test_polyccm_takes_over_without_changing_a_service(switched: Switched) -> No
     assert switched.after == switched.before
 
 
+def test_polyccm_adds_no_service_annotation_but_the_reservation_id(switched: Switched) -> None:
+    added = {
+        name: {k: v for k, v in seen[0].items() if k not in switched.before[name][0]}
+        for name, seen in switched.after.items()
+    }
+    ids = {ip["tags"][1]: ip["id"] for ip in switch.cloud_state(switched.metal)["elastic_ips"]}
+    assert all(list(a) == ["metal.equinix.com/ip-reservation-id"] for a in added.values())
+    assert sorted(a["metal.equinix.com/ip-reservation-id"] for a in added.values()) == sorted(
+        ids.values()
+    )
+
+
 def test_polyccm_takes_over_with_the_same_service_status(switched: Switched) -> None:
     assert {n: s[1:] for n, s in switched.after.items()} == {
         n: s[1:] for n, s in switched.before.items()
@@ -373,15 +401,31 @@ def test_polyccm_keeps_the_nodes_cloud_fields(switched: Switched) -> None:
     }
 
 
+def test_polyccm_changes_no_node_annotation_but_the_bgp_password(switched: Switched) -> None:
+    for name, (_, _, before) in switched.nodes_before.items():
+        after = switched.nodes_after[name][2]
+        changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+        assert changed and all(k.endswith("-bgp-pass") for k in changed), (name, changed)
+        # The same password, written plain where upstream base64-encodes it.
+        assert all(base64.b64decode(before[k]).decode() == after[k] for k in changed)
+
+
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 30: upstream writes bgp-peers-{n}-bgp-pass base64 "
-    "(loadbalancers.go:348) and network-4-private (335); polyccm rewrites them",
+    reason="issue 30: upstream writes bgp-peers-{n}-bgp-pass base64 (loadbalancers.go:348), "
+    "as kube-vip decodes it; polyccm rewrites it plain on every node",
 )
 def test_polyccm_keeps_upstreams_node_annotations(switched: Switched) -> None:
     assert {n: v[2] for n, v in switched.nodes_after.items()} == {
         n: v[2] for n, v in switched.nodes_before.items()
     }
+
+
+def test_polyccm_warns_only_that_an_annotation_beside_the_ip_is_ignored(
+    switched: Switched,
+) -> None:
+    new = [w for w in switched.warnings_after if w not in switched.warnings_before]
+    assert new and all("is ignored: spec.loadBalancerIP" in w for w in new), new
 
 
 @pytest.mark.xfail(
