@@ -4,7 +4,7 @@ cluster and one Metal project; and :func:`main`, which records upstream's side a
 Upstream is sigs.k8s.io/cloud-provider-equinix-metal at 38d15e2 (its last commit, after
 v3.8.1). It never reads ``base-url`` (config.go parses it; nothing uses it) and always dials
 ``api.equinix.com``, so it runs with ``HTTPS_PROXY`` at a :class:`Recorder` that terminates TLS
-for that name and forwards to the emulator. The proxy module cannot serve it (403), so CI cannot
+for that name and forwards to the emulator. The Go module proxy refuses it (403), so CI cannot
 build it: ``uv run python -m polyccm_packet_emulator.switch --peer PATH`` writes
 ``providers/packet/tests/goldens/switch/NN-<step>.json`` on a machine that has it.
 
@@ -22,9 +22,14 @@ changes what lands in the cloud (file:line at 38d15e2, ``metal/loadbalancers.go`
   ``kube-vip://``, whose implementor writes nothing (kubevip.go): the cloud state is the
   reservations, the BGP config and the sessions.
 
-``spec.loadBalancerIP`` naming an untagged project address is left out: upstream reserves
-nothing (422) and then answers a nil status (144-146), which the service controller refuses
-(k8s.io/cloud-provider v0.35.4 controllers/service/controller.go:421), so upstream never serves it.
+Not in the scenario: ``facility`` in the config (line 460; ``metro`` is set, as upstream's
+README has it), ``bgpNodeSelector`` (filterNodes, 195 and 216: polyccm does not read it yet,
+issue 30), the node label ``node.kubernetes.io/exclude-from-external-load-balancers`` (k8s.io/
+cloud-provider's service controller drops those nodes before upstream sees them), ``eipTag``
+and ``apiServerPort`` (the control-plane EIP, not a Service's). ``spec.loadBalancerIP`` naming
+an untagged project address is left out too: upstream reserves nothing (line 422), then answers
+a nil status (144-146), which the service controller refuses (k8s.io/cloud-provider v0.35.4
+controllers/service/controller.go:421): upstream never serves such a Service.
 """
 
 from __future__ import annotations
@@ -123,7 +128,8 @@ TABLE = (
 
 
 def cloud_config(env: Mapping[str, str]) -> dict[str, Any]:
-    """The upstream deployment's ``cloud-sa.json`` (the Secret its manifest mounts)."""
+    """The upstream deployment's ``cloud-sa.json``: the Secret deploy/template/secret.yaml:7
+    makes and deployment.yaml:69 passes as ``--cloud-config``."""
     return {"apiKey": env["METAL_API_KEY"], "projectID": env["METAL_PROJECT_ID"],
             "metro": METRO, "loadbalancer": LOAD_BALANCER, "bgpPass": BGP_PASS}  # fmt: skip
 
