@@ -8,6 +8,14 @@ for that name and forwards to the emulator. The Go module proxy refuses it (403)
 build it: ``uv run python -m polyccm_packet_emulator.switch --peer PATH`` writes
 ``providers/packet/tests/goldens/switch/NN-<step>.json`` on a machine that has it.
 
+Building the peer (Go 1.26, ~2 min idle, ~14 on two busy cores): the proxy refuses
+``github.com/equinix/equinix-sdk-go@v0.61.0`` too, so ``git archive v0.61.0`` of its fetched
+repository is zipped by ``golang.org/x/mod/zip.CreateFromDir`` into
+``DIR/github.com/equinix/equinix-sdk-go/@v/v0.61.0.{zip,mod,info}`` plus ``list`` (its
+``h1:`` hash equals upstream's go.sum: ``7pSLMfcrpH9G...``); then, in ``git archive 38d15e2``
+of upstream, ``GOPROXY=file://DIR,https://proxy.golang.org,direct GOFLAGS=-mod=mod
+CGO_ENABLED=0 go build -o ~/.cache/polyccm/bin/equinix-metal-cloud-controller-manager-38d15e2 .``
+
 The Services table (:data:`TABLE`) covers every annotation and setting of upstream that
 changes what lands in the cloud (file:line at 38d15e2, ``metal/loadbalancers.go``):
 
