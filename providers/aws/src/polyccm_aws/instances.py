@@ -22,7 +22,7 @@ from polyccm.cloud import (
     InstancesV2,
     NodeAddress,
 )
-from polyccm.errors import InstanceNotFound
+from polyccm.errors import CloudError, InstanceNotFound
 from polyccm.objects import Node
 
 from polyccm_aws.instance_store import Instance, InstanceStore, state_of
@@ -35,6 +35,10 @@ from polyccm_aws.provider_id import (
 from polyccm_aws.zones import Zones
 
 ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
+
+
+class UnknownZone(CloudError):
+    """The instance's zone is not among the zones EC2 lists: its zone id is unknown."""
 
 
 def ipv4_addresses(instance: Instance) -> list[NodeAddress]:
@@ -155,7 +159,12 @@ class AwsInstances(InstancesV2):
         return found is not None
 
     def instance_shutdown(self, node: Node) -> bool:
-        return state_of(self._one(node)) == "stopped"
+        """Whether the node's instance is stopped. A gone instance is not shut down, as upstream
+        answers: the lifecycle controller decides about gone instances through existence."""
+        found = self.find([node])[node.name]
+        if isinstance(found, Exception):
+            raise found
+        return found is not None and state_of(found) == "stopped"
 
     def instance_metadata(self, node: Node) -> InstanceMetadata:
         return self.metadata_of(node, self._one(node))
@@ -195,10 +204,8 @@ class AwsInstances(InstancesV2):
             found = found_all.get(node.name)
             if isinstance(found, Exception):
                 results[node.name] = found
-            elif found is None:
-                results[node.name] = InstanceNotFound(node.provider_id or node.name)
             else:
-                results[node.name] = state_of(found) == "stopped"
+                results[node.name] = found is not None and state_of(found) == "stopped"
         return results
 
     # -- metadata -----------------------------------------------------------------------------
@@ -206,10 +213,16 @@ class AwsInstances(InstancesV2):
     def metadata_of(self, node: Node, instance: Instance) -> InstanceMetadata:
         zone = str((instance.get("Placement") or {}).get("AvailabilityZone", ""))
         labels: dict[str, str] = {}
-        if zone and ZONE_ID_LABEL not in node.labels:
+        if ZONE_ID_LABEL not in node.labels:
             details = self._zones.get(zone)
-            if details is not None and details.zone_id:
-                labels[ZONE_ID_LABEL] = details.zone_id
+            if details is None:
+                # An error, not a node without the label: the node is retried until EC2 lists
+                # the zone, as upstream does.
+                raise UnknownZone(
+                    f"could not get the zone id of zone {zone!r} (instance "
+                    f"{instance['InstanceId']}): EC2 does not list it"
+                )
+            labels[ZONE_ID_LABEL] = details.zone_id
         return InstanceMetadata(
             provider_id=node.provider_id or format_provider_id(zone, str(instance["InstanceId"])),
             instance_type=str(instance.get("InstanceType", "")),
