@@ -299,3 +299,41 @@ def test_unknown_zone_id_is_an_error_not_a_missing_label(
         provider.instances_v2().instance_metadata(node)
     result = provider.instances_v2().instances_metadata([node])[node.name]
     assert isinstance(result, Exception)
+
+
+def test_fargate_nodes_are_recognised_and_left_alone(
+    world: World, provider: AwsProvider, aws: EmulatorControl
+) -> None:
+    # Upstream's "fargate" variant takes aws:///<zone>/fargate-<ip> (instances.go:79-87,
+    # variant/fargate/fargate.go:55-57): such a node is never looked up as an EC2 instance;
+    # its zone and addresses come from the network interface attached with its IP
+    # (fargate.go:67-82, 135-163). polyccm never calls it gone (it runs on no instance).
+    host = world.instances(1, "us-east-1b")[0]
+    interface = world.ec2.create_network_interface(
+        SubnetId=world.private["us-east-1b"], PrivateIpAddress="10.0.11.77"
+    )["NetworkInterface"]
+    world.ec2.attach_network_interface(
+        NetworkInterfaceId=interface["NetworkInterfaceId"],
+        InstanceId=host["InstanceId"],
+        DeviceIndex=1,
+    )
+    pod = world.node(host, provider_id="aws:///us-east-1b/fargate-10.0.11.77")
+    orphan = world.node(
+        dict(host, PrivateDnsName="fargate-ip-10-0-11-99.ec2.internal"),
+        provider_id="aws:///us-east-1b/fargate-ip-10-0-11-99.ec2.internal",
+    )
+    instances = provider.instances_v2()
+    aws.reset_calls()
+
+    assert instances.instances_exist([pod, orphan]) == {pod.name: True, orphan.name: True}
+    assert instances.instance_exists(orphan)
+    assert instances.instances_shutdown([pod, orphan]) == {pod.name: False, orphan.name: False}
+    assert aws.calls() == {}, "existence and shutdown of Fargate nodes ask AWS nothing"
+    metadata = instances.instance_metadata(pod)
+    assert metadata.provider_id == "aws:///us-east-1b/fargate-10.0.11.77"
+    assert (metadata.zone, metadata.instance_type) == ("us-east-1b", "")
+    assert (INTERNAL_IP, "10.0.11.77") in [(a.type, a.address) for a in metadata.node_addresses]
+    assert metadata.additional_labels["topology.k8s.aws/zone-id"].startswith("use1-az")
+    gone = instances.instance_metadata(orphan)
+    assert [(a.type, a.address) for a in gone.node_addresses] == [(INTERNAL_IP, "10.0.11.99")]
+    assert "DescribeInstances" not in aws.calls()

@@ -143,6 +143,8 @@ class AwsProvider(CloudProvider):
             self.directory,
             region=region,
             families=config.node_ip_families,
+            api=self.api,
+            vpc_id=config.vpc,
         )
         self._load_balancer = AwsLoadBalancer(
             self.api,

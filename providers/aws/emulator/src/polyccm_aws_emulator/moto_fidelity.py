@@ -3,6 +3,8 @@
 * :func:`describe_instance_topology`: EC2's DescribeInstanceTopology, which moto fails;
 * :func:`give_classic_elbs_a_default_health_check`: a new classic ELB has AWS's default
   health check (moto gives none until ConfigureHealthCheck);
+* :func:`filter_interfaces_by_attachment_status`: DescribeNetworkInterfaces takes the
+  ``attachment.status`` filter (moto refuses it; upstream's Fargate lookup sends it);
 * :func:`apply_rules_quota`: the account's quota of rules per security group given in
   ``POLYCCM_AWS_RULES_PER_SECURITY_GROUP`` (AWS's default, 60, without it).
 """
@@ -96,6 +98,27 @@ def give_classic_elbs_a_default_health_check() -> None:
 
     create_load_balancer.polyccm_default_health_check = True  # type: ignore[attr-defined]
     ELBBackend.create_load_balancer = create_load_balancer  # type: ignore[method-assign]
+
+
+def filter_interfaces_by_attachment_status() -> None:
+    """Make moto's network interfaces answer the ``attachment.status`` filter as AWS's API
+    reference for DescribeNetworkInterfaces defines it: ``attached`` for an interface attached
+    to an instance, none of the statuses for one that is not (moto has no transitional state).
+    moto raises FilterNotImplementedError for it."""
+    from moto.ec2.models.elastic_network_interfaces import NetworkInterface
+
+    original = NetworkInterface.get_filter_value
+    if getattr(original, "polyccm_attachment_status", False):
+        return
+
+    @functools.wraps(original)
+    def get_filter_value(self: Any, filter_name: str, method_name: str | None = None) -> Any:
+        if filter_name == "attachment.status":
+            return "attached" if self.instance is not None else None
+        return original(self, filter_name, method_name)
+
+    get_filter_value.polyccm_attachment_status = True  # type: ignore[attr-defined]
+    NetworkInterface.get_filter_value = get_filter_value  # type: ignore[method-assign]
 
 
 #: Sets the emulated account's quota of rules per VPC security group: AWS's default is 60 and
