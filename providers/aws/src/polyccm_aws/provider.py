@@ -37,6 +37,7 @@ from polyccm_aws.orphans import AwsOrphans
 from polyccm_aws.planning import AwsLoadBalancerPlanner
 from polyccm_aws.routes import AwsRoutes
 from polyccm_aws.tagging import ClusterId, ClusterTagging, OwnInstance, resolve_cluster_id
+from polyccm_aws.tagging_options import TaggingOptions
 from polyccm_aws.zones import Zones
 
 if TYPE_CHECKING:
@@ -112,6 +113,8 @@ class AwsProvider(CloudProvider):
     """EC2 instances, classic ELB and NLB load balancers, and VPC route-table routes."""
 
     name = "aws"
+    tagging_options: TaggingOptions | None = None
+    """What the ``tagging`` controller tags with, when it was selected (set by the plugin)."""
 
     def __init__(
         self,
