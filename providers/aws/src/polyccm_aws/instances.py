@@ -39,6 +39,7 @@ from polyccm_aws.provider_id import (
     instance_id_from_provider_id,
     zone_from_provider_id,
 )
+from polyccm_aws.topology import LAYER_LABEL_PREFIX, InstanceTopology, layer_labels
 from polyccm_aws.zones import Zones
 
 ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
@@ -107,8 +108,10 @@ class AwsInstances(InstancesV2):
         families: Sequence[str] = ("ipv4",),
         api: AwsApi | None = None,
         vpc_id: str = "",
+        topology: InstanceTopology | None = None,
     ) -> None:
         self._api = api
+        self._topology = topology
         self._vpc_id = vpc_id
         self._store = store
         self._zones = zones
@@ -200,6 +203,7 @@ class AwsInstances(InstancesV2):
         results: dict[str, InstanceMetadata | Exception] = {}
         fargate = self._fargate(nodes)
         found_all = self.find([n for n in nodes if n.name not in fargate])
+        layers = self._layers(nodes, found_all)
         for node in nodes:
             found = found_all.get(node.name)
             if node.name in fargate:
@@ -215,10 +219,26 @@ class AwsInstances(InstancesV2):
                 )
             else:
                 try:
-                    results[node.name] = self.metadata_of(node, found)
+                    results[node.name] = self.metadata_of(
+                        node, found, layers.get(str(found["InstanceId"]), ())
+                    )
                 except Exception as error:  # noqa: BLE001 - reported per node
                     results[node.name] = error
         return results
+
+    def _layers(
+        self, nodes: Sequence[Node], found: Mapping[str, Instance | Exception | None]
+    ) -> Mapping[str, tuple[str, ...] | Exception]:
+        """The network-node layers of the found instances whose node has no layer label yet
+        (upstream asks only then), asked together."""
+        if self._topology is None:
+            return {}
+        wanted: dict[str, str] = {}
+        for node in nodes:
+            instance = found.get(node.name)
+            if isinstance(instance, Mapping) and LAYER_LABEL_PREFIX + "1" not in node.labels:
+                wanted[str(instance["InstanceId"])] = str(instance.get("InstanceType", ""))
+        return self._topology.layers(wanted) if wanted else {}
 
     def instances_exist(self, nodes: Sequence[Node]) -> Mapping[str, bool | Exception]:
         fargate = self._fargate(nodes)
@@ -246,15 +266,23 @@ class AwsInstances(InstancesV2):
 
     # -- metadata -----------------------------------------------------------------------------
 
-    def metadata_of(self, node: Node, instance: Instance) -> InstanceMetadata:
+    def metadata_of(
+        self, node: Node, instance: Instance, layers: tuple[str, ...] | Exception = ()
+    ) -> InstanceMetadata:
+        """The metadata of ``instance``; ``layers`` are its network nodes (or the error that
+        left a type with topology without them: the node's metadata fails, to be retried)."""
         zone = str((instance.get("Placement") or {}).get("AvailabilityZone", ""))
+        if isinstance(layers, Exception):
+            raise layers
+        labels = self._zone_id_label(node, zone, str(instance["InstanceId"]))
+        labels.update(layer_labels(layers))
         return InstanceMetadata(
             provider_id=node.provider_id or format_provider_id(zone, str(instance["InstanceId"])),
             instance_type=str(instance.get("InstanceType", "")),
             node_addresses=node_addresses(instance, self._families),
             zone=zone,
             region=self._region,
-            additional_labels=self._zone_id_label(node, zone, str(instance["InstanceId"])),
+            additional_labels=labels,
         )
 
     def fargate_metadata(self, node: Node, fargate_id: str) -> InstanceMetadata:

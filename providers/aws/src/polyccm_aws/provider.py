@@ -38,6 +38,7 @@ from polyccm_aws.planning import AwsLoadBalancerPlanner
 from polyccm_aws.routes import AwsRoutes
 from polyccm_aws.tagging import ClusterId, ClusterTagging, OwnInstance, resolve_cluster_id
 from polyccm_aws.tagging_options import TaggingOptions
+from polyccm_aws.topology import InstanceTopology
 from polyccm_aws.zones import Zones
 
 if TYPE_CHECKING:
@@ -148,6 +149,9 @@ class AwsProvider(CloudProvider):
             families=config.node_ip_families,
             api=self.api,
             vpc_id=config.vpc,
+            topology=InstanceTopology(
+                self.api, region=region, pattern=config.supported_topology_instance_type_pattern
+            ),
         )
         self._load_balancer = AwsLoadBalancer(
             self.api,
