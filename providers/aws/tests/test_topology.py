@@ -3,12 +3,18 @@ batching, what is remembered, and the node that waits for its topology."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from polyccm.errors import ConfigError
+from polyccm.kube.api import NODES, KubeApi
+from polyccm.objects import UNINITIALIZED_TAINT
 from polyccm_aws.config import CloudConfig
 from polyccm_aws.provider import AwsProvider
 from polyccm_aws_emulator.control import EmulatorControl
 from polyccm_aws_emulator.testing import CLUSTER, World
+from polyccm_testing.kubeobjects import make_node, wait_for
+from polyccm_testing.manager import manager_options, start_manager
 
 LAYER = "topology.k8s.aws/network-node-layer-"
 
@@ -101,3 +107,39 @@ def test_a_region_without_the_api_is_not_asked_again(world: World, aws: Emulator
 def test_a_pattern_that_does_not_compile_stops_the_start(aws: EmulatorControl) -> None:
     with pytest.raises(ConfigError, match="SupportedTopologyInstanceTypePattern"):
         aws_provider(supported_topology_instance_type_pattern="(p5")
+
+
+@pytest.mark.timeout(120)
+def test_the_node_of_a_supported_type_is_initialised_only_once_its_topology_answers(
+    control_plane: Any, kube_api: KubeApi, clean_nodes: None, world: World, aws: EmulatorControl
+) -> None:
+    # instances_v2.go:96-103: the metadata error keeps the cloud-node controller from
+    # initialising the node (it keeps its uninitialized taint and is retried); an m5 node
+    # beside it is initialised at once.
+    (trainer,) = world.instances(1, instance_type="trn1.32xlarge")
+    (general,) = world.instances(1, instance_type="m5.large")
+    for instance in (trainer, general):
+        make_node(kube_api, instance["PrivateDnsName"],
+                  provider_id=f"aws:///us-east-1a/{instance['InstanceId']}")  # fmt: skip
+    aws.inject("DescribeInstanceTopology", count=10_000, code="InternalError")
+    options = manager_options(
+        "aws", control_plane.kubeconfig, controllers=frozenset({"cloud-node"})
+    )
+    running = start_manager(options, aws_provider())
+    try:
+        wait_for(lambda: not tainted(kube_api, general["PrivateDnsName"]), 30, "m5 initialised")
+        assert tainted(kube_api, trainer["PrivateDnsName"])
+        aws.clear_faults()
+        wait_for(lambda: not tainted(kube_api, trainer["PrivateDnsName"]), 60, "trn1 initialised")
+        labels = kube_api.get(NODES, trainer["PrivateDnsName"])["metadata"]["labels"]
+        assert labels[f"{LAYER}1"].startswith("nn-")
+        assert (
+            f"{LAYER}1" not in kube_api.get(NODES, general["PrivateDnsName"])["metadata"]["labels"]
+        )
+    finally:
+        running.stop()
+
+
+def tainted(kube_api: KubeApi, name: str) -> bool:
+    taints = kube_api.get(NODES, name)["spec"].get("taints") or []
+    return any(t["key"] == UNINITIALIZED_TAINT for t in taints)
