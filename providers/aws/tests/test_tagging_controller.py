@@ -203,3 +203,26 @@ def test_instances_are_tagged_once_nodes_labelled_and_deleted_nodes_untagged(
         wait_for(lambda: label(kube_api, names[1]) == renewed, 30, "new label")
         assert controller_calls(aws) == {"CreateTags": 1}
         assert instance_tags(world, second)["owner"] == "ada"
+
+
+@pytest.mark.timeout(120)
+def test_with_batching_queued_nodes_share_one_call(
+    control_plane: Any, kube_api: KubeApi, clean_nodes: None, world: World, aws: EmulatorControl
+) -> None:
+    # Upstream's --tagging-controller-enable-batching sends the CreateTags of up to 50 nodes
+    # with the same tags as one call (pkg/providers/v1/create_tags_batch.go:36-44, 79-95).
+    instances = world.instances(6)
+    names = [i["PrivateDnsName"] for i in instances]
+    for instance in instances:
+        make_node(kube_api, instance["PrivateDnsName"], tainted=False,
+                  provider_id=f"aws:///us-east-1a/{instance['InstanceId']}")  # fmt: skip
+    provider = provider_tagging({"team": "ml"})
+    provider.tagging_options = TaggingOptions(tags={"team": "ml"}, batching=True)
+    checksum = hashlib.md5(b"team=ml", usedforsecurity=False).hexdigest()
+    aws.reset_calls()
+
+    with tagging(kube_api, provider):
+        wait_for(lambda: all(label(kube_api, n) == checksum for n in names), 30, "labels")
+
+    assert controller_calls(aws)["CreateTags"] < len(names)
+    assert all(instance_tags(world, i)["team"] == "ml" for i in instances)

@@ -6,9 +6,12 @@ A node is tagged (CreateTags) once for each set of tags: it is then labelled
 node carrying the checksum of the current tags is not tagged again; changing ``--tags`` changes
 the checksum, so every node is tagged once more. When a node is deleted, the current tags are
 taken off its instance (DeleteTags names each key with its value, so a tag someone changed
-since stays). Fargate nodes run on no instance and are skipped. A node whose instance EC2 does
-not know yet (CreateTags is eventually consistent) is retried while the node is younger than
-five minutes; a work item is given up after nine retries, as upstream gives up.
+since stays). Fargate nodes run on no instance and are skipped. With
+``--tagging-controller-enable-batching``, up to 50 queued nodes share one CreateTags (or
+DeleteTags) call, each tried alone when the shared call fails, as upstream's batcher does. A
+node whose instance EC2 does not know yet (CreateTags is eventually consistent) is retried
+while the node is younger than five minutes; a work item is given up after nine retries, as
+upstream gives up.
 """
 
 from __future__ import annotations
@@ -50,6 +53,9 @@ MAX_REQUEUES = 9
 NEW_NODE_GRACE = 300.0
 """Seconds after a node's creation during which an instance EC2 does not know is retried."""
 ADD, DELETE = "ADD", "DELETE"
+BATCH = 50
+"""With ``--tagging-controller-enable-batching``, the most instances one call tags (upstream's
+batcher takes 50)."""
 _NOT_FOUND = "InvalidInstanceID.NotFound"
 
 
@@ -139,85 +145,126 @@ class TaggingController(Controller):
     # -- work -----------------------------------------------------------------------------
 
     def _process(self, queue: RateLimitingQueue) -> bool:
-        key = queue.get(timeout=1.0)
-        if key is None:
+        if self.options.batching:
+            keys = queue.get_batch(BATCH, timeout=1.0)
+        else:
+            key = queue.get(timeout=1.0)
+            keys = [] if key is None else [key]
+        if not keys:
             return not queue.shutting_down
         try:
-            action, name, provider_id = key.split("/", 2)
-            self._sync(action, name, provider_id)
-        except LeadershipLost:
+            outcomes = self._sync_all(keys)
+        except BaseException:
+            for key in keys:
+                queue.done(key)
             raise
-        except Exception as error:  # noqa: BLE001 - retried, then given up as upstream
-            retries = queue.num_requeues(key)
-            if retries < MAX_REQUEUES:
-                log.warning("%s: %s: %s (retry %d)", self.name, key, error, retries + 1)
+        for key in keys:
+            error = outcomes.get(key)
+            if error is None:
+                queue.forget(key)
+            elif queue.num_requeues(key) < MAX_REQUEUES:
+                log.warning("%s: %s: %s (retry %d)", self.name, key, error,
+                            queue.num_requeues(key) + 1)  # fmt: skip
                 queue.add_rate_limited(key)
             else:
                 log.error("%s: %s: %s; retries exhausted, given up", self.name, key, error)
                 queue.forget(key)
-        else:
-            queue.forget(key)
-        finally:
             queue.done(key)
         return True
 
-    def _sync(self, action: str, name: str, provider_id: str) -> None:
+    def _sync_all(self, keys: list[str]) -> dict[str, Exception | None]:
+        """Tag and untag what ``keys`` ask; each key's failure, or None. With batching, the
+        instances of the batch that need the same call share it (upstream's batcher); when
+        that call fails, each is tried alone, as upstream then does."""
+        outcomes: dict[str, Exception | None] = dict.fromkeys(keys)
+        calls: dict[str, dict[str, str]] = {ADD: {}, DELETE: {}}  # action -> key -> instance
+        for key in keys:
+            action, name, provider_id = key.split("/", 2)
+            instance_id = self._instance_of(name, provider_id)
+            if instance_id is None or INSTANCE not in self.options.resources:
+                continue
+            if action == DELETE or self._needs_tagging_now(name):
+                calls[action][key] = instance_id
+        for action, wanted in calls.items():
+            operation = self._tag if action == ADD else self._untag
+            if len(wanted) > 1:
+                try:
+                    operation(list(wanted.values()))
+                except LeadershipLost:
+                    raise
+                except Exception as error:  # noqa: BLE001 - each tried alone below
+                    log.info("%s: batched %s of %d instances failed (%s); one by one",
+                             self.name, action, len(wanted), error)  # fmt: skip
+                else:
+                    for key in wanted:
+                        outcomes[key] = self._settled(action, key, None)
+                    continue
+            for key, instance_id in wanted.items():
+                try:
+                    operation([instance_id])
+                except LeadershipLost:
+                    raise
+                except Exception as error:  # noqa: BLE001 - judged per key
+                    outcomes[key] = self._settled(action, key, error)
+                else:
+                    outcomes[key] = self._settled(action, key, None)
+        return outcomes
+
+    def _instance_of(self, name: str, provider_id: str) -> str | None:
         if fargate_node_id(provider_id) is not None:
             log.info("%s: node %s is a Fargate node: nothing to tag", self.name, name)
-            return
+            return None
         try:
-            instance_id = instance_id_from_provider_id(provider_id)
+            return instance_id_from_provider_id(provider_id)
         except InvalidProviderID as error:
             log.warning("%s: node %s: %s; not tagged", self.name, name, error)
-            return
-        for resource in self.options.resources:
-            if resource != INSTANCE:
-                continue
-            if action == ADD:
-                self._tag(name, instance_id)
-            else:
-                self._untag(name, instance_id)
+            return None
 
-    def _tag(self, name: str, instance_id: str) -> None:
+    def _needs_tagging_now(self, name: str) -> bool:
+        """The node still exists and does not carry the current checksum."""
         raw = self.context.nodes.get(name)
-        if raw is None:
-            return  # deleted since: nothing to tag
-        node = Node(raw)
-        if not self._needs_tagging(node):
-            return
-        try:
-            self.api.call("ec2", "create_tags", Resources=[instance_id], Tags=self._tag_list())
-        except Exception as error:
-            code = error_code(error)
-            if code == _NOT_FOUND and not _within_grace(raw):
-                log.info("%s: instance %s of node %s does not exist; not tagged", self.name,
-                         instance_id, name)  # fmt: skip
-                return
+        return raw is not None and self._needs_tagging(Node(raw))
+
+    def _settled(self, action: str, key: str, error: Exception | None) -> Exception | None:
+        """What the call's outcome means for ``key``: the label after a tagging, a failure
+        kept for a retry, or nothing more to do (as upstream judges the AWS error)."""
+        _, name, provider_id = key.split("/", 2)
+        code = error_code(error) if error is not None else ""
+        if action == DELETE:
+            if error is None or code == "InvalidID" or code.startswith("InvalidInstanceID"):
+                log.info("%s: untagged the instance of deleted node %s", self.name, name)
+                return None  # gone with its tags, or untagged
+            return error
+        if error is not None:
+            raw = self.context.nodes.get(name)
+            if code == _NOT_FOUND and not (raw is not None and _within_grace(raw)):
+                log.info("%s: the instance of node %s does not exist; not tagged", self.name,
+                         name)  # fmt: skip
+                return None
             if code == "InvalidID" or code.startswith("InvalidInstanceID.Malformed"):
                 log.info("%s: node %s names no valid instance (%s); not tagged", self.name,
-                         name, instance_id)  # fmt: skip
-                return
-            raise
+                         name, provider_id)  # fmt: skip
+                return None
+            return error
         try:
             self.context.api.patch(
                 NODES, name, {"metadata": {"labels": {CHECKSUM_LABEL: self.checksum}}},
                 patch_type=MERGE_PATCH,
             )  # fmt: skip
-        except ApiError as error:
-            if error.not_found:
-                return
+        except ApiError as failure:
+            return None if failure.not_found else failure
+        except LeadershipLost:
             raise
-        log.info("%s: tagged %s of node %s", self.name, instance_id, name)
+        except Exception as failure:  # noqa: BLE001 - retried
+            return failure
+        log.info("%s: tagged the instance of node %s", self.name, name)
+        return None
 
-    def _untag(self, name: str, instance_id: str) -> None:
-        try:
-            self.api.call("ec2", "delete_tags", Resources=[instance_id], Tags=self._tag_list())
-        except Exception as error:
-            code = error_code(error)
-            if code == "InvalidID" or code.startswith("InvalidInstanceID"):
-                return  # the instance is gone: so are its tags
-            raise
-        log.info("%s: untagged %s of deleted node %s", self.name, instance_id, name)
+    def _tag(self, instance_ids: list[str]) -> None:
+        self.api.call("ec2", "create_tags", Resources=instance_ids, Tags=self._tag_list())
+
+    def _untag(self, instance_ids: list[str]) -> None:
+        self.api.call("ec2", "delete_tags", Resources=instance_ids, Tags=self._tag_list())
 
     def _tag_list(self) -> list[dict[str, str]]:
         return [{"Key": key, "Value": value} for key, value in self.options.tags.items()]

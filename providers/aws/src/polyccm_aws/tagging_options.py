@@ -133,8 +133,7 @@ def add_tagging_flags(group: argparse._ArgumentGroup) -> None:
         const=True,
         default=False,
         metavar="BOOL",
-        help="accepted for compatibility; each node is tagged with its own CreateTags call "
-        "(default false)",
+        help="tag (and untag) up to 50 queued nodes' instances with one call (default false)",
     )
 
 
