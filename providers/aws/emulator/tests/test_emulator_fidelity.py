@@ -98,6 +98,28 @@ def test_instance_topology_lists_the_supported_types_only(
     assert alone == []
 
 
+def test_instance_topology_pages_as_aws_documents(aws: EmulatorControl, world: World) -> None:
+    """DescribeInstanceTopology pages its answer (20 items by default, instance ids given or
+    not), takes at most 100 instance ids, and refuses MaxResults beside them (EC2 API
+    reference, DescribeInstanceTopology: InstanceIds, MaxResults, NextToken)."""
+    ids = [i["InstanceId"] for i in world.instances(25, instance_type="trn1.32xlarge")]
+    ec2 = boto3.client("ec2")
+
+    first = ec2.describe_instance_topology(InstanceIds=ids)
+    second = ec2.describe_instance_topology(InstanceIds=ids, NextToken=first["NextToken"])
+
+    assert len(first["Instances"]) == 20 and len(second["Instances"]) == 5
+    assert "NextToken" not in second
+    pages = {i["InstanceId"] for page in (first, second) for i in page["Instances"]}
+    assert pages == set(ids)
+    with pytest.raises(ClientError, match="InvalidParameterValue"):
+        ec2.describe_instance_topology(InstanceIds=ids * 5)
+    with pytest.raises(ClientError, match="InvalidParameterCombination"):
+        ec2.describe_instance_topology(InstanceIds=ids[:2], MaxResults=5)
+    paged = ec2.describe_instance_topology(MaxResults=5)
+    assert len(paged["Instances"]) == 5 and paged["NextToken"]
+
+
 def test_instances_found_by_id_answer_as_ec2_does(aws: EmulatorControl, world: World) -> None:
     """DescribeInstances by id, RegisterTargets and a classic ELB's instance health find
         instances through the emulator's index: each reservation shows only the instances asked

@@ -123,7 +123,8 @@ class CloudConfig:
     cluster_service_shared_load_balancer_health_probe_path: str = ""
     """``ClusterServiceSharedLoadBalancerHealthProbePath`` (default ``/healthz``)."""
     supported_topology_instance_type_pattern: str = ""
-    """``SupportedTopologyInstanceTypePattern``: accepted for compatibility; unused here."""
+    """``SupportedTopologyInstanceTypePattern``: instance types whose topology must answer
+    (:mod:`polyccm_aws.topology`; upstream's default pattern when empty)."""
     nlb_security_group_mode: str = ""
     """``NLBSecurityGroupMode``: ``Managed`` gives every NLB its own security group."""
     service_overrides: tuple[ServiceOverride, ...] = field(default_factory=tuple)

@@ -38,6 +38,8 @@ from polyccm_aws.orphans import AwsOrphans
 from polyccm_aws.planning import AwsLoadBalancerPlanner
 from polyccm_aws.routes import AwsRoutes
 from polyccm_aws.tagging import ClusterId, ClusterTagging, OwnInstance, resolve_cluster_id
+from polyccm_aws.tagging_options import TaggingOptions
+from polyccm_aws.topology import InstanceTopology
 from polyccm_aws.zones import Zones
 
 if TYPE_CHECKING:
@@ -95,6 +97,8 @@ class AwsProvider(CloudProvider):
     """EC2 instances, classic ELB and NLB load balancers, and VPC route-table routes."""
 
     name = "aws"
+    tagging_options: TaggingOptions | None = None
+    """What the ``tagging`` controller tags with, when it was selected (set by the plugin)."""
 
     def __init__(
         self,
@@ -126,6 +130,11 @@ class AwsProvider(CloudProvider):
             self.directory,
             region=region,
             families=config.node_ip_families,
+            api=self.api,
+            vpc_id=config.vpc,
+            topology=InstanceTopology(
+                self.api, region=region, pattern=config.supported_topology_instance_type_pattern
+            ),
         )
         self._load_balancer = AwsLoadBalancer(
             self.api,

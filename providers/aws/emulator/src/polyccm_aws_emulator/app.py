@@ -52,6 +52,7 @@ from polyccm_aws_emulator.moto_fidelity import (
     RULES_QUOTA_VARIABLE,
     apply_rules_quota,
     describe_instance_topology,
+    filter_interfaces_by_attachment_status,
     give_classic_elbs_a_default_health_check,
 )
 from polyccm_aws_emulator.moto_speedups import (
@@ -245,6 +246,7 @@ def build_app() -> FaultInjector:
     from polyccm_aws_emulator.moto_requests import receive_requests_cheaply
 
     give_classic_elbs_a_default_health_check()
+    filter_interfaces_by_attachment_status()
     index_instances_by_id()
     parse_long_lists_by_binary_search()
     find_an_image_by_id_directly()

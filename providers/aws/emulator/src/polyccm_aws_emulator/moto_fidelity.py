@@ -3,6 +3,8 @@
 * :func:`describe_instance_topology`: EC2's DescribeInstanceTopology, which moto fails;
 * :func:`give_classic_elbs_a_default_health_check`: a new classic ELB has AWS's default
   health check (moto gives none until ConfigureHealthCheck);
+* :func:`filter_interfaces_by_attachment_status`: DescribeNetworkInterfaces takes the
+  ``attachment.status`` filter (moto refuses it; upstream's Fargate lookup sends it);
 * :func:`apply_rules_quota`: the account's quota of rules per security group given in
   ``POLYCCM_AWS_RULES_PER_SECURITY_GROUP`` (AWS's default, 60, without it).
 """
@@ -25,12 +27,21 @@ TOPOLOGY_INSTANCE_TYPES = re.compile(
 )
 
 
+TOPOLOGY_IDS_PER_CALL = 100
+"""The most instance ids one DescribeInstanceTopology call takes."""
+TOPOLOGY_PAGE = 20
+"""Items in a page of DescribeInstanceTopology without ``MaxResults``."""
+
+
 def describe_instance_topology(
     environ: dict[str, Any], start_response: StartResponse
 ) -> Iterable[bytes]:
     """EC2's DescribeInstanceTopology, which moto lacks (it answers 500): the instances asked
-    for (``InstanceId.N``; all of the region without), those of a supported type each with three
-    network nodes, the others left out, as AWS answers."""
+    for (``InstanceId.N``, at most 100; all of the region without), those of a supported type
+    each with three network nodes, the others left out, as AWS answers. Paged as AWS's API
+    reference says: ``MaxResults`` (5 to 1000, 20 by default: with instance ids too) items a
+    page, the rest behind ``NextToken``; ``MaxResults`` and instance ids together, more than 100
+    ids or a foreign token are refused (InvalidParameterValue / InvalidParameterCombination)."""
     from moto.core.models import DEFAULT_ACCOUNT_ID
     from moto.ec2.models import ec2_backends
 
@@ -38,7 +49,20 @@ def describe_instance_topology(
     body = environ["wsgi.input"].read(length) if length else b""
     params = parse_qs(str(environ.get("QUERY_STRING", "")))
     params.update(parse_qs(body.decode("utf-8", "replace")))
-    wanted = {v[0] for k, v in params.items() if k.startswith("InstanceId.")}
+    wanted = [v[0] for k, v in sorted(params.items()) if k.startswith("InstanceId.")]
+    size_text = (params.get("MaxResults") or [""])[0]
+    token = (params.get("NextToken") or [""])[0]
+    if len(wanted) > TOPOLOGY_IDS_PER_CALL:
+        return _ec2_error(start_response, "InvalidParameterValue",
+                          f"at most {TOPOLOGY_IDS_PER_CALL} instance ids may be given")  # fmt: skip
+    if wanted and size_text:
+        return _ec2_error(start_response, "InvalidParameterCombination",
+                          "MaxResults cannot be combined with InstanceIds")  # fmt: skip
+    if size_text and not (size_text.isdigit() and 5 <= int(size_text) <= 1000):
+        return _ec2_error(start_response, "InvalidParameterValue",
+                          f"MaxResults {size_text!r} is not between 5 and 1000")  # fmt: skip
+    if token and not re.fullmatch(r"topology-[0-9]+", token):
+        return _ec2_error(start_response, "InvalidParameterValue", "invalid NextToken")
     scope = str(environ.get("HTTP_AUTHORIZATION", "")).split("Credential=", 1)[-1].split("/")
     region = scope[2] if len(scope) > 2 else "us-east-1"
     items = []
@@ -55,13 +79,28 @@ def describe_instance_topology(
             f"<availabilityZone>{instance.placement.zone}</availabilityZone>"
             f"<networkNodeSet>{nodes}</networkNodeSet></item>"
         )
+    first = int(token.removeprefix("topology-")) if token else 0
+    size = int(size_text) if size_text else TOPOLOGY_PAGE
+    page = items[first : first + size]
+    rest = f"<nextToken>topology-{first + size}</nextToken>" if first + size < len(items) else ""
     answer = (
         '<?xml version="1.0" encoding="UTF-8"?>'
         '<DescribeInstanceTopologyResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
-        f"<requestId>{uuid.uuid4()}</requestId><instanceSet>{''.join(items)}</instanceSet>"
+        f"<requestId>{uuid.uuid4()}</requestId><instanceSet>{''.join(page)}</instanceSet>{rest}"
         "</DescribeInstanceTopologyResponse>"
     ).encode()
     start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", str(len(answer)))])
+    return [answer]
+
+
+def _ec2_error(start_response: StartResponse, code: str, message: str) -> Iterable[bytes]:
+    answer = (
+        '<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error>'
+        f"<Code>{code}</Code><Message>{message}</Message></Error></Errors>"
+        f"<RequestID>{uuid.uuid4()}</RequestID></Response>"
+    ).encode()
+    headers = [("Content-Type", "text/xml"), ("Content-Length", str(len(answer)))]
+    start_response("400 Bad Request", headers)
     return [answer]
 
 
@@ -96,6 +135,27 @@ def give_classic_elbs_a_default_health_check() -> None:
 
     create_load_balancer.polyccm_default_health_check = True  # type: ignore[attr-defined]
     ELBBackend.create_load_balancer = create_load_balancer  # type: ignore[method-assign]
+
+
+def filter_interfaces_by_attachment_status() -> None:
+    """Make moto's network interfaces answer the ``attachment.status`` filter as AWS's API
+    reference for DescribeNetworkInterfaces defines it: ``attached`` for an interface attached
+    to an instance, none of the statuses for one that is not (moto has no transitional state).
+    moto raises FilterNotImplementedError for it."""
+    from moto.ec2.models.elastic_network_interfaces import NetworkInterface
+
+    original = NetworkInterface.get_filter_value
+    if getattr(original, "polyccm_attachment_status", False):
+        return
+
+    @functools.wraps(original)
+    def get_filter_value(self: Any, filter_name: str, method_name: str | None = None) -> Any:
+        if filter_name == "attachment.status":
+            return "attached" if self.instance is not None else None
+        return original(self, filter_name, method_name)
+
+    get_filter_value.polyccm_attachment_status = True  # type: ignore[attr-defined]
+    NetworkInterface.get_filter_value = get_filter_value  # type: ignore[method-assign]
 
 
 #: Sets the emulated account's quota of rules per VPC security group: AWS's default is 60 and
