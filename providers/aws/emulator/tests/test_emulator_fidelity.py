@@ -76,6 +76,26 @@ def test_a_configured_health_check_replaces_the_default(aws: EmulatorControl, wo
     }
 
 
+def test_an_nlb_has_the_dns_name_form_of_network_load_balancers(
+    aws: EmulatorControl, world: World
+) -> None:
+    # Upstream's AWS CCM tells a classic ELB from an NLB by the suffix of the Service's hostname
+    # (k8s.io/cloud-provider-aws v1.37.1 pkg/providers/v1/aws_validations.go:59-67): with the
+    # classic form on an NLB, it refused every later sync of the Service.
+    elbv2 = boto3.client("elbv2")
+    nlb = elbv2.create_load_balancer(
+        Name="web", Type="network", Subnets=[world.public["us-east-1a"]]
+    )["LoadBalancers"][0]
+    alb = elbv2.create_load_balancer(
+        Name="app", Type="application", Subnets=list(world.public.values())
+    )["LoadBalancers"][0]
+
+    identifier = nlb["LoadBalancerArn"].rsplit("/", 1)[-1]
+    assert nlb["DNSName"] == f"web-{identifier}.elb.us-east-1.amazonaws.com"
+    assert not nlb["DNSName"].endswith(".elb.amazonaws.com")
+    assert alb["DNSName"].endswith(".us-east-1.elb.amazonaws.com")
+
+
 def test_instance_topology_lists_the_supported_types_only(
     aws: EmulatorControl, world: World
 ) -> None:

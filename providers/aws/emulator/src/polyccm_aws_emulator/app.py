@@ -53,6 +53,7 @@ from polyccm_aws_emulator.moto_fidelity import (
     apply_rules_quota,
     describe_instance_topology,
     give_classic_elbs_a_default_health_check,
+    give_network_load_balancers_their_dns_names,
 )
 from polyccm_aws_emulator.moto_speedups import (
     find_an_image_by_id_directly,
@@ -245,6 +246,7 @@ def build_app() -> FaultInjector:
     from polyccm_aws_emulator.moto_requests import receive_requests_cheaply
 
     give_classic_elbs_a_default_health_check()
+    give_network_load_balancers_their_dns_names()
     index_instances_by_id()
     parse_long_lists_by_binary_search()
     find_an_image_by_id_directly()

@@ -3,6 +3,9 @@
 * :func:`describe_instance_topology`: EC2's DescribeInstanceTopology, which moto fails;
 * :func:`give_classic_elbs_a_default_health_check`: a new classic ELB has AWS's default
   health check (moto gives none until ConfigureHealthCheck);
+* :func:`give_network_load_balancers_their_dns_names`: an NLB's DNS name has AWS's form for
+  network load balancers, ``<name>-<id>.elb.<region>.amazonaws.com`` (moto gives every ELBv2
+  balancer the classic form, ``<name>-1.<region>.elb.amazonaws.com``);
 * :func:`apply_rules_quota`: the account's quota of rules per security group given in
   ``POLYCCM_AWS_RULES_PER_SECURITY_GROUP`` (AWS's default, 60, without it).
 """
@@ -96,6 +99,31 @@ def give_classic_elbs_a_default_health_check() -> None:
 
     create_load_balancer.polyccm_default_health_check = True  # type: ignore[attr-defined]
     ELBBackend.create_load_balancer = create_load_balancer  # type: ignore[method-assign]
+
+
+def give_network_load_balancers_their_dns_names() -> None:
+    """Make moto name NLBs as AWS does: ``<name>-<16 hex digits>.elb.<region>.amazonaws.com``.
+    moto names every ELBv2 balancer like a classic ELB (``<name>-1.<region>.elb.amazonaws.com``),
+    and upstream's AWS CCM tells the two kinds apart by that suffix: on the next sync of an NLB
+    Service whose status carries a classic-looking name, it refuses it as a change of the type
+    annotation (k8s.io/cloud-provider-aws v1.37.1 pkg/providers/v1/aws_validations.go:59-67)."""
+    from moto.elbv2.models import ELBv2Backend
+
+    original = ELBv2Backend.create_load_balancer
+    if getattr(original, "polyccm_nlb_dns_names", False):
+        return
+
+    @functools.wraps(original)
+    def create_load_balancer(self: Any, *args: Any, **kwargs: Any) -> Any:
+        balancer = original(self, *args, **kwargs)
+        if balancer.type == "network":
+            # The ARN ends with the balancer's id, 16 hex digits, as AWS's DNS name does.
+            identifier = str(balancer.arn).rsplit("/", 1)[-1]
+            balancer.dns_name = f"{balancer.name}-{identifier}.elb.{self.region_name}.amazonaws.com"
+        return balancer
+
+    create_load_balancer.polyccm_nlb_dns_names = True  # type: ignore[attr-defined]
+    ELBv2Backend.create_load_balancer = create_load_balancer  # type: ignore[method-assign]
 
 
 #: Sets the emulated account's quota of rules per VPC security group: AWS's default is 60 and
