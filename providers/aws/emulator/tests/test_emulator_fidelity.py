@@ -96,6 +96,66 @@ def test_an_nlb_has_the_dns_name_form_of_network_load_balancers(
     assert alb["DNSName"].endswith(".us-east-1.elb.amazonaws.com")
 
 
+CERTIFICATE = "arn:aws:iam::123456789012:server-certificate/x"
+
+
+def test_a_classic_listener_keeps_its_instance_protocol(aws: EmulatorControl, world: World) -> None:
+    # Upstream's listener for an ssl-cert port with backend-protocol http (cloud-provider-aws
+    # v1.37.1 pkg/providers/v1/aws.go:2102-2131): moto answered "HTTPS" for its instance side,
+    # and every CCM replaced the listener on every sync.
+    elb = boto3.client("elb")
+    elb.create_load_balancer(
+        LoadBalancerName="tls",
+        Listeners=[
+            {"Protocol": "https", "LoadBalancerPort": 443, "InstanceProtocol": "http",
+             "InstancePort": 30443, "SSLCertificateId": CERTIFICATE},
+            {"Protocol": "tcp", "LoadBalancerPort": 80, "InstancePort": 30080},
+        ],
+        Subnets=[world.public["us-east-1a"]],
+    )  # fmt: skip
+    elb.create_load_balancer_listeners(
+        LoadBalancerName="tls",
+        Listeners=[{"Protocol": "ssl", "LoadBalancerPort": 8443, "InstanceProtocol": "tcp",
+                    "InstancePort": 30843, "SSLCertificateId": CERTIFICATE}],
+    )  # fmt: skip
+
+    (described,) = elb.describe_load_balancers(LoadBalancerNames=["tls"])[
+        "LoadBalancerDescriptions"
+    ]
+    sides = {
+        d["Listener"]["LoadBalancerPort"]: (
+            d["Listener"]["Protocol"],
+            d["Listener"]["InstanceProtocol"],
+        )
+        for d in described["ListenerDescriptions"]
+    }
+    assert sides == {443: ("HTTPS", "HTTP"), 80: ("TCP", "TCP"), 8443: ("SSL", "TCP")}
+
+
+def test_modifying_attributes_keeps_one_value_per_additional_attribute(
+    aws: EmulatorControl, world: World
+) -> None:
+    elb = boto3.client("elb")
+    elb.create_load_balancer(
+        LoadBalancerName="web",
+        Listeners=[{"Protocol": "tcp", "LoadBalancerPort": 80, "InstancePort": 30080}],
+        Subnets=[world.public["us-east-1a"]],
+    )
+    for timeout in (60, 120, 300):
+        elb.modify_load_balancer_attributes(
+            LoadBalancerName="web",
+            LoadBalancerAttributes={"ConnectionSettings": {"IdleTimeout": timeout}},
+        )
+
+    attributes = elb.describe_load_balancer_attributes(LoadBalancerName="web")[
+        "LoadBalancerAttributes"
+    ]
+    assert attributes["AdditionalAttributes"] == [
+        {"Key": "elb.http.desyncmitigationmode", "Value": "defensive"}
+    ]
+    assert attributes["ConnectionSettings"] == {"IdleTimeout": 300}
+
+
 def test_instance_topology_lists_the_supported_types_only(
     aws: EmulatorControl, world: World
 ) -> None:

@@ -6,6 +6,11 @@
 * :func:`give_network_load_balancers_their_dns_names`: an NLB's DNS name has AWS's form for
   network load balancers, ``<name>-<id>.elb.<region>.amazonaws.com`` (moto gives every ELBv2
   balancer the classic form, ``<name>-1.<region>.elb.amazonaws.com``);
+* :func:`keep_classic_listeners_instance_protocol`: a classic ELB listener keeps the
+  ``InstanceProtocol`` it was created with (moto answers its front protocol instead);
+* :func:`keep_classic_additional_attributes_unique`: ModifyLoadBalancerAttributes leaves one
+  ``elb.http.desyncmitigationmode`` among a classic ELB's additional attributes (moto appends
+  another on every call);
 * :func:`apply_rules_quota`: the account's quota of rules per security group given in
   ``POLYCCM_AWS_RULES_PER_SECURITY_GROUP`` (AWS's default, 60, without it).
 """
@@ -124,6 +129,88 @@ def give_network_load_balancers_their_dns_names() -> None:
 
     create_load_balancer.polyccm_nlb_dns_names = True  # type: ignore[attr-defined]
     ELBv2Backend.create_load_balancer = create_load_balancer  # type: ignore[method-assign]
+
+
+def _instance_protocols(ports: Iterable[Any]) -> dict[str, str]:
+    """Front port (as text) -> the ``InstanceProtocol`` asked for, upper-cased as AWS answers."""
+    found: dict[str, str] = {}
+    for port in ports or ():
+        protocol = port.get("InstanceProtocol") or port.get("instance_protocol")
+        front = port.get("LoadBalancerPort") or port.get("load_balancer_port")
+        if protocol and front is not None:
+            found[str(front)] = str(protocol).upper()
+    return found
+
+
+def keep_classic_listeners_instance_protocol() -> None:
+    """Make moto keep a classic ELB listener's ``InstanceProtocol``: it drops it and answers
+    the front protocol in its place, so an ``https:443 -> http:30132`` listener (upstream's
+    for an ssl-cert port with ``backend-protocol: http``, cloud-provider-aws v1.37.1
+    pkg/providers/v1/aws.go:2102-2131) reads back as ``https -> https``, and every CCM that
+    compares replaces it on every sync. Without one given, the front protocol stays the
+    answer, as before."""
+    from moto.elb.models import ELBBackend, FakeListener
+
+    if getattr(FakeListener, "polyccm_instance_protocol", False):
+        return
+
+    def instance_protocol(self: Any) -> str:
+        return str(getattr(self, "polyccm_instance_protocol_value", None) or self.protocol)
+
+    FakeListener.instance_protocol = property(instance_protocol)  # type: ignore[assignment,method-assign]
+    FakeListener.polyccm_instance_protocol = True  # type: ignore[attr-defined]
+
+    def remember(balancer: Any, ports: Iterable[Any]) -> None:
+        wanted = _instance_protocols(ports)
+        for listener in getattr(balancer, "listeners", ()) if balancer is not None else ():
+            protocol = wanted.get(str(listener.load_balancer_port))
+            if protocol:
+                listener.polyccm_instance_protocol_value = protocol
+
+    create = ELBBackend.create_load_balancer
+
+    @functools.wraps(create)
+    def create_load_balancer(self: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        balancer = create(self, name, *args, **kwargs)
+        ports = kwargs.get("ports", args[1] if len(args) > 1 else ())
+        remember(balancer, ports)
+        return balancer
+
+    add = ELBBackend.create_load_balancer_listeners
+
+    @functools.wraps(add)
+    def create_load_balancer_listeners(self: Any, name: str, ports: Any) -> Any:
+        balancer = add(self, name, ports)
+        remember(self.load_balancers.get(name), ports)
+        return balancer
+
+    ELBBackend.create_load_balancer = create_load_balancer  # type: ignore[method-assign]
+    ELBBackend.create_load_balancer_listeners = create_load_balancer_listeners  # type: ignore[method-assign]
+
+
+def keep_classic_additional_attributes_unique() -> None:
+    """Make ModifyLoadBalancerAttributes of a classic ELB keep one value per additional
+    attribute, as AWS does: moto appends ``elb.http.desyncmitigationmode`` again on each call
+    that names no additional attribute, so a balancer synced often lists it many times."""
+    from moto.elb.models import ELBBackend
+
+    original = ELBBackend.modify_load_balancer_attributes
+    if getattr(original, "polyccm_unique_attributes", False):
+        return
+
+    @functools.wraps(original)
+    def modify_load_balancer_attributes(
+        self: Any, load_balancer_name: str, *args: Any, **kwargs: Any
+    ) -> Any:
+        answer = original(self, load_balancer_name, *args, **kwargs)
+        attributes = self.get_load_balancer(load_balancer_name).attributes
+        attributes["additional_attributes"] = list(
+            dict(attributes.get("additional_attributes") or ()).items()
+        )
+        return answer
+
+    modify_load_balancer_attributes.polyccm_unique_attributes = True  # type: ignore[attr-defined]
+    ELBBackend.modify_load_balancer_attributes = modify_load_balancer_attributes  # type: ignore[method-assign]
 
 
 #: Sets the emulated account's quota of rules per VPC security group: AWS's default is 60 and
