@@ -156,6 +156,58 @@ def test_modifying_attributes_keeps_one_value_per_additional_attribute(
     assert attributes["ConnectionSettings"] == {"IdleTimeout": 300}
 
 
+def test_only_a_tls_listener_has_an_ssl_policy(aws: EmulatorControl, world: World) -> None:
+    # Upstream modifies a TCP listener with an SslPolicy on every sync (cloud-provider-aws
+    # v1.37.1 pkg/providers/v1/aws_loadbalancer.go:296-303); moto gave every listener one.
+    elbv2 = boto3.client("elbv2")
+    nlb = elbv2.create_load_balancer(
+        Name="web", Type="network", Subnets=[world.public["us-east-1a"]]
+    )["LoadBalancers"][0]
+    group = elbv2.create_target_group(
+        Name="web", Protocol="TCP", Port=30080, VpcId=world.vpc_id, TargetType="instance"
+    )["TargetGroups"][0]
+    forward = [{"Type": "forward", "TargetGroupArn": group["TargetGroupArn"]}]
+    certificate = boto3.client("acm").request_certificate(DomainName="web.example.com")
+    elbv2.create_listener(
+        LoadBalancerArn=nlb["LoadBalancerArn"], Protocol="TCP", Port=80, DefaultActions=forward
+    )
+    elbv2.create_listener(
+        LoadBalancerArn=nlb["LoadBalancerArn"],
+        Protocol="TLS",
+        Port=443,
+        DefaultActions=forward,
+        Certificates=[{"CertificateArn": certificate["CertificateArn"]}],
+    )
+
+    listeners = elbv2.describe_listeners(LoadBalancerArn=nlb["LoadBalancerArn"])["Listeners"]
+    policies = {listener["Port"]: listener.get("SslPolicy") for listener in listeners}
+    assert policies == {80: None, 443: "ELBSecurityPolicy-2016-08"}
+
+
+def test_a_network_target_group_lists_client_ip_and_proxy_protocol_attributes(
+    aws: EmulatorControl, world: World
+) -> None:
+    # Upstream skips a target-group-attributes entry the group does not list (cloud-provider-aws
+    # v1.37.1 pkg/providers/v1/aws_loadbalancer.go:659-663): with moto's list it set none.
+    elbv2 = boto3.client("elbv2")
+
+    def attributes(name: str, protocol: str, target_type: str) -> dict[str, str]:
+        group = elbv2.create_target_group(
+            Name=name, Protocol=protocol, Port=30080, VpcId=world.vpc_id, TargetType=target_type
+        )["TargetGroups"][0]
+        listed = elbv2.describe_target_group_attributes(TargetGroupArn=group["TargetGroupArn"])
+        return {a["Key"]: a["Value"] for a in listed["Attributes"]}
+
+    instance_tcp = attributes("instances", "TCP", "instance")
+    ip_tls = attributes("addresses", "TLS", "ip")
+    http = attributes("web", "HTTP", "instance")
+
+    assert instance_tcp["preserve_client_ip.enabled"] == "true"
+    assert instance_tcp["proxy_protocol_v2.enabled"] == "false"
+    assert ip_tls["preserve_client_ip.enabled"] == "false"
+    assert "preserve_client_ip.enabled" not in http
+
+
 def test_instance_topology_lists_the_supported_types_only(
     aws: EmulatorControl, world: World
 ) -> None:

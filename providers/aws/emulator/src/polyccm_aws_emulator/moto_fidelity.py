@@ -11,6 +11,10 @@
 * :func:`keep_classic_additional_attributes_unique`: ModifyLoadBalancerAttributes leaves one
   ``elb.http.desyncmitigationmode`` among a classic ELB's additional attributes (moto appends
   another on every call);
+* :func:`keep_ssl_policies_to_tls_listeners`: an ELBv2 listener has an ``SslPolicy`` only
+  when it terminates TLS (moto gives every listener ELBSecurityPolicy-2016-08);
+* :func:`give_network_target_groups_their_attributes`: a TCP, TLS, UDP or TCP_UDP target group
+  has ``preserve_client_ip.enabled`` and ``proxy_protocol_v2.enabled`` among its attributes;
 * :func:`apply_rules_quota`: the account's quota of rules per security group given in
   ``POLYCCM_AWS_RULES_PER_SECURITY_GROUP`` (AWS's default, 60, without it).
 """
@@ -211,6 +215,54 @@ def keep_classic_additional_attributes_unique() -> None:
 
     modify_load_balancer_attributes.polyccm_unique_attributes = True  # type: ignore[attr-defined]
     ELBBackend.modify_load_balancer_attributes = modify_load_balancer_attributes  # type: ignore[method-assign]
+
+
+def keep_ssl_policies_to_tls_listeners() -> None:
+    """Make moto answer an ``SslPolicy`` only for a listener that terminates TLS (HTTPS, TLS),
+    as AWS does: it gives every listener ELBSecurityPolicy-2016-08, and upstream's AWS CCM
+    modifies a TCP listener that has one on every sync (cloud-provider-aws v1.37.1
+    pkg/providers/v1/aws_loadbalancer.go:296-303)."""
+    from moto.elbv2.models import ELBv2Backend
+
+    original = ELBv2Backend.create_listener
+    if getattr(original, "polyccm_tls_only_policies", False):
+        return
+
+    @functools.wraps(original)
+    def create_listener(self: Any, *args: Any, **kwargs: Any) -> Any:
+        listener: Any = original(self, *args, **kwargs)
+        if listener.protocol not in ("HTTPS", "TLS"):
+            listener.ssl_policy = None
+        return listener
+
+    create_listener.polyccm_tls_only_policies = True  # type: ignore[attr-defined]
+    ELBv2Backend.create_listener = create_listener  # type: ignore[method-assign]
+
+
+def give_network_target_groups_their_attributes() -> None:
+    """Make a network target group (TCP, TLS, UDP, TCP_UDP) list the attributes AWS lists for
+    one: ``preserve_client_ip.enabled`` (true for instance targets and for UDP, false for IP
+    targets of TCP and TLS: AWS's documented defaults) and ``proxy_protocol_v2.enabled``
+    (false). moto lists neither, and upstream's AWS CCM skips an attribute of the
+    ``target-group-attributes`` annotation that DescribeTargetGroupAttributes does not list
+    (cloud-provider-aws v1.37.1 pkg/providers/v1/aws_loadbalancer.go:659-663)."""
+    from moto.elbv2.models import ELBv2Backend
+
+    original = ELBv2Backend.create_target_group
+    if getattr(original, "polyccm_network_attributes", False):
+        return
+
+    @functools.wraps(original)
+    def create_target_group(self: Any, name: str, **kwargs: Any) -> Any:
+        group = original(self, name, **kwargs)
+        if group.protocol in ("TCP", "TLS", "UDP", "TCP_UDP"):
+            preserve = group.target_type == "instance" or group.protocol in ("UDP", "TCP_UDP")
+            group.attributes.setdefault("preserve_client_ip.enabled", str(preserve).lower())
+            group.attributes.setdefault("proxy_protocol_v2.enabled", "false")
+        return group
+
+    create_target_group.polyccm_network_attributes = True  # type: ignore[attr-defined]
+    ELBv2Backend.create_target_group = create_target_group  # type: ignore[method-assign]
 
 
 #: Sets the emulated account's quota of rules per VPC security group: AWS's default is 60 and
