@@ -48,8 +48,13 @@ from polyccm_testing.peers.run import (
     RunningPeer,
     aws_environment,
     common_flags,
+    loopback_environment,
     start_peer,
 )
+
+# The first test builds the upstream peer when `make test` (`make peers`) has not: about ten
+# minutes on two cores, past the suite's per-test timeout.
+pytestmark = pytest.mark.timeout(1200)
 
 #: Actions that only read (the emulator counts every call by its action).
 READS = ("Describe", "Get", "List")
@@ -59,8 +64,8 @@ QUIET_SECONDS = 3.0
 
 @pytest.fixture(scope="module")
 def upstream_binary() -> Path:
-    """aws-cloud-controller-manager v1.37.1, built once (``make test`` builds it before pytest;
-    a run without it waits for the build). Skipped only when Go is missing and none is cached."""
+    """aws-cloud-controller-manager v1.37.1 (``make test`` builds it before pytest; otherwise
+    it is built here, once). Skipped only when Go is missing and none is cached."""
     found, reason = aws_peer_or_reason()
     if found is None:
         if shutil.which("go") is None:
@@ -237,7 +242,11 @@ class Scenario:
         flags = [f for f in self.flags() if not f.startswith(("--leader-elect", "--secure-port"))]
         command = [sys.executable, "-m", "polyccm.cli", "plan", *flags, "-o", "json"]
         done = subprocess.run(
-            command, env=start_env(self.env()), capture_output=True, text=True, timeout=120
+            command,
+            env=loopback_environment(self.env()),
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         (self.directory / "plan.json").write_text(done.stdout + done.stderr)
         assert done.stdout, done.stderr
@@ -281,12 +290,6 @@ def _wait_empty(pending: Callable[[], list[str]], what: str, timeout: float = 60
             pytest.fail(f"timed out after {timeout}s waiting for {what}; still: {left}")
         time.sleep(0.2)
         left = pending()
-
-
-def start_env(env: Mapping[str, str]) -> dict[str, str]:
-    from polyccm_testing.peers.run import loopback_environment
-
-    return loopback_environment(env)
 
 
 @dataclass
