@@ -105,6 +105,7 @@ class Scenario:
     binary: Path
     cloud: SwitchCloud = field(init=False)
     config: Path = field(init=False)
+    table: tuple[switch.SwitchService, ...] = TABLE
     logs: list[Path] = field(default_factory=list)
     uids: dict[str, str] = field(default_factory=dict)
     """Service UID -> name, once the load balancers are made."""
@@ -182,7 +183,7 @@ class Scenario:
         at the next periodic sync, 100 s later (~54): a race, not a difference."""
         _wait_empty(self.initialised, f"the nodes initialised; logs: {self.logs}")
         if not self.services():
-            for service in TABLE:
+            for service in self.table:
                 manifest = switch.service_manifest(service, self.cloud)
                 self.kube.create(SERVICES, manifest, NAMESPACE)
 
@@ -575,3 +576,94 @@ def test_polyccm_takes_the_region_from_zone_as_upstream_does(zone_over_region: S
             f"polyccm initialising the nodes; {zone_over_region.logs}",
             timeout=20,
         )
+
+
+@dataclass
+class Differing:
+    """Upstream's result on :data:`switch.DIFFERING` and a topology-described node, and what
+    polyccm makes of it."""
+
+    plan: dict[str, dict[str, Any]] = field(default_factory=dict)
+    upstream_labels: dict[str, str] = field(default_factory=dict)
+    polyccm_labels: dict[str, str] = field(default_factory=dict)
+
+
+@pytest.fixture(scope="module")
+def differing(
+    kube_api: KubeApi,
+    emulator: Mapping[str, str],
+    control_plane: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    upstream_binary: Path,
+) -> Iterator[Differing]:
+    """Upstream makes the load balancers of :data:`switch.DIFFERING` and initialises a node of
+    :data:`switch.TOPOLOGY_TYPE`; ``polyccm plan`` reads them; polyccm initialises the same
+    node registered afresh."""
+    result = Differing()
+    with pytest.MonkeyPatch.context() as patch:
+        aws = point_boto3_at(emulator, patch.setenv, lambda name: patch.delenv(name, raising=False))
+        delete_all_nodes(kube_api)
+        scenario = Scenario(
+            kube_api,
+            aws,
+            emulator,
+            Path(control_plane.kubeconfig),
+            tmp_path_factory.mktemp("switch-differing"),
+            upstream_binary,
+            table=switch.DIFFERING,
+        )
+        try:
+            instance = scenario.cloud.add_instance(switch.ZONES[0], switch.TOPOLOGY_TYPE)
+            node = str(instance["PrivateDnsName"])
+            scenario.register(list(scenario.cloud.instances)[-1])
+            with scenario.upstream():
+                scenario.converged()
+            result.upstream_labels = scenario.nodes_state()[node]["labels"]
+            # The emulator answered upstream's DescribeInstanceTopology for this node.
+            assert any("network-node-layer" in k for k in result.upstream_labels), (
+                result.upstream_labels
+            )
+            result.plan = {p["service"].split("/")[1]: p for p in scenario.plan()["loadBalancers"]}
+            kube_api.delete(NODES, node)
+            scenario.register(list(scenario.cloud.instances)[-1])
+            with scenario.polyccm():
+                _wait_empty(scenario.initialised, f"polyccm initialising; {scenario.logs}")
+            result.polyccm_labels = scenario.nodes_state()[node]["labels"]
+        finally:
+            delete_namespace(kube_api, NAMESPACE)
+            delete_all_nodes(kube_api)
+    yield result
+
+
+def _adopted(differing: Differing, name: str) -> None:
+    planned = differing.plan[name]
+    assert (planned["action"], planned["differences"], planned["problems"]) == ("adopt", [], [])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 26: ssl-ports names are matched exactly upstream (aws.go ~1932); polyccm "
+    "trims them, so it would turn upstream's plain TCP listener on 8443 into SSL",
+)
+def test_ssl_ports_are_read_as_upstream_reads_them(differing: Differing) -> None:
+    _adopted(differing, "elb-ssl-spaced")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 26: upstream parses an NLB's healthcheck-timeout and does not send it; "
+    "polyccm sends it",
+)
+def test_an_nlb_healthcheck_timeout_is_left_as_upstream_leaves_it(differing: Differing) -> None:
+    _adopted(differing, "nlb-hc-timeout")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 26: upstream labels topology.k8s.aws/network-node-layer-N from "
+    "DescribeInstanceTopology; polyccm does not",
+)
+def test_a_topology_described_node_gets_upstreams_labels(differing: Differing) -> None:
+    # k8s.io/cloud-provider-aws v1.37.1 pkg/providers/v1/instances_v2.go (InstanceMetadata with
+    # the topology of topology.go): the layers upstream gave this node.
+    assert differing.polyccm_labels == differing.upstream_labels
