@@ -54,6 +54,11 @@ from polyccm_aws_emulator.moto_fidelity import (
     describe_instance_topology,
     filter_interfaces_by_attachment_status,
     give_classic_elbs_a_default_health_check,
+    give_network_load_balancers_their_dns_names,
+    give_network_target_groups_their_attributes,
+    keep_classic_additional_attributes_unique,
+    keep_classic_listeners_instance_protocol,
+    keep_ssl_policies_to_tls_listeners,
 )
 from polyccm_aws_emulator.moto_speedups import (
     find_an_image_by_id_directly,
@@ -247,6 +252,11 @@ def build_app() -> FaultInjector:
 
     give_classic_elbs_a_default_health_check()
     filter_interfaces_by_attachment_status()
+    give_network_load_balancers_their_dns_names()
+    keep_classic_listeners_instance_protocol()
+    keep_classic_additional_attributes_unique()
+    keep_ssl_policies_to_tls_listeners()
+    give_network_target_groups_their_attributes()
     index_instances_by_id()
     parse_long_lists_by_binary_search()
     find_an_image_by_id_directly()

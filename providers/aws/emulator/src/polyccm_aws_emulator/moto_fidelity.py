@@ -5,6 +5,18 @@
   health check (moto gives none until ConfigureHealthCheck);
 * :func:`filter_interfaces_by_attachment_status`: DescribeNetworkInterfaces takes the
   ``attachment.status`` filter (moto refuses it; upstream's Fargate lookup sends it);
+* :func:`give_network_load_balancers_their_dns_names`: an NLB's DNS name has AWS's form for
+  network load balancers, ``<name>-<id>.elb.<region>.amazonaws.com`` (moto gives every ELBv2
+  balancer the classic form, ``<name>-1.<region>.elb.amazonaws.com``);
+* :func:`keep_classic_listeners_instance_protocol`: a classic ELB listener keeps the
+  ``InstanceProtocol`` it was created with (moto answers its front protocol instead);
+* :func:`keep_classic_additional_attributes_unique`: ModifyLoadBalancerAttributes leaves one
+  ``elb.http.desyncmitigationmode`` among a classic ELB's additional attributes (moto appends
+  another on every call);
+* :func:`keep_ssl_policies_to_tls_listeners`: an ELBv2 listener has an ``SslPolicy`` only
+  when it terminates TLS (moto gives every listener ELBSecurityPolicy-2016-08);
+* :func:`give_network_target_groups_their_attributes`: a TCP, TLS, UDP or TCP_UDP target group
+  has ``preserve_client_ip.enabled`` and ``proxy_protocol_v2.enabled`` among its attributes;
 * :func:`apply_rules_quota`: the account's quota of rules per security group given in
   ``POLYCCM_AWS_RULES_PER_SECURITY_GROUP`` (AWS's default, 60, without it).
 """
@@ -156,6 +168,161 @@ def filter_interfaces_by_attachment_status() -> None:
 
     get_filter_value.polyccm_attachment_status = True  # type: ignore[attr-defined]
     NetworkInterface.get_filter_value = get_filter_value  # type: ignore[method-assign]
+
+
+def give_network_load_balancers_their_dns_names() -> None:
+    """Make moto name NLBs as AWS does: ``<name>-<16 hex digits>.elb.<region>.amazonaws.com``.
+    moto names every ELBv2 balancer like a classic ELB (``<name>-1.<region>.elb.amazonaws.com``),
+    and upstream's AWS CCM tells the two kinds apart by that suffix: on the next sync of an NLB
+    Service whose status carries a classic-looking name, it refuses it as a change of the type
+    annotation (k8s.io/cloud-provider-aws v1.37.1 pkg/providers/v1/aws_validations.go:59-67)."""
+    from moto.elbv2.models import ELBv2Backend
+
+    original = ELBv2Backend.create_load_balancer
+    if getattr(original, "polyccm_nlb_dns_names", False):
+        return
+
+    @functools.wraps(original)
+    def create_load_balancer(self: Any, *args: Any, **kwargs: Any) -> Any:
+        balancer = original(self, *args, **kwargs)
+        if balancer.type == "network":
+            # The ARN ends with the balancer's id, 16 hex digits, as AWS's DNS name does.
+            identifier = str(balancer.arn).rsplit("/", 1)[-1]
+            balancer.dns_name = f"{balancer.name}-{identifier}.elb.{self.region_name}.amazonaws.com"
+        return balancer
+
+    create_load_balancer.polyccm_nlb_dns_names = True  # type: ignore[attr-defined]
+    ELBv2Backend.create_load_balancer = create_load_balancer  # type: ignore[method-assign]
+
+
+def _instance_protocols(ports: Iterable[Any]) -> dict[str, str]:
+    """Front port (as text) -> the ``InstanceProtocol`` asked for, upper-cased as AWS answers."""
+    found: dict[str, str] = {}
+    for port in ports or ():
+        protocol = port.get("InstanceProtocol") or port.get("instance_protocol")
+        front = port.get("LoadBalancerPort") or port.get("load_balancer_port")
+        if protocol and front is not None:
+            found[str(front)] = str(protocol).upper()
+    return found
+
+
+def keep_classic_listeners_instance_protocol() -> None:
+    """Make moto keep a classic ELB listener's ``InstanceProtocol``: it drops it and answers
+    the front protocol in its place, so an ``https:443 -> http:30132`` listener (upstream's
+    for an ssl-cert port with ``backend-protocol: http``, cloud-provider-aws v1.37.1
+    pkg/providers/v1/aws.go:2102-2131) reads back as ``https -> https``, and every CCM that
+    compares replaces it on every sync. Without one given, the front protocol stays the
+    answer, as before."""
+    from moto.elb.models import ELBBackend, FakeListener
+
+    if getattr(FakeListener, "polyccm_instance_protocol", False):
+        return
+
+    def instance_protocol(self: Any) -> str:
+        return str(getattr(self, "polyccm_instance_protocol_value", None) or self.protocol)
+
+    FakeListener.instance_protocol = property(instance_protocol)  # type: ignore[assignment,method-assign]
+    FakeListener.polyccm_instance_protocol = True  # type: ignore[attr-defined]
+
+    def remember(balancer: Any, ports: Iterable[Any]) -> None:
+        wanted = _instance_protocols(ports)
+        for listener in getattr(balancer, "listeners", ()) if balancer is not None else ():
+            protocol = wanted.get(str(listener.load_balancer_port))
+            if protocol:
+                listener.polyccm_instance_protocol_value = protocol
+
+    create = ELBBackend.create_load_balancer
+
+    @functools.wraps(create)
+    def create_load_balancer(self: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        balancer = create(self, name, *args, **kwargs)
+        ports = kwargs.get("ports", args[1] if len(args) > 1 else ())
+        remember(balancer, ports)
+        return balancer
+
+    add = ELBBackend.create_load_balancer_listeners
+
+    @functools.wraps(add)
+    def create_load_balancer_listeners(self: Any, name: str, ports: Any) -> Any:
+        balancer = add(self, name, ports)
+        remember(self.load_balancers.get(name), ports)
+        return balancer
+
+    ELBBackend.create_load_balancer = create_load_balancer  # type: ignore[method-assign]
+    ELBBackend.create_load_balancer_listeners = create_load_balancer_listeners  # type: ignore[method-assign]
+
+
+def keep_classic_additional_attributes_unique() -> None:
+    """Make ModifyLoadBalancerAttributes of a classic ELB keep one value per additional
+    attribute, as AWS does: moto appends ``elb.http.desyncmitigationmode`` again on each call
+    that names no additional attribute, so a balancer synced often lists it many times."""
+    from moto.elb.models import ELBBackend
+
+    original = ELBBackend.modify_load_balancer_attributes
+    if getattr(original, "polyccm_unique_attributes", False):
+        return
+
+    @functools.wraps(original)
+    def modify_load_balancer_attributes(
+        self: Any, load_balancer_name: str, *args: Any, **kwargs: Any
+    ) -> Any:
+        answer = original(self, load_balancer_name, *args, **kwargs)
+        attributes = self.get_load_balancer(load_balancer_name).attributes
+        attributes["additional_attributes"] = list(
+            dict(attributes.get("additional_attributes") or ()).items()
+        )
+        return answer
+
+    modify_load_balancer_attributes.polyccm_unique_attributes = True  # type: ignore[attr-defined]
+    ELBBackend.modify_load_balancer_attributes = modify_load_balancer_attributes  # type: ignore[method-assign]
+
+
+def keep_ssl_policies_to_tls_listeners() -> None:
+    """Make moto answer an ``SslPolicy`` only for a listener that terminates TLS (HTTPS, TLS),
+    as AWS does: it gives every listener ELBSecurityPolicy-2016-08, and upstream's AWS CCM
+    modifies a TCP listener that has one on every sync (cloud-provider-aws v1.37.1
+    pkg/providers/v1/aws_loadbalancer.go:296-303)."""
+    from moto.elbv2.models import ELBv2Backend
+
+    original = ELBv2Backend.create_listener
+    if getattr(original, "polyccm_tls_only_policies", False):
+        return
+
+    @functools.wraps(original)
+    def create_listener(self: Any, *args: Any, **kwargs: Any) -> Any:
+        listener: Any = original(self, *args, **kwargs)
+        if listener.protocol not in ("HTTPS", "TLS"):
+            listener.ssl_policy = None
+        return listener
+
+    create_listener.polyccm_tls_only_policies = True  # type: ignore[attr-defined]
+    ELBv2Backend.create_listener = create_listener  # type: ignore[method-assign]
+
+
+def give_network_target_groups_their_attributes() -> None:
+    """Make a network target group (TCP, TLS, UDP, TCP_UDP) list the attributes AWS lists for
+    one: ``preserve_client_ip.enabled`` (true for instance targets and for UDP, false for IP
+    targets of TCP and TLS: AWS's documented defaults) and ``proxy_protocol_v2.enabled``
+    (false). moto lists neither, and upstream's AWS CCM skips an attribute of the
+    ``target-group-attributes`` annotation that DescribeTargetGroupAttributes does not list
+    (cloud-provider-aws v1.37.1 pkg/providers/v1/aws_loadbalancer.go:659-663)."""
+    from moto.elbv2.models import ELBv2Backend
+
+    original = ELBv2Backend.create_target_group
+    if getattr(original, "polyccm_network_attributes", False):
+        return
+
+    @functools.wraps(original)
+    def create_target_group(self: Any, name: str, **kwargs: Any) -> Any:
+        group = original(self, name, **kwargs)
+        if group.protocol in ("TCP", "TLS", "UDP", "TCP_UDP"):
+            preserve = group.target_type == "instance" or group.protocol in ("UDP", "TCP_UDP")
+            group.attributes.setdefault("preserve_client_ip.enabled", str(preserve).lower())
+            group.attributes.setdefault("proxy_protocol_v2.enabled", "false")
+        return group
+
+    create_target_group.polyccm_network_attributes = True  # type: ignore[attr-defined]
+    ELBv2Backend.create_target_group = create_target_group  # type: ignore[method-assign]
 
 
 #: Sets the emulated account's quota of rules per VPC security group: AWS's default is 60 and
