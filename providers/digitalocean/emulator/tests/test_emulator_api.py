@@ -226,6 +226,24 @@ def test_invalid_load_balancer_specs_are_422_with_a_message_naming_the_problem(
     assert account.app.backend.load_balancers == {}
 
 
+def test_an_http3_rule_shares_its_port_with_the_https_rule_as_upstream_sends_it(
+    account: Account,
+) -> None:
+    # Upstream's CCM (v0.1.68 loadbalancers.go:1111, buildHTTP3ForwardingRule 1051-1084) adds
+    # the http3 rule on the port of an https or http2 rule, as DigitalOcean requires; the
+    # emulator refused it as "443 is used twice", so upstream never got such a load balancer.
+    api = account.api
+    certificate = api.ok("POST", "/v2/certificates", {"name": "web", "type": "custom",
+                         "private_key": "k", "leaf_certificate": "l"})["certificate"]  # fmt: skip
+    rules = [{"entry_protocol": protocol, "entry_port": 443, "target_protocol": "http",
+              "target_port": 30443, "certificate_id": certificate["id"]}
+             for protocol in ("https", "http3")]  # fmt: skip
+    lb = api.ok("POST", "/v2/load_balancers", _lb([], forwarding_rules=rules))["load_balancer"]
+    assert [r["entry_protocol"] for r in lb["forwarding_rules"]] == ["https", "http3"]
+    twice = api.call("POST", "/v2/load_balancers", _lb([], forwarding_rules=[*rules, rules[1]]))
+    assert twice.status == 422 and "443 is used twice" in twice.body["message"]
+
+
 def test_droplets_in_another_region_cannot_back_a_load_balancer(account: Account) -> None:
     (elsewhere,) = account.api.create_droplets(1, region="sfo3")
     answer = account.api.call("POST", "/v2/load_balancers", _lb([elsewhere["id"]]))
