@@ -224,16 +224,23 @@ def setup_cloud(api: DigitalOceanApi) -> Setup:
     return Setup(droplets, str(certificate["id"]))
 
 
-def setup_kube(kube: KubeApi, made: Setup, *, nodes: bool = True) -> None:
-    """The Nodes as kubelets register them (tainted, no providerID: unless ``nodes`` is
-    false), the namespace and every Service of :data:`CASES`."""
-    if nodes:
-        for name in made.droplets:
-            make_node(kube, name)
+def register_nodes(kube: KubeApi, made: Setup) -> None:
+    """The Nodes as kubelets register them: tainted, no providerID."""
+    for name in made.droplets:
+        make_node(kube, name)
+
+
+def create_services(kube: KubeApi, made: Setup) -> None:
+    """The namespace and every Service of :data:`CASES`."""
     kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                              "metadata": {"name": NAMESPACE}})  # fmt: skip
     for case in CASES:
         kube.create(SERVICES, case.manifest(made.certificate_id), NAMESPACE)
+
+
+def nodes_initialised(kube: KubeApi) -> bool:
+    nodes = kube.list(NODES)["items"]
+    return bool(nodes) and all(_node_initialised(kube, n["metadata"]["name"]) for n in nodes)
 
 
 # -- state --------------------------------------------------------------------------------------
@@ -375,8 +382,7 @@ POLYCCM_UNSERVED = frozenset({"http3"})
 def served(kube: KubeApi, unserved: frozenset[str] = frozenset()) -> bool:
     """Every node initialised and every scenario Service served (but the disowned one, and
     those named in ``unserved``)."""
-    nodes = kube.list(NODES)["items"]
-    if not nodes or not all(_node_initialised(kube, n["metadata"]["name"]) for n in nodes):
+    if not nodes_initialised(kube):
         return False
     services = kube.list(SERVICES, NAMESPACE)["items"]
     return all(
@@ -502,10 +508,13 @@ def _record_upstream_first(
 
     with _environment(state / "upstream-first") as at:
         made = setup_cloud(at.api)
-        setup_kube(at.kube, made)
+        register_nodes(at.kube, made)
         upstream = upstream_env(at.recorder.url, at.token, free_port())
         settler = Settler(at.recorder, quiet)
         with running_upstream(peer, at.plane.kubeconfig, upstream, state / "upstream.log"):
+            # The cluster's nodes come first, as in a cluster; then its Services.
+            settler.wait(lambda: nodes_initialised(at.kube), timeout=60)
+            create_services(at.kube, made)
             settler.wait(lambda: served(at.kube), need_write=True)
             kube = {**kube_state(at.kube), "setup": made.as_json()}
             note = "upstream initialises the nodes and makes every load balancer"
@@ -527,7 +536,8 @@ def _record_reverse(peer: Path, state: Path, save: Callable[[Any], None], quiet:
 
     with _environment(state / "polyccm-first") as at:
         made = setup_cloud(at.api)
-        setup_kube(at.kube, made)
+        register_nodes(at.kube, made)
+        create_services(at.kube, made)
         ours = {"DO_ACCESS_TOKEN": at.token, "DO_OVERRIDE_URL": at.recorder.url, "REGION": REGION}
         settler = Settler(at.recorder, 5.0)
         with running_polyccm("digitalocean", state=state, env=ours, kubeconfig=at.plane.kubeconfig,
@@ -550,7 +560,7 @@ def _record_reverse(peer: Path, state: Path, save: Callable[[Any], None], quiet:
             )
 
 
-def record(peer: Path, out: Path, *, quiet: float = 20.0) -> list[str]:
+def record(peer: Path, out: Path, *, quiet: float = 20.0, work: Path | None = None) -> list[str]:
     """Run the scenario with upstream's binary ``peer``; write one golden per step in ``out``
     (its old goldens removed first); return the files' names."""
     from polyccm_testing.peers.goldens import Peer, Step, save_step
@@ -568,8 +578,9 @@ def record(peer: Path, out: Path, *, quiet: float = 20.0) -> list[str]:
               flush=True)  # fmt: skip
 
     with tempfile.TemporaryDirectory(prefix="polyccm-switch-do-") as directory:
-        _record_upstream_first(peer, Path(directory), save, quiet)
-        _record_reverse(peer, Path(directory), save, quiet)
+        state = work or Path(directory)
+        _record_upstream_first(peer, state, save, quiet)
+        _record_reverse(peer, state, save, quiet)
     return written
 
 
@@ -583,11 +594,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=GOLDENS, help="where the goldens go")
     parser.add_argument("--quiet", type=float, default=20.0,
                         help="seconds without a write that mean upstream has settled")  # fmt: skip
+    parser.add_argument("--work", type=Path, default=None,
+                        help="keep the CCMs' logs and the control planes' state here")  # fmt: skip
     args = parser.parse_args(argv)
     if not os.access(args.peer, os.X_OK):
         print(f"--peer {args.peer}: not an executable file", file=sys.stderr)
         return 2
-    record(args.peer, args.out, quiet=args.quiet)
+    record(args.peer.resolve(), args.out, quiet=args.quiet, work=args.work)
     return 0
 
 
