@@ -244,6 +244,19 @@ def test_an_http3_rule_shares_its_port_with_the_https_rule_as_upstream_sends_it(
     assert twice.status == 422 and "443 is used twice" in twice.body["message"]
 
 
+def test_the_deprecated_algorithm_is_taken_and_ignored(account: Account) -> None:
+    # DigitalOcean's document: "You can no longer specify an algorithm"; upstream's CCM sends
+    # its annotation's value all the same, which "does nothing, as the algorithm field on the
+    # API is ignored" (v0.1.68 lb_annotations.go:116-121). The emulator kept it.
+    api = account.api
+    lb = api.ok("POST", "/v2/load_balancers", _lb([], algorithm="least_connections"))
+    assert lb["load_balancer"]["algorithm"] == "round_robin"
+    lb_id = lb["load_balancer"]["id"]
+    api.ok("PUT", f"/v2/load_balancers/{lb_id}", _lb([], algorithm="least_connections"))
+    updated = api.ok("GET", f"/v2/load_balancers/{lb_id}")["load_balancer"]
+    assert updated["algorithm"] == "round_robin"
+
+
 def test_droplets_in_another_region_cannot_back_a_load_balancer(account: Account) -> None:
     (elsewhere,) = account.api.create_droplets(1, region="sfo3")
     answer = account.api.call("POST", "/v2/load_balancers", _lb([elsewhere["id"]]))

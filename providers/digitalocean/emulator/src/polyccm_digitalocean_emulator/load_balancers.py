@@ -89,6 +89,10 @@ def normalized(body: Mapping[str, Any], *, project_id: str, vpc_uuid: str) -> di
     spec = {key: copy.deepcopy(value) for key, value in body.items() if key not in PLACEMENT}
     for key, value in DEFAULTS.items():
         spec.setdefault(key, value)
+    # The document: "This field has been deprecated. You can no longer specify an algorithm";
+    # upstream's CCM still sends its annotation's value, which "does nothing, as the algorithm
+    # field on the API is ignored" (v0.1.68 lb_annotations.go:116-121). Taken, never kept.
+    spec["algorithm"] = DEFAULTS["algorithm"]
     spec.setdefault("name", "")
     spec["health_check"] = {**HEALTH_CHECK_DEFAULTS, **spec.get("health_check", {})}
     sticky = {"type": "none", **spec.get("sticky_sessions", {})}
