@@ -12,8 +12,10 @@ import datetime
 import ipaddress
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 #: Names the serving certificate is valid for: loopback, and the in-cluster names of the
 #: ``kubernetes`` service (10.0.0.1 is the first address of the service range).
@@ -229,36 +231,79 @@ def client_certificate(
     per uid, for client authentication (server authentication only without ``client_auth``).
     Returns the certificate and key files written in ``directory``."""
     from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
+
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups]
+    attributes += [x509.NameAttribute(ObjectIdentifier("1.3.6.1.4.1.57683.2"), uid) for uid in uids]
+    if user:
+        attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, user))
+    usage = ExtendedKeyUsageOID.CLIENT_AUTH if client_auth else ExtendedKeyUsageOID.SERVER_AUTH
+    return _leaf(
+        pki,
+        directory,
+        subject=x509.Name(attributes),
+        extensions=[x509.ExtendedKeyUsage([usage])],
+        stem=lambda serial: f"client-{user or 'anonymous'}-{serial % 10**8}",
+    )
+
+
+def serving_certificate(
+    pki: Pki, directory: Path, *, dns_names: tuple[str, ...], stem: str = "serving"
+) -> tuple[Path, Path]:
+    """A one-day serving certificate signed by ``pki``'s CA for ``dns_names`` (a TLS server
+    that answers for those names, as a client trusting the CA checks them). Returns the
+    certificate and key files written in ``directory`` as ``<stem>.crt`` and ``<stem>.key``."""
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    return _leaf(
+        pki,
+        directory,
+        subject=x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0])]),
+        extensions=[
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
+            x509.SubjectAlternativeName([x509.DNSName(name) for name in dns_names]),
+        ],
+        stem=lambda _serial: stem,
+    )
+
+
+def _leaf(
+    pki: Pki,
+    directory: Path,
+    *,
+    subject: Any,
+    extensions: list[Any],
+    stem: Callable[[int], str],
+) -> tuple[Path, Path]:
+    """A one-day EC certificate for ``subject`` with ``extensions`` (non-critical), signed by
+    ``pki``'s CA; written as ``<stem(serial)>.crt`` and ``.key`` (private) in ``directory``."""
+    from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
     ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
     ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
     if not isinstance(ca_key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)):
         raise PkiError(f"{pki.ca_key}: an RSA or EC key was expected")
     key = ec.generate_private_key(ec.SECP256R1())
-    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups]
-    attributes += [x509.NameAttribute(ObjectIdentifier("1.3.6.1.4.1.57683.2"), uid) for uid in uids]
-    if user:
-        attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, user))
-    usage = ExtendedKeyUsageOID.CLIENT_AUTH if client_auth else ExtendedKeyUsageOID.SERVER_AUTH
     now = datetime.datetime.now(datetime.UTC)
-    certificate = (
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name(attributes))
+        .subject_name(subject)
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(hours=1))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        .sign(ca_key, hashes.SHA256())
     )
+    for extension in extensions:
+        builder = builder.add_extension(extension, critical=False)
+    certificate = builder.sign(ca_key, hashes.SHA256())
     directory.mkdir(parents=True, exist_ok=True)
-    stem = directory / f"client-{user or 'anonymous'}-{certificate.serial_number % 10**8}"
-    cert_file, key_file = stem.with_suffix(".crt"), stem.with_suffix(".key")
+    base = directory / stem(certificate.serial_number)
+    cert_file, key_file = base.with_name(base.name + ".crt"), base.with_name(base.name + ".key")
     cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
     key_file.write_bytes(
         key.private_bytes(
