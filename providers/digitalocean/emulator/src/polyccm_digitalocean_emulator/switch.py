@@ -6,18 +6,21 @@ The scenario's parts, shared by the goldens' recorder (:func:`main`) and
 * :data:`CASES`: one LoadBalancer Service per annotation of upstream's
   (digitalocean-cloud-controller-manager v0.1.68, ``cloud-controller-manager/do/``) that changes
   the load balancer it builds, each citing the line that reads it;
-* :func:`setup`: droplets and a certificate made through DigitalOcean's own API, the Nodes as
-  ``kubelet --cloud-provider=external`` registers them, and the Services. A DigitalOcean
-  cluster lives in one region (upstream's ``REGION``, cloud.go:126, is the region of every load
-  balancer it makes, loadbalancers.go:991), so every droplet is in :data:`REGION`; what varies
-  between them is the IP stack (one dual-stack droplet), which upstream reads
-  (loadbalancers.go:640 classifyNode);
+* :func:`setup_cloud`, :func:`register_nodes`, :func:`create_services`: droplets and a
+  certificate made through DigitalOcean's own API, the Nodes as ``kubelet
+  --cloud-provider=external`` registers them, and the Services. A DigitalOcean cluster lives in
+  one region (upstream's ``REGION``, metadata.go:38-50 via cloud.go:126, is the region of every
+  load balancer it makes, loadbalancers.go:991), so every droplet is in :data:`REGION`; what
+  varies between them is the IP stack (one dual-stack droplet), which upstream reads
+  (classifyNode, loadbalancers.go:640-675);
 * :func:`cloud_state`, read through the API; :func:`kube_state`, what a CCM wrote to Kubernetes;
 * :data:`EDITS`: step 4's edits (a port added, an annotation changed, a node added, a node
   removed, a Service deleted);
-* :func:`main`: ``python -m polyccm_digitalocean_emulator.switch --peer PATH`` runs upstream's
-  binary through the recorder against the emulator and a local control plane and writes
-  ``providers/digitalocean/tests/goldens/switch/NN-<step>.json``.
+* :func:`main`: ``python -m polyccm_digitalocean_emulator.switch --peer PATH`` (from the
+  repository's root) runs upstream's binary through the recorder against the emulator and a
+  local control plane and writes ``providers/digitalocean/tests/goldens/switch/NN-<step>.json``
+  (``--out`` elsewhere; ``--work DIR`` keeps both CCMs' logs). Upstream settles when no write
+  has gone out for ``--quiet`` seconds (20). About four minutes.
 
 Node ports are fixed in the manifests, so a REGIONAL load balancer's rules (to node ports) are
 the same at every run; load balancers' names hold their Service's UID (``a`` + the UID without
