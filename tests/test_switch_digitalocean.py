@@ -226,6 +226,19 @@ def differences(expected: Any, actual: Any, names: Mapping[str, str]) -> dict[st
     return found
 
 
+def ensured_all(kube: KubeApi) -> bool:
+    """Whether polyccm has ensured every Service it serves (upstream's events are not replayed:
+    an EnsuredLoadBalancer here is polyccm's)."""
+    serves = {c.name for c in scenario.CASES} - {"disowned"} - scenario.POLYCCM_UNSERVED
+    ensured = {
+        name
+        for name in serves
+        for _type, reason, _message in events_for(kube, scenario.NAMESPACE, name)
+        if reason == "EnsuredLoadBalancer"
+    }
+    return ensured == serves
+
+
 @contextmanager
 def polyccm(tmp: Path, endpoint: str, env: Mapping[str, str], kubeconfig: Path) -> Iterator[Path]:
     """polyccm's real CLI with upstream's environment (no cloud config: upstream has none)."""
@@ -288,8 +301,8 @@ def _take_over(run: Run, env: Mapping[str, str], kubeconfig: Path, tmp: Path) ->
         # 3. polyccm takes over.
         settler = scenario.Settler(rec, SETTLED)
         with polyccm(tmp, rec.url, env, kubeconfig):
-            time.sleep(SETTLED)
-            settler.wait(lambda: True, timeout=60)
+            # Settled: every Service polyccm serves ensured once, and no write for a while.
+            settler.wait(lambda: ensured_all(kube), timeout=60)
             run.settle_writes = [str(e) for e in settler.take() if e.is_write]
             run.kube_after = services_view(kube)
             run.warnings = [(name, *event) for name in run.kube_before
