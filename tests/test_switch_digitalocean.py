@@ -8,7 +8,8 @@ polyccm_digitalocean_emulator.switch --peer PATH`` records them again). Here:
 1. upstream's recorded exchanges are sent to the emulator again (each must get the status it got
    then: the emulator serves upstream), the cloud state must be the recorded one, and upstream's
    recorded results are written to Kubernetes (Nodes initialised, Services' annotations,
-   finalizers and status);
+   finalizers and status); upstream's own edits are replayed the same way on their own (each
+   accepted, each step's cloud the recorded one);
 2. ``polyccm plan`` (upstream's environment: DO_ACCESS_TOKEN, DO_OVERRIDE_URL, REGION) says
    "adopt" for every load balancer and nothing else;
 3. polyccm (the real CLI, same environment) settles with no cloud write, no Service status or
@@ -92,6 +93,7 @@ class Run:
     reverse_lb_names: dict[str, str] = field(default_factory=dict)
     """Service -> its load balancer's name when the reverse switch was recorded."""
     upstream_reverse_changes: dict[str, Any] = field(default_factory=dict)
+    replayed_edit_differences: dict[str, Any] = field(default_factory=dict)
 
     def dump(self, path: Path) -> None:
         """Everything but the golden and the client, for reading a failure."""
@@ -343,6 +345,29 @@ def _reverse(run: Run, env: Mapping[str, str], kubeconfig: Path, tmp: Path) -> N
     )
 
 
+def _replay_edits(run: Run, env: Mapping[str, str]) -> None:
+    """Upstream's own edits replayed after its create, on a reset emulator: each exchange
+    accepted with its recorded status, each step's cloud the recorded one."""
+    kube, golden = run.kube, run.golden
+    api, made = fresh(kube, env)
+    create = golden.step("create")
+    scenario.register_nodes(kube, made)
+    scenario.create_services(kube, made)
+    bindings = bind_setup(create.kube, made, kube)
+    names = service_names(kube)
+    replayer = replay_to(env, bindings)
+    replayer.replay(create.exchanges)
+    for edit in scenario.EDITS:
+        if edit.name == "node-added":  # the droplet comes first, made through the API
+            scenario.make_droplet(api, scenario.ADDED_DROPLET, False)
+        step = golden.step(edit.name)
+        run.replayed[edit.name] = replayer.replay(step.exchanges)
+        time.sleep(0.5)  # a replayed create turns active
+        run.replayed_edit_differences[edit.name] = differences(
+            expected(step, bindings), actual(api), names
+        )
+
+
 @pytest.fixture(scope="module")
 def switch(
     control_plane: Any, kube_api: KubeApi, tmp_path_factory: pytest.TempPathFactory
@@ -353,6 +378,7 @@ def switch(
         try:
             _take_over(run, env, control_plane.kubeconfig, tmp)
             _reverse(run, env, control_plane.kubeconfig, tmp)
+            _replay_edits(run, env)
         finally:
             delete_namespace(kube_api, scenario.NAMESPACE)
             delete_all_nodes(kube_api)
@@ -502,6 +528,15 @@ def test_the_emulator_accepts_every_exchange_upstream_made(switch: Run) -> None:
 
 def test_the_replayed_cloud_is_the_recorded_one(switch: Run) -> None:
     assert switch.replay_differences == {}
+
+
+@pytest.mark.parametrize("edit", [edit.name for edit in scenario.EDITS])
+def test_the_emulator_accepts_upstreams_edits_and_ends_where_upstream_did(
+    switch: Run, edit: str
+) -> None:
+    recorded = switch.golden.step(edit)
+    assert len(switch.replayed[edit]) == len(recorded.exchanges)
+    assert switch.replayed_edit_differences[edit] == {}
 
 
 # -- 2. the plan ----------------------------------------------------------------------------
