@@ -1,6 +1,6 @@
 # polyccm developer entry points. `make test` on a fresh clone installs uv if missing, syncs the
-# workspace, obtains the control-plane binaries and kustomize (building them once with Go) and
-# runs every check.
+# workspace, obtains the control-plane binaries, kustomize and the upstream AWS CCM (building
+# them once with Go) and runs every check.
 
 SHELL := /bin/bash
 TOOLS := $(CURDIR)/.tools
@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # distribution, providers/<name>/emulator, has one).
 PROVIDER ?= aws
 
-.PHONY: all test lint sync uv binaries image image-tools demo clean-state stress-shutdown
+.PHONY: all test lint sync uv binaries peers image image-tools demo clean-state stress-shutdown
 
 all: test
 
@@ -34,7 +34,13 @@ lint: sync
 	$(UV) run --no-sync mypy
 	$(UV) run --no-sync lint-imports
 
-test: lint binaries image-tools
+# The upstream CCMs the switch tests run beside polyccm (tests/test_switch_*.py): the AWS one,
+# k8s.io/cloud-provider-aws, is built once from the Go module proxy into ~/.cache/polyccm/bin
+# (about ten minutes on two cores); without Go this says why and its switch test is skipped.
+peers: sync
+	$(UV) run --no-sync python -m polyccm_testing.peers.builds
+
+test: lint binaries peers image-tools
 	$(UV) run --no-sync pytest $(PYTEST_ARGS)
 
 # `make image PROVIDER=<name>` builds that provider's image with buildah on a local Debian base

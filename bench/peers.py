@@ -2,10 +2,8 @@
 beside the control-plane binaries (``~/.cache/polyccm/bin``), as
 :mod:`polyccm_testing.devenv.binaries` does for kube-apiserver and etcd:
 
-* ``aws-cloud-controller-manager`` from ``k8s.io/cloud-provider-aws`` through a wrapper module
-  that only requires it. Its go.mod replaces ``github.com/google/cel-go`` with a module the
-  proxy refuses; replace lines of a dependency are ignored, so the wrapper builds with
-  ``github.com/google/cel-go`` at the version it names (v0.31.0, the same code: the same hash).
+* ``aws-cloud-controller-manager`` from ``k8s.io/cloud-provider-aws``, built and cached by
+  :mod:`polyccm_testing.peers.builds` (the switch tests run the same binary).
 * ``fake-cloud-controller-manager``: our own small main (``bench/peers/fakeccm``) that runs
   ``k8s.io/cloud-provider``'s standard controllers over its fake cloud, the floor of what the
   Go framework costs. Its cache name carries a digest of the sources, so an edit rebuilds it.
@@ -22,18 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from polyccm_testing.devenv.binaries import (
-    BinaryError,
-    _cached_or_built,
-    _module_go_mod,
-    _requires_newer_go,
-    _run_go,
-    cache_dir,
-)
+from polyccm_testing.devenv.binaries import BinaryError, _cached_or_built, _run_go, cache_dir
+from polyccm_testing.peers.builds import AWS, aws_peer, peer_binary
 
-AWS_MODULE = "k8s.io/cloud-provider-aws"
-AWS_VERSION = "v1.37.1"
-AWS_MAIN = f"{AWS_MODULE}/cmd/aws-cloud-controller-manager"
 FAKE_SOURCES = Path(__file__).resolve().parent / "peers" / "fakeccm"
 FAKE_FILES = ("go.mod", "main.go")
 
@@ -47,44 +36,6 @@ class Peers:
     aws: Path | None
     fake: Path | None
     missing: tuple[str, ...] = ()
-
-
-def _version_ldflags(version: str) -> str:
-    minor = version.split(".")[1]
-    return " ".join(
-        [
-            "-s -w",
-            f"-X k8s.io/component-base/version.gitVersion={version}",
-            "-X k8s.io/component-base/version.gitMajor=1",
-            f"-X k8s.io/component-base/version.gitMinor={minor}",
-            f"-X main.gitVersion={version}",
-        ]
-    )
-
-
-def build_aws(version: str, target: Path) -> None:
-    """Build aws-cloud-controller-manager ``version`` into ``target`` through a wrapper module."""
-    work = cache_dir() / "build" / f"aws-cloud-controller-manager-{version}"
-    work.mkdir(parents=True, exist_ok=True)
-    log_file = work / "build.log"
-    upstream = _module_go_mod(AWS_MODULE, version, work, log_file)
-    too_new = _requires_newer_go(upstream)
-    if too_new:
-        raise BinaryError(f"{AWS_MODULE} {version} needs Go {too_new}")
-    go_line = next((line for line in upstream.splitlines() if line.startswith("go ")), "go 1.26.0")
-    (work / "go.mod").write_text(
-        f"module polyccm.local/aws-cloud-controller-manager-build\n\n{go_line}\n\n"
-        f"require {AWS_MODULE} {version}\n"
-    )
-    (work / "go.sum").touch()
-    _run_go(["get", f"{AWS_MAIN}@{version}"], cwd=work, log_file=log_file)
-    partial = target.with_name(target.name + ".partial")
-    _run_go(
-        ["build", "-trimpath", "-ldflags", _version_ldflags(version), "-o", str(partial), AWS_MAIN],
-        cwd=work,
-        log_file=log_file,
-    )
-    partial.rename(target)
 
 
 def fake_version() -> str:
@@ -113,7 +64,7 @@ def build_fake(version: str, target: Path) -> None:
 
 
 def aws_path() -> Path:
-    return _cached_or_built("aws-cloud-controller-manager", (AWS_VERSION,), build_aws)
+    return aws_peer()
 
 
 def fake_path() -> Path:
@@ -139,12 +90,9 @@ def find_peers(say: Progress) -> Peers:
 
 
 def _cached_peer(key: str) -> bool:
-    name, version = (
-        ("aws-cloud-controller-manager", AWS_VERSION)
-        if key == "aws"
-        else ("fake-cloud-controller-manager", fake_version())
-    )
-    return (cache_dir() / "bin" / f"{name}-{version}").exists()
+    if key == "aws":
+        return peer_binary(AWS.name) is not None
+    return (cache_dir() / "bin" / f"fake-cloud-controller-manager-{fake_version()}").exists()
 
 
 def main() -> int:

@@ -28,6 +28,7 @@ from polyccm_aws_emulator.testing import (
     isolated_environment,
 )
 from polyccm_testing.demo import service_gone
+from polyccm_testing.devenv.processes import free_ports
 from polyccm_testing.kubeobjects import (
     events_for,
     ingress_hostname,
@@ -449,3 +450,84 @@ def test_without_a_cluster_id_polyccm_refuses_to_start_unless_allowed(
     finally:
         allowed.send_signal(signal.SIGTERM)
         assert allowed.wait(timeout=30) == 0
+
+
+# -- upstream's default deployment ------------------------------------------------------------
+
+
+def test_started_as_upstreams_helm_chart_starts_its_ccm(
+    kube_api: KubeApi,
+    namespace: str,
+    aws: EmulatorControl,
+    control_plane: Any,
+    emulator: Mapping[str, str],
+    clean_nodes: None,
+    tmp_path: Path,
+) -> None:
+    """cloud-provider-aws v1.37.1's chart (charts/aws-cloud-controller-manager values.yaml:3-5,
+    templates/daemonset.yaml:42-48) runs its CCM with ``--v=2 --cloud-provider=aws`` alone: no
+    cloud config, no region variable, in-cluster credentials. The kubeconfig stands for those,
+    and a free secure port for the pod's own network; everything else is found on the CCM's
+    instance (region aws.go:514, VPC aws.go:636-642, cluster id aws.go:653-661).
+
+    Plus ``--configure-cloud-routes=false``: with the chart's args alone, upstream's own binary
+    dies once leader (k8s.io/cloud-provider v0.35.4 app/core.go:116-119 parses the empty
+    --cluster-cidr, controllermanager.go:224 is fatal: "invalid CIDR[0]"), and polyccm
+    refuses the same start in one line (exit 2)."""
+    world = World()
+    (host,) = world.instances(1, "us-east-1a", "m5.large", ccm_host=True)
+    (worker,) = world.instances(1, "us-east-1b", "c5.large")
+    names = [register(kube_api, host), register(kube_api, worker)]
+    env = polyccm_env(emulator)
+    for variable in ("AWS_DEFAULT_REGION", "AWS_REGION"):
+        env.pop(variable, None)
+    (port,) = free_ports(1)
+    command = [
+        sys.executable,
+        "-m",
+        "polyccm.cli",
+        "--v=2",
+        "--cloud-provider=aws",
+        "--configure-cloud-routes=false",
+        f"--kubeconfig={control_plane.kubeconfig}",
+        f"--secure-port={port}",
+    ]
+    log_path = tmp_path / "polyccm.log"
+    log = log_path.open("w")
+    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+
+        def initialised() -> list[Node] | None:
+            assert process.poll() is None, log_path.read_text()[-3000:]
+            nodes = [Node(kube_api.get(NODES, n)) for n in names]
+            return nodes if all(not n.has_taint(UNINITIALIZED_TAINT) for n in nodes) else None
+
+        nodes = wait_for(initialised, timeout=60, what="both nodes initialised")
+        assert nodes[1].provider_id == f"aws:///us-east-1b/{worker['InstanceId']}"
+        assert nodes[0].labels["topology.kubernetes.io/region"] == "us-east-1"
+        assert nodes[1].labels["node.kubernetes.io/instance-type"] == "c5.large"
+
+        make_service(
+            kube_api,
+            namespace,
+            "edge",
+            lambda s: s["metadata"]["annotations"].update({f"{ANNOTATION}type": "nlb"}),
+        )
+        hostname = wait_for(
+            lambda: ingress_hostname(kube_api, namespace, "edge"), timeout=60, what="the NLB"
+        )
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=30)
+        log.close()
+    assert code == 0, log_path.read_text()[-3000:]
+
+    (nlb,) = world.elbv2.describe_load_balancers()["LoadBalancers"]
+    assert nlb["DNSName"] == hostname
+    assert nlb["VpcId"] == world.vpc_id
+    (group,) = world.elbv2.describe_target_groups(LoadBalancerArn=nlb["LoadBalancerArn"])[
+        "TargetGroups"
+    ]
+    health = world.elbv2.describe_target_health(TargetGroupArn=group["TargetGroupArn"])
+    targets = {t["Target"]["Id"] for t in health["TargetHealthDescriptions"]}
+    assert targets == {host["InstanceId"], worker["InstanceId"]}

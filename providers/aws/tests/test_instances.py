@@ -85,8 +85,23 @@ def test_unknown_instance_does_not_exist(world: World, provider: AwsProvider) ->
     )
 
     assert result == {real["PrivateDnsName"]: True, ghost["PrivateDnsName"]: False}
-    with pytest.raises(InstanceNotFound):
-        instances.instance_shutdown(world.node(ghost))
+
+
+def test_gone_instance_is_not_shut_down(world: World, provider: AwsProvider) -> None:
+    # Upstream answers "not shut down" for an instance EC2 no longer lists, so that the node is
+    # judged by existence alone: cloud-provider-aws v1.37.1 pkg/providers/v1/aws.go:951-956,
+    # and instances_v2.go:68-78 (InstanceNotFound from the lookup by name is "false" too).
+    real, gone = world.instances(2)
+    world.ec2.terminate_instances(InstanceIds=[gone["InstanceId"]])
+    ghost = dict(real, InstanceId="i-0123456789abcdef0", PrivateDnsName="ip-10-9-9-9.ec2.internal")
+    instances = provider.instances_v2()
+
+    assert instances.instance_shutdown(world.node(ghost)) is False
+    assert instances.instance_shutdown(world.node(ghost, by_name=True)) is False
+    assert instances.instance_shutdown(world.node(gone)) is False
+    states = instances.instances_shutdown([world.node(ghost), world.node(gone), world.node(real)])
+    assert states == {n: False for n in (ghost["PrivateDnsName"], gone["PrivateDnsName"],
+                                         real["PrivateDnsName"])}  # fmt: skip
 
 
 def test_stopped_instance_exists_and_is_shut_down(world: World, provider: AwsProvider) -> None:
@@ -113,7 +128,7 @@ def test_shutdown_state_of_many_instances_costs_one_call(
 
     assert states[running["PrivateDnsName"]] is False
     assert states[stopped["PrivateDnsName"]] is True
-    assert isinstance(states[ghost["PrivateDnsName"]], InstanceNotFound)
+    assert states[ghost["PrivateDnsName"]] is False  # gone: not shut down, as upstream
     # An unknown id fails the batched call once; the known ids are then asked again together.
     assert aws.calls().get("DescribeInstances", 0) == 2
     aws.reset_calls()
@@ -264,3 +279,61 @@ def test_persistent_throttling_surfaces_as_a_clear_error(
 
     assert isinstance(results[instance["PrivateDnsName"]], AwsApiError)
     aws.clear_faults()
+
+
+def test_unknown_zone_id_is_an_error_not_a_missing_label(
+    world: World, provider: AwsProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Upstream fails the node's metadata when the zone id cannot be found, so the node is
+    # retried instead of initialised without topology.k8s.aws/zone-id: cloud-provider-aws
+    # v1.37.1 pkg/providers/v1/instances_v2.go:85-92 and zones.go:47-50.
+    instance = world.instances(1, "us-east-1a")[0]
+    listed = provider.zones.get
+    # EC2 answering DescribeAvailabilityZones without the instance's zone.
+    monkeypatch.setattr(
+        provider.zones, "get", lambda name: None if name == "us-east-1a" else listed(name)
+    )
+    node = world.node(instance)
+
+    with pytest.raises(Exception, match="zone id of zone 'us-east-1a'"):
+        provider.instances_v2().instance_metadata(node)
+    result = provider.instances_v2().instances_metadata([node])[node.name]
+    assert isinstance(result, Exception)
+
+
+def test_fargate_nodes_are_recognised_and_left_alone(
+    world: World, provider: AwsProvider, aws: EmulatorControl
+) -> None:
+    # Upstream's "fargate" variant takes aws:///<zone>/fargate-<ip> (instances.go:79-87,
+    # variant/fargate/fargate.go:55-57): such a node is never looked up as an EC2 instance;
+    # its zone and addresses come from the network interface attached with its IP
+    # (fargate.go:67-82, 135-163). polyccm never calls it gone (it runs on no instance).
+    host = world.instances(1, "us-east-1b")[0]
+    interface = world.ec2.create_network_interface(
+        SubnetId=world.private["us-east-1b"], PrivateIpAddress="10.0.11.77"
+    )["NetworkInterface"]
+    world.ec2.attach_network_interface(
+        NetworkInterfaceId=interface["NetworkInterfaceId"],
+        InstanceId=host["InstanceId"],
+        DeviceIndex=1,
+    )
+    pod = world.node(host, provider_id="aws:///us-east-1b/fargate-10.0.11.77")
+    orphan = world.node(
+        dict(host, PrivateDnsName="fargate-ip-10-0-11-99.ec2.internal"),
+        provider_id="aws:///us-east-1b/fargate-ip-10-0-11-99.ec2.internal",
+    )
+    instances = provider.instances_v2()
+    aws.reset_calls()
+
+    assert instances.instances_exist([pod, orphan]) == {pod.name: True, orphan.name: True}
+    assert instances.instance_exists(orphan)
+    assert instances.instances_shutdown([pod, orphan]) == {pod.name: False, orphan.name: False}
+    assert aws.calls() == {}, "existence and shutdown of Fargate nodes ask AWS nothing"
+    metadata = instances.instance_metadata(pod)
+    assert metadata.provider_id == "aws:///us-east-1b/fargate-10.0.11.77"
+    assert (metadata.zone, metadata.instance_type) == ("us-east-1b", "")
+    assert (INTERNAL_IP, "10.0.11.77") in [(a.type, a.address) for a in metadata.node_addresses]
+    assert metadata.additional_labels["topology.k8s.aws/zone-id"].startswith("use1-az")
+    gone = instances.instance_metadata(orphan)
+    assert [(a.type, a.address) for a in gone.node_addresses] == [(INTERNAL_IP, "10.0.11.99")]
+    assert "DescribeInstances" not in aws.calls()

@@ -226,7 +226,8 @@ def test_source_ranges_from_spec_or_annotation() -> None:
         ({ann.PROXY_PROTOCOL: "true"}, {}, "only supported value is '\\*'"),
         ({ann.CROSS_ZONE: "on"}, {}, "true or false"),
         ({ann.ACCESS_LOG_ENABLED: "true"}, {}, ann.ACCESS_LOG_BUCKET),
-        ({ann.ACCESS_LOG_EMIT_INTERVAL: "10"}, {}, "5 or 60"),
+        ({ann.ACCESS_LOG_EMIT_INTERVAL: "ten"}, {}, "integer"),
+        ({ann.ACCESS_LOG_EMIT_INTERVAL: "2147483648"}, {}, ann.ACCESS_LOG_EMIT_INTERVAL),
         ({ann.CONNECTION_IDLE_TIMEOUT: "0"}, {}, "between 1 and 4000"),
         ({ann.ADDITIONAL_TAGS: "aws:owner=me"}, {}, "reserved aws: prefix"),
         ({ann.SECURITY_GROUPS: "web-sg"}, {}, "not a security group id"),
@@ -323,6 +324,7 @@ def listener_protocols(annotations: dict[str, str]) -> set[tuple[str, str]]:
         ),
         ({ann.HC_PATH: "healthz"}, ann.HC_PATH, "healthz"),
         ({**NLB, ann.HC_TIMEOUT: "300"}, ann.HC_TIMEOUT, "300"),
+        ({**NLB, ann.HC_TIMEOUT: "10"}, ann.HC_TIMEOUT, "10"),
     ],
 )
 def test_values_upstream_reads_as_a_default_are_warned_not_refused(
@@ -354,9 +356,6 @@ def test_lenient_values_mean_what_they_mean_upstream() -> None:
     assert duplicated.target_group_attributes == {"proxy_protocol_v2.enabled": "false"}
     tcp_check = build_spec(service({ann.HC_PATH: "healthz"})).health_check
     assert tcp_check is not None and tcp_check.target == "TCP:30080"
-    assert (
-        build_spec(service({**NLB, ann.HC_TIMEOUT: "300"})).mappings[0].health_check.timeout is None
-    )
 
 
 def test_values_upstream_accepts_silently_are_neither_refused_nor_warned() -> None:
@@ -394,3 +393,29 @@ def test_values_upstream_accepts_silently_are_neither_refused_nor_warned() -> No
 def test_values_upstream_refuses_stay_refused(annotations: dict[str, str], message: str) -> None:
     with pytest.raises(InvalidServiceSpec, match=message):
         build_spec(service(annotations))
+
+
+def test_ssl_port_names_are_matched_exactly_as_upstream() -> None:
+    # Upstream splits ssl-ports on commas and keeps each item as it is: whatever Atoi does not
+    # take is a port name, compared with the Service's port names exactly (no trimming, no
+    # case folding): cloud-provider-aws v1.37.1 pkg/providers/v1/aws.go:1932-1951.
+    def tls_ports(value: str) -> list[int]:
+        spec = build_spec(service({ann.SSL_CERT: CERT, ann.SSL_PORTS: value}))
+        return [w.load_balancer_port for w in spec.listeners if w.ssl_certificate_id]
+
+    assert tls_ports("https") == [443]
+    assert tls_ports("HTTPS") == []
+    assert tls_ports("http, https") == [80]  # " https" is not "https"
+    assert tls_ports("80, 443") == [80]  # " 443" is no number to Atoi: a name no port has
+    nlb = build_spec(service({**NLB, ann.SSL_CERT: CERT, ann.SSL_PORTS: "Https"}))
+    assert [m.frontend_protocol for m in nlb.mappings] == ["TCP", "TCP"]
+    warned = build_spec(service({ann.SSL_CERT: CERT, ann.SSL_PORTS: "HTTPS"})).warnings
+    assert any("'HTTPS'" in w for w in warned), warned
+
+
+def test_access_log_emit_interval_passes_any_integer_to_aws() -> None:
+    # Upstream parses the interval as a 32-bit integer and sends it as it is (AWS answers for
+    # its range): cloud-provider-aws v1.37.1 pkg/providers/v1/aws.go:2587-2597.
+    for value, sent in (("10", 10), ("5", 5), ("-1", -1)):
+        spec = build_spec(service({ann.ACCESS_LOG_EMIT_INTERVAL: value}))
+        assert spec.elb_attributes.to_api()["AccessLog"] == {"Enabled": False, "EmitInterval": sent}

@@ -554,3 +554,26 @@ def test_annotations_an_nlb_ignores_are_warned(world: World, provider: AwsProvid
     assert status.ingress[0].hostname == nlb["DNSName"]
     assert any(f"{ann.SECURITY_GROUPS}='web-sg'" in w for w in status.warnings)
     assert any(f"{ann.BACKEND_PROTOCOL}='http'" in w for w in status.warnings)
+
+
+def test_healthcheck_timeout_is_parsed_and_never_sent(world: World, provider: AwsProvider) -> None:
+    # Upstream reads healthcheck-timeout into an NLB's health-check config, refusing a
+    # non-integer (cloud-provider-aws v1.37.1 pkg/providers/v1/aws.go:2244-2246), and creates
+    # its target groups without a timeout (aws_loadbalancer.go:789): AWS's default stays.
+    instances = world.instances(1)
+    plain = provider.load_balancer()
+    plain.ensure_load_balancer(CLUSTER, nlb_service(world), [world.node(i) for i in instances])
+    defaults = {g["HealthCheckTimeoutSeconds"] for g in target_groups(world)}
+    timed = nlb_service(world, {ann.HC_TIMEOUT: "7"}, name="timed")
+
+    status = provider.load_balancer().ensure_load_balancer(
+        CLUSTER, timed, [world.node(i) for i in instances]
+    )
+
+    assert status.ingress
+    timeouts = {g["HealthCheckTimeoutSeconds"] for g in target_groups(world)}
+    assert 7 not in timeouts and timeouts == defaults
+    with pytest.raises(InvalidServiceSpec, match="integer"):
+        provider.load_balancer().ensure_load_balancer(
+            CLUSTER, nlb_service(world, {ann.HC_TIMEOUT: "7s"}, name="bad"), []
+        )

@@ -34,7 +34,7 @@ CASES: dict[str, tuple[str, str]] = {
     ann.CONNECTION_IDLE_TIMEOUT: ("5000", "error"),
     ann.CROSS_ZONE: ("maybe", "error"),
     ann.ACCESS_LOG_ENABLED: ("true", "error"),
-    ann.ACCESS_LOG_EMIT_INTERVAL: ("10", "error"),
+    ann.ACCESS_LOG_EMIT_INTERVAL: ("ten", "error"),
     ann.ACCESS_LOG_BUCKET: ("my-logs", ""),
     ann.ACCESS_LOG_PREFIX: ("web/", ""),
     ann.ADDITIONAL_TAGS: ("aws:owner=me", "error"),
@@ -42,7 +42,7 @@ CASES: dict[str, tuple[str, str]] = {
     ann.HC_PORT: ("http", "error"),
     ann.HC_PATH: ("/ready", "warning"),
     ann.HC_INTERVAL: ("1", "error"),
-    ann.HC_TIMEOUT: ("100", "error"),
+    ann.HC_TIMEOUT: ("100", "error"),  # a classic ELB's timeout must be below its interval
     ann.HC_HEALTHY: ("1", "error"),
     ann.HC_UNHEALTHY: ("11", "error"),
     ann.TARGET_GROUP_ATTRIBUTES: ("preserve_client_ip.enabled=true", "error"),

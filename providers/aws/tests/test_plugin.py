@@ -20,8 +20,15 @@ def test_registers_the_aws_provider() -> None:
     assert "aws" in plugins.installed_providers(manager)
 
 
-def test_builds_only_for_aws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def off_ec2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A region and no instance metadata service: the provider asks this machine's (for its
+    VPC) otherwise, and tests never reach the link-local address."""
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def test_builds_only_for_aws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    off_ec2(monkeypatch)
     config = tmp_path / "cloud.conf"
     config.write_text("[Global]\nKubernetesClusterID = prod\n")
 
@@ -40,7 +47,7 @@ def test_an_unknown_key_is_warned_about_and_the_provider_still_built(
 ) -> None:
     # cloud-provider-aws v1.35.0 pkg/providers/v1/aws.go:539: gcfg.FatalOnly, so an unknown
     # key never stops upstream's start (see test_config for gcfg's lines).
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    off_ec2(monkeypatch)
     config = tmp_path / "cloud.conf"
     config.write_text("[Global]\nKubernetesClusterID = prod\nRegoin = eu-west-2\n")
 

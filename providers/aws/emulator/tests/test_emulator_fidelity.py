@@ -76,6 +76,138 @@ def test_a_configured_health_check_replaces_the_default(aws: EmulatorControl, wo
     }
 
 
+def test_an_nlb_has_the_dns_name_form_of_network_load_balancers(
+    aws: EmulatorControl, world: World
+) -> None:
+    # Upstream's AWS CCM tells a classic ELB from an NLB by the suffix of the Service's hostname
+    # (k8s.io/cloud-provider-aws v1.37.1 pkg/providers/v1/aws_validations.go:59-67): with the
+    # classic form on an NLB, it refused every later sync of the Service.
+    elbv2 = boto3.client("elbv2")
+    nlb = elbv2.create_load_balancer(
+        Name="web", Type="network", Subnets=[world.public["us-east-1a"]]
+    )["LoadBalancers"][0]
+    alb = elbv2.create_load_balancer(
+        Name="app", Type="application", Subnets=list(world.public.values())
+    )["LoadBalancers"][0]
+
+    identifier = nlb["LoadBalancerArn"].rsplit("/", 1)[-1]
+    assert nlb["DNSName"] == f"web-{identifier}.elb.us-east-1.amazonaws.com"
+    assert not nlb["DNSName"].endswith(".elb.amazonaws.com")
+    assert alb["DNSName"].endswith(".us-east-1.elb.amazonaws.com")
+
+
+CERTIFICATE = "arn:aws:iam::123456789012:server-certificate/x"
+
+
+def test_a_classic_listener_keeps_its_instance_protocol(aws: EmulatorControl, world: World) -> None:
+    # Upstream's listener for an ssl-cert port with backend-protocol http (cloud-provider-aws
+    # v1.37.1 pkg/providers/v1/aws.go:2102-2131): moto answered "HTTPS" for its instance side,
+    # and every CCM replaced the listener on every sync.
+    elb = boto3.client("elb")
+    elb.create_load_balancer(
+        LoadBalancerName="tls",
+        Listeners=[
+            {"Protocol": "https", "LoadBalancerPort": 443, "InstanceProtocol": "http",
+             "InstancePort": 30443, "SSLCertificateId": CERTIFICATE},
+            {"Protocol": "tcp", "LoadBalancerPort": 80, "InstancePort": 30080},
+        ],
+        Subnets=[world.public["us-east-1a"]],
+    )  # fmt: skip
+    elb.create_load_balancer_listeners(
+        LoadBalancerName="tls",
+        Listeners=[{"Protocol": "ssl", "LoadBalancerPort": 8443, "InstanceProtocol": "tcp",
+                    "InstancePort": 30843, "SSLCertificateId": CERTIFICATE}],
+    )  # fmt: skip
+
+    (described,) = elb.describe_load_balancers(LoadBalancerNames=["tls"])[
+        "LoadBalancerDescriptions"
+    ]
+    sides = {
+        d["Listener"]["LoadBalancerPort"]: (
+            d["Listener"]["Protocol"],
+            d["Listener"]["InstanceProtocol"],
+        )
+        for d in described["ListenerDescriptions"]
+    }
+    assert sides == {443: ("HTTPS", "HTTP"), 80: ("TCP", "TCP"), 8443: ("SSL", "TCP")}
+
+
+def test_modifying_attributes_keeps_one_value_per_additional_attribute(
+    aws: EmulatorControl, world: World
+) -> None:
+    elb = boto3.client("elb")
+    elb.create_load_balancer(
+        LoadBalancerName="web",
+        Listeners=[{"Protocol": "tcp", "LoadBalancerPort": 80, "InstancePort": 30080}],
+        Subnets=[world.public["us-east-1a"]],
+    )
+    for timeout in (60, 120, 300):
+        elb.modify_load_balancer_attributes(
+            LoadBalancerName="web",
+            LoadBalancerAttributes={"ConnectionSettings": {"IdleTimeout": timeout}},
+        )
+
+    attributes = elb.describe_load_balancer_attributes(LoadBalancerName="web")[
+        "LoadBalancerAttributes"
+    ]
+    assert attributes["AdditionalAttributes"] == [
+        {"Key": "elb.http.desyncmitigationmode", "Value": "defensive"}
+    ]
+    assert attributes["ConnectionSettings"] == {"IdleTimeout": 300}
+
+
+def test_only_a_tls_listener_has_an_ssl_policy(aws: EmulatorControl, world: World) -> None:
+    # Upstream modifies a TCP listener with an SslPolicy on every sync (cloud-provider-aws
+    # v1.37.1 pkg/providers/v1/aws_loadbalancer.go:296-303); moto gave every listener one.
+    elbv2 = boto3.client("elbv2")
+    nlb = elbv2.create_load_balancer(
+        Name="web", Type="network", Subnets=[world.public["us-east-1a"]]
+    )["LoadBalancers"][0]
+    group = elbv2.create_target_group(
+        Name="web", Protocol="TCP", Port=30080, VpcId=world.vpc_id, TargetType="instance"
+    )["TargetGroups"][0]
+    forward = [{"Type": "forward", "TargetGroupArn": group["TargetGroupArn"]}]
+    certificate = boto3.client("acm").request_certificate(DomainName="web.example.com")
+    elbv2.create_listener(
+        LoadBalancerArn=nlb["LoadBalancerArn"], Protocol="TCP", Port=80, DefaultActions=forward
+    )
+    elbv2.create_listener(
+        LoadBalancerArn=nlb["LoadBalancerArn"],
+        Protocol="TLS",
+        Port=443,
+        DefaultActions=forward,
+        Certificates=[{"CertificateArn": certificate["CertificateArn"]}],
+    )
+
+    listeners = elbv2.describe_listeners(LoadBalancerArn=nlb["LoadBalancerArn"])["Listeners"]
+    policies = {listener["Port"]: listener.get("SslPolicy") for listener in listeners}
+    assert policies == {80: None, 443: "ELBSecurityPolicy-2016-08"}
+
+
+def test_a_network_target_group_lists_client_ip_and_proxy_protocol_attributes(
+    aws: EmulatorControl, world: World
+) -> None:
+    # Upstream skips a target-group-attributes entry the group does not list (cloud-provider-aws
+    # v1.37.1 pkg/providers/v1/aws_loadbalancer.go:659-663): with moto's list it set none.
+    elbv2 = boto3.client("elbv2")
+
+    def attributes(name: str, protocol: str, target_type: str) -> dict[str, str]:
+        group = elbv2.create_target_group(
+            Name=name, Protocol=protocol, Port=30080, VpcId=world.vpc_id, TargetType=target_type
+        )["TargetGroups"][0]
+        listed = elbv2.describe_target_group_attributes(TargetGroupArn=group["TargetGroupArn"])
+        return {a["Key"]: a["Value"] for a in listed["Attributes"]}
+
+    instance_tcp = attributes("instances", "TCP", "instance")
+    ip_tls = attributes("addresses", "TLS", "ip")
+    http = attributes("web", "HTTP", "instance")
+
+    assert instance_tcp["preserve_client_ip.enabled"] == "true"
+    assert instance_tcp["proxy_protocol_v2.enabled"] == "false"
+    assert ip_tls["preserve_client_ip.enabled"] == "false"
+    assert "preserve_client_ip.enabled" not in http
+
+
 def test_instance_topology_lists_the_supported_types_only(
     aws: EmulatorControl, world: World
 ) -> None:
@@ -96,6 +228,28 @@ def test_instance_topology_lists_the_supported_types_only(
     assert both[0]["AvailabilityZone"] == "us-east-1a"
     assert len(both[0]["NetworkNodes"]) == 3
     assert alone == []
+
+
+def test_instance_topology_pages_as_aws_documents(aws: EmulatorControl, world: World) -> None:
+    """DescribeInstanceTopology pages its answer (20 items by default, instance ids given or
+    not), takes at most 100 instance ids, and refuses MaxResults beside them (EC2 API
+    reference, DescribeInstanceTopology: InstanceIds, MaxResults, NextToken)."""
+    ids = [i["InstanceId"] for i in world.instances(25, instance_type="trn1.32xlarge")]
+    ec2 = boto3.client("ec2")
+
+    first = ec2.describe_instance_topology(InstanceIds=ids)
+    second = ec2.describe_instance_topology(InstanceIds=ids, NextToken=first["NextToken"])
+
+    assert len(first["Instances"]) == 20 and len(second["Instances"]) == 5
+    assert "NextToken" not in second
+    pages = {i["InstanceId"] for page in (first, second) for i in page["Instances"]}
+    assert pages == set(ids)
+    with pytest.raises(ClientError, match="InvalidParameterValue"):
+        ec2.describe_instance_topology(InstanceIds=ids * 5)
+    with pytest.raises(ClientError, match="InvalidParameterCombination"):
+        ec2.describe_instance_topology(InstanceIds=ids[:2], MaxResults=5)
+    paged = ec2.describe_instance_topology(MaxResults=5)
+    assert len(paged["Instances"]) == 5 and paged["NextToken"]
 
 
 def test_instances_found_by_id_answer_as_ec2_does(aws: EmulatorControl, world: World) -> None:

@@ -11,6 +11,7 @@ keep getting new nodes, whatever its annotations say.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -156,6 +157,10 @@ def parse_bool(annotations: Mapping[str, str], name: str) -> bool | None:
     raise invalid(name, value, "expected true or false")
 
 
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+"""What upstream's ``strconv.ParseInt(value, 10, 32)`` accepts."""
+
+
 def parse_int(
     annotations: Mapping[str, str],
     name: str,
@@ -290,22 +295,26 @@ class SslPorts:
     everything: bool = True
 
     def covers(self, port: int, name: str) -> bool:
-        return self.everything or port in self.numbers or name.lower() in self.names
+        return self.everything or port in self.numbers or name in self.names
+
+
+# What Go's strconv.Atoi takes: an optional sign and ASCII digits, nothing around them.
+_ATOI = re.compile(r"[+-]?[0-9]+")
 
 
 def parse_ssl_ports(annotations: Mapping[str, str]) -> SslPorts:
-    value = annotations.get(SSL_PORTS, "").strip()
+    """Upstream's reading, item for item: an item Atoi takes is a port number, anything else
+    (blanks and case included) a port name compared exactly."""
+    value = annotations.get(SSL_PORTS, "")
     if value in ("", "*"):
         return SslPorts()
     numbers: set[int] = set()
     names: set[str] = set()
-    for item in (i.strip() for i in value.split(",")):
-        if not item:
-            continue
-        if item.isdigit():
+    for item in value.split(","):
+        if _ATOI.fullmatch(item):
             numbers.add(int(item))
         else:
-            names.add(item.lower())
+            names.add(item)
     return SslPorts(frozenset(numbers), frozenset(names), everything=False)
 
 
@@ -350,20 +359,10 @@ def parse_elb_attributes(annotations: Mapping[str, str]) -> ElbAttributes:
             annotations[ACCESS_LOG_ENABLED],
             f"access logs need {ACCESS_LOG_BUCKET}",
         )
+    # Any 32-bit integer goes to AWS as upstream sends it; AWS itself takes only 5 or 60.
     interval = parse_int(
-        annotations,
-        ACCESS_LOG_EMIT_INTERVAL,
-        low=5,
-        high=60,
-        unit=" minutes",
-        blank_is_default=True,
+        annotations, ACCESS_LOG_EMIT_INTERVAL, low=INT32_MIN, high=INT32_MAX, blank_is_default=True
     )
-    if interval is not None and interval not in (5, 60):
-        raise invalid(
-            ACCESS_LOG_EMIT_INTERVAL,
-            annotations[ACCESS_LOG_EMIT_INTERVAL],
-            "must be 5 or 60 (minutes)",
-        )
     return ElbAttributes(
         access_log_enabled=enabled,
         access_log_emit_interval=interval,

@@ -5,9 +5,11 @@ Clients use botocore's ``standard`` retry mode: throttling (``RequestLimitExceed
 after the retries is raised as :class:`AwsApiError`, whose message names the service, operation,
 error code and attempts, so a controller logs and re-queues it instead of crashing.
 
-Endpoints: a ``[ServiceOverride]`` for the service and region wins; otherwise boto3's own
-resolution applies, which honours ``AWS_ENDPOINT_URL`` (the emulator sets it). Credentials come
-from the normal boto3 chain, optionally exchanged for ``RoleARN`` through STS.
+Endpoints: a ``[ServiceOverride]`` for the service and region wins (its URL, its
+``SigningRegion`` and, when given, its ``SigningName``; ``SigningMethod`` is read and unused, as
+upstream); otherwise boto3's own resolution applies, which honours ``AWS_ENDPOINT_URL`` (the
+emulator sets it). Credentials come from the normal boto3 chain, optionally exchanged for
+``RoleARN`` through STS.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import gzip
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
@@ -60,12 +62,26 @@ def error_code(error: BaseException) -> str:
     return error.code if isinstance(error, AwsApiError) else ""
 
 
-def resolve_region(config: CloudConfig) -> str:
-    """``Region``, else the region of ``Zone``, else boto3's default region."""
-    region = config.region or region_from_zone(config.zone) or boto3.Session().region_name
+def resolve_region(
+    config: CloudConfig, metadata_region: Callable[[], str | None] = lambda: None
+) -> str:
+    """The region of ``Zone``, else ``Region``, else boto3's default region (``AWS_REGION``,
+    ``AWS_DEFAULT_REGION``, the profile), else ``metadata_region()`` (this instance's, from
+    the instance metadata service; asked only then).
+
+    ``Zone`` wins over ``Region`` as upstream keeps it doing for old configs; upstream reads no
+    region variable, which polyccm honours before asking the metadata service so that a start
+    off EC2 stays as it was."""
+    region = (
+        region_from_zone(config.zone)
+        or config.region
+        or boto3.Session().region_name
+        or metadata_region()
+    )
     if not region:
         raise ConfigError(
-            "no AWS region: set Region in [Global] of the cloud config or AWS_DEFAULT_REGION"
+            "no AWS region: set Region in [Global] of the cloud config or AWS_DEFAULT_REGION "
+            "(the instance metadata service, which names it on EC2, did not answer)"
         )
     return str(region)
 
@@ -147,6 +163,8 @@ class AwsApi:
                 kwargs["endpoint_url"] = override.url
                 kwargs["region_name"] = override.signing_region
             client = self._session.client(name, **kwargs)
+            if override is not None and override.signing_name:
+                sign_as(client, override.signing_name)
             count_calls(client)
             self._clients[name] = client
         return self._clients[name]
@@ -200,6 +218,19 @@ class LeanModelLoader:
 
 def _no_docs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return {k: "" if k == "documentation" and isinstance(v, str) else v for k, v in pairs}
+
+
+def sign_as(client: Any, signing_name: str) -> None:
+    """Sign every request of ``client`` (SigV4) for the service ``signing_name`` instead of its
+    own, as upstream's ``[ServiceOverride] SigningName`` does (cloud-provider-aws v1.37.1
+    config/config.go:206, :273, :324: the SDK's ``WithSigV4SigningName``, final over the
+    endpoint's). botocore reads the name from the request's signing context after
+    ``before-sign`` (signers.py ``RequestSigner.sign``)."""
+
+    def rename(request: Any, **_: Any) -> None:
+        request.context.setdefault("signing", {})["signing_name"] = signing_name
+
+    client.meta.events.register("before-sign", rename)
 
 
 def count_calls(client: Any) -> None:

@@ -58,7 +58,10 @@ class ServiceOverride:
     url: str
     signing_region: str
     signing_method: str = ""
+    """``SigningMethod``: read and unused, as upstream (cloud-provider-aws v1.37.1 only
+    declares it, config/config.go:131)."""
     signing_name: str = ""
+    """``SigningName``: the service name requests are signed for (SigV4), when not empty."""
 
     @property
     def client_names(self) -> frozenset[str]:
@@ -86,13 +89,16 @@ class CloudConfig:
     """The parsed cloud config; field docs name the upstream key."""
 
     zone: str = ""
-    """``Zone``: informational; used to derive the region when ``Region`` is empty."""
+    """``Zone``: its region overrides ``Region``, as upstream."""
     region: str = ""
-    """``Region``: the AWS region (else from ``Zone``, else the boto3 default region)."""
+    """``Region``: the AWS region (else the boto3 default region, else the instance metadata
+    service's)."""
     vpc: str = ""
-    """``VPC``: the cluster VPC (else the VPC of the backend instances or tagged subnets)."""
+    """``VPC``: the cluster VPC (else this instance's, from the instance metadata service, else
+    the VPC of the backend instances or tagged subnets)."""
     subnet_id: str = ""
-    """``SubnetID``: fallback subnet for load balancers when no subnet is tagged."""
+    """``SubnetID``: fallback subnet for load balancers when no subnet is tagged (else this
+    instance's)."""
     route_table_id: str = ""
     """``RouteTableID``: the route table for pod routes (else the one with the cluster tag)."""
     role_arn: str = ""
@@ -117,7 +123,8 @@ class CloudConfig:
     cluster_service_shared_load_balancer_health_probe_path: str = ""
     """``ClusterServiceSharedLoadBalancerHealthProbePath`` (default ``/healthz``)."""
     supported_topology_instance_type_pattern: str = ""
-    """``SupportedTopologyInstanceTypePattern``: accepted for compatibility; unused here."""
+    """``SupportedTopologyInstanceTypePattern``: instance types whose topology must answer
+    (:mod:`polyccm_aws.topology`; upstream's default pattern when empty)."""
     nlb_security_group_mode: str = ""
     """``NLBSecurityGroupMode``: ``Managed`` gives every NLB its own security group."""
     service_overrides: tuple[ServiceOverride, ...] = field(default_factory=tuple)
@@ -137,11 +144,15 @@ class CloudConfig:
         return self.nlb_security_group_mode == "Managed"
 
     def endpoint_for(self, client_name: str, region: str) -> ServiceOverride | None:
-        """The override for boto3 client ``client_name`` in ``region``, if any."""
-        for override in self.service_overrides:
-            if client_name in override.client_names and override.region == region:
-                return override
-        return None
+        """The override for boto3 client ``client_name`` in ``region``, if any. One naming
+        that client alone beats SDK v1's name shared by ELB and ELBv2: upstream (SDK v2)
+        gives ``Elastic Load Balancing v2`` to ELBv2 whatever the ELB override says."""
+        matches = [
+            override
+            for override in self.service_overrides
+            if client_name in override.client_names and override.region == region
+        ]
+        return min(matches, key=lambda override: len(override.client_names), default=None)
 
 
 # gcfg key (folded to lower case) -> CloudConfig field and value parser.

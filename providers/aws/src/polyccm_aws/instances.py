@@ -5,12 +5,15 @@ then by private DNS name (the node name), all through the shared
 :class:`~polyccm_aws.instance_store.InstanceStore`. The bulk methods resolve every node with one
 batched pass, so initialising 500 nodes costs one DescribeInstances call (three when the nodes
 have no providerID yet and are found by name), not 500. A terminated instance does not exist; a
-stopped one exists and is shut down.
+stopped one exists and is shut down. Fargate nodes (``aws:///<zone>/fargate-<ip>``) run on no
+instance: they always exist, are never shut down, and their metadata comes from their network
+interface.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from polyccm.cloud import (
     EXTERNAL_DNS,
@@ -22,19 +25,28 @@ from polyccm.cloud import (
     InstancesV2,
     NodeAddress,
 )
-from polyccm.errors import InstanceNotFound
+from polyccm.errors import CloudError, InstanceNotFound
 from polyccm.objects import Node
 
+from polyccm_aws.api import AwsApi
 from polyccm_aws.instance_store import Instance, InstanceStore, state_of
 from polyccm_aws.node_directory import NodeDirectory
 from polyccm_aws.provider_id import (
+    FARGATE_PREFIX,
+    fargate_node_id,
     format_provider_id,
     instance_id_from_node_name,
     instance_id_from_provider_id,
+    zone_from_provider_id,
 )
+from polyccm_aws.topology import LAYER_LABEL_PREFIX, InstanceTopology, layer_labels
 from polyccm_aws.zones import Zones
 
 ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
+
+
+class UnknownZone(CloudError):
+    """The instance's zone is not among the zones EC2 lists: its zone id is unknown."""
 
 
 def ipv4_addresses(instance: Instance) -> list[NodeAddress]:
@@ -94,7 +106,13 @@ class AwsInstances(InstancesV2):
         *,
         region: str,
         families: Sequence[str] = ("ipv4",),
+        api: AwsApi | None = None,
+        vpc_id: str = "",
+        topology: InstanceTopology | None = None,
     ) -> None:
+        self._api = api
+        self._topology = topology
+        self._vpc_id = vpc_id
         self._store = store
         self._zones = zones
         self._directory = directory
@@ -146,28 +164,54 @@ class AwsInstances(InstancesV2):
             raise InstanceNotFound(f"no live EC2 instance for node {node.name!r}")
         return found
 
+    @staticmethod
+    def _fargate(nodes: Sequence[Node]) -> dict[str, str]:
+        """The Fargate nodes among ``nodes``: node name -> ``fargate-...`` id. They run on no
+        EC2 instance: never looked up as one, never called gone for not being one."""
+        found: dict[str, str] = {}
+        for node in nodes:
+            fargate_id = fargate_node_id(node.provider_id) if node.provider_id else None
+            if fargate_id is not None:
+                found[node.name] = fargate_id
+        return found
+
     # -- InstancesV2 --------------------------------------------------------------------------
 
     def instance_exists(self, node: Node) -> bool:
-        found = self.find([node])[node.name]
-        if isinstance(found, Exception):
-            raise found
-        return found is not None
+        result = self.instances_exist([node])[node.name]
+        if isinstance(result, Exception):
+            raise result
+        return result
 
     def instance_shutdown(self, node: Node) -> bool:
-        return state_of(self._one(node)) == "stopped"
+        """Whether the node's instance is stopped. A gone instance is not shut down, as upstream
+        answers: the lifecycle controller decides about gone instances through existence."""
+        result = self.instances_shutdown([node])[node.name]
+        if isinstance(result, Exception):
+            raise result
+        return result
 
     def instance_metadata(self, node: Node) -> InstanceMetadata:
-        return self.metadata_of(node, self._one(node))
+        result = self.instances_metadata([node])[node.name]
+        if isinstance(result, Exception):
+            raise result
+        return result
 
     def instances_metadata(
         self, nodes: Sequence[Node]
     ) -> Mapping[str, InstanceMetadata | Exception]:
         results: dict[str, InstanceMetadata | Exception] = {}
-        found_all = self.find(nodes)
+        fargate = self._fargate(nodes)
+        found_all = self.find([n for n in nodes if n.name not in fargate])
+        layers = self._layers(nodes, found_all)
         for node in nodes:
             found = found_all.get(node.name)
-            if isinstance(found, Exception):
+            if node.name in fargate:
+                try:
+                    results[node.name] = self.fargate_metadata(node, fargate[node.name])
+                except Exception as error:  # noqa: BLE001 - reported per node
+                    results[node.name] = error
+            elif isinstance(found, Exception):
                 results[node.name] = found
             elif found is None:
                 results[node.name] = InstanceNotFound(
@@ -175,41 +219,63 @@ class AwsInstances(InstancesV2):
                 )
             else:
                 try:
-                    results[node.name] = self.metadata_of(node, found)
+                    results[node.name] = self.metadata_of(
+                        node, found, layers.get(str(found["InstanceId"]), ())
+                    )
                 except Exception as error:  # noqa: BLE001 - reported per node
                     results[node.name] = error
         return results
 
+    def _layers(
+        self, nodes: Sequence[Node], found: Mapping[str, Instance | Exception | None]
+    ) -> Mapping[str, tuple[str, ...] | Exception]:
+        """The network-node layers of the found instances whose node has no layer label yet
+        (upstream asks only then), asked together."""
+        if self._topology is None:
+            return {}
+        wanted: dict[str, str] = {}
+        for node in nodes:
+            instance = found.get(node.name)
+            if isinstance(instance, Mapping) and LAYER_LABEL_PREFIX + "1" not in node.labels:
+                wanted[str(instance["InstanceId"])] = str(instance.get("InstanceType", ""))
+        return self._topology.layers(wanted) if wanted else {}
+
     def instances_exist(self, nodes: Sequence[Node]) -> Mapping[str, bool | Exception]:
-        found_all = self.find(nodes)
+        fargate = self._fargate(nodes)
+        found_all = self.find([n for n in nodes if n.name not in fargate])
         results: dict[str, bool | Exception] = {}
         for node in nodes:
             found = found_all.get(node.name)
-            results[node.name] = found if isinstance(found, Exception) else found is not None
+            if node.name in fargate:
+                results[node.name] = True
+            else:
+                results[node.name] = found if isinstance(found, Exception) else found is not None
         return results
 
     def instances_shutdown(self, nodes: Sequence[Node]) -> Mapping[str, bool | Exception]:
-        found_all = self.find(nodes)
+        fargate = self._fargate(nodes)
+        found_all = self.find([n for n in nodes if n.name not in fargate])
         results: dict[str, bool | Exception] = {}
         for node in nodes:
             found = found_all.get(node.name)
             if isinstance(found, Exception):
                 results[node.name] = found
-            elif found is None:
-                results[node.name] = InstanceNotFound(node.provider_id or node.name)
             else:
-                results[node.name] = state_of(found) == "stopped"
+                results[node.name] = found is not None and state_of(found) == "stopped"
         return results
 
     # -- metadata -----------------------------------------------------------------------------
 
-    def metadata_of(self, node: Node, instance: Instance) -> InstanceMetadata:
+    def metadata_of(
+        self, node: Node, instance: Instance, layers: tuple[str, ...] | Exception = ()
+    ) -> InstanceMetadata:
+        """The metadata of ``instance``; ``layers`` are its network nodes (or the error that
+        left a type with topology without them: the node's metadata fails, to be retried)."""
         zone = str((instance.get("Placement") or {}).get("AvailabilityZone", ""))
-        labels: dict[str, str] = {}
-        if zone and ZONE_ID_LABEL not in node.labels:
-            details = self._zones.get(zone)
-            if details is not None and details.zone_id:
-                labels[ZONE_ID_LABEL] = details.zone_id
+        if isinstance(layers, Exception):
+            raise layers
+        labels = self._zone_id_label(node, zone, str(instance["InstanceId"]))
+        labels.update(layer_labels(layers))
         return InstanceMetadata(
             provider_id=node.provider_id or format_provider_id(zone, str(instance["InstanceId"])),
             instance_type=str(instance.get("InstanceType", "")),
@@ -218,3 +284,55 @@ class AwsInstances(InstancesV2):
             region=self._region,
             additional_labels=labels,
         )
+
+    def fargate_metadata(self, node: Node, fargate_id: str) -> InstanceMetadata:
+        """A Fargate node's metadata as upstream's "fargate" variant reads it: from the network
+        interface attached with the node's private IP (its zone, its IP and private DNS name),
+        no instance type. Without such an interface, from the provider ID's zone and the IP
+        the id carries: the node is never taken for a missing EC2 instance."""
+        address = fargate_id.removeprefix(FARGATE_PREFIX)
+        if address.startswith("ip-"):  # upstream's nodeNameToIPAddress
+            address = address.removeprefix("ip-").split(".")[0].replace("-", ".")
+        interface = self._fargate_interface(address)
+        zone = zone_from_provider_id(node.provider_id)
+        addresses = [NodeAddress(INTERNAL_IP, address)]
+        if interface is not None:
+            zone = str(interface.get("AvailabilityZone") or zone)
+            if interface.get("PrivateDnsName"):
+                addresses.append(NodeAddress(INTERNAL_DNS, str(interface["PrivateDnsName"])))
+        return InstanceMetadata(
+            provider_id=node.provider_id,
+            instance_type="",
+            node_addresses=tuple(addresses),
+            zone=zone,
+            region=self._region,
+            additional_labels=self._zone_id_label(node, zone, fargate_id),
+        )
+
+    def _fargate_interface(self, address: str) -> Mapping[str, Any] | None:
+        if self._api is None:
+            return None
+        filters = [
+            {"Name": "attachment.status", "Values": ["attached"]},
+            {"Name": "private-ip-address", "Values": [address]},
+        ]
+        if self._vpc_id:
+            filters.append({"Name": "vpc-id", "Values": [self._vpc_id]})
+        answer = self._api.call("ec2", "describe_network_interfaces", Filters=filters)
+        interfaces = answer.get("NetworkInterfaces") or []
+        if len(interfaces) > 1:
+            raise CloudError(f"{len(interfaces)} network interfaces have address {address}")
+        found: Mapping[str, Any] | None = interfaces[0] if interfaces else None
+        return found
+
+    def _zone_id_label(self, node: Node, zone: str, what: str) -> dict[str, str]:
+        if ZONE_ID_LABEL in node.labels:
+            return {}
+        details = self._zones.get(zone)
+        if details is None:
+            # An error, not a node without the label: the node is retried until EC2 lists the
+            # zone, as upstream does.
+            raise UnknownZone(
+                f"could not get the zone id of zone {zone!r} ({what}): EC2 does not list it"
+            )
+        return {ZONE_ID_LABEL: details.zone_id}

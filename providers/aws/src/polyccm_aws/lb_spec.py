@@ -108,7 +108,6 @@ class TargetHealthCheck:
     port: str
     path: str
     interval: int
-    timeout: int | None
     healthy_threshold: int
     unhealthy_threshold: int
 
@@ -330,32 +329,30 @@ def nlb_health_check(
     if probe.shared and not local:
         protocol, port, path = "HTTP", str(probe.port), probe.path
     parsed_interval = ann.parse_int(annotations, ann.HC_INTERVAL, low=5, high=300, unit=" seconds")
+    _check_nlb_health_timeout(annotations, warnings)
     return TargetHealthCheck(
         protocol=protocol,
         port=port,
         path=path,
         interval=interval if parsed_interval is None else parsed_interval,
-        timeout=_nlb_health_timeout(annotations, warnings),
         healthy_threshold=_health_threshold(annotations, ann.HC_HEALTHY, healthy),
         unhealthy_threshold=_health_threshold(annotations, ann.HC_UNHEALTHY, unhealthy),
     )
 
 
-def _nlb_health_timeout(annotations: Mapping[str, str], warnings: list[str]) -> int | None:
-    """Upstream parses ``healthcheck-timeout`` for an NLB (refusing a non-number) but never
-    sends it; polyccm sends it when AWS can take it and otherwise ignores it, with a warning."""
+def _check_nlb_health_timeout(annotations: Mapping[str, str], warnings: list[str]) -> None:
+    """Upstream parses ``healthcheck-timeout`` for an NLB (refusing what is not a 32-bit
+    integer) and never sends it: the target groups keep AWS's timeout. Said as a warning."""
     if ann.HC_TIMEOUT not in annotations:
-        return None
-    value = annotations[ann.HC_TIMEOUT]
-    try:
-        return ann.parse_int(annotations, ann.HC_TIMEOUT, low=2, high=120, unit=" seconds")
-    except InvalidServiceSpec:
-        if not value.strip().lstrip("+-").isdigit():
-            raise
+        return
+    ann.parse_int(annotations, ann.HC_TIMEOUT, low=ann.INT32_MIN, high=ann.INT32_MAX)
     warnings.append(
-        ann.warning(ann.HC_TIMEOUT, value, "outside 2..120 seconds; the NLB keeps its default")
+        ann.warning(
+            ann.HC_TIMEOUT,
+            annotations[ann.HC_TIMEOUT],
+            "an NLB's target groups keep AWS's health-check timeout (upstream never sends it)",
+        )
     )
-    return None
 
 
 # Upstream's listener protocol for each backend protocol, on ports with a certificate.
@@ -426,7 +423,7 @@ def _ssl_port_warnings(
         warnings.append(f"annotation {ann.SSL_PORTS} has no effect without {ann.SSL_CERT}")
     unknown = sorted(
         {str(n) for n in ssl_ports.numbers if n not in {p.port for p in ports}}
-        | {n for n in ssl_ports.names if n not in {p.name.lower() for p in ports}}
+        | {repr(n) for n in ssl_ports.names if n not in {p.name for p in ports}}
     )
     if unknown:
         warnings.append(

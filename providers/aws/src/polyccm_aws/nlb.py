@@ -291,8 +291,6 @@ class NetworkLb(BalancerKind):
         }
         if check.protocol != "TCP":
             params["HealthCheckPath"] = check.path
-        if check.timeout is not None:
-            params["HealthCheckTimeoutSeconds"] = check.timeout
         log.info("creating target group %s for %s", name, service.key)
         try:
             answer = self._api.call("elbv2", "create_target_group", **params)
@@ -422,8 +420,6 @@ class NetworkLb(BalancerKind):
             changes["UnhealthyThresholdCount"] = check.unhealthy_threshold
         if check.protocol != "TCP" and group.get("HealthCheckPath") != check.path:
             changes["HealthCheckPath"] = check.path
-        if check.timeout is not None and group.get("HealthCheckTimeoutSeconds") != check.timeout:
-            changes["HealthCheckTimeoutSeconds"] = check.timeout
         if changes:
             self._api.call(
                 "elbv2", "modify_target_group", TargetGroupArn=group["TargetGroupArn"], **changes

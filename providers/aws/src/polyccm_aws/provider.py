@@ -4,7 +4,9 @@ Built by the plugin when ``--provider aws`` is chosen; importing this module imp
 The cluster id used for ownership tags and target-group names is found as cloud-provider-aws
 finds it (:meth:`AwsProvider.discover`): ``KubernetesClusterTag`` or ``KubernetesClusterID``
 from the cloud config, else the cluster tag of the instance polyccm runs on, named by the
-instance metadata service. Without either the provider has no cluster id
+instance metadata service (:mod:`polyccm_aws.imds`), which also gives the region and the VPC
+when nothing configures them, as upstream's default deployment (its Helm chart: no cloud
+config, no region variable) needs. Without a cluster id the provider has none
 (:meth:`AwsProvider.has_cluster_id` is false: ``polyccm`` then refuses to start unless
 ``--allow-untagged-cloud`` is given) and tags with ``--cluster-name``.
 
@@ -15,13 +17,11 @@ shared node cache; the provider never lists nodes itself.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import botocore.session
-from botocore.exceptions import BotoCoreError, InvalidIMDSEndpointError
-from botocore.utils import IMDSFetcher, resolve_imds_endpoint_mode
 from polyccm.cloud import CloudProvider, InstancesV2, LoadBalancer, ProviderContext, Routes
 from polyccm.cloudcalls import looks_like_read
 from polyccm.errors import ConfigError
@@ -29,6 +29,7 @@ from polyccm.ops.contract import LoadBalancerPlanner, Orphans
 
 from polyccm_aws.api import AwsApi, AwsApiError, resolve_region
 from polyccm_aws.config import CloudConfig, load_cloud_config
+from polyccm_aws.imds import InstanceMetadata, own_instance_id
 from polyccm_aws.instance_store import InstanceStore
 from polyccm_aws.instances import AwsInstances
 from polyccm_aws.load_balancer import AwsLoadBalancer
@@ -37,6 +38,8 @@ from polyccm_aws.orphans import AwsOrphans
 from polyccm_aws.planning import AwsLoadBalancerPlanner
 from polyccm_aws.routes import AwsRoutes
 from polyccm_aws.tagging import ClusterId, ClusterTagging, OwnInstance, resolve_cluster_id
+from polyccm_aws.tagging_options import TaggingOptions
+from polyccm_aws.topology import InstanceTopology
 from polyccm_aws.zones import Zones
 
 if TYPE_CHECKING:
@@ -44,43 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-
-def own_instance_id() -> str | None:
-    """The id of the EC2 instance this process runs on, or ``None`` when no instance metadata
-    service answers (not on EC2, or ``AWS_EC2_METADATA_DISABLED=true``).
-
-    botocore's IMDS fetcher does the work, configured as boto3 configures it for credentials:
-    ``AWS_EC2_METADATA_SERVICE_ENDPOINT`` (the emulator's in tests), the endpoint mode, the
-    timeout and attempts (``AWS_METADATA_SERVICE_TIMEOUT``/``..._NUM_ATTEMPTS``, 1 s and 1 by
-    default), an IMDSv2 token with fallback to v1 unless v1 is disabled.
-    """
-    session = botocore.session.get_session()
-    config = {
-        "ec2_metadata_service_endpoint": session.get_config_variable(
-            "ec2_metadata_service_endpoint"
-        ),
-        "ec2_metadata_service_endpoint_mode": resolve_imds_endpoint_mode(session),
-        "ec2_metadata_v1_disabled": session.get_config_variable("ec2_metadata_v1_disabled"),
-    }
-    try:
-        fetcher = IMDSFetcher(
-            timeout=session.get_config_variable("metadata_service_timeout"),
-            num_attempts=session.get_config_variable("metadata_service_num_attempts"),
-            config=config,
-            user_agent="polyccm",
-        )
-    except InvalidIMDSEndpointError as error:
-        raise ConfigError(f"instance metadata service: {error}") from None
-    # botocore has no public call for an arbitrary metadata path; its own fetchers (region,
-    # credentials) are built on these two methods.
-    try:
-        token = fetcher._fetch_metadata_token()
-        response = fetcher._get_request("latest/meta-data/instance-id", None, token)
-    except (BotoCoreError, fetcher._RETRIES_EXCEEDED_ERROR_CLS) as error:
-        log.debug("no instance metadata: %s", error or type(error).__name__)
-        return None
-    instance_id = str(response.text).strip()
-    return instance_id or None
+__all__ = ["AwsProvider", "own_instance_id", "read_own_instance", "with_own_network"]
 
 
 def read_own_instance(api: AwsApi, instance_id: str | None) -> OwnInstance | None:
@@ -108,10 +75,30 @@ def read_own_instance(api: AwsApi, instance_id: str | None) -> OwnInstance | Non
     )
 
 
+def with_own_network(config: CloudConfig, metadata: InstanceMetadata) -> CloudConfig:
+    """``config`` with ``VPC`` and ``SubnetID``, when it names none, those of this instance's
+    primary interface: upstream's VPC is its own instance's (cloud-provider-aws v1.37.1
+    aws.go:636-642, aws_instance.go:63-64), and so is the subnet it falls back to when no
+    subnet is tagged (aws.go:1672-1680). Without metadata, the config is unchanged (the VPC is
+    then found from the backend instances or the tagged subnets)."""
+    if config.vpc and config.subnet_id:
+        return config
+    own = metadata.network()
+    if own is None:
+        return config
+    vpc = config.vpc or own.vpc_id
+    subnet = config.subnet_id or (own.subnet_id if vpc == own.vpc_id else "")
+    if vpc != config.vpc:
+        log.info("AWS: VPC %s (of this instance, from the instance metadata service)", vpc)
+    return dataclasses.replace(config, vpc=vpc, subnet_id=subnet)
+
+
 class AwsProvider(CloudProvider):
     """EC2 instances, classic ELB and NLB load balancers, and VPC route-table routes."""
 
     name = "aws"
+    tagging_options: TaggingOptions | None = None
+    """What the ``tagging`` controller tags with, when it was selected (set by the plugin)."""
 
     def __init__(
         self,
@@ -143,6 +130,11 @@ class AwsProvider(CloudProvider):
             self.directory,
             region=region,
             families=config.node_ip_families,
+            api=self.api,
+            vpc_id=config.vpc,
+            topology=InstanceTopology(
+                self.api, region=region, pattern=config.supported_topology_instance_type_pattern
+            ),
         )
         self._load_balancer = AwsLoadBalancer(
             self.api,
@@ -176,13 +168,19 @@ class AwsProvider(CloudProvider):
         config: CloudConfig,
         *,
         cluster_name: str = "kubernetes",
-        instance_id: Callable[[], str | None] = own_instance_id,
+        instance_id: Callable[[], str | None] | None = None,
+        metadata: InstanceMetadata | None = None,
     ) -> AwsProvider:
-        """The provider with its cluster id found as upstream finds it: from the cloud config,
-        else from the tags of the instance ``instance_id()`` names (the metadata service's
-        answer; asked only when the config has no id)."""
-        api = AwsApi(config, resolve_region(config))
-        cluster = resolve_cluster_id(config, lambda: read_own_instance(api, instance_id()))
+        """The provider with what the config leaves open found as upstream finds it, on the
+        instance metadata service of the machine polyccm runs on (``metadata``), each asked
+        only when needed: the region (:func:`~polyccm_aws.api.resolve_region`); the cluster id
+        from the tags of the instance ``instance_id()`` names (default: the metadata's); the
+        VPC and fallback subnet from its primary interface (:func:`with_own_network`)."""
+        metadata = metadata or InstanceMetadata()
+        api = AwsApi(config, resolve_region(config, metadata.region))
+        own_id = instance_id or metadata.instance_id
+        cluster = resolve_cluster_id(config, lambda: read_own_instance(api, own_id()))
+        config = with_own_network(config, metadata)
         return cls(config, cluster_name=cluster_name, cluster=cluster, api=api)
 
     def has_cluster_id(self) -> bool:

@@ -2,8 +2,10 @@
 
 Accepted forms (upstream ``MapToAWSInstanceID``): ``aws:///<zone>/<id>``, ``aws:////<id>``,
 ``aws://<zone>/<id>`` and a bare ``<id>``; the instance id is the last path segment and must
-start with ``i-``. Node names that are resource-based hostnames (``i-0abc`` or
-``i-0abc.ec2.internal``) map to their instance id without a cloud call.
+start with ``i-``. Fargate nodes (``aws:///<zone>/fargate-<ip>``, upstream's "fargate" variant)
+name no EC2 instance: :func:`fargate_node_id` recognises them. Node names that are
+resource-based hostnames (``i-0abc`` or ``i-0abc.ec2.internal``) map to their instance id
+without a cloud call.
 """
 
 from __future__ import annotations
@@ -34,6 +36,26 @@ def instance_id_from_provider_id(provider_id: str) -> str:
     if not instance_id or not _INSTANCE_ID.match(instance_id):
         raise InvalidProviderID(f"provider ID {provider_id!r} does not name an EC2 instance")
     return instance_id
+
+
+FARGATE_PREFIX = "fargate-"
+
+
+def fargate_node_id(provider_id: str) -> str | None:
+    """The ``fargate-...`` id of a Fargate node's provider ID (its last path segment, as for an
+    instance id), else None."""
+    if "://" in provider_id and not provider_id.startswith(f"{SCHEME}://"):
+        return None
+    tail = provider_id.rstrip("/").rsplit("/", 1)[-1]
+    return tail if tail.startswith(FARGATE_PREFIX) else None
+
+
+def zone_from_provider_id(provider_id: str) -> str:
+    """The zone of ``aws:///<zone>/<id>`` (or ``aws://<zone>/<id>``), ``""`` when none."""
+    text = provider_id if provider_id.startswith(f"{SCHEME}://") else f"{SCHEME}:///{provider_id}"
+    parts = urlsplit(text)
+    tokens = [t for t in parts.path.strip("/").split("/") if t]
+    return tokens[0] if len(tokens) > 1 else parts.netloc
 
 
 def format_provider_id(zone: str, instance_id: str) -> str:

@@ -5,6 +5,7 @@ metadata service answers for a device, and the token, faults, counts and reset w
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 import pytest
@@ -47,6 +48,23 @@ def test_a_created_device_provisions_and_shows_its_addresses(project: Project) -
     assert kinds[(4, False)]["address"].startswith("10.")
     assert kinds[(4, True)]["assigned_to"]["href"] == f"/metal/v1/devices/{created['id']}"
     assert device["tags"] == ["k8s"] and device["hostname"] == "node-0"
+
+
+def test_a_device_address_is_the_host_of_its_block_never_its_network(project: Project) -> None:
+    # The document's BgpNeighborData (specs/equinix-metal-openapi3.yaml, customer_ip and
+    # routes_in) shows a device's private address 10.32.16.1 in its /31 network 10.32.16.0:
+    # in a device's /31 (/127) the network is the gateway and the address the one after it.
+    api = project.api
+    node = api.create_devices(1)[0]
+
+    blocks = [(a["address_family"], a["public"], a["cidr"], a["network"], a["gateway"],
+               a["address"]) for a in node["ip_addresses"]]  # fmt: skip
+
+    assert len(blocks) == 3
+    for family, _, cidr, network, gateway, address in blocks:
+        assert cidr == (31 if family == 4 else 127)
+        assert gateway == network
+        assert ipaddress.ip_address(address) == ipaddress.ip_address(network) + 1
 
 
 def test_power_actions_move_the_device_through_inactive_and_back(project: Project) -> None:
@@ -158,6 +176,11 @@ def test_bgp_is_enabled_then_sessions_give_neighbours(project: Project) -> None:
 
     assert before == {}
     assert refused.status == 422 and duplicate.status == 422
+    # The real API's words for a second session of one family (quoted in
+    # packethost/terraform-provider-packet#206); upstream's ensureNodeBGPEnabled takes a 422
+    # as success only when it says "already has session" (cloud-provider-equinix-metal
+    # 38d15e2 metal/bgp.go:91).
+    assert duplicate.body == {"errors": ["Address family already has session with ipv4"]}
     assert (config["asn"], config["status"], config["md5"]) == (65000, "enabled", "Secret123pass")
     assert session["status"] == "up"
     private = next(a for a in node["ip_addresses"] if not a["public"])

@@ -52,7 +52,13 @@ from polyccm_aws_emulator.moto_fidelity import (
     RULES_QUOTA_VARIABLE,
     apply_rules_quota,
     describe_instance_topology,
+    filter_interfaces_by_attachment_status,
     give_classic_elbs_a_default_health_check,
+    give_network_load_balancers_their_dns_names,
+    give_network_target_groups_their_attributes,
+    keep_classic_additional_attributes_unique,
+    keep_classic_listeners_instance_protocol,
+    keep_ssl_policies_to_tls_listeners,
 )
 from polyccm_aws_emulator.moto_speedups import (
     find_an_image_by_id_directly,
@@ -245,6 +251,12 @@ def build_app() -> FaultInjector:
     from polyccm_aws_emulator.moto_requests import receive_requests_cheaply
 
     give_classic_elbs_a_default_health_check()
+    filter_interfaces_by_attachment_status()
+    give_network_load_balancers_their_dns_names()
+    keep_classic_listeners_instance_protocol()
+    keep_classic_additional_attributes_unique()
+    keep_ssl_policies_to_tls_listeners()
+    give_network_target_groups_their_attributes()
     index_instances_by_id()
     parse_long_lists_by_binary_search()
     find_an_image_by_id_directly()

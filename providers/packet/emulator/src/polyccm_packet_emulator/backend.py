@@ -45,8 +45,12 @@ class Assignment:
 
     @property
     def address(self) -> str:
-        return str(next(iter(self.network.hosts())) if self.network.num_addresses > 1
-                   else self.network.network_address)  # fmt: skip
+        # Metal numbers a device's /31 (/127) as network = gateway and the device the address
+        # after it (the document's BgpNeighborData: customer_ip 10.32.16.1 in 10.32.16.0/31);
+        # Python's hosts() of a /31 would start at the network itself.
+        if self.network.num_addresses == 1:
+            return str(self.network.network_address)
+        return str(self.network.network_address + 1)
 
     @property
     def gateway(self) -> str:
@@ -331,7 +335,9 @@ class Backend:
             raise Unprocessable("BGP is not enabled for this project")
         family = str(spec.get("address_family", "ipv4"))
         if any(s.family == family for s in self._sessions_of.get(device_id, {}).values()):
-            raise Unprocessable(f"A BGP session for {family} already exists on this device")
+            # The real API's words (packethost/terraform-provider-packet#206), which upstream
+            # matches to take the 422 as success (cloud-provider-equinix-metal metal/bgp.go:91).
+            raise Unprocessable(f"Address family already has session with {family}")
         session = BgpSession(
             id=new_id(),
             device_id=device_id,

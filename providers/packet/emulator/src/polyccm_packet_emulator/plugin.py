@@ -18,8 +18,9 @@ from polyccm.plugins import EmulatorLaunch, EmulatorRegistry
 PROVIDER = "packet"
 #: The API key the emulator launched by polyccm-dev accepts (and the only one): fake.
 EMULATOR_API_KEY = "polyccm-emulator-fake-metal-api-key"
-#: The Metal API's base URL (``https://api.equinix.com/metal/v1`` on Equinix Metal). Upstream's
-#: CCM takes it only from its JSON config's ``base-url``; polyccm also reads this variable.
+#: The Metal API's base URL (``https://api.equinix.com/metal/v1`` on Equinix Metal), which
+#: polyccm reads. Upstream's CCM has that URL compiled in: its config's ``base-url`` is parsed
+#: and never read (config.go), so it reaches an emulator only through an HTTPS proxy.
 API_URL_VARIABLE = "METAL_API_URL"
 #: The device metadata service (``https://metadata.platformequinix.com`` on Metal, formerly
 #: ``https://metadata.packet.net``): ``GET $METAL_METADATA_URL/metadata``.
