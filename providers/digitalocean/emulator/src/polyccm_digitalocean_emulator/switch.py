@@ -31,18 +31,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from polyccm.kube.api import NAMESPACES, NODES, SERVICES, KubeApi
+from polyccm_testing.devenv.binaries import BinaryError
 from polyccm_testing.kubeobjects import make_node
+from polyccm_testing.peers import builds
+from polyccm_testing.peers.run import RunningPeer, common_flags, running_peer
 
 from polyccm_digitalocean_emulator.testing import DigitalOceanApi
 
@@ -50,13 +52,9 @@ from polyccm_digitalocean_emulator.testing import DigitalOceanApi
 REGION = "nyc3"
 NAMESPACE = "switch"
 #: The peer whose recordings the goldens hold.
-PEER_NAME = "digitalocean-cloud-controller-manager"
-PEER_VERSION = "v0.1.68"
-PEER_SOURCE = (
-    "github.com/digitalocean/digitalocean-cloud-controller-manager@v0.1.68 "
-    "(git archive v0.1.68; GOFLAGS=-mod=vendor CGO_ENABLED=0 go build "
-    "./cloud-controller-manager/cmd/digitalocean-cloud-controller-manager)"
-)
+PEER = builds.DIGITALOCEAN
+PEER_NAME = PEER.binary
+PEER_VERSION = PEER.version
 GOLDENS = Path("providers/digitalocean/tests/goldens/switch")
 
 _BASE = "service.beta.kubernetes.io/do-loadbalancer-"
@@ -399,13 +397,11 @@ def served(kube: KubeApi, unserved: frozenset[str] = frozenset()) -> bool:
 # -- the recording ------------------------------------------------------------------------------
 
 
-def upstream_argv(binary: Path, kubeconfig: Path) -> list[str]:
-    """Upstream's command line as a DOKS-like deployment runs it, for a local control plane:
-    the three controllers polyccm runs, no leader election, no serving port, no routes."""
-    return [str(binary), f"--kubeconfig={kubeconfig}", "--leader-elect=false", "--secure-port=0",
-            "--controllers=cloud-node-controller,cloud-node-lifecycle-controller,"
-            "service-lb-controller", "--configure-cloud-routes=false",
-            "--node-monitor-period=5s", "--v=2"]  # fmt: skip
+def upstream_flags(kubeconfig: Path) -> list[str]:
+    """Upstream's command line as a deployment runs it, for a local control plane: the shared
+    peers' flags (the three controllers polyccm runs, no leader election, no serving port, no
+    routes) and a 5 s node monitor period."""
+    return [*common_flags(kubeconfig), "--node-monitor-period=5s"]
 
 
 def upstream_env(endpoint: str, token: str, metrics_port: int) -> dict[str, str]:
@@ -415,23 +411,12 @@ def upstream_env(endpoint: str, token: str, metrics_port: int) -> dict[str, str]
             "METRICS_ADDR": f"127.0.0.1:{metrics_port}"}  # fmt: skip
 
 
-@contextmanager
 def running_upstream(
     binary: Path, kubeconfig: Path, env: Mapping[str, str], log: Path
-) -> Iterator[subprocess.Popen[bytes]]:
-    """Upstream's CCM as a process (``env`` added to this one's), stopped afterwards."""
-    with log.open("ab") as output:
-        process = subprocess.Popen(upstream_argv(binary, kubeconfig), env={**os.environ, **env},
-                                   stdout=output, stderr=subprocess.STDOUT)  # fmt: skip
-        try:
-            yield process
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+) -> AbstractContextManager[RunningPeer]:
+    """Upstream's CCM as a process (only ``env`` and the few variables a process needs, every
+    URL on loopback), stopped afterwards."""
+    return running_peer(binary, upstream_flags(kubeconfig), env, log)
 
 
 class Settler:
@@ -568,7 +553,7 @@ def record(peer: Path, out: Path, *, quiet: float = 20.0, work: Path | None = No
     (its old goldens removed first); return the files' names."""
     from polyccm_testing.peers.goldens import Peer, Step, save_step
 
-    peer_info = Peer(PEER_NAME, PEER_VERSION, PEER_SOURCE)
+    peer_info = Peer(**PEER.describe())
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.json"):
         old.unlink()
@@ -592,14 +577,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m polyccm_digitalocean_emulator.switch",
         description="Record the DigitalOcean switch goldens with upstream's CCM binary.",
     )
-    parser.add_argument("--peer", type=Path, required=True,
-                        help=f"{PEER_NAME} {PEER_VERSION}, built (see the README)")  # fmt: skip
+    parser.add_argument("--peer", type=Path, default=None,
+                        help=f"{PEER_NAME} {PEER_VERSION}, built (see the README); default: "
+                        f"${PEER.variable}, else {PEER.cache_path}")  # fmt: skip
     parser.add_argument("--out", type=Path, default=GOLDENS, help="where the goldens go")
     parser.add_argument("--quiet", type=float, default=20.0,
                         help="seconds without a write that mean upstream has settled")  # fmt: skip
     parser.add_argument("--work", type=Path, default=None,
                         help="keep the CCMs' logs and the control planes' state here")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.peer is None:
+        try:
+            args.peer = builds.peer_binary("digitalocean")
+        except BinaryError as error:
+            print(error, file=sys.stderr)
+            return 2
+        if args.peer is None:
+            print(f"no {PEER_NAME} {PEER_VERSION} in {PEER.cache_path}: build it (README) or "
+                  "give --peer", file=sys.stderr)  # fmt: skip
+            return 2
     if not os.access(args.peer, os.X_OK):
         print(f"--peer {args.peer}: not an executable file", file=sys.stderr)
         return 2
