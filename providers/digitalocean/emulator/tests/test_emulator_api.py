@@ -226,6 +226,37 @@ def test_invalid_load_balancer_specs_are_422_with_a_message_naming_the_problem(
     assert account.app.backend.load_balancers == {}
 
 
+def test_an_http3_rule_shares_its_port_with_the_https_rule_as_upstream_sends_it(
+    account: Account,
+) -> None:
+    # Upstream's CCM (v0.1.68 loadbalancers.go:1111, buildHTTP3ForwardingRule 1051-1084) adds
+    # the http3 rule on the port of an https or http2 rule, as DigitalOcean requires; the
+    # emulator refused it as "443 is used twice", so upstream never got such a load balancer.
+    api = account.api
+    certificate = api.ok("POST", "/v2/certificates", {"name": "web", "type": "custom",
+                         "private_key": "k", "leaf_certificate": "l"})["certificate"]  # fmt: skip
+    rules = [{"entry_protocol": protocol, "entry_port": 443, "target_protocol": "http",
+              "target_port": 30443, "certificate_id": certificate["id"]}
+             for protocol in ("https", "http3")]  # fmt: skip
+    lb = api.ok("POST", "/v2/load_balancers", _lb([], forwarding_rules=rules))["load_balancer"]
+    assert [r["entry_protocol"] for r in lb["forwarding_rules"]] == ["https", "http3"]
+    twice = api.call("POST", "/v2/load_balancers", _lb([], forwarding_rules=[*rules, rules[1]]))
+    assert twice.status == 422 and "443 is used twice" in twice.body["message"]
+
+
+def test_the_deprecated_algorithm_is_taken_and_ignored(account: Account) -> None:
+    # DigitalOcean's document: "You can no longer specify an algorithm"; upstream's CCM sends
+    # its annotation's value all the same, which "does nothing, as the algorithm field on the
+    # API is ignored" (v0.1.68 lb_annotations.go:116-121). The emulator kept it.
+    api = account.api
+    lb = api.ok("POST", "/v2/load_balancers", _lb([], algorithm="least_connections"))
+    assert lb["load_balancer"]["algorithm"] == "round_robin"
+    lb_id = lb["load_balancer"]["id"]
+    api.ok("PUT", f"/v2/load_balancers/{lb_id}", _lb([], algorithm="least_connections"))
+    updated = api.ok("GET", f"/v2/load_balancers/{lb_id}")["load_balancer"]
+    assert updated["algorithm"] == "round_robin"
+
+
 def test_droplets_in_another_region_cannot_back_a_load_balancer(account: Account) -> None:
     (elsewhere,) = account.api.create_droplets(1, region="sfo3")
     answer = account.api.call("POST", "/v2/load_balancers", _lb([elsewhere["id"]]))

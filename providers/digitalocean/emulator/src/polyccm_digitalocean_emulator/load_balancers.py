@@ -89,6 +89,10 @@ def normalized(body: Mapping[str, Any], *, project_id: str, vpc_uuid: str) -> di
     spec = {key: copy.deepcopy(value) for key, value in body.items() if key not in PLACEMENT}
     for key, value in DEFAULTS.items():
         spec.setdefault(key, value)
+    # The document: "This field has been deprecated. You can no longer specify an algorithm";
+    # upstream's CCM still sends its annotation's value, which "does nothing, as the algorithm
+    # field on the API is ignored" (v0.1.68 lb_annotations.go:116-121). Taken, never kept.
+    spec["algorithm"] = DEFAULTS["algorithm"]
     spec.setdefault("name", "")
     spec["health_check"] = {**HEALTH_CHECK_DEFAULTS, **spec.get("health_check", {})}
     sticky = {"type": "none", **spec.get("sticky_sessions", {})}
@@ -118,18 +122,23 @@ def rule_key(rule: Mapping[str, Any]) -> tuple[str, int, str, int]:
 
 def check_rules(rules: Iterable[Mapping[str, Any]], certificates: Mapping[str, Any]) -> None:
     """Refuse forwarding rules DigitalOcean would refuse (422)."""
-    seen: set[int] = set()
+    seen: set[tuple[int, bool]] = set()
     for rule in rules:
         entry, target = rule["entry_protocol"], rule["target_protocol"]
         entry_port, target_port = int(rule["entry_port"]), int(rule["target_port"])
         for name, port in (("entry_port", entry_port), ("target_port", target_port)):
             if not 1 <= port <= 65535:
                 raise Unprocessable(f"forwarding rule {name} {port} must be between 1 and 65535")
-        if entry_port in seen:
+        # An http3 rule (QUIC) shares its entry port with the https or http2 rule of the same
+        # port: DigitalOcean requires that pairing, and upstream's CCM always sends it
+        # (digitalocean-cloud-controller-manager v0.1.68 loadbalancers.go:1111 and
+        # buildHTTP3ForwardingRule 1051-1084). Only two http3 rules, or two others, clash.
+        slot = (entry_port, entry == "http3")
+        if slot in seen:
             raise Unprocessable(
                 f"forwarding rules must have unique entry ports: {entry_port} is used twice"
             )
-        seen.add(entry_port)
+        seen.add(slot)
         if (entry in _LAYER4 or target in _LAYER4) and entry != target:
             raise Unprocessable(
                 f"forwarding rule on port {entry_port}: entry protocol {entry} cannot forward "
