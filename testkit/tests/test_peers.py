@@ -24,7 +24,7 @@ def test_a_peer_is_found_in_the_cache_by_binary_and_version(
     monkeypatch.setenv("POLYCCM_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("POLYCCM_PEER_GCE", raising=False)
     assert peer_binary("gce") is None
-    cached = _executable(tmp_path / "bin" / "cloud-controller-manager-v36.3.8")
+    cached = _executable(tmp_path / "bin" / "gce-cloud-controller-manager-v36.3.8")
     assert peer_binary("gce") == cached
 
 

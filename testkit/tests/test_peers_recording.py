@@ -245,3 +245,35 @@ def test_exchanges_survive_a_round_trip() -> None:
     assert Exchange.from_json(exchange.as_json()) == exchange
     assert exchange.is_write
     assert not Exchange("GET", "/", None, 200, None).is_write
+
+
+def test_lists_a_cloud_sorts_by_name_are_paired_by_name() -> None:
+    # Names hold UIDs, so a replay's list comes in another order than the recording's.
+    recorded = {
+        "items": [{"name": "a-111111", "ip": "10.0.0.11"}, {"name": "b-222222", "ip": "10.0.0.22"}]
+    }
+    actual = {
+        "items": [{"name": "a-999999", "ip": "10.0.0.99"}, {"name": "b-222222", "ip": "10.0.0.22"}]
+    }
+    actual["items"].reverse()
+    by_position = Replayer("http://127.0.0.1:1", bindings={"111111": "999999"})
+    by_position.learn(recorded, actual)
+    assert by_position.bindings["10.0.0.11"] == "10.0.0.22"  # the wrong pair
+    by_name = Replayer("http://127.0.0.1:1", bindings={"111111": "999999"}, pair_lists_by="name")
+    by_name.learn(recorded, actual)
+    assert by_name.bindings == {
+        "111111": "999999",
+        "a-111111": "a-999999",
+        "10.0.0.11": "10.0.0.99",
+    }
+
+
+def test_words_and_empty_values_are_never_bound() -> None:
+    # A replay faster than the recording sees a balancer "new" where the recording saw it
+    # "active": binding the word would rewrite every later state that says "active".
+    replayer = Replayer("http://127.0.0.1:1")
+    replayer.learn(
+        {"status": "active", "id": "lb-0001234", "ip": "10.1.2.3", "note": "lb-0009"},
+        {"status": "new", "id": "lb-0005678", "ip": "", "note": "lb-0010"},
+    )
+    assert replayer.bindings == {"lb-0001234": "lb-0005678", "lb-0009": "lb-0010"}

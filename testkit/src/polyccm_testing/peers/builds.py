@@ -74,14 +74,14 @@ DIGITALOCEAN = Peer(
 )
 GCE = Peer(
     "gce",
-    "cloud-controller-manager",
+    "gce-cloud-controller-manager",
     "v36.3.8",
     "k8s.io/cloud-provider-gcp@v36.3.8 (f67fc7e3), cmd/cloud-controller-manager",
     False,
 )
 PACKET = Peer(
     "packet",
-    "cloud-provider-equinix-metal",
+    "equinix-metal-cloud-controller-manager",
     "38d15e2",
     "sigs.k8s.io/cloud-provider-equinix-metal@38d15e2 (after v3.8.1)",
     False,

@@ -10,7 +10,8 @@ status and annotations, node fields), in whatever shape the provider's scenario 
 got when recorded (:class:`ReplayRefused` otherwise, naming the exchange and both answers). The
 emulator assigns ids of its own, so the replayer learns them as it goes: the recorded and the
 actual answers are walked side by side, and a value that differs (ids, addresses, operation
-names: at least six characters, so ports and counts never count) is substituted in later paths
+names: at least six characters and a digit, so ports, counts and states never count) is
+substituted in later paths
 and bodies, as a whole token (``a1b2`` in ``/targetPools/a1b2`` or ``k8s-fw-a1b2``, never inside
 ``a1b2c3``). ``bindings`` seeds what the test knows up front (Service UIDs, instance ids made
 by its setup). :func:`comparable` makes two cloud states comparable field by field.
@@ -129,12 +130,18 @@ class ReplayRefused(AssertionError):
 @dataclass
 class Replayer:
     """Replays recorded exchanges against ``base_url`` (the emulator's; ``ca_file`` verifies
-    https), substituting what it learns. ``headers`` go with every request (a token)."""
+    https), substituting what it learns. ``headers`` go with every request (a token).
+
+    Lists are walked item by item in order, unless ``pair_lists_by`` names a key every item
+    has: then a recorded item is paired with the actual one whose key is its (substituted)
+    value. A cloud that sorts lists by name, where names hold UIDs, answers a replay in
+    another order, and pairing by position would bind one item's values to another's."""
 
     base_url: str
     ca_file: Path | None = None
     bindings: dict[str, str] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
+    pair_lists_by: str | None = None
 
     def __post_init__(self) -> None:
         self._context = (
@@ -180,20 +187,44 @@ class Replayer:
             for key in recorded.keys() & actual.keys():
                 self.learn(recorded[key], actual[key])
         elif isinstance(recorded, list) and isinstance(actual, list):
-            for old, new in zip(recorded, actual, strict=False):
+            for old, new in self._pairs(recorded, actual):
                 self.learn(old, new)
         elif (
             isinstance(recorded, (str, int))
             and not isinstance(recorded, bool)
             and isinstance(actual, (str, int))
             and str(recorded) != str(actual)
-            and len(str(recorded)) >= SHORTEST_LEARNED
+            and _worth_binding(str(recorded), str(actual))
         ):
             self.bindings.setdefault(str(recorded), str(actual))
+
+    def _pairs(self, recorded: list[Any], actual: list[Any]) -> Iterable[tuple[Any, Any]]:
+        key = self.pair_lists_by
+        if key is None or not all(
+            isinstance(item, dict) and key in item for item in (*recorded, *actual)
+        ):
+            return zip(recorded, actual, strict=False)
+        mine = {str(item[key]): item for item in actual}
+        return [
+            (item, mine[name])
+            for item in recorded
+            if (name := str(self.substitute(str(item[key])))) in mine
+        ]
 
     def substitute(self, value: Any) -> Any:
         """``value`` with every bound token replaced (strings, ints, and inside containers)."""
         return substitute(value, self.bindings)
+
+
+def _worth_binding(recorded: str, actual: str) -> bool:
+    """Ids, addresses and names holding them are long and carry a digit; a word (``active``
+    recorded, ``new`` replayed: a state the replay saw earlier) is not an id, and binding it
+    would rewrite every later state that says it."""
+    return (
+        len(recorded) >= SHORTEST_LEARNED
+        and bool(actual)
+        and any(character.isdigit() for character in recorded)
+    )
 
 
 def substitute(value: Any, bindings: Mapping[str, str]) -> Any:

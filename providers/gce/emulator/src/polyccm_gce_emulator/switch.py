@@ -435,31 +435,16 @@ def kube_bindings(recorded: Mapping[str, Any], actual: Mapping[str, Any]) -> dic
 
 def replayer(base_url: str, bindings: Mapping[str, str]) -> Any:
     """A :class:`~polyccm_testing.peers.goldens.Replayer` for the compute API that pairs the
-    items of two lists by name (after the bindings it knows) rather than by position: lists
-    come sorted by name, and names hold UIDs, so a recorded list and its replay are in
-    different orders, and pairing by position would bind one route's or rule's values to
-    another's."""
+    items of two lists by name: lists come sorted by name, and names hold UIDs."""
     from polyccm_testing.peers.goldens import Replayer
 
     from polyccm_gce_emulator.testing import TEST_TOKEN
 
-    class ByName(Replayer):
-        def learn(self, recorded: Any, actual: Any) -> None:
-            if (
-                isinstance(recorded, list)
-                and isinstance(actual, list)
-                and all(isinstance(item, dict) and "name" in item for item in (*recorded, *actual))
-            ):
-                mine = {str(item["name"]): item for item in actual}
-                for item in recorded:
-                    match = mine.get(str(self.substitute(str(item["name"]))))
-                    if match is not None:
-                        super().learn(item, match)
-                return
-            super().learn(recorded, actual)
-
-    return ByName(
-        base_url, bindings=dict(bindings), headers={"Authorization": f"Bearer {TEST_TOKEN}"}
+    return Replayer(
+        base_url,
+        bindings=dict(bindings),
+        headers={"Authorization": f"Bearer {TEST_TOKEN}"},
+        pair_lists_by="name",
     )
 
 
