@@ -203,8 +203,17 @@ class Backend:
         now = self.clock.now()
         device_id = new_id()
         hostname = str(spec.get("hostname") or f"device-{device_id[:8]}")
-        addresses = [self._assign("public4", True, now), self._assign("private4", False, now)]
         wanted = spec.get("ip_addresses")
+        addresses = [self._assign("private4", False, now)]
+        # A list without a public IPv4 entry makes a private-only device (the document's
+        # IPAddress: "public" defaults to true); no list is the default, which has one.
+        if not isinstance(wanted, list) or any(
+            isinstance(item, dict)
+            and item.get("address_family", 4) == 4
+            and item.get("public", True) is not False
+            for item in wanted
+        ):
+            addresses.insert(0, self._assign("public4", True, now))
         # The document's default asks for public IPv4, private IPv4 and public IPv6.
         if not isinstance(wanted, list) or any(
             isinstance(item, dict) and item.get("address_family") == 6 for item in wanted
