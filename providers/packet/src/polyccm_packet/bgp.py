@@ -250,6 +250,8 @@ class BgpController(Controller):
         :data:`STALL` after the last device, else until :data:`QUIET` after it."""
         self._balancing = False
         """A Service wanting a load balancer has been seen (set by its cache's handler)."""
+        self._unbalanced: set[str] = set()
+        """Nodes passed over while no Service wanted a load balancer: the first one queues them."""
 
     @classmethod
     def for_term(cls, context: ControllerContext) -> BgpController | None:
@@ -268,11 +270,6 @@ class BgpController(Controller):
         ``METAL_BGP_NODE_SELECTOR`` matches it, as upstream's ``filterNodes`` on that set."""
         selector = self.bgp.config.bgp_node_selector
         return is_backend(node) and selector.matches(node.labels)
-
-    def balancing(self) -> bool:
-        """Whether a Service has a load balancer of ours: upstream makes sessions and peers
-        only while reconciling one (``addService``, ``UpdateLoadBalancer``)."""
-        return any(wants_load_balancer(Service(raw)) for raw in self.context.services.list())
 
     def run(self, stop: threading.Event) -> None:
         self.context.nodes.add_handler(
@@ -293,12 +290,16 @@ class BgpController(Controller):
         )  # fmt: skip
 
     def _on_service(self, raw: Mapping[str, Any]) -> None:
-        """The first Service that wants a load balancer queues every node (those before it
-        were left alone); later ones change nothing here."""
+        """The first Service that wants a load balancer queues the nodes left alone until
+        then; later ones change nothing here (upstream makes sessions and peers only while
+        reconciling such a Service: ``addService``, ``UpdateLoadBalancer``)."""
         if self._balancing or not wants_load_balancer(Service(raw)):
             return
-        self._balancing = True
-        self.enqueue_all()
+        with self._lock:
+            self._balancing = True
+            waiting, self._unbalanced = self._unbalanced, set()
+        for name in waiting:
+            self.queue.add(name)
 
     def _on_add(self, raw: Mapping[str, Any]) -> None:
         """Every node with a device, once, when the cache first lists it."""
@@ -335,6 +336,7 @@ class BgpController(Controller):
     def _on_delete(self, raw: Mapping[str, Any]) -> None:
         with self._lock:
             self._uninitialised.discard(Node(raw).name)
+            self._unbalanced.discard(Node(raw).name)
 
     def _note_taint(self, node: Node) -> None:
         with self._lock:
@@ -382,8 +384,10 @@ class BgpController(Controller):
         nodes = [Node(raw) for raw in map(self.context.nodes.get, names) if raw is not None]
         for name in set(names) - {node.name for node in nodes}:
             self.queue.forget(name)  # deleted: Metal deletes the device's sessions with it
-        if not self.balancing():  # the first LoadBalancer Service queues every node again
-            nodes = []
+        with self._lock:
+            if not self._balancing:  # the first LoadBalancer Service queues them again
+                self._unbalanced.update(node.name for node in nodes)
+                nodes = []
         for node in [node for node in nodes if not self.selected(node)]:
             # left alone, as upstream leaves it (a session it has stays); a label change
             # that selects it queues it (its peer annotations are then missing)
