@@ -197,3 +197,38 @@ def _get(kube_api: KubeApi, resource: Any, name: str) -> dict[str, Any]:
     except ApiError:
         return {}
     return found
+
+
+@pytest.mark.timeout(120)
+def test_a_node_cordoned_or_deleted_gives_the_elastic_ip_away(
+    control_plane: Any, kube_api: KubeApi, clean_nodes: None, metal: Mapping[str, str],
+    external: None,
+) -> None:  # fmt: skip
+    # eip_controlplane_reconciliation.go:129-133 (a node that becomes unschedulable) and
+    # 141-148 (a deleted node) call tryReassignAwayFromSelf (381-405): the holder leaves the
+    # candidates unless it is the only one, schedulable nodes first (362-377) @38d15e2.
+    # Before, a drained control-plane node kept the cluster's API address.
+    api = MetalApi(metal)
+    reservation = api.request_ip(tags=[TAG])
+    eip = reservation["address"]
+    first, second = api.create_devices(2, prefix="cp")
+    api.ok("POST", f"/devices/{first['id']}/ips", {"address": eip})
+    for name, device in (("cp-first", first), ("cp-second", second)):
+        make_node(kube_api, name, tainted=False, provider_id=f"equinixmetal://{device['id']}",
+                  labels=CONTROL_PLANE, addresses=(("ExternalIP", "127.0.0.1"),))  # fmt: skip
+    provider = provider_for(metal, METAL_EIP_TAG=TAG, METAL_EIP_HEALTH_CHECK_USE_HOST_IP="true")
+
+    with provider_controllers(kube_api, provider, ControlPlaneEndpoint.for_term) as (cp,):
+        elsewhere = loopback_checks(cp)
+        wait_for(lambda: _get(kube_api, SERVICES, EXTERNAL_NAME), 30, "the ports known")
+        _beat(kube_api, "cp-first")  # healthy: it keeps the address
+        assert stays(lambda: assigned_to(api, reservation["id"]) == [first["id"]], 1.5)
+
+        kube_api.patch(NODES, "cp-first", {"spec": {"unschedulable": True}},
+                       patch_type=MERGE_PATCH)  # fmt: skip
+        wait_for(lambda: assigned_to(api, reservation["id"]) == [second["id"]], 30, "cordoned")
+
+        # the holder deleted: the cordoned node is the only one left, and answers
+        kube_api.delete(NODES, "cp-second")
+        wait_for(lambda: assigned_to(api, reservation["id"]) == [first["id"]], 30, "deleted")
+    assert elsewhere == []
