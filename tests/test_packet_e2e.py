@@ -47,6 +47,8 @@ def test_polyccm_initialises_devices_peers_them_and_serves_an_elastic_ip(
     cloud = MetalCloudUnderTest(env)
 
     with running_ccm(tmp_path, env, control_plane.kubeconfig, ["--v=10"]) as log:
+        # sessions and peers follow the first LoadBalancer Service, as upstream's
+        make_service(kube_api, namespace, "web")
         for device in devices:
             name = device["hostname"]
             wait_for(lambda n=name: bgp_peers(kube_api.get(NODES, n)), 30, f"{name} peered")
@@ -55,7 +57,8 @@ def test_polyccm_initialises_devices_peers_them_and_serves_an_elastic_ip(
             assert not node.has_taint(UNINITIALIZED_TAINT)
             assert node.provider_id == f"equinixmetal://{device['id']}"
             assert node.labels["node.kubernetes.io/instance-type"] == "c3.small.x86"
-            assert node.labels["topology.kubernetes.io/zone"] == "da11"
+            assert node.labels["topology.kubernetes.io/region"] == "da"
+            assert "topology.kubernetes.io/zone" not in node.labels  # upstream v3.8+
             peers = bgp_peers(raw)
             prefix = "metal.equinix.com/bgp-peers-0-"
             assert peers[prefix + "node-asn"] == "65100"
@@ -67,7 +70,6 @@ def test_polyccm_initialises_devices_peers_them_and_serves_an_elastic_ip(
         config = metal.ok("GET", f"/projects/{metal.project_id}/bgp-config")
         assert config["asn"] == 65100
 
-        make_service(kube_api, namespace, "web")
         ip = wait_for(lambda: ingress_ip(kube_api, namespace, "web"), 30, "the Elastic IP")
         (reserved,) = cloud.elastic_ips()
         assert (reserved["address"], reserved["cidr"]) == (ip, 32)

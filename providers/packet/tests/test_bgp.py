@@ -13,7 +13,7 @@ from polyccm.kube.api import MERGE_PATCH, NODES, KubeApi
 from polyccm_packet.bgp import ANNOTATION_PREFIX, BgpController
 from polyccm_packet_emulator.demo import bgp_peers
 from polyccm_packet_emulator.testing import MetalApi, control, provider_controllers, provider_for
-from polyccm_testing.kubeobjects import events_for, make_node, wait_for
+from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
 
 PASSWORD = "BgpMd5Pass7"
 
@@ -42,9 +42,11 @@ def sessions(metal: MetalApi, device_id: str) -> list[dict[str, Any]]:
 
 @pytest.mark.timeout(120)
 def test_sessions_and_peers_are_made_once_and_a_pass_repairs_a_deleted_session(
-    control_plane: Any, kube_api: KubeApi, clean_nodes: None, metal: Mapping[str, str]
-) -> None:
+    control_plane: Any, kube_api: KubeApi, clean_nodes: None, metal: Mapping[str, str],
+    namespace: str,
+) -> None:  # fmt: skip
     api = MetalApi(metal)
+    make_service(kube_api, namespace, "web")  # sessions follow load balancers, as upstream
     devices = devices_with_nodes(metal, kube_api, 3, "bgp")
     names = [str(d["hostname"]) for d in devices]
     provider = provider_for(metal, METAL_LOAD_BALANCER="kube-vip://", METAL_BGP_PASS=PASSWORD)
@@ -100,9 +102,11 @@ def test_sessions_and_peers_are_made_once_and_a_pass_repairs_a_deleted_session(
 
 @pytest.mark.timeout(120)
 def test_a_node_initialisation_burst_goes_first(
-    control_plane: Any, kube_api: KubeApi, clean_nodes: None, metal: Mapping[str, str]
-) -> None:
+    control_plane: Any, kube_api: KubeApi, clean_nodes: None, metal: Mapping[str, str],
+    namespace: str,
+) -> None:  # fmt: skip
     api = MetalApi(metal)
+    make_service(kube_api, namespace, "web")
     (device,) = api.create_devices(1, prefix="first")
     provider = provider_for(metal, METAL_LOAD_BALANCER="kube-vip://")
     calls = control(metal)
@@ -125,8 +129,10 @@ def test_a_node_initialisation_burst_goes_first(
 
 @pytest.mark.timeout(120)
 def test_a_term_that_ends_mid_batch_stops_asking_metal(
-    control_plane: Any, kube_api: KubeApi, clean_nodes: None, metal: Mapping[str, str]
-) -> None:
+    control_plane: Any, kube_api: KubeApi, clean_nodes: None, metal: Mapping[str, str],
+    namespace: str,
+) -> None:  # fmt: skip
+    make_service(kube_api, namespace, "web")
     devices_with_nodes(metal, kube_api, 12, "ending", tainted=False)
     provider = provider_for(metal, METAL_LOAD_BALANCER="kube-vip://")
     calls = control(metal)

@@ -88,7 +88,7 @@ def test_a_key_polyccm_does_not_read_is_warned_about_and_the_provider_still_buil
 ) -> None:
     # cloud-provider-equinix-metal metal/config.go (getMetalConfig) reads the file with
     # json.Unmarshal into its Config, which drops any other key without a word; eipTag and
-    # bgpNodeSelector are keys of that Config that polyccm does not implement.
+    # bgpNodeSelector are keys of that Config (config.go:55,57@38d15e2), read as it reads them.
     path = tmp_path / "cloud.json"
     path.write_text(json.dumps({
         "apiKey": "file-key-5678", "projectID": "p-1", "metro": "da",
@@ -101,11 +101,9 @@ def test_a_key_polyccm_does_not_read_is_warned_about_and_the_provider_still_buil
         built = polyccm_build_provider(plugins.ProviderSettings("packet", path, "kubernetes"))
 
     assert isinstance(built, MetalProvider) and built.config.metro == "da"
-    assert caplog.messages == [
-        f"{path}: unknown key 'metroo' is ignored",
-        f"{path}: key 'eipTag' is ignored: polyccm does not implement it",
-        f"{path}: key 'bgpNodeSelector' is ignored: polyccm does not implement it",
-    ]
+    assert caplog.messages == [f"{path}: unknown key 'metroo' is ignored"]
+    assert built.config.eip_tag == "cluster-api-provider-packet:cluster-id:x"
+    assert built.config.bgp_node_selector.text == "kubernetes.io/role=node"
     assert "typo-value" not in caplog.text and "cluster-id" not in caplog.text
 
 
@@ -215,10 +213,8 @@ def test_keys_are_matched_ignoring_case_as_upstream_matches_them(
         config = config_from({}, path)
 
     assert (config.api_key, config.project_id, config.local_asn) == ("file-key", "p-1", 65100)
-    assert caplog.messages == [
-        f"{path}: key 'EIPTAG' is ignored: polyccm does not implement it",
-        f"{path}: unknown key 'Metroo' is ignored",
-    ]
+    assert config.eip_tag == "x"
+    assert caplog.messages == [f"{path}: unknown key 'Metroo' is ignored"]
 
 
 # One rule for plain http, DigitalOcean's too (polyccm.urls.secret_url): the API key goes to
@@ -350,3 +346,92 @@ def test_polyccm_refuses_a_bad_config_in_one_line_and_exit_2(
     assert (result.status, result.stdout, len(lines)) == (2, "", 1), result.stderr[-2000:]
     assert lines[0].startswith("polyccm: error: ") and message in lines[0]
     assert "Traceback" not in result.stderr and len(lines[0]) < 500
+
+
+# -- every setting upstream reads (metal/config.go@38d15e2) -----------------------------------
+
+
+def test_the_control_plane_and_bgp_settings_are_read_and_the_environment_wins(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # config.go:55-58 (the JSON keys), 169 (eipTag), 173-186 (apiServerPort, Atoi), 188-192
+    # (bgpNodeSelector, labels.Parse), 194-201 (eipHealthCheckUseHostIP, ParseBool) @38d15e2:
+    # each from the file, each overridden by its METAL_* variable. cluster-api's Packet template
+    # passes eipTag and apiServerPort; before, polyccm warned "ignored" and managed nothing.
+    path = tmp_path / "cloud-sa.json"
+    path.write_text(json.dumps({
+        "apiKey": "k", "projectID": "p-1", "eipTag": "cluster-api-provider-packet:cluster-id:c1",
+        "apiServerPort": 6443, "bgpNodeSelector": "node-role.kubernetes.io/worker",
+        "eipHealthCheckUseHostIP": True,
+    }))  # fmt: skip
+
+    with caplog.at_level(logging.WARNING):
+        keys = load_config_keys(path)
+    from_file = read_config({}, keys)
+    overridden = read_config({
+        "METAL_EIP_TAG": "env-tag", "METAL_API_SERVER_PORT": "7443",
+        "METAL_BGP_NODE_SELECTOR": "bgp in (yes),!edge",
+        "METAL_EIP_HEALTH_CHECK_USE_HOST_IP": "F",
+    }, keys)  # fmt: skip
+
+    assert caplog.messages == []
+    assert from_file.eip_tag == "cluster-api-provider-packet:cluster-id:c1"
+    assert from_file.api_server_port == 6443 and from_file.eip_health_check_use_host_ip
+    worker = {"node-role.kubernetes.io/worker": ""}
+    assert from_file.bgp_node_selector.matches(worker)
+    assert not from_file.bgp_node_selector.matches({})
+    assert (overridden.eip_tag, overridden.api_server_port) == ("env-tag", 7443)
+    assert overridden.eip_health_check_use_host_ip is False
+    assert overridden.bgp_node_selector.matches({"bgp": "yes"})
+    assert not overridden.bgp_node_selector.matches({"bgp": "yes", "edge": ""})
+    assert not overridden.bgp_node_selector.matches(worker)
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        # loadbalancers.go:99-104@38d15e2 made an emlb implementor; the product is gone
+        (
+            {"METAL_LOAD_BALANCER": "emlb:///da"},
+            "METAL_LOAD_BALANCER 'emlb:///da': Equinix Metal Load Balancers (emlb) ended with "
+            "Equinix Metal on 2026-06-30",
+        ),
+        # config.go:171 and cloud.go:87 (controlPlaneLoadBalancerManager, an EMLB) @38d15e2
+        ({"METAL_LOAD_BALANCER_ID": "lb-1"}, "METAL_LOAD_BALANCER_ID (loadBalancerID) is set"),
+        # config.go:190-192@38d15e2: labels.Parse refuses it, and so the start
+        (
+            {"METAL_BGP_NODE_SELECTOR": "role in worker"},
+            "METAL_BGP_NODE_SELECTOR must be a Kubernetes label selector: '(' expected",
+        ),
+        # config.go:176-179@38d15e2 (Atoi)
+        ({"METAL_API_SERVER_PORT": "https"}, "METAL_API_SERVER_PORT must be a port number"),
+        # config.go:195-199@38d15e2 (ParseBool)
+        (
+            {"METAL_EIP_HEALTH_CHECK_USE_HOST_IP": "yes"},
+            "METAL_EIP_HEALTH_CHECK_USE_HOST_IP must be true or false: 'yes'",
+        ),
+    ],
+    ids=["emlb", "load-balancer-id", "selector", "port", "use-host-ip"],
+)
+def test_emlb_and_bad_settings_stop_the_start_in_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], message: str
+) -> None:
+    for name in ("METAL_API_URL", "METAL_LOAD_BALANCER", "METAL_METADATA_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {**BASE, **environ}.items():
+        monkeypatch.setenv(name, value)
+
+    result = run_polyccm(["--provider=packet"])
+
+    lines = result.stderr.splitlines()
+    assert (result.status, result.stdout, len(lines)) == (2, "", 1), result.stderr[-2000:]
+    assert lines[0].startswith("polyccm: error: ") and message in lines[0], lines[0]
+
+
+def test_a_file_whose_use_host_ip_is_no_boolean_is_one_line(tmp_path: Path) -> None:
+    # config.go:58@38d15e2: a bool field; json.Unmarshal refuses a string for it
+    path = tmp_path / "cloud.json"
+    path.write_text('{"apiKey": "k", "projectID": "p", "eipHealthCheckUseHostIP": "true"}')
+
+    with pytest.raises(ConfigError, match="'eipHealthCheckUseHostIP' must be true or false"):
+        load_config_keys(path)

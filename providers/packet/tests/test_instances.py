@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import pytest
 from polyccm.cloud import EXTERNAL_IP, HOSTNAME, INTERNAL_IP
-from polyccm.errors import InstanceNotFound
+from polyccm.errors import CloudError, InstanceNotFound
 from polyccm.objects import Node
 from polyccm_packet import listing
 from polyccm_packet_emulator.testing import MetalApi, control, provider_for
@@ -28,10 +28,35 @@ def test_metadata_names_plan_metro_facility_and_addresses(metal: Mapping[str, st
     found = provider_for(metal).instances_v2().instance_metadata(node("node-0"))
 
     assert found.provider_id == f"equinixmetal://{created['id']}"
-    assert (found.instance_type, found.region, found.zone) == ("m3.large.x86", "da", "da11")
+    # no zone: devices.go:73-96@38d15e2 leaves z empty (v3.8.0 dropped the facility zone,
+    # commit 4073567), so no topology.kubernetes.io/zone label; the metro is the region
+    assert (found.instance_type, found.region, found.zone) == ("m3.large.x86", "da", "")
     assert [(a.type, a.address) for a in found.node_addresses] == [
         (EXTERNAL_IP, public), (INTERNAL_IP, private), (HOSTNAME, "node-0")
     ]  # fmt: skip
+
+
+def test_a_device_without_a_public_ipv4_address_is_an_error_as_upstream(
+    metal: Mapping[str, str],
+) -> None:
+    # devices.go:99-143@38d15e2 (nodeAddresses): no private IPv4 (nor provided node IP) is
+    # "could not get at least one private ip", no public IPv4 "... public ip": the node is not
+    # initialised and the node controller says why. Metal makes a private-only device when
+    # ip_addresses asks for no public IPv4.
+    api = MetalApi(metal)
+    private_only = [{"address_family": 4, "public": False}]
+    (created,) = api.create_devices(1, prefix="private", ip_addresses=private_only)
+    (other,) = api.create_devices(1, prefix="public")
+    instances = provider_for(metal).instances_v2()
+
+    with pytest.raises(CloudError, match="could not get at least one public IPv4 address"):
+        instances.instance_metadata(node("private-0", f"equinixmetal://{created['id']}"))
+    many = instances.instances_metadata(
+        [node("private-0"), node("public-0"), node("nowhere-0"), node("nowhere-1")]
+    )
+    assert isinstance(many["private-0"], CloudError) and "public IPv4" in str(many["private-0"])
+    assert not isinstance(many["public-0"], Exception)
+    assert many["public-0"].provider_id == f"equinixmetal://{other['id']}"
 
 
 @pytest.mark.parametrize("form", ["equinixmetal://{}", "packet://{}", "{}", "equinixmetal:///{}"])

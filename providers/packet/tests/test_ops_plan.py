@@ -131,6 +131,7 @@ OPERATIONS = {
     "devices.find_project_devices": True,
     "devices.get_bgp_neighbor_data": True,
     "devices.create_bgp_session": False,
+    "devices.create_ip_assignment": False,
     "bgp.find_bgp_config_by_project": True,
     "bgp.request_bgp_config": False,
     "ips.find_ip_reservations": True,

@@ -17,7 +17,7 @@ def test_demo_shows_nodes_bgp_peers_and_an_elastic_ip_released_after() -> None:
 
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
-    rows = re.findall(r"^worker-\d-0\s+equinixmetal://[0-9a-f-]{36}\s+da\s+da11\s+(\S+)\s+Ext", out,
+    rows = re.findall(r"^worker-\d-0\s+equinixmetal://[0-9a-f-]{36}\s+da\s+(\S+)\s+Ext", out,
                       re.M)  # fmt: skip
     assert sorted(rows) == ["c3.small.x86", "c3.small.x86", "m3.large.x86"], out
     assert "worker-2-0: metal.equinix.com/bgp-peers-1-peer-ip=169.254.255.2" in out

@@ -114,6 +114,10 @@ def test_every_operation_answers_as_the_document_says(api: CheckedApi) -> None:
     api.ok("GET", f"/projects/{project}/ips?types=public_ipv4&types=private_ipv4")
     api.ok("GET", f"/ips/{eip['id']}")
     api.ok("GET", f"/ips/{node['ip_addresses'][0]['id']}")  # an assignment
+    assigned = api.ok("POST", f"/devices/{node['id']}/ips", {"address": eip["address"]})
+    api.ok("GET", f"/projects/{project}/ips?include=assignments")
+    api.ok("GET", f"/ips/{assigned['id']}")
+    api.ok("DELETE", f"/ips/{assigned['id']}")  # the Elastic IP unassigned
     api.ok("GET", f"/projects/{project}/bgp-config")  # {} before BGP is enabled
     api.enable_bgp(65000, md5="Secret123pass")
     api.ok("GET", f"/projects/{project}/bgp-config")

@@ -2,7 +2,8 @@
 annotations (the ``packet-bgp`` provider controller).
 
 An Elastic IP reaches the cluster only when its nodes announce it to Metal's routers. As
-upstream's CCM does in its ``metallb://`` and ``kube-vip://`` modes, this controller enables
+upstream's CCM does in its ``metallb://``, ``kube-vip://`` and ``empty://`` modes, this
+controller enables
 BGP on the project (local deployment, ``METAL_LOCAL_ASN``, the MD5 password of
 ``METAL_BGP_PASS`` when given), makes an IPv4 BGP session for every node's device, and writes
 on each node what its speaker must peer with, from the device's BGP neighbours::
@@ -26,6 +27,12 @@ session is created for a device that has none, and the device's neighbours are r
 session is new or its annotations do not match the project (missing, another ASN, another
 password); the node is patched once, only when an annotation differs. A peered node whose
 device has its session costs no request.
+
+Which nodes, and when, as upstream: only nodes the service controller gives load balancers
+(the ``node.kubernetes.io/exclude-from-external-load-balancers`` label and the autoscaler's
+scale-down taint leave a node out) that ``METAL_BGP_NODE_SELECTOR`` matches, and only once a
+Service wants a load balancer (upstream makes sessions while reconciling one). A node left out
+keeps any session it has: upstream deletes none either.
 
 A pass every :data:`RESYNC_PERIOD` queues every node, so a session deleted in Metal or a project
 whose ASN or password changed is repaired: one request per :data:`BATCH` nodes when nothing
@@ -71,7 +78,8 @@ from polyccm.controllers import (
     run_periodically,
     run_workers,
 )
-from polyccm.objects import UNINITIALIZED_TAINT
+from polyccm.controllers.service import is_backend
+from polyccm.objects import UNINITIALIZED_TAINT, Service, wants_load_balancer
 
 from polyccm_packet.api import MetalClient, NotFound
 from polyccm_packet.config import MetalConfig
@@ -97,8 +105,9 @@ STALL = 5.0
 MAX_DEFER = 60.0
 #: Seconds before asking again about a device whose session lists no neighbours yet.
 NO_NEIGHBORS_RETRY = 30.0
-#: Modes in which the cluster announces Elastic IPs by BGP (``empty://`` announces nothing).
-BGP_MODES = ("metallb://", "kube-vip://")
+#: Modes in which the nodes get BGP sessions and peers: upstream's ``loadBalancers`` does this
+#: in every mode it has (``empty://`` is "BGP only": no speaker is configured for the user's).
+BGP_MODES = ("metallb://", "kube-vip://", "empty://")
 #: The annotations every peer has (``bgp-pass`` too when the project has a password).
 PEER_FIELDS = ("node-asn", "peer-asn", "peer-ip", "src-ip")
 
@@ -239,6 +248,10 @@ class BgpController(Controller):
         self._uninitialised: set[str] = set()
         """Nodes with the cloud provider's taint: while there are, a burst is on until
         :data:`STALL` after the last device, else until :data:`QUIET` after it."""
+        self._balancing = False
+        """A Service wanting a load balancer has been seen (set by its cache's handler)."""
+        self._unbalanced: set[str] = set()
+        """Nodes passed over while no Service wanted a load balancer: the first one queues them."""
 
     @classmethod
     def for_term(cls, context: ControllerContext) -> BgpController | None:
@@ -251,9 +264,19 @@ class BgpController(Controller):
             return None
         return cls(context, ProjectBgp(api))
 
+    def selected(self, node: Node) -> bool:
+        """Whether ``node`` gets a session and peers: it is one the service controller gives
+        load balancers (not excluded by its label, not being deleted or scaled down) and
+        ``METAL_BGP_NODE_SELECTOR`` matches it, as upstream's ``filterNodes`` on that set."""
+        selector = self.bgp.config.bgp_node_selector
+        return is_backend(node) and selector.matches(node.labels)
+
     def run(self, stop: threading.Event) -> None:
         self.context.nodes.add_handler(
             on_add=self._on_add, on_update=self._on_update, on_delete=self._on_delete
+        )
+        self.context.services.add_handler(
+            on_add=self._on_service, on_update=lambda _old, new: self._on_service(new)
         )
         threading.Thread(
             target=run_periodically,
@@ -265,6 +288,18 @@ class BgpController(Controller):
             name=self.name, queue=self.queue, workers=WORKERS, stop=stop,
             process=self._process_batch,
         )  # fmt: skip
+
+    def _on_service(self, raw: Mapping[str, Any]) -> None:
+        """The first Service that wants a load balancer queues the nodes left alone until
+        then; later ones change nothing here (upstream makes sessions and peers only while
+        reconciling such a Service: ``addService``, ``UpdateLoadBalancer``)."""
+        if self._balancing or not wants_load_balancer(Service(raw)):
+            return
+        with self._lock:
+            self._balancing = True
+            waiting, self._unbalanced = self._unbalanced, set()
+        for name in waiting:
+            self.queue.add(name)
 
     def _on_add(self, raw: Mapping[str, Any]) -> None:
         """Every node with a device, once, when the cache first lists it."""
@@ -290,14 +325,18 @@ class BgpController(Controller):
                 return
         if _looks_peered(node.annotations):
             return
-        if node.provider_id != before.provider_id or peer_annotations_of(
-            node.annotations
-        ) != peer_annotations_of(before.annotations):
+        newly_selected = self.selected(node) and not self.selected(before)  # a label changed
+        if (
+            newly_selected
+            or node.provider_id != before.provider_id
+            or peer_annotations_of(node.annotations) != peer_annotations_of(before.annotations)
+        ):
             self.queue.add(node.name)
 
     def _on_delete(self, raw: Mapping[str, Any]) -> None:
         with self._lock:
             self._uninitialised.discard(Node(raw).name)
+            self._unbalanced.discard(Node(raw).name)
 
     def _note_taint(self, node: Node) -> None:
         with self._lock:
@@ -345,6 +384,19 @@ class BgpController(Controller):
         nodes = [Node(raw) for raw in map(self.context.nodes.get, names) if raw is not None]
         for name in set(names) - {node.name for node in nodes}:
             self.queue.forget(name)  # deleted: Metal deletes the device's sessions with it
+        with self._lock:
+            if not self._balancing:  # the first LoadBalancer Service queues them again
+                self._unbalanced.update(node.name for node in nodes)
+                nodes = []
+        for node in [node for node in nodes if not self.selected(node)]:
+            # left alone, as upstream leaves it (a session it has stays); a label change
+            # that selects it queues it (its peer annotations are then missing)
+            self.queue.forget(node.name)
+        nodes = [node for node in nodes if self.selected(node)]
+        if not nodes:
+            for name in names:
+                self.queue.forget(name)
+            return
         try:
             project = self.bgp.state()
         except LeadershipLost:

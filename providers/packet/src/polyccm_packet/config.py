@@ -1,10 +1,13 @@
 """The provider's settings, read as upstream's CCM reads them: a JSON file, then the environment.
 
 cloud-provider-equinix-metal reads a JSON config (``--cloud-config``: ``apiKey``, ``projectID``,
-``metro``, ``facility``, ``loadbalancer``, ``localASN``, ``bgpPass``, ``base-url``) and lets each
-``METAL_*`` variable override the matching key. :func:`read_config` is a pure function of that
-text and a mapping (``os.environ`` in production, a dict in tests) and raises
-:class:`~polyccm.errors.ConfigError` with one line naming the key at fault. The API key (and the
+``metro``, ``facility``, ``loadbalancer``, ``localASN``, ``bgpPass``, ``base-url``, ``eipTag``,
+``apiServerPort``, ``bgpNodeSelector``, ``eipHealthCheckUseHostIP``, ``loadBalancerID``) and lets
+each ``METAL_*`` variable override the matching key. ``emlb://`` and ``loadBalancerID`` name
+Equinix Metal Load Balancers, which ended with the product: either stops the start.
+:func:`read_config` is a pure function of that text and a mapping (``os.environ`` in
+production, a dict in tests) and raises :class:`~polyccm.errors.ConfigError` with one line
+naming the key at fault. The API key (and the
 BGP password) are registered with :mod:`polyccm.logredact` the moment they are read, so no log
 line can show them.
 
@@ -24,6 +27,7 @@ parses it. Echoed values are cut (:func:`polyccm.inputs.quoted`).
 
 from __future__ import annotations
 
+import argparse
 import logging
 import re
 from collections.abc import Mapping
@@ -34,8 +38,11 @@ from urllib.parse import SplitResult, urlsplit
 from polyccm import inputs, logredact
 from polyccm.configkeys import warn_unknown_keys
 from polyccm.errors import ConfigError
+from polyccm.flagtypes import parse_bool
 from polyccm.inputs import quoted
 from polyccm.urls import plain_url, secret_url
+
+from polyccm_packet.selector import EVERYTHING, Selector, parse_selector
 
 log = logging.getLogger(__name__)
 
@@ -69,15 +76,22 @@ FILE_KEYS: dict[str, tuple[str, type]] = {
     "apikey": ("apiKey", str), "projectid": ("projectID", str), "metro": ("metro", str),
     "facility": ("facility", str), "loadbalancer": ("loadbalancer", str),
     "localasn": ("localASN", int), "bgppass": ("bgpPass", str), "base-url": ("base-url", str),
-    "clusterid": ("clusterID", str),
+    "clusterid": ("clusterID", str), "eiptag": ("eipTag", str),
+    "apiserverport": ("apiServerPort", int), "bgpnodeselector": ("bgpNodeSelector", str),
+    "eiphealthcheckusehostip": ("eipHealthCheckUseHostIP", bool),
+    "loadbalancerid": ("loadBalancerID", str),
 }  # fmt: skip
 #: The other keys of upstream's Config (metal/config.go), folded: read there, not here.
 UNUSED_FILE_KEYS = frozenset(key.lower() for key in (
     "annotationLocalASN", "annotationPeerASN", "annotationPeerIP", "annotationSrcIP",
     "annotationBGPPass", "annotationNetworkIPv4Private", "annotationEIPMetro",
-    "annotationEIPFacility", "eipTag", "apiServerPort", "bgpNodeSelector",
-    "eipHealthCheckUseHostIP", "useCRDForMetalLB",
+    "annotationEIPFacility", "useCRDForMetalLB",
 ))  # fmt: skip
+#: What polyccm says of Equinix Metal Load Balancers (``emlb://``, ``loadBalancerID``).
+EMLB_GONE = (
+    "Equinix Metal Load Balancers (emlb) ended with Equinix Metal on 2026-06-30; use "
+    "metallb://, kube-vip:// or empty:// (Elastic IPs over BGP)"
+)
 
 
 @dataclass(frozen=True)
@@ -94,7 +108,8 @@ class MetalConfig:
     """``METAL_FACILITY`` or ``facility``: the older placement, used when no metro is given."""
     load_balancer: str = ""
     """``METAL_LOAD_BALANCER`` or ``loadbalancer``: ``metallb:///ns/name``, ``kube-vip://``,
-    ``empty://``; empty means no announcing (Elastic IPs are still reserved)."""
+    ``empty://`` (Elastic IPs, BGP sessions and peer annotations, no speaker configured);
+    empty means load balancing is off, as upstream: no Elastic IP for any Service."""
     local_asn: int = DEFAULT_LOCAL_ASN
     """``METAL_LOCAL_ASN`` or ``localASN``: the cluster's ASN for BGP."""
     bgp_pass: str = ""
@@ -105,6 +120,18 @@ class MetalConfig:
     """``METAL_METADATA_URL``: the device metadata service's root."""
     cluster_id: str = ""
     """The cluster's id in the Elastic IPs' ``cluster=`` tag (``--cluster-name`` by default)."""
+    eip_tag: str = ""
+    """``METAL_EIP_TAG`` or ``eipTag``: the tag of the control plane's Elastic IP (cluster-api's
+    template passes it); empty: no control-plane Elastic IP is managed."""
+    api_server_port: int = 0
+    """``METAL_API_SERVER_PORT`` or ``apiServerPort``: the kube-apiserver's port behind that
+    Elastic IP (0: the port the API server itself publishes)."""
+    bgp_node_selector: Selector = EVERYTHING
+    """``METAL_BGP_NODE_SELECTOR`` or ``bgpNodeSelector``: the nodes given BGP sessions and peer
+    annotations (every node when empty)."""
+    eip_health_check_use_host_ip: bool = False
+    """``METAL_EIP_HEALTH_CHECK_USE_HOST_IP`` or ``eipHealthCheckUseHostIP``: health-check a
+    control-plane node at its own address rather than through the Elastic IP."""
     qps: float = DEFAULT_QPS
     burst: int = DEFAULT_BURST
 
@@ -145,6 +172,8 @@ def check_load_balancer(value: str) -> str:
     a host or a query, which upstream ignores, is ignored too, with a warning."""
     if not value:
         return value
+    if value.startswith("emlb://"):
+        raise ConfigError(f"METAL_LOAD_BALANCER {quoted(value)}: {EMLB_GONE}")
     if not value.startswith(LOAD_BALANCER_SCHEMES):
         raise ConfigError(
             f"METAL_LOAD_BALANCER must start with {', '.join(LOAD_BALANCER_SCHEMES)}: "
@@ -212,8 +241,8 @@ def parse_config_file(text: str, *, source: str = "cloud config") -> dict[str, o
         if folded not in FILE_KEYS or value is None:  # null leaves a Go field as it was
             continue
         name, kind = FILE_KEYS[folded]
-        if not isinstance(value, kind) or isinstance(value, bool):
-            wanted = "a string" if kind is str else "an integer"
+        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+            wanted = {str: "a string", int: "an integer", bool: "true or false"}[kind]
             raise ConfigError(
                 f"{quoted(key)} must be {wanted}, not {_json_kind(value)}", path=source
             )
@@ -282,6 +311,8 @@ def read_config(
     )
     load_balancer = check_load_balancer(pick(("METAL_LOAD_BALANCER",), "loadbalancer"))
     metro, facility = placement(environ, keys)
+    if pick(("METAL_LOAD_BALANCER_ID",), "loadBalancerID"):
+        raise ConfigError(f"METAL_LOAD_BALANCER_ID (loadBalancerID) is set: {EMLB_GONE}")
     return MetalConfig(
         api_key=api_key,
         project_id=project_id,
@@ -293,7 +324,34 @@ def read_config(
         api_url=api_url.rstrip("/"),
         metadata_url=metadata_url,
         cluster_id=pick(("METAL_CLUSTER_ID",), "clusterID") or cluster_name,
+        eip_tag=pick(("METAL_EIP_TAG",), "eipTag"),
+        api_server_port=_api_server_port(pick(("METAL_API_SERVER_PORT",), "apiServerPort")),
+        bgp_node_selector=parse_selector(pick(("METAL_BGP_NODE_SELECTOR",), "bgpNodeSelector")),
+        eip_health_check_use_host_ip=_use_host_ip(environ, keys),
     )
+
+
+def _api_server_port(text: str) -> int:
+    """The port, as upstream's ``strconv.Atoi`` reads it, within the ports TCP has."""
+    if not text:
+        return 0
+    if not (re.fullmatch(r"[+-]?\d{1,6}", text) and 0 <= int(text) <= 65535):
+        raise ConfigError(f"METAL_API_SERVER_PORT must be a port number: {quoted(text)}")
+    return int(text)
+
+
+def _use_host_ip(environ: Mapping[str, str], keys: Mapping[str, object]) -> bool:
+    """``METAL_EIP_HEALTH_CHECK_USE_HOST_IP`` as Go's ``strconv.ParseBool`` reads it, else the
+    file's ``eipHealthCheckUseHostIP``."""
+    text = environ.get("METAL_EIP_HEALTH_CHECK_USE_HOST_IP", "")
+    if not text:
+        return keys.get("eipHealthCheckUseHostIP") is True
+    try:
+        return parse_bool(text)
+    except argparse.ArgumentTypeError:
+        raise ConfigError(
+            f"METAL_EIP_HEALTH_CHECK_USE_HOST_IP must be true or false: {quoted(text)}"
+        ) from None
 
 
 def placement(environ: Mapping[str, str], file_keys: Mapping[str, object]) -> tuple[str, str]:

@@ -3,7 +3,8 @@
 A node's device is ``equinixmetal://<device id>``; ``packet://<id>`` (the Packet CCM's) and a
 bare device id are read the same way. Before the node has a providerID its device is the
 project's device whose hostname is the node's name. Type is the plan's slug, region the metro's
-code, zone the facility's code. Exists is false only when the API answers 404 (or the project
+code, and no zone (upstream's since v3.8.0); a device without a private or a public IPv4
+address is an error, as upstream's. Exists is false only when the API answers 404 (or the project
 has no such device); a device in state ``inactive`` (powered off) is shut down. Bulk lookups
 answer every node of a batch from one listing of the project's devices
 (:class:`~polyccm_packet.listing.ProjectDevices`), which the batches of a burst share: N nodes
@@ -24,8 +25,8 @@ from polyccm.cloud import (
     InstancesV2,
     NodeAddress,
 )
-from polyccm.errors import InstanceNotFound
-from polyccm.objects import Node
+from polyccm.errors import CloudError, InstanceNotFound
+from polyccm.objects import PROVIDED_NODE_IP_ANNOTATION, Node
 
 from polyccm_packet.api import MetalClient, NotFound
 from polyccm_packet.listing import CURRENT, Listing, ProjectDevices
@@ -58,8 +59,21 @@ def _code(value: Any) -> str:
     return str(value.get("code", "")) if isinstance(value, Mapping) else ""
 
 
+def check_addresses(device: Device, provided_ip: str = "") -> None:
+    """:class:`CloudError` unless ``device`` has a private and a public IPv4 address (the
+    node's provided IP, ``alpha.kubernetes.io/provided-node-ip``, counts as private), as
+    upstream's ``nodeAddresses`` requires: the node then stays uninitialised, with the reason."""
+    families = [ip for ip in device.get("ip_addresses") or () if ip.get("address_family") == 4]
+    name = f"device {device.get('id', '')} ({device.get('hostname', '')})"
+    if not provided_ip and not any(not ip.get("public") for ip in families):
+        raise CloudError(f"{name}: could not get at least one private IPv4 address")
+    if not any(ip.get("public") for ip in families):
+        raise CloudError(f"{name}: could not get at least one public IPv4 address")
+
+
 def metadata_of(device: Device) -> InstanceMetadata:
-    """What the node controller writes for ``device``."""
+    """What the node controller writes for ``device``. No zone: upstream v3.8.0 stopped
+    giving the facility as one (metros are regions, facilities went with the product's end)."""
     external: list[NodeAddress] = []
     internal: list[NodeAddress] = []
     for ip in device.get("ip_addresses") or ():
@@ -74,7 +88,7 @@ def metadata_of(device: Device) -> InstanceMetadata:
         provider_id=provider_id_of(device),
         instance_type=str(plan.get("slug", "")) if isinstance(plan, Mapping) else "",
         region=_code(device.get("metro")),
-        zone=_code(device.get("facility")),
+        zone="",
         node_addresses=addresses,
     )
 
@@ -124,7 +138,9 @@ class MetalInstances(InstancesV2):
         return is_shut_down(self.device(node))
 
     def instance_metadata(self, node: Node) -> InstanceMetadata:
-        return metadata_of(self.device(node))
+        device = self.device(node)
+        check_addresses(device, node.annotations.get(PROVIDED_NODE_IP_ANNOTATION, ""))
+        return metadata_of(device)
 
     # -- bulk lookups: one paged listing for many nodes -------------------------------------
 
@@ -151,8 +167,9 @@ class MetalInstances(InstancesV2):
     ) -> Mapping[str, InstanceMetadata | Exception]:
         if len(nodes) < BULK_THRESHOLD and self.devices.kept() is None:
             return super().instances_metadata(nodes)
+        provided = {n.name: n.annotations.get(PROVIDED_NODE_IP_ANNOTATION, "") for n in nodes}
         return {
-            name: device if isinstance(device, Exception) else metadata_of(device)
+            name: device if isinstance(device, Exception) else _checked(device, provided[name])
             for name, device in self._bulk(nodes).items()
         }
 
@@ -171,6 +188,15 @@ class MetalInstances(InstancesV2):
             name: device if isinstance(device, Exception) else is_shut_down(device)
             for name, device in self._bulk(nodes, current=True).items()
         }
+
+
+def _checked(device: Device, provided_ip: str) -> InstanceMetadata | Exception:
+    """The device's metadata, or the :class:`CloudError` of :func:`check_addresses`."""
+    try:
+        check_addresses(device, provided_ip)
+    except CloudError as error:
+        return error
+    return metadata_of(device)
 
 
 def _match(listing: Listing, node: Node) -> Device | None:

@@ -44,8 +44,9 @@ METALLB_RBAC_RULES = (
 @hookimpl
 def polyccm_register_controllers(provider: str, registry: ControllerRegistry) -> None:
     """Register ``packet-bgp``: BGP on the project, a session per node and the nodes' peer
-    annotations (started only in the ``metallb://`` and ``kube-vip://`` modes); and
-    ``packet-metallb``: MetalLB's configuration (only in the ``metallb://`` mode)."""
+    annotations (in the ``metallb://``, ``kube-vip://`` and ``empty://`` modes);
+    ``packet-metallb``: MetalLB's configuration (only in the ``metallb://`` mode); and
+    ``packet-control-plane``: the control plane's Elastic IP (only with ``eipTag``)."""
     if provider != PROVIDER:
         return
 
@@ -64,6 +65,26 @@ def polyccm_register_controllers(provider: str, registry: ControllerRegistry) ->
     registry.register(
         "packet-metallb", build_metallb, enabled_by_default=True, rbac_rules=METALLB_RBAC_RULES
     )
+
+    def build_control_plane(context: ControllerContext) -> Controller | None:
+        from polyccm_packet.control_plane import ControlPlaneEndpoint
+
+        return ControlPlaneEndpoint.for_term(context)
+
+    registry.register(
+        "packet-control-plane", build_control_plane, enabled_by_default=True,
+        rbac_rules=CONTROL_PLANE_RBAC_RULES,
+    )  # fmt: skip
+
+
+#: What ``packet-control-plane`` needs: the external Service (and its status) and its
+#: EndpointSlice, applied server-side, and ``default/kubernetes``'s EndpointSlice watched.
+CONTROL_PLANE_RBAC_RULES = (
+    PolicyRule(("",), ("services",), ("create", "patch")),
+    PolicyRule(("",), ("services/status",), ("patch",)),
+    PolicyRule(("discovery.k8s.io",), ("endpointslices",),
+               ("get", "list", "watch", "create", "patch")),
+)  # fmt: skip
 
 
 @hookimpl

@@ -70,8 +70,10 @@ class MetalProvider(CloudProvider):
     def instances_v2(self) -> InstancesV2:
         return self._instances
 
-    def load_balancer(self) -> LoadBalancer:
-        return self._load_balancer
+    def load_balancer(self) -> LoadBalancer | None:
+        """The Elastic IPs, or ``None`` when ``METAL_LOAD_BALANCER`` is unset: upstream's
+        ``newLoadBalancers`` then makes none, so no Service gets an Elastic IP."""
+        return self._load_balancer if self.config.load_balancer else None
 
     def load_balancer_planner(self) -> LoadBalancerPlanner:
         if self._planner is None:

@@ -102,6 +102,8 @@ class IpReservation:
     details: str
     customdata: dict[str, object]
     created: float
+    assignments: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Where an Elastic IP is assigned: assignment id to (device id, when)."""
 
 
 @dataclass
@@ -203,8 +205,17 @@ class Backend:
         now = self.clock.now()
         device_id = new_id()
         hostname = str(spec.get("hostname") or f"device-{device_id[:8]}")
-        addresses = [self._assign("public4", True, now), self._assign("private4", False, now)]
         wanted = spec.get("ip_addresses")
+        addresses = [self._assign("private4", False, now)]
+        # A list without a public IPv4 entry makes a private-only device (the document's
+        # IPAddress: "public" defaults to true); no list is the default, which has one.
+        if not isinstance(wanted, list) or any(
+            isinstance(item, dict)
+            and item.get("address_family", 4) == 4
+            and item.get("public", True) is not False
+            for item in wanted
+        ):
+            addresses.insert(0, self._assign("public4", True, now))
         # The document's default asks for public IPv4, private IPv4 and public IPv6.
         if not isinstance(wanted, list) or any(
             isinstance(item, dict) and item.get("address_family") == 6 for item in wanted
@@ -311,6 +322,35 @@ class Backend:
     def delete_ip(self, ip_id: str) -> None:
         self.reservation(ip_id)
         del self.project.ips[ip_id]
+
+    def assign_ip(self, device_id: str, address: str) -> tuple[IpReservation, str]:
+        """Assign the project's Elastic IP ``address`` (``a.b.c.d`` or ``a.b.c.d/32``) to the
+        device (``createIPAssignment``); the reservation and the new assignment's id."""
+        self.device(device_id)
+        wanted = address.split("/", maxsplit=1)[0]
+        for reservation in self.project.ips.values():
+            if str(reservation.network.network_address) == wanted and (
+                reservation.network.num_addresses == 1
+            ):
+                if any(d == device_id for d, _ in reservation.assignments.values()):
+                    raise Unprocessable(f"Address {wanted} is already assigned to this device")
+                assignment_id = new_id()
+                reservation.assignments[assignment_id] = (device_id, self.clock.now())
+                return reservation, assignment_id
+        raise Unprocessable(f"Address {wanted} is not an Elastic IP of this project")
+
+    def assignment_of(self, assignment_id: str) -> IpReservation | None:
+        """The reservation an Elastic IP assignment belongs to, if ``assignment_id`` is one."""
+        for reservation in self.project.ips.values():
+            if assignment_id in reservation.assignments:
+                return reservation
+        return None
+
+    def unassign_ip(self, assignment_id: str) -> None:
+        reservation = self.assignment_of(assignment_id)
+        if reservation is None:
+            raise NotFound()
+        del reservation.assignments[assignment_id]
 
     # -- BGP ----------------------------------------------------------------------------------
 

@@ -52,7 +52,7 @@ def bgp_peers(raw: Mapping[str, Any]) -> dict[str, str]:
 
 def nodes_ready(api: KubeApi) -> bool:
     return all(
-        not Node(n).has_taint(UNINITIALIZED_TAINT) and Node(n).addresses and bgp_peers(n)
+        not Node(n).has_taint(UNINITIALIZED_TAINT) and Node(n).addresses
         for n in api.list(NODES)["items"]
     )
 
@@ -65,11 +65,10 @@ def show_nodes(api: KubeApi) -> None:
         peers = bgp_peers(raw)
         addresses = ", ".join(f"{t}={a}" for t, a in node.addresses if t != "Hostname")
         rows.append([node.name, node.provider_id, labels.get("topology.kubernetes.io/region", ""),
-                     labels.get("topology.kubernetes.io/zone", ""),
                      labels.get("node.kubernetes.io/instance-type", ""), addresses])  # fmt: skip
         for key in sorted(peers):
             print(f"{node.name}: {key}={peers[key]}")
-    print(table(["NODE", "PROVIDER ID", "METRO", "FACILITY", "PLAN", "ADDRESSES"], rows))
+    print(table(["NODE", "PROVIDER ID", "METRO", "PLAN", "ADDRESSES"], rows))
 
 
 def ingress_ip(api: KubeApi) -> str | None:
@@ -79,14 +78,15 @@ def ingress_ip(api: KubeApi) -> str | None:
 
 
 def run_scenario(api: KubeApi, cloud: MetalCloudUnderTest) -> None:
-    wait("nodes to be initialised and annotated with their BGP peers", lambda: nodes_ready(api))
-    show_nodes(api)
+    wait("nodes to be initialised", lambda: nodes_ready(api))
     api.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
     api.create(SERVICES, {"metadata": {"name": "web", "namespace": NAMESPACE},
                           "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
                                    "ports": [{"port": 80, "targetPort": 8080}]}},
                NAMESPACE)  # fmt: skip
-    say("created Service demo/web of type LoadBalancer")
+    say("created Service demo/web of type LoadBalancer (BGP sessions and peers follow it)")
+    wait("the nodes' BGP peers", lambda: all(bgp_peers(n) for n in api.list(NODES)["items"]))
+    show_nodes(api)
     ip = wait("the Elastic IP", lambda: ingress_ip(api))
     print(f"Service demo/web: status.loadBalancer.ingress[0].ip = {ip}")
     rows = [[r["id"], f"{r['address']}/{r['cidr']}", r["metro"]["code"], " ".join(r["tags"])]

@@ -37,7 +37,9 @@ def emulator_launch(
     """The emulator on ``http://127.0.0.1:port`` serving a project made for this launch, and
     the variables that reach it: ``METAL_API_URL`` (the API's base URL, ``.../metal/v1``),
     ``METAL_API_KEY`` (and ``PACKET_AUTH_TOKEN``, the older name), ``METAL_PROJECT_ID``,
-    ``METAL_METRO`` (and upstream's ``METAL_METRO_NAME``), ``METAL_METADATA_URL``; plus
+    ``METAL_METRO`` (and upstream's ``METAL_METRO_NAME``), ``METAL_METADATA_URL``,
+    ``METAL_LOAD_BALANCER=empty://`` (Elastic IPs and BGP peers, no speaker: unset, load
+    balancing would be off, as upstream has it); plus
     ``metal-cloud-config.json``, the same in upstream's JSON config keys (``apiKey``,
     ``projectId``, ``metro``, ``base-url``). ``extra_args`` go to the emulator's command line."""
     project_id = str(uuid.uuid4())
@@ -62,6 +64,7 @@ def emulator_launch(
             "METAL_METRO": EMULATOR_METRO,
             "METAL_METRO_NAME": EMULATOR_METRO,
             METADATA_URL_VARIABLE: base,
+            "METAL_LOAD_BALANCER": "empty://",
         },
         health_path="/_polyccm/health",
         files={CLOUD_CONFIG_FILE: json.dumps(config, indent=2) + "\n"},

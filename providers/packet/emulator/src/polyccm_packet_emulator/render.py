@@ -124,12 +124,35 @@ def reservation(item: IpReservation, owner: Project, include: Sequence[str] = ()
     body.update(
         id=item.id, href=f"{API}/ips/{item.id}", available=f"{API}/ips/{item.id}/available",
         management=False, tags=list(item.tags), details=item.details,
-        customdata=dict(item.customdata), created_at=iso_time(item.created), assignments=[],
+        customdata=dict(item.customdata), created_at=iso_time(item.created),
+        assignments=[
+            elastic_assignment(item, assignment_id)
+            if "assignments" in include else {"href": f"{API}/ips/{assignment_id}"}
+            for assignment_id in item.assignments
+        ],
     )  # fmt: skip
     if item.metro is not None:
         body["metro"] = metro(item.metro)
     if item.facility is not None:
         body["facility"] = facility(item.facility)
+    return body
+
+
+def elastic_assignment(item: IpReservation, assignment_id: str) -> dict[str, Any]:
+    """An Elastic IP's assignment to a device (``createIPAssignment``'s answer)."""
+    device_id, created = item.assignments[assignment_id]
+    network = item.network
+    body = {
+        "id": assignment_id, "address": str(network.network_address),
+        "address_family": network.version, "cidr": network.prefixlen,
+        "gateway": str(network.network_address), "netmask": str(network.netmask),
+        "network": str(network.network_address), "public": True, "management": False,
+        "manageable": True, "enabled": True, "global_ip": item.kind == "global_ipv4",
+        "created_at": iso_time(created), "assigned_to": href("devices", device_id),
+        "href": f"{API}/ips/{assignment_id}", "parent_block": {"href": f"{API}/ips/{item.id}"},
+    }  # fmt: skip
+    if item.metro is not None:
+        body["metro"] = metro(item.metro)
     return body
 
 

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 from polyccm_packet_emulator import catalog, render
 from polyccm_packet_emulator.backend import Backend, Device
-from polyccm_packet_emulator.errors import Forbidden, NotFound
+from polyccm_packet_emulator.errors import Forbidden, NotFound, Unprocessable
 
 BASE_PATH = "/metal/v1"
 DEFAULT_PER_PAGE = 10
@@ -203,6 +203,9 @@ def _find_ip(call: Call, ip_id: str) -> tuple[str, dict[str, Any]]:
     include = call.many("include")
     if ip_id in project.ips:
         return "reservation", render.reservation(project.ips[ip_id], project, include)
+    elastic = call.backend.assignment_of(ip_id)
+    if elastic is not None:
+        return "elastic-assignment", render.elastic_assignment(elastic, ip_id)
     for item in project.devices.values():
         for block in item.addresses:
             if block.id == ip_id:
@@ -212,12 +215,23 @@ def _find_ip(call: Call, ip_id: str) -> tuple[str, dict[str, Any]]:
     raise NotFound()
 
 
+def create_ip_assignment(call: Call) -> Reply:
+    address = call.body.get("address")
+    if not isinstance(address, str) or not address:
+        raise Unprocessable("Address can't be blank")
+    reservation, assignment_id = call.backend.assign_ip(call.path["id"], address)
+    return Reply(201, render.elastic_assignment(reservation, assignment_id))
+
+
 def find_ip_address(call: Call) -> Reply:
     return Reply(200, _find_ip(call, call.path["id"])[1])
 
 
 def delete_ip_address(call: Call) -> Reply:
     kind, _ = _find_ip(call, call.path["id"])
+    if kind == "elastic-assignment":  # unassigns the Elastic IP from its device
+        call.backend.unassign_ip(call.path["id"])
+        return Reply(204)
     if kind != "reservation":
         # 403: the document lists no 422 for this operation.
         raise Forbidden("This IP block belongs to a device and cannot be deleted")

@@ -35,6 +35,7 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", "/devices/{id}", "deleteDevice", r.delete_device),
     Route("POST", "/devices/{id}/actions", "performAction", r.perform_action),
     Route("GET", "/devices/{id}/metadata", "findDeviceMetadataByID", r.find_device_metadata),
+    Route("POST", "/devices/{id}/ips", "createIPAssignment", r.create_ip_assignment),
     Route("GET", "/projects/{id}/ips", "findIPReservations", r.find_ip_reservations),
     Route("POST", "/projects/{id}/ips", "requestIPReservation", r.request_ip_reservation),
     Route("GET", "/ips/{id}", "findIPAddressById", r.find_ip_address),
