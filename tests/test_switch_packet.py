@@ -244,12 +244,11 @@ def switched(
     apply_kube_results(kube_api, FIRST.kube, play.bindings)
     config = state / "cloud-sa.json"
     config.write_text(json.dumps(switch.cloud_config(metal_env)) + "\n")
-    uid = kube_api.get(NAMESPACES, "kube-system")["metadata"]["uid"]
     stack = ExitStack()
     recorder = stack.enter_context(
         Recorder(switch.emulator_base(metal_env), intercept=switch.INTERCEPT)
     )
-    env = {**switch.polyccm_env(metal_env, uid), "METAL_API_URL": recorder.url + "/metal/v1"}
+    env = {**switch.polyccm_env(metal_env), "METAL_API_URL": recorder.url + "/metal/v1"}
     with pytest.MonkeyPatch.context() as patch:
         for name, value in env.items():
             patch.setenv(name, value)
@@ -341,15 +340,11 @@ def test_plan_warns_of_nothing(switched: Switched) -> None:
     assert {n: p["problems"] for n, p in found.items()} == {e.name: [] for e in switch.TABLE}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30: the cluster= tag polyccm looks for defaults "
-    "to --cluster-name, not the kube-system namespace UID upstream tags with "
-    "(loadbalancers.go:74-81,111,627)",
-)
 def test_plan_adopts_with_upstreams_config_alone(
     switched: Switched, control_plane: ControlPlane, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The cluster= tag is the kube-system namespace's UID, read by polyccm as by upstream
+    # (metal/loadbalancers.go:74-81,111,627@38d15e2): no METAL_CLUSTER_ID is needed.
     monkeypatch.setenv("METAL_API_URL", switched.polyccm_env["METAL_API_URL"])
     monkeypatch.delenv("METAL_CLUSTER_ID", raising=False)
     plan = run_command(
@@ -401,21 +396,8 @@ def test_polyccm_keeps_the_nodes_cloud_fields(switched: Switched) -> None:
     }
 
 
-def test_polyccm_changes_no_node_annotation_but_the_bgp_password(switched: Switched) -> None:
-    for name, (_, _, before) in switched.nodes_before.items():
-        after = switched.nodes_after[name][2]
-        changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
-        assert changed and all(k.endswith("-bgp-pass") for k in changed), (name, changed)
-        # The same password, written plain where upstream base64-encodes it.
-        assert all(base64.b64decode(before[k]).decode() == after[k] for k in changed)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30: upstream writes bgp-peers-{n}-bgp-pass base64 (loadbalancers.go:348), "
-    "as kube-vip decodes it; polyccm rewrites it plain on every node",
-)
 def test_polyccm_keeps_upstreams_node_annotations(switched: Switched) -> None:
+    # bgp-peers-{n}-bgp-pass base64 as upstream writes it (metal/loadbalancers.go:348@38d15e2)
     assert {n: v[2] for n, v in switched.nodes_after.items()} == {
         n: v[2] for n, v in switched.nodes_before.items()
     }
@@ -533,13 +515,8 @@ def test_polyccm_makes_the_cloud_state_upstream_made(polyccm_made: PolyccmMade) 
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30: EIP reservation as upstream: polyccm's details name the Service; "
-    "upstream's say 'Equinix Metal Kubernetes CCM auto-generated for Load Balancer' "
-    "(constants.go:6, loadbalancers.go:442)",
-)
 def test_polyccm_describes_its_elastic_ips_as_upstream(polyccm_made: PolyccmMade) -> None:
+    # upstream's details (metal/constants.go:6, loadbalancers.go:442@38d15e2)
     assert sorted(ip["details"] for ip in polyccm_made.cloud["elastic_ips"]) == sorted(
         ip["details"] for ip in FIRST.cloud["elastic_ips"]
     )
@@ -559,13 +536,9 @@ def request_shapes(writes: list[Exchange]) -> list[tuple[str, str, list[str]]]:
     return sorted(shapes)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30: requests as upstream's: fail_on_approval_required on each reservation "
-    "(loadbalancers.go:448), use_case kubernetes-load-balancer on the BGP config (bgp.go:65), "
-    "sessions with address_family alone (bgp.go:82-84; polyccm adds default_route)",
-)
 def test_polyccm_sends_the_requests_upstream_sent(polyccm_made: PolyccmMade) -> None:
+    # fail_on_approval_required on each reservation (metal/loadbalancers.go:448@38d15e2),
+    # use_case on the BGP config (bgp.go:64), sessions with address_family alone (bgp.go:81-83)
     assert request_shapes(polyccm_made.writes) == request_shapes(FIRST.writes)
 
 

@@ -6,13 +6,21 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from polyccm.cloud import ProviderContext
 from polyccm.errors import InvalidServiceSpec
+from polyccm.kube.api import NAMESPACES, KubeApi
 from polyccm.objects import Service
-from polyccm_packet.load_balancer import EIP_FACILITY_ANNOTATION, EIP_METRO_ANNOTATION
+from polyccm_packet.load_balancer import (
+    EIP_FACILITY_ANNOTATION,
+    EIP_METRO_ANNOTATION,
+    service_tag,
+)
+from polyccm_packet.provider import MetalProvider
 from polyccm_packet_emulator.testing import MetalApi, MetalCloudUnderTest, control, provider_for
 
 
@@ -105,7 +113,8 @@ def test_the_eip_annotations_choose_where_a_new_address_is_reserved(
     balancer.ensure_load_balancer("k", annotated("west", {EIP_FACILITY_ANNOTATION: "sv15"}), [])
     balancer.ensure_load_balancer("k", service("home"), [])
 
-    where = {r["details"]: (r["metro"]["code"], (r.get("facility") or {}).get("code"))
+    names = {service_tag(service(name)): f"shop/{name}" for name in ("north", "west", "home")}
+    where = {names[r["tags"][1]]: (r["metro"]["code"], (r.get("facility") or {}).get("code"))
              for r in reservations(metal)}  # fmt: skip
     assert where == {
         "shop/north": ("ny", None), "shop/west": ("sv", "sv15"), "shop/home": ("da", None)
@@ -142,3 +151,28 @@ def test_an_ipv6_load_balancer_ip_is_refused_before_any_call(metal: Mapping[str,
     with pytest.raises(InvalidServiceSpec, match="not an IPv4 address"):
         provider_for(metal).load_balancer().ensure_load_balancer("k", service(ip="2001:db8::1"), [])
     assert control(metal).calls() == {}
+
+
+def test_a_term_tags_with_the_kube_system_uid_and_metal_cluster_id_overrides_it(
+    metal: Mapping[str, str], kube_api: KubeApi
+) -> None:
+    # Upstream's cluster= tag is the kube-system namespace's UID, read when its load balancer
+    # starts (metal/loadbalancers.go:74-81,111,627-629@38d15e2): two clusters of one project
+    # keep apart, and a switch from upstream finds its addresses. polyccm used --cluster-name.
+    uid = kube_api.get(NAMESPACES, "kube-system")["metadata"]["uid"]
+    term = ProviderContext(
+        api=kube_api, nodes=cast(Any, None), services=cast(Any, None),
+        recorder=cast(Any, None), stop=threading.Event(),
+    )  # fmt: skip
+    by_uid = MetalProvider.from_environment(dict(metal))
+    by_uid.initialize(term)
+    overridden = MetalProvider.from_environment({**metal, "METAL_CLUSTER_ID": "c-9"})
+    overridden.initialize(term)
+
+    by_uid.load_balancer().ensure_load_balancer("k", service("web"), [])
+    overridden.load_balancer().ensure_load_balancer("k", service("api"), [])
+
+    clusters = {r["tags"][1]: r["tags"][2] for r in reservations(metal)}
+    assert clusters == {
+        service_tag(service("web")): f"cluster={uid}", service_tag(service("api")): "cluster=c-9"
+    }  # fmt: skip

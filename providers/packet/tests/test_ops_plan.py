@@ -51,12 +51,11 @@ def test_upstream_elastic_ips_are_adopted_read_only(
     kube_api: KubeApi,
     control_plane: ControlPlane,
     namespace: str,
-    monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    # Upstream tags with the kube-system namespace's UID: the id a migrating operator gives.
+    # Upstream tags with the kube-system namespace's UID (metal/loadbalancers.go:74-81,111,627
+    # @38d15e2); polyccm reads the same one, with no setting (it used --cluster-name).
     cluster_id = kube_api.get(NAMESPACES, "kube-system")["metadata"]["uid"]
-    monkeypatch.setenv("METAL_CLUSTER_ID", cluster_id)
     api = MetalApi(metal)
     made = {}
     for name in ("web", "api"):
@@ -64,7 +63,10 @@ def test_upstream_elastic_ips_are_adopted_read_only(
         made[name] = api.request_ip(tags=upstream_tags(namespace, name, cluster_id))
     before = set(MetalCloudUnderTest(metal).load_balancer_resources())
     control(metal).reset_calls()
-    kubeconfig = read_only_kubeconfig(kube_api, control_plane, namespace, tmp_path)
+    namespaces = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}
+    kubeconfig = read_only_kubeconfig(
+        kube_api, control_plane, namespace, tmp_path, rules=[namespaces]
+    )
 
     result = plan(control_plane, kubeconfig)
 
@@ -85,7 +87,8 @@ def test_upstream_elastic_ips_are_adopted_read_only(
 def test_what_ensure_would_do_create_fail_and_warn(
     metal: Mapping[str, str], kube_api: KubeApi, control_plane: ControlPlane, namespace: str
 ) -> None:
-    ours = provider_for(metal).load_balancer()
+    uid = kube_api.get(NAMESPACES, "kube-system")["metadata"]["uid"]
+    ours = provider_for(metal, METAL_CLUSTER_ID=uid).load_balancer()
     make_service(kube_api, namespace, "kept")
     ours.ensure_load_balancer("kubernetes", Service(kube_api.get(SERVICES, "kept", namespace)), [])
     make_service(kube_api, namespace, "fresh")

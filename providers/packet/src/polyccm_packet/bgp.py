@@ -11,7 +11,11 @@ on each node what its speaker must peer with, from the device's BGP neighbours::
     metal.equinix.com/bgp-peers-{n}-peer-asn   Metal's ASN
     metal.equinix.com/bgp-peers-{n}-peer-ip    one of Metal's routers
     metal.equinix.com/bgp-peers-{n}-src-ip     the device's private address
-    metal.equinix.com/bgp-peers-{n}-bgp-pass   the MD5 password (only when one is set)
+    metal.equinix.com/bgp-peers-{n}-bgp-pass   the MD5 password, base64 (empty when none)
+
+from the device's first IPv4 neighbour, its routers in the order of their sorted addresses (as
+upstream's ``annotateNode``, metal/loadbalancers.go:337-373 at 38d15e2; kube-vip decodes the
+password from base64).
 
 Event-driven, and batched per project: a node is queued when it gets its device (its
 providerID) or when its peer annotations are missing or incomplete, never for a heartbeat of a
@@ -52,6 +56,7 @@ and only while node and load-balancer work leaves half the limiter's burst
 
 from __future__ import annotations
 
+import base64
 import logging
 import threading
 import time
@@ -99,26 +104,41 @@ MAX_DEFER = 60.0
 NO_NEIGHBORS_RETRY = 30.0
 #: Modes in which the cluster announces Elastic IPs by BGP (``empty://`` announces nothing).
 BGP_MODES = ("metallb://", "kube-vip://")
-#: The annotations every peer has (``bgp-pass`` too when the project has a password).
-PEER_FIELDS = ("node-asn", "peer-asn", "peer-ip", "src-ip")
+#: What the project's BGP is for, as upstream says when it requests it.
+USE_CASE = "kubernetes-load-balancer"
+#: The annotations every peer has (``bgp-pass`` empty when the project has no password).
+PEER_FIELDS = ("node-asn", "peer-asn", "peer-ip", "src-ip", "bgp-pass")
+
+
+def encoded_password(md5: str) -> str:
+    """The ``bgp-pass`` annotation's value: the password base64-encoded, as upstream writes it
+    and kube-vip decodes it (an empty password is an empty value, written all the same)."""
+    return base64.b64encode(md5.encode()).decode()
+
+
+def decoded_password(value: str) -> str:
+    """The password a ``bgp-pass`` annotation holds (kube-vip's reading: base64); a value that
+    is no base64 (written plain by an older polyccm, until a pass rewrites it) as it is."""
+    try:
+        return base64.b64decode(value.encode(), validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        return value
 
 
 def peer_annotations(neighbors: list[Mapping[str, Any]]) -> dict[str, str]:
-    """The annotations for a device's IPv4 neighbours, one numbered peer per router."""
+    """The annotations for a device's first IPv4 neighbour, one numbered peer per router in
+    the order of their sorted addresses, as upstream's annotateNode writes them."""
+    neighbor = next((n for n in neighbors if int(n.get("address_family", 4)) == 4), None)
+    if neighbor is None:
+        return {}
     found: dict[str, str] = {}
-    n = 0
-    for neighbor in neighbors:
-        if int(neighbor.get("address_family", 4)) != 4:
-            continue
-        for peer_ip in neighbor.get("peer_ips") or ():
-            prefix = f"{ANNOTATION_PREFIX}{n}-"
-            found[prefix + "node-asn"] = str(neighbor.get("customer_as", ""))
-            found[prefix + "peer-asn"] = str(neighbor.get("peer_as", ""))
-            found[prefix + "peer-ip"] = str(peer_ip)
-            found[prefix + "src-ip"] = str(neighbor.get("customer_ip", ""))
-            if neighbor.get("md5_password"):
-                found[prefix + "bgp-pass"] = str(neighbor["md5_password"])
-            n += 1
+    for n, peer_ip in enumerate(sorted(str(ip) for ip in neighbor.get("peer_ips") or ())):
+        prefix = f"{ANNOTATION_PREFIX}{n}-"
+        found[prefix + "node-asn"] = str(neighbor.get("customer_as", ""))
+        found[prefix + "peer-asn"] = str(neighbor.get("peer_as", ""))
+        found[prefix + "peer-ip"] = peer_ip
+        found[prefix + "src-ip"] = str(neighbor.get("customer_ip", ""))
+        found[prefix + "bgp-pass"] = encoded_password(str(neighbor.get("md5_password") or ""))
     return found
 
 
@@ -138,22 +158,36 @@ class ProjectState:
 
     def peered(self, annotations: Mapping[str, str]) -> bool:
         """Whether ``annotations`` name at least one peer, each complete, with this project's
-        ASN and exactly its password (none when it has none)."""
+        ASN and exactly its password, encoded (empty when it has none)."""
         peers = peer_annotations_of(annotations)
         count = 0
         while f"{ANNOTATION_PREFIX}{count}-peer-ip" in peers:
             count += 1
         expected = {f"{ANNOTATION_PREFIX}{n}-{f}" for n in range(count) for f in PEER_FIELDS}
-        if self.md5:
-            expected |= {f"{ANNOTATION_PREFIX}{n}-bgp-pass" for n in range(count)}
+        password = encoded_password(self.md5)
         return (
             count > 0
             and set(peers) == expected
             and all(peers[f"{ANNOTATION_PREFIX}{n}-node-asn"] == str(self.asn)
                     for n in range(count))
-            and all(peers.get(f"{ANNOTATION_PREFIX}{n}-bgp-pass", "") == self.md5
+            and all(peers[f"{ANNOTATION_PREFIX}{n}-bgp-pass"] == password
                     for n in range(count))
         )  # fmt: skip
+
+
+def _session_input(**fields: Any) -> Any:
+    """A ``BGPSessionInput`` that sends only the fields given, as upstream's does (the model
+    would add ``default_route: false``, a policy upstream never sets)."""
+    from equinix.services import metalv1
+
+    class SessionInput(metalv1.BGPSessionInput):  # type: ignore[misc]
+        def to_dict(self) -> dict[str, Any]:
+            fields: dict[str, Any] = self.model_dump(
+                by_alias=True, exclude_unset=True, exclude_none=True
+            )
+            return fields
+
+    return SessionInput(**fields)
 
 
 def device_of(session: Mapping[str, Any]) -> str:
@@ -200,8 +234,13 @@ class ProjectBgp:
     def _request(self) -> None:
         from equinix.services import metalv1
 
+        # Upstream's request (bgp.go enableBGP); the SDK refuses an empty md5, which upstream
+        # sends when it has no password: none is sent then, which Metal reads the same way.
         request = metalv1.BgpConfigRequestInput(
-            asn=self.config.local_asn, deployment_type="local", md5=self.config.bgp_pass or None
+            asn=self.config.local_asn,
+            deployment_type="local",
+            md5=self.config.bgp_pass or None,
+            use_case=USE_CASE,
         )
         self.api.spare_call("bgp.request_bgp_config", self.config.project_id, request)
         log.info("enabled BGP on project %s with ASN %d", self.config.project_id,
@@ -209,12 +248,10 @@ class ProjectBgp:
 
     def create_session(self, device_id: str) -> str:
         """A new IPv4 session for the device; its id."""
-        from equinix.services import metalv1
 
         made = self.api.spare_call(
-            "devices.create_bgp_session", device_id,
-            metalv1.BGPSessionInput(address_family="ipv4"),
-        )  # fmt: skip
+            "devices.create_bgp_session", device_id, _session_input(address_family="ipv4")
+        )
         return str((made or {}).get("id", ""))
 
     def neighbors(self, device_id: str) -> list[Mapping[str, Any]]:

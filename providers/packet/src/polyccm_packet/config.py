@@ -104,7 +104,8 @@ class MetalConfig:
     metadata_url: str = DEFAULT_METADATA_URL
     """``METAL_METADATA_URL``: the device metadata service's root."""
     cluster_id: str = ""
-    """The cluster's id in the Elastic IPs' ``cluster=`` tag (``--cluster-name`` by default)."""
+    """``METAL_CLUSTER_ID`` or ``clusterID`` (polyccm's own): the id in the Elastic IPs'
+    ``cluster=`` tag in place of the ``kube-system`` UID (:mod:`polyccm_packet.identity`)."""
     qps: float = DEFAULT_QPS
     burst: int = DEFAULT_BURST
 
@@ -238,9 +239,8 @@ def _json_kind(value: object) -> str:
 
 
 def read_config(
-    environ: Mapping[str, str], file_keys: Mapping[str, object] | None = None, *,
-    cluster_name: str = "kubernetes",
-) -> MetalConfig:  # fmt: skip
+    environ: Mapping[str, str], file_keys: Mapping[str, object] | None = None
+) -> MetalConfig:
     """The settings from ``file_keys`` (the parsed ``--cloud-config``) overridden by
     ``environ``; :class:`ConfigError` naming the key for a missing key or project, a bad ASN,
     an unknown load-balancer mode or a non-http(s) base URL."""
@@ -292,7 +292,7 @@ def read_config(
         bgp_pass=bgp_pass,
         api_url=api_url.rstrip("/"),
         metadata_url=metadata_url,
-        cluster_id=pick(("METAL_CLUSTER_ID",), "clusterID") or cluster_name,
+        cluster_id=pick(("METAL_CLUSTER_ID",), "clusterID"),
     )
 
 

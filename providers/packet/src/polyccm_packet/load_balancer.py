@@ -3,10 +3,11 @@
 Metal has no load balancer to create. As upstream's CCM does, each ``type: LoadBalancer``
 service gets a public IPv4 /32 reserved in the cluster's metro (or facility), tagged
 ``usage=cloud-provider-equinix-metal-auto``, ``service=<base64 sha256 of ns/name>`` and
-``cluster=<id>``; that address goes into the service's status and the cluster announces it by
-BGP (MetalLB or kube-vip, see :mod:`polyccm_packet.bgp`). The reservation is always looked up
-by those tags before one is requested, so a restart or a new leader finds the address a former
-term reserved instead of reserving a second. A ``spec.loadBalancerIP`` that names an address the
+``cluster=<UID of kube-system>`` (:mod:`polyccm_packet.identity`); that address goes into the
+service's status and the cluster announces it by BGP (MetalLB or kube-vip, see
+:mod:`polyccm_packet.bgp`). The reservation is always looked up by those tags before one is
+requested, so a restart or a new leader finds the address a former term reserved instead of
+reserving a second. A ``spec.loadBalancerIP`` that names an address the
 project already reserved is used as it is and never released: it belongs to the operator.
 
 Where a new address is reserved follows upstream's order: the service's annotation
@@ -30,7 +31,7 @@ import base64
 import contextlib
 import hashlib
 import ipaddress
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,8 +41,11 @@ from polyccm.keptlisting import KeptListing
 from polyccm.objects import Node, Service
 
 from polyccm_packet.api import MetalClient, NotFound
+from polyccm_packet.identity import ClusterId
 
 USAGE_TAG = "usage=cloud-provider-equinix-metal-auto"
+#: The ``details`` of every reservation, upstream's words (constants.go ``ccmIPDescription``).
+DETAILS = "Equinix Metal Kubernetes CCM auto-generated for Load Balancer"
 #: Annotation naming the reservation backing the service (what an operator greps the API for).
 RESERVATION_ANNOTATION = "metal.equinix.com/ip-reservation-id"
 EIP_METRO_ANNOTATION = "metal.equinix.com/eip-metro"
@@ -161,15 +165,20 @@ def cluster_tag(cluster_id: str) -> str:
 class MetalLoadBalancer(LoadBalancer):
     """Elastic IPs of one project, one per service."""
 
-    def __init__(self, api: MetalClient, *, ttl: float = LISTING_TTL) -> None:
+    def __init__(
+        self, api: MetalClient, *, cluster_id: Callable[[], str] | None = None,
+        ttl: float = LISTING_TTL,
+    ) -> None:  # fmt: skip
         self.api = api
         self.ttl = ttl
+        self._cluster_id = cluster_id or ClusterId(api.config.cluster_id)
         self._kept: KeptListing[Reservation] = KeptListing(self._list_reservations)
         """The project's reservations by id, with this process's changes since."""
 
     @property
     def cluster_id(self) -> str:
-        return self.api.config.cluster_id
+        """``cluster=`` tag's id: the ``kube-system`` UID (:mod:`polyccm_packet.identity`)."""
+        return self._cluster_id()
 
     def tags_for(self, service: Service) -> list[str]:
         return [USAGE_TAG, service_tag(service), cluster_tag(self.cluster_id)]
@@ -266,10 +275,10 @@ class MetalLoadBalancer(LoadBalancer):
         if spec.placement is None:
             raise no_placement()
         config = self.api.config
+        # As upstream asks: its details, and no reservation left waiting for an approval
         body = metalv1.IPReservationRequestInput(
-            type="public_ipv4", quantity=1, tags=self.tags_for(service),
-            details=f"{service.namespace}/{service.name}",
-            **{spec.placement.kind: spec.placement.code},
+            type="public_ipv4", quantity=1, tags=self.tags_for(service), details=DETAILS,
+            fail_on_approval_required=True, **{spec.placement.kind: spec.placement.code},
         )  # fmt: skip
         reserved: Reservation = self.api.call(
             "ips.request_ip_reservation",

@@ -47,7 +47,7 @@ from polyccm.controllers import (
 from polyccm.kube.api import CONFIGMAPS, SECRETS
 
 from polyccm_packet.api import MetalClient
-from polyccm_packet.bgp import ANNOTATION_PREFIX
+from polyccm_packet.bgp import ANNOTATION_PREFIX, decoded_password
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def wanted_peers(nodes: Iterable[Mapping[str, Any]]) -> list[Peer]:
                     peer_asn=int(annotations[prefix + "peer-asn"]),
                     peer_address=peer_ip,
                     source_address=annotations.get(prefix + "src-ip", ""),
-                    password=annotations.get(prefix + "bgp-pass", ""),
+                    password=decoded_password(annotations.get(prefix + "bgp-pass", "")),
                 ))  # fmt: skip
             except (KeyError, ValueError):
                 log.warning("%s: node %s: peer %d annotations incomplete; skipped", NAME,

@@ -18,7 +18,7 @@ spec, the placement, the lookup by upstream's tags and the warnings are the cont
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from polyccm.objects import Service
@@ -58,10 +58,12 @@ class MetalLoadBalancerPlanner(RecordingPlanner):
     """Plans with a second :class:`MetalLoadBalancer` over a :class:`RecordingApi`
     (the same code and client; only the writes are held back)."""
 
-    def __init__(self, api: MetalClient) -> None:
+    def __init__(self, api: MetalClient, cluster_id: Callable[[], str]) -> None:
         recorder = WriteRecorder(creates={RESERVE})
         # ttl 0: every plan reads the project's Elastic IPs as they are now
-        self._balancer = MetalLoadBalancer(RecordingApi(api, recorder), ttl=0)
+        self._balancer = MetalLoadBalancer(
+            RecordingApi(api, recorder), cluster_id=cluster_id, ttl=0
+        )
         super().__init__(self._balancer, recorder)
 
     def spec_warnings(self, service: Service) -> Sequence[str]:
