@@ -16,14 +16,12 @@ emulator:
    (ids and timestamps aside), with the same Elastic IPs;
 4. the reverse switch: upstream started on what polyccm made changed nothing.
 
-polyccm gets what upstream has compiled in (the API's URL, ``METAL_API_URL``) and the cluster id
-upstream tags with (``METAL_CLUSTER_ID``, the kube-system UID); without the latter the
-Elastic IPs are not adopted: a strict xfail of issue 30, as each remaining difference is.
+polyccm gets only what upstream has compiled in (the API's URL, ``METAL_API_URL``): the cluster
+id both tag with is the kube-system UID, which each reads itself (issue 30).
 """
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
@@ -305,37 +303,15 @@ def test_plan_says_adopt_for_each_service(switched: Switched) -> None:
     }
 
 
-def test_plan_would_change_no_node_but_the_order_of_its_addresses(switched: Switched) -> None:
-    nodes = json.loads(switched.plan.stdout)["nodes"]
-    recorded = FIRST.kube["nodes"]
-    assert {n["node"]: (n["action"], n["providerID"], n["labels"]) for n in nodes} == {
-        name: ("addresses", "", {}) for name in recorded
-    }
-
-    def pairs(addresses: list[dict[str, str]]) -> list[tuple[str, str]]:
-        return sorted((a["type"], a["address"]) for a in addresses)
-
-    assert {n["node"]: pairs(n["addresses"]) for n in nodes} == {
-        name: pairs(node["addresses"]) for name, node in recorded.items()
-    }
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30: node addresses in upstream's order (devices.go nodeAddresses: Hostname "
-    "first, then ExternalIP, InternalIP); polyccm would reorder every node's",
-)
 def test_plan_says_nothing_else(switched: Switched) -> None:
+    # Node addresses in upstream's order, the hostname first (metal/devices.go:99-135@38d15e2)
     document = json.loads(switched.plan.stdout)
     assert (switched.plan.status, document["changes"], document["nodes"]) == (0, False, [])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30: upstream writes spec.loadBalancerIP back (loadbalancers.go:485-500), so "
-    "each of its annotated Services has both; polyccm warns that the annotation is ignored",
-)
 def test_plan_warns_of_nothing(switched: Switched) -> None:
+    # Upstream writes spec.loadBalancerIP back (metal/loadbalancers.go:485-500@38d15e2), so
+    # each of its annotated Services has both, which is no mistake of the user's
     found = plans_by_service(switched.plan, switch.NAMESPACE)
     assert {n: p["problems"] for n, p in found.items()} == {e.name: [] for e in switch.TABLE}
 
@@ -363,25 +339,9 @@ def test_polyccm_takes_over_without_a_cloud_write(switched: Switched) -> None:
     assert [str(e) for e in switched.takeover if e.is_write] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30: polyccm adds its own Service annotation "
-    "metal.equinix.com/ip-reservation-id, which upstream never writes",
-)
 def test_polyccm_takes_over_without_changing_a_service(switched: Switched) -> None:
+    # no annotation of polyccm's own (upstream writes none: metal/loadbalancers.go@38d15e2)
     assert switched.after == switched.before
-
-
-def test_polyccm_adds_no_service_annotation_but_the_reservation_id(switched: Switched) -> None:
-    added = {
-        name: {k: v for k, v in seen[0].items() if k not in switched.before[name][0]}
-        for name, seen in switched.after.items()
-    }
-    ids = {ip["tags"][1]: ip["id"] for ip in switch.cloud_state(switched.metal)["elastic_ips"]}
-    assert all(list(a) == ["metal.equinix.com/ip-reservation-id"] for a in added.values())
-    assert sorted(a["metal.equinix.com/ip-reservation-id"] for a in added.values()) == sorted(
-        ids.values()
-    )
 
 
 def test_polyccm_takes_over_with_the_same_service_status(switched: Switched) -> None:
@@ -403,18 +363,6 @@ def test_polyccm_keeps_upstreams_node_annotations(switched: Switched) -> None:
     }
 
 
-def test_polyccm_warns_only_that_an_annotation_beside_the_ip_is_ignored(
-    switched: Switched,
-) -> None:
-    new = [w for w in switched.warnings_after if w not in switched.warnings_before]
-    assert new and all("is ignored: spec.loadBalancerIP" in w for w in new), new
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30: upstream writes spec.loadBalancerIP back (loadbalancers.go:485-500); "
-    "polyccm warns (LoadBalancerWarning) that each annotated Service's annotation is ignored",
-)
 def test_polyccm_takes_over_without_a_warning_event(switched: Switched) -> None:
     assert switched.warnings_after == switched.warnings_before
 

@@ -29,8 +29,10 @@ def test_metadata_names_plan_metro_facility_and_addresses(metal: Mapping[str, st
 
     assert found.provider_id == f"equinixmetal://{created['id']}"
     assert (found.instance_type, found.region, found.zone) == ("m3.large.x86", "da", "da11")
+    # upstream's order: the hostname first, then the device's IPv4 addresses as it lists them
+    # (metal/devices.go:99-135@38d15e2)
     assert [(a.type, a.address) for a in found.node_addresses] == [
-        (EXTERNAL_IP, public), (INTERNAL_IP, private), (HOSTNAME, "node-0")
+        (HOSTNAME, "node-0"), (EXTERNAL_IP, public), (INTERNAL_IP, private)
     ]  # fmt: skip
 
 

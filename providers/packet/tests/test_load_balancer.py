@@ -13,7 +13,7 @@ from typing import Any, cast
 import pytest
 from polyccm.cloud import ProviderContext
 from polyccm.errors import InvalidServiceSpec
-from polyccm.kube.api import NAMESPACES, KubeApi
+from polyccm.kube.api import NAMESPACES, SERVICES, KubeApi
 from polyccm.objects import Service
 from polyccm_packet.load_balancer import (
     EIP_FACILITY_ANNOTATION,
@@ -22,6 +22,7 @@ from polyccm_packet.load_balancer import (
 )
 from polyccm_packet.provider import MetalProvider
 from polyccm_packet_emulator.testing import MetalApi, MetalCloudUnderTest, control, provider_for
+from polyccm_testing.kubeobjects import make_service
 
 
 def service(name: str = "web", namespace: str = "shop", ip: str = "") -> Service:
@@ -160,14 +161,10 @@ def test_a_term_tags_with_the_kube_system_uid_and_metal_cluster_id_overrides_it(
     # starts (metal/loadbalancers.go:74-81,111,627-629@38d15e2): two clusters of one project
     # keep apart, and a switch from upstream finds its addresses. polyccm used --cluster-name.
     uid = kube_api.get(NAMESPACES, "kube-system")["metadata"]["uid"]
-    term = ProviderContext(
-        api=kube_api, nodes=cast(Any, None), services=cast(Any, None),
-        recorder=cast(Any, None), stop=threading.Event(),
-    )  # fmt: skip
-    by_uid = MetalProvider.from_environment(dict(metal))
-    by_uid.initialize(term)
-    overridden = MetalProvider.from_environment({**metal, "METAL_CLUSTER_ID": "c-9"})
-    overridden.initialize(term)
+    by_uid = in_a_term(MetalProvider.from_environment(dict(metal)), kube_api)
+    overridden = in_a_term(
+        MetalProvider.from_environment({**metal, "METAL_CLUSTER_ID": "c-9"}), kube_api
+    )
 
     by_uid.load_balancer().ensure_load_balancer("k", service("web"), [])
     overridden.load_balancer().ensure_load_balancer("k", service("api"), [])
@@ -176,3 +173,34 @@ def test_a_term_tags_with_the_kube_system_uid_and_metal_cluster_id_overrides_it(
     assert clusters == {
         service_tag(service("web")): f"cluster={uid}", service_tag(service("api")): "cluster=c-9"
     }  # fmt: skip
+
+
+def in_a_term(provider: MetalProvider, kube_api: KubeApi) -> MetalProvider:
+    provider.initialize(
+        ProviderContext(
+            api=kube_api, nodes=cast(Any, None), services=cast(Any, None),
+            recorder=cast(Any, None), stop=threading.Event(),
+        )
+    )  # fmt: skip
+    return provider
+
+
+def test_the_address_is_written_back_into_spec_and_released_with_the_service(
+    metal: Mapping[str, str], kube_api: KubeApi, namespace: str
+) -> None:
+    # Upstream writes the reserved address into spec.loadBalancerIP (metal/loadbalancers.go:
+    # 485-500@38d15e2; kube-vip announces what it names) and no annotation of its own.
+    balancer = in_a_term(MetalProvider.from_environment(dict(metal)), kube_api).load_balancer()
+    make_service(kube_api, namespace, "web")
+    current = Service(kube_api.get(SERVICES, "web", namespace))
+
+    status = balancer.ensure_load_balancer("k", current, [])
+
+    written = Service(kube_api.get(SERVICES, "web", namespace))
+    (reserved,) = reservations(metal)
+    assert written.load_balancer_ip == reserved["address"] == status.ingress[0].ip
+    assert dict(status.service_annotations) == {}
+    again = balancer.ensure_load_balancer("k", written, [])
+    assert again.ingress == status.ingress and len(reservations(metal)) == 1
+    balancer.ensure_load_balancer_deleted("k", written)
+    assert reservations(metal) == []

@@ -59,23 +59,23 @@ def _code(value: Any) -> str:
 
 
 def metadata_of(device: Device) -> InstanceMetadata:
-    """What the node controller writes for ``device``."""
-    external: list[NodeAddress] = []
-    internal: list[NodeAddress] = []
+    """What the node controller writes for ``device``: its addresses in upstream's order, the
+    hostname first, then each IPv4 address as the device lists it, once."""
+    addresses = [NodeAddress(HOSTNAME, str(device.get("hostname", "")))]
+    seen = {addresses[0].address}
     for ip in device.get("ip_addresses") or ():
-        if ip.get("address_family") != 4 or not ip.get("address"):
+        address = str(ip.get("address") or "")
+        if ip.get("address_family") != 4 or not address or address in seen:
             continue
-        (external if ip.get("public") else internal).append(
-            NodeAddress(EXTERNAL_IP if ip.get("public") else INTERNAL_IP, str(ip["address"]))
-        )
-    addresses = (*external, *internal, NodeAddress(HOSTNAME, str(device.get("hostname", ""))))
+        seen.add(address)
+        addresses.append(NodeAddress(EXTERNAL_IP if ip.get("public") else INTERNAL_IP, address))
     plan = device.get("plan")
     return InstanceMetadata(
         provider_id=provider_id_of(device),
         instance_type=str(plan.get("slug", "")) if isinstance(plan, Mapping) else "",
         region=_code(device.get("metro")),
         zone=_code(device.get("facility")),
-        node_addresses=addresses,
+        node_addresses=tuple(addresses),
     )
 
 

@@ -7,8 +7,11 @@ service gets a public IPv4 /32 reserved in the cluster's metro (or facility), ta
 service's status and the cluster announces it by BGP (MetalLB or kube-vip, see
 :mod:`polyccm_packet.bgp`). The reservation is always looked up by those tags before one is
 requested, so a restart or a new leader finds the address a former term reserved instead of
-reserving a second. A ``spec.loadBalancerIP`` that names an address the
-project already reserved is used as it is and never released: it belongs to the operator.
+reserving a second. The address is written back into ``spec.loadBalancerIP``, as upstream
+writes it (kube-vip and upstream read it there); from then on the service names its own
+reservation. A ``spec.loadBalancerIP`` that names another address (an operator's) is used as
+it is and never released: only a reservation with the service's tags is. The annotations
+choosing a place are then silently unused, as upstream leaves them (its Services carry both).
 
 Where a new address is reserved follows upstream's order: the service's annotation
 ``metal.equinix.com/eip-metro``, then ``metal.equinix.com/eip-facility``, then ``METAL_METRO``,
@@ -38,6 +41,7 @@ from typing import Any
 from polyccm.cloud import LoadBalancer, LoadBalancerIngress, LoadBalancerStatus
 from polyccm.errors import InvalidServiceSpec
 from polyccm.keptlisting import KeptListing
+from polyccm.kube.api import MERGE_PATCH, SERVICES, ApiError, KubeApi
 from polyccm.objects import Node, Service
 
 from polyccm_packet.api import MetalClient, NotFound
@@ -46,8 +50,6 @@ from polyccm_packet.identity import ClusterId
 USAGE_TAG = "usage=cloud-provider-equinix-metal-auto"
 #: The ``details`` of every reservation, upstream's words (constants.go ``ccmIPDescription``).
 DETAILS = "Equinix Metal Kubernetes CCM auto-generated for Load Balancer"
-#: Annotation naming the reservation backing the service (what an operator greps the API for).
-RESERVATION_ANNOTATION = "metal.equinix.com/ip-reservation-id"
 EIP_METRO_ANNOTATION = "metal.equinix.com/eip-metro"
 EIP_FACILITY_ANNOTATION = "metal.equinix.com/eip-facility"
 #: Every service annotation this provider reads (upstream's names), and what it asks for.
@@ -81,7 +83,7 @@ class ElasticIpSpec:
     """What ensure makes of a service before it calls Metal."""
 
     address: str
-    """``spec.loadBalancerIP``: the project's reservation to use as it is (none: our own)."""
+    """``spec.loadBalancerIP``: the address to use as it is (none: a reservation of our own)."""
     placement: Placement | None
     """Where a new reservation goes; ``None`` when nothing says (ensure refuses to reserve)."""
     warnings: tuple[str, ...] = ()
@@ -90,8 +92,9 @@ class ElasticIpSpec:
 def build_spec(service: Service, metro: str, facility: str) -> ElasticIpSpec:
     """``service``'s Elastic IP as its spec and annotations ask for it, given the configured
     ``metro`` and ``facility``. Raises :class:`InvalidServiceSpec` for a ``spec.loadBalancerIP``
-    that is no IPv4 address (Elastic IPs here are IPv4 /32s). Annotations that cannot count
-    (a facility beside a metro, either beside ``spec.loadBalancerIP``) are warnings."""
+    that is no IPv4 address (Elastic IPs here are IPv4 /32s). A facility beside a metro is a
+    warning; either beside ``spec.loadBalancerIP`` is not: upstream writes the address back
+    beside them on every Service it serves (metal/loadbalancers.go:485-500 at 38d15e2)."""
     asked = {name: str(service.annotations.get(name) or "").strip() for name in ANNOTATIONS}
     address = service.load_balancer_ip
     if address:
@@ -104,12 +107,7 @@ def build_spec(service: Service, metro: str, facility: str) -> ElasticIpSpec:
                 f"spec.loadBalancerIP {address!r} is not an IPv4 address (an Elastic IP here is a "
                 "public IPv4 /32)"
             )
-        ignored = tuple(
-            f"annotation {name} is ignored: spec.loadBalancerIP {address} names the Elastic IP"
-            for name, value in asked.items()
-            if value
-        )
-        return ElasticIpSpec(address, None, ignored)
+        return ElasticIpSpec(address, None)
     metro_asked, facility_asked = asked[EIP_METRO_ANNOTATION], asked[EIP_FACILITY_ANNOTATION]
     warnings: tuple[str, ...] = ()
     if metro_asked and facility_asked:
@@ -172,6 +170,9 @@ class MetalLoadBalancer(LoadBalancer):
         self.api = api
         self.ttl = ttl
         self._cluster_id = cluster_id or ClusterId(api.config.cluster_id)
+        self.kube: KubeApi | None = None
+        """The term's Kubernetes API (set by the provider's ``initialize``), for the write-back
+        of ``spec.loadBalancerIP``."""
         self._kept: KeptListing[Reservation] = KeptListing(self._list_reservations)
         """The project's reservations by id, with this process's changes since."""
 
@@ -244,9 +245,7 @@ class MetalLoadBalancer(LoadBalancer):
     @staticmethod
     def _status(reservation: Reservation, warnings: tuple[str, ...] = ()) -> LoadBalancerStatus:
         return LoadBalancerStatus(
-            ingress=(LoadBalancerIngress(ip=str(reservation["address"])),),
-            warnings=warnings,
-            service_annotations={RESERVATION_ANNOTATION: str(reservation["id"])},
+            ingress=(LoadBalancerIngress(ip=str(reservation["address"])),), warnings=warnings
         )
 
     def get_load_balancer(self, cluster_name: str, service: Service) -> LoadBalancerStatus | None:
@@ -265,9 +264,30 @@ class MetalLoadBalancer(LoadBalancer):
         if spec.address:
             return self._status(self._named(spec.address), spec.warnings)
         found = self._own(service)
+        warnings = spec.warnings
         if found is None:
-            return self._status(self._reserve(service, spec), spec.warnings)
-        return self._status(found, spec.warnings + placement_warnings(found, spec))
+            found = self._reserve(service, spec)
+        else:
+            warnings += placement_warnings(found, spec)
+        if found:  # (a plan records the request and gets nothing back)
+            self._write_back(service, str(found["address"]))
+        return self._status(found, warnings)
+
+    def _write_back(self, service: Service, address: str) -> None:
+        """``spec.loadBalancerIP`` set to the service's Elastic IP, as upstream sets it
+        (metal/loadbalancers.go:485-500 at 38d15e2): kube-vip announces what it names, and
+        upstream's CCM, switched back to, finds the address there. Only a term's provider has
+        :attr:`kube` (a plan writes nothing); a service deleted meanwhile needs nothing."""
+        if self.kube is None or service.load_balancer_ip == address:
+            return
+        try:
+            self.kube.patch(
+                SERVICES, service.name, {"spec": {"loadBalancerIP": address}},
+                service.namespace, patch_type=MERGE_PATCH,
+            )  # fmt: skip
+        except ApiError as error:
+            if not error.not_found:
+                raise
 
     def _reserve(self, service: Service, spec: ElasticIpSpec) -> Reservation:
         from equinix.services import metalv1

@@ -79,6 +79,7 @@ class MetalProvider(CloudProvider):
         again."""
         self.api.load_in_background()
         self.cluster_id.learn(context.api)
+        self._load_balancer.kube = context.api
         self._load_balancer.forget()
 
     def instances_v2(self) -> InstancesV2:
