@@ -98,11 +98,22 @@ def test_a_load_balancer_ip_naming_a_reservation_is_used_and_never_released(
     assert reservations(metal) == []
 
 
-def test_a_load_balancer_ip_the_project_does_not_hold_is_refused(
+def test_a_load_balancer_ip_the_project_does_not_hold_is_used_with_a_warning(
     metal: Mapping[str, str],
 ) -> None:
-    with pytest.raises(InvalidServiceSpec, match=r"203\.0\.113\.9"):
-        provider_for(metal).load_balancer().ensure_load_balancer("k", service(ip="203.0.113.9"), [])
+    # Upstream reserves nothing for a Service that names its address (metal/loadbalancers.go:
+    # 422@38d15e2) and hands it to the speakers as it is; only a tagged one is released (280).
+    balancer = provider_for(metal).load_balancer()
+
+    status = balancer.ensure_load_balancer("k", service(ip="203.0.113.9"), [])
+    balancer.ensure_load_balancer_deleted("k", service(ip="203.0.113.9"))
+
+    assert [i.ip for i in status.ingress] == ["203.0.113.9"]
+    (warning,) = status.warnings
+    assert "203.0.113.9 is not an Elastic IP (/32) of project" in warning
+    assert "never released" in warning
+    assert reservations(metal) == []
+    assert "requestIPReservation" not in control(metal).calls()
 
 
 def test_the_eip_annotations_choose_where_a_new_address_is_reserved(

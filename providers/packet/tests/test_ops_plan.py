@@ -103,6 +103,11 @@ def test_what_ensure_would_do_create_fail_and_warn(
     make_service(
         kube_api, namespace, "unheld", lambda s: s["spec"].update(loadBalancerIP="198.51.100.7")
     )
+    operators = MetalApi(metal).request_ip(tags=["team=web"])
+    make_service(
+        kube_api, namespace, "operators",
+        lambda s: s["spec"].update(loadBalancerIP=operators["address"]),
+    )  # fmt: skip
     writes_before = writes(metal)
 
     result = plan(control_plane)
@@ -120,10 +125,15 @@ def test_what_ensure_would_do_create_fail_and_warn(
     assert elsewhere["differences"][0]["detail"] == "reserve a public IPv4 /32 in metro ny"
     assert [p["severity"] for p in elsewhere["problems"]] == ["warning"]
     assert EIP_FACILITY_ANNOTATION in elsewhere["problems"][0]["message"]
-    unheld = found["unheld"]
-    assert unheld["action"] == "fail"
-    assert "198.51.100.7" in unheld["problems"][0]["message"]
-    assert unheld["problems"][0]["eventReason"] == "SyncLoadBalancerFailed"
+    # "adopt" only for a reservation with this cluster's tags for the service: an address named
+    # in spec.loadBalancerIP without them is used as upstream uses it (metal/loadbalancers.go:
+    # 422@38d15e2), never released (280), the project's or not.
+    unheld, operator = found["unheld"], found["operators"]
+    assert (unheld["action"], operator["action"]) == ("update", "update")
+    assert "use 198.51.100.7 as it is" in unheld["differences"][0]["detail"]
+    assert "198.51.100.7 is not an Elastic IP (/32) of project" in unheld["problems"][0]["message"]
+    assert operator["differences"][0]["detail"].startswith(f"use {operators['address']} ")
+    assert operator["problems"] == []
     assert writes(metal) == writes_before
     assert len(MetalCloudUnderTest(metal).elastic_ips()) == 1
 

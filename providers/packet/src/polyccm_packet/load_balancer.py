@@ -10,8 +10,10 @@ requested, so a restart or a new leader finds the address a former term reserved
 reserving a second. The address is written back into ``spec.loadBalancerIP``, as upstream
 writes it (kube-vip and upstream read it there); from then on the service names its own
 reservation. A ``spec.loadBalancerIP`` that names another address (an operator's) is used as
-it is and never released: only a reservation with the service's tags is. The annotations
-choosing a place are then silently unused, as upstream leaves them (its Services carry both).
+it is and never released: only a reservation with the service's tags is. An address the
+project does not hold is accepted too, with a warning (upstream tells the speakers about it).
+The annotations choosing a place are then silently unused, as upstream leaves them (its
+Services carry both).
 
 Where a new address is reserved follows upstream's order: the service's annotation
 ``metal.equinix.com/eip-metro``, then ``metal.equinix.com/eip-facility``, then ``METAL_METRO``,
@@ -231,16 +233,25 @@ class MetalLoadBalancer(LoadBalancer):
                 return reservation
         return None
 
-    def _named(self, address: str) -> Reservation:
-        """The project's reservation holding ``address`` (``spec.loadBalancerIP``)."""
+    def _named(self, address: str) -> Reservation | None:
+        """The project's reservation holding ``address`` (``spec.loadBalancerIP``), if any."""
         for listing in (self._current, self.reservations):
             for reservation in listing():
                 if reservation.get("address") == address and int(reservation.get("cidr", 0)) == 32:
                     return reservation
-        raise InvalidServiceSpec(
-            f"spec.loadBalancerIP {address} is not an Elastic IP (/32) reserved in project "
-            f"{self.api.config.project_id}"
+        return None
+
+    def foreign(self, address: str) -> str:
+        """The warning for a ``spec.loadBalancerIP`` the project holds no /32 of."""
+        return (
+            f"spec.loadBalancerIP {address} is not an Elastic IP (/32) of project "
+            f"{self.api.config.project_id}: it is announced as it is, and never released"
         )
+
+    def own(self, service: Service) -> Reservation | None:
+        """The reservation with ``service``'s tags in this cluster, if any (ensure makes or
+        adopts it; only it is ever released)."""
+        return self._own(service)
 
     @staticmethod
     def _status(reservation: Reservation, warnings: tuple[str, ...] = ()) -> LoadBalancerStatus:
@@ -250,10 +261,8 @@ class MetalLoadBalancer(LoadBalancer):
 
     def get_load_balancer(self, cluster_name: str, service: Service) -> LoadBalancerStatus | None:
         if service.load_balancer_ip:
-            try:
-                return self._status(self._named(service.load_balancer_ip))
-            except InvalidServiceSpec:
-                return None
+            found = self._named(service.load_balancer_ip)
+            return self._status(found or {"address": service.load_balancer_ip})
         found = self._own(service)
         return self._status(found) if found is not None else None
 
@@ -262,7 +271,12 @@ class MetalLoadBalancer(LoadBalancer):
     ) -> LoadBalancerStatus:
         spec = self.spec_for(service)
         if spec.address:
-            return self._status(self._named(spec.address), spec.warnings)
+            # Used as it is, as upstream uses it (metal/loadbalancers.go:422): an address the
+            # project holds no /32 of is accepted too, with a warning, and never released.
+            named = self._named(spec.address)
+            if named is None:
+                return self._status({"address": spec.address}, (self.foreign(spec.address),))
+            return self._status(named, spec.warnings)
         found = self._own(service)
         warnings = spec.warnings
         if found is None:
