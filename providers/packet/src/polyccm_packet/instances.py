@@ -4,12 +4,13 @@ A node's device is ``equinixmetal://<device id>``; ``packet://<id>`` (the Packet
 bare device id are read the same way, whatever the id looks like (upstream asks Metal about
 any non-empty one: a 404 is a device gone). A providerID of another scheme is an error, never
 "no such instance": the node-lifecycle controller keeps its node, as upstream's error keeps it.
-Before the node has a providerID its device is the project's device whose hostname is the
-node's name. Type is the plan's slug, region the metro's code, zone the facility's code. Exists is false only when the API answers 404 (or the project
-has no such device); a device in state ``inactive`` (powered off) is shut down. Bulk lookups
-answer every node of a batch from one listing of the project's devices
-(:class:`~polyccm_packet.listing.ProjectDevices`), which the batches of a burst share: N nodes
-cost about N/200 requests, however many batches the node controller makes of them.
+Before the node has a providerID its device is the project's device whose hostname is the node's
+name. Type is the plan's slug, region the metro's code, zone the facility's code. Exists is
+false only when the API answers 404 (or the project has no such device); a device in state
+``inactive`` (powered off) is shut down. Bulk lookups answer every node of a batch from one
+listing of the project's devices (:class:`~polyccm_packet.listing.ProjectDevices`), which the
+batches of a burst share: N nodes cost about N/200 requests, however many batches the node
+controller makes of them.
 """
 
 from __future__ import annotations
