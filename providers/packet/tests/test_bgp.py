@@ -13,7 +13,12 @@ from typing import Any
 
 import pytest
 from polyccm.kube.api import MERGE_PATCH, NODES, KubeApi
-from polyccm_packet.bgp import ANNOTATION_PREFIX, BgpController, peer_annotations
+from polyccm_packet.bgp import (
+    ANNOTATION_PREFIX,
+    NETWORK_ANNOTATION,
+    BgpController,
+    peer_annotations,
+)
 from polyccm_packet_emulator.demo import bgp_peers
 from polyccm_packet_emulator.testing import MetalApi, control, provider_controllers, provider_for
 from polyccm_testing.kubeobjects import events_for, make_node, wait_for
@@ -90,6 +95,13 @@ def test_sessions_and_peers_are_made_once_and_a_pass_repairs_a_deleted_session(
         assert made["createBgpSession"] == 3 and made["getBgpNeighborData"] == 3, made
         assert made["requestBgpConfig"] == 1
         peers = bgp_peers(kube_api.get(NODES, names[0]))
+        # the private network's CIDR, as upstream (metal/loadbalancers.go:320-335, 631-652
+        # @38d15e2) writes it for the speakers
+        device = api.ok("GET", f"/devices/{devices[0]['id']}?include=ip_addresses.parent_block")
+        block = next(ip["parent_block"] for ip in device["ip_addresses"]
+                     if not ip["public"] and ip["address_family"] == 4)  # fmt: skip
+        annotations = kube_api.get(NODES, names[0])["metadata"]["annotations"]
+        assert annotations[NETWORK_ANNOTATION] == f"{block['network']}/{block['cidr']}"
         # base64, as upstream writes it (metal/loadbalancers.go:348@38d15e2) and kube-vip
         # decodes it: a plain password failed kube-vip's decoding, and every session with it
         assert kube_vip_reads(peers).password == PASSWORD

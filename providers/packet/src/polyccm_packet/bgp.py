@@ -13,9 +13,10 @@ on each node what its speaker must peer with, from the device's BGP neighbours::
     metal.equinix.com/bgp-peers-{n}-src-ip     the device's private address
     metal.equinix.com/bgp-peers-{n}-bgp-pass   the MD5 password, base64 (empty when none)
 
-from the device's first IPv4 neighbour, its routers in the order of their sorted addresses (as
-upstream's ``annotateNode``, metal/loadbalancers.go:337-373 at 38d15e2; kube-vip decodes the
-password from base64).
+The peers come from the device's first IPv4 neighbour, its routers in the order of their
+sorted addresses (as upstream's ``annotateNode``, metal/loadbalancers.go:337-373 at 38d15e2;
+kube-vip decodes the password from base64). ``metal.equinix.com/network-4-private`` is the CIDR
+of the device's private network, written once (upstream never rewrites it).
 
 Event-driven, and batched per project: a node is queued when it gets its device (its
 providerID) or when its peer annotations are missing or incomplete, never for a heartbeat of a
@@ -106,6 +107,8 @@ NO_NEIGHBORS_RETRY = 30.0
 BGP_MODES = ("metallb://", "kube-vip://")
 #: What the project's BGP is for, as upstream says when it requests it.
 USE_CASE = "kubernetes-load-balancer"
+#: The CIDR of the node's private network (upstream's annotation, for the speakers' routes).
+NETWORK_ANNOTATION = "metal.equinix.com/network-4-private"
 #: The annotations every peer has (``bgp-pass`` empty when the project has no password).
 PEER_FIELDS = ("node-asn", "peer-asn", "peer-ip", "src-ip", "bgp-pass")
 
@@ -140,6 +143,19 @@ def peer_annotations(neighbors: list[Mapping[str, Any]]) -> dict[str, str]:
         found[prefix + "src-ip"] = str(neighbor.get("customer_ip", ""))
         found[prefix + "bgp-pass"] = encoded_password(str(neighbor.get("md5_password") or ""))
     return found
+
+
+def private_network(device: Mapping[str, Any]) -> str:
+    """The ``network/cidr`` of the block holding the device's private management IPv4 address
+    (its ``parent_block``), as upstream's getNodePrivateNetwork finds it; empty when none."""
+    for ip in device.get("ip_addresses") or ():
+        if ip.get("public") or not ip.get("management") or ip.get("address_family") != 4:
+            continue
+        parent = ip.get("parent_block") or {}
+        if parent.get("network") and parent.get("cidr"):
+            return f"{parent['network']}/{parent['cidr']}"
+        return ""
+    return ""
 
 
 def peer_annotations_of(annotations: Mapping[str, str]) -> dict[str, str]:
@@ -253,6 +269,13 @@ class ProjectBgp:
             "devices.create_bgp_session", device_id, _session_input(address_family="ipv4")
         )
         return str((made or {}).get("id", ""))
+
+    def private_network(self, device_id: str) -> str:
+        """The device's private network (:func:`private_network`), one read of the device."""
+        device = self.api.spare_call(
+            "devices.find_device_by_id", device_id, include=["ip_addresses.parent_block"]
+        )
+        return private_network(device or {})
 
     def neighbors(self, device_id: str) -> list[Mapping[str, Any]]:
         body = self.api.spare_call("devices.get_bgp_neighbor_data", device_id) or {}
@@ -433,7 +456,8 @@ class BgpController(Controller):
         if device_id is None:
             return  # not initialised yet: the update that sets providerID queues it again
         current = peer_annotations_of(node.annotations)
-        if device_id in project.sessions and project.peered(current):
+        network_known = NETWORK_ANNOTATION in node.annotations
+        if device_id in project.sessions and project.peered(current) and network_known:
             return
         if device_id not in project.sessions:
             session = self.bgp.create_session(device_id)
@@ -445,10 +469,14 @@ class BgpController(Controller):
         wanted = peer_annotations(self.bgp.neighbors(device_id))
         if not wanted:
             raise RetryAfter(f"device {device_id} has no BGP neighbours yet", NO_NEIGHBORS_RETRY)
-        if current == wanted:
-            return
         patch: dict[str, str | None] = {k: None for k in current if k not in wanted}
-        patch.update(wanted)
+        patch.update({k: v for k, v in wanted.items() if current.get(k) != v})
+        if not network_known:
+            network = self.bgp.private_network(device_id)
+            if network:
+                patch[NETWORK_ANNOTATION] = network
+        if not patch:
+            return
         self.context.api.patch(
             NODES, node.name, {"metadata": {"annotations": patch}}, patch_type=MERGE_PATCH
         )
