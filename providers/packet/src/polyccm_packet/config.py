@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, parse_qs, urlsplit
 
 from polyccm import inputs, logredact
 from polyccm.configkeys import warn_unknown_keys
@@ -117,6 +117,12 @@ class MetalConfig:
         )
 
     @property
+    def metallb_crds(self) -> bool:
+        """``?crdConfiguration=true`` on a ``metallb://`` URL: MetalLB's ``metallb.io``
+        objects, not its ConfigMap (upstream's flag and default)."""
+        return crd_configuration(_split_load_balancer(self.load_balancer))
+
+    @property
     def metallb_target(self) -> tuple[str, str] | None:
         """``(namespace, configmap)`` of a ``metallb:///ns/name`` mode, else ``None``."""
         if not self.load_balancer.startswith("metallb://"):
@@ -131,6 +137,27 @@ def metallb_target(parts: SplitResult) -> tuple[str, str]:
     path = parts.path.removeprefix("/").removesuffix("/")
     namespace, _, name = path.partition("/")
     return (namespace or DEFAULT_METALLB_TARGET[0], name or DEFAULT_METALLB_TARGET[1])
+
+
+#: The words Go's strconv.ParseBool takes, as upstream parses ``crdConfiguration``.
+_GO_BOOLS = {
+    **dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
+    **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False),
+}
+
+
+def crd_configuration(parts: SplitResult) -> bool:
+    """The ``crdConfiguration`` flag of a ``metallb://`` URL's query (false when absent, as
+    upstream's metallb.go:92-99 at 38d15e2); :class:`ConfigError` for a value that is no Go
+    boolean (upstream panics)."""
+    values = parse_qs(parts.query, keep_blank_values=True).get("crdConfiguration")
+    if values is None:
+        return False
+    if values[0] not in _GO_BOOLS:
+        raise ConfigError(
+            f"METAL_LOAD_BALANCER: crdConfiguration must be true or false, not {quoted(values[0])}"
+        )
+    return _GO_BOOLS[values[0]]
 
 
 def _split_load_balancer(value: str) -> SplitResult:
@@ -171,12 +198,12 @@ def check_load_balancer(value: str) -> str:
             "ConfigMap is %s/%s; write metallb:///<namespace>/<name>, with three slashes",
             quoted(value), quoted(parts.netloc), namespace, name,
         )  # fmt: skip
-    extra = re.search(r"[?#].*", value)
-    if extra:
+    crd_configuration(parts)
+    others = sorted(set(parse_qs(parts.query, keep_blank_values=True)) - {"crdConfiguration"})
+    if others or parts.fragment:
         log.warning(
-            "METAL_LOAD_BALANCER %s: %s is ignored: polyccm writes MetalLB's CRDs whenever the "
-            "API server serves them, its ConfigMap otherwise",
-            quoted(value), quoted(extra.group()),
+            "METAL_LOAD_BALANCER %s: %s ignored, as upstream ignores it (only crdConfiguration "
+            "is read)", quoted(value), quoted(", ".join(others) or "#" + parts.fragment),
         )  # fmt: skip
     return value
 
