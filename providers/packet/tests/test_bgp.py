@@ -221,3 +221,28 @@ def test_without_a_password_each_peer_says_so_with_an_empty_value() -> None:
                                  "customer_ip": "10.0.0.3"}])  # fmt: skip
     assert written[f"{ANNOTATION_PREFIX}0-bgp-pass"] == ""
     assert kube_vip_reads(written).password == ""
+
+
+@pytest.mark.timeout(60)
+def test_the_annotation_names_are_the_operators_when_set(
+    control_plane: Any, kube_api: KubeApi, clean_nodes: None, metal: Mapping[str, str]
+) -> None:
+    # METAL_ANNOTATION_* rename each annotation, {{n}} the peer's number (metal/config.go:
+    # 153-163, loadbalancers.go:362-366@38d15e2): here for a kube-vip reading its own prefix.
+    (device,) = devices_with_nodes(metal, kube_api, 1, "named")
+    names = {f"METAL_ANNOTATION_{v}": f"kube-vip.io/bgp-peers-{{{{n}}}}-{k}" for k, v in (
+        ("node-asn", "LOCAL_ASN"), ("peer-asn", "PEER_ASN"), ("peer-ip", "PEER_IP"),
+        ("src-ip", "SRC_IP"), ("bgp-pass", "BGP_PASS"))}  # fmt: skip
+    provider = provider_for(metal, METAL_LOAD_BALANCER="kube-vip://", METAL_BGP_PASS=PASSWORD,
+                            METAL_ANNOTATION_NETWORK_IPV4_PRIVATE="kube-vip.io/private",
+                            **names)  # fmt: skip
+
+    with provider_controllers(kube_api, provider, BgpController.for_term):
+        annotations = wait_for(
+            lambda: (a := kube_api.get(NODES, device["hostname"])["metadata"].get("annotations")
+                     or {}) and "kube-vip.io/private" in a and a,
+            30, "the node annotated",
+        )  # fmt: skip
+
+    assert kube_vip_reads(annotations, prefix="kube-vip.io").password == PASSWORD
+    assert not any(k.startswith("metal.equinix.com/") for k in annotations)

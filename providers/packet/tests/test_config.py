@@ -366,3 +366,16 @@ def test_polyccm_refuses_a_bad_config_in_one_line_and_exit_2(
     assert (result.status, result.stdout, len(lines)) == (2, "", 1), result.stderr[-2000:]
     assert lines[0].startswith("polyccm: error: ") and message in lines[0]
     assert "Traceback" not in result.stderr and len(lines[0]) < 500
+
+
+def test_the_annotation_names_are_read_from_the_environment_then_the_file(tmp_path: Path) -> None:
+    # metal/config.go:153-163@38d15e2: METAL_ANNOTATION_* over annotation* keys over defaults
+    path = tmp_path / "cloud-sa.json"
+    path.write_text(json.dumps({"apiKey": "k-1", "projectID": "p-1",
+                                "annotationPeerIP": "a.io/{{n}}-peer",
+                                "annotationNetworkIPv4Private": "a.io/net"}))  # fmt: skip
+
+    names = config_from({"METAL_ANNOTATION_PEER_IP": "b.io/{{n}}-ip"}, path).annotation_names
+
+    assert (names.peer("peer-ip", 1), names.network) == ("b.io/1-ip", "a.io/net")
+    assert names.peer("node-asn", 0) == "metal.equinix.com/bgp-peers-0-node-asn"

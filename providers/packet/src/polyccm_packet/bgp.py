@@ -82,6 +82,9 @@ from polyccm.objects import UNINITIALIZED_TAINT
 from polyccm_packet.api import MetalClient, NotFound
 from polyccm_packet.config import MetalConfig
 from polyccm_packet.instances import device_id_from_provider_id
+from polyccm_packet.names import DEFAULT_NETWORK, PEER_FIELDS, AnnotationNames
+
+DEFAULT_NAMES = AnnotationNames()
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +111,7 @@ BGP_MODES = ("metallb://", "kube-vip://")
 #: What the project's BGP is for, as upstream says when it requests it.
 USE_CASE = "kubernetes-load-balancer"
 #: The CIDR of the node's private network (upstream's annotation, for the speakers' routes).
-NETWORK_ANNOTATION = "metal.equinix.com/network-4-private"
-#: The annotations every peer has (``bgp-pass`` empty when the project has no password).
-PEER_FIELDS = ("node-asn", "peer-asn", "peer-ip", "src-ip", "bgp-pass")
+NETWORK_ANNOTATION = DEFAULT_NETWORK
 
 
 def encoded_password(md5: str) -> str:
@@ -128,7 +129,9 @@ def decoded_password(value: str) -> str:
         return value
 
 
-def peer_annotations(neighbors: list[Mapping[str, Any]]) -> dict[str, str]:
+def peer_annotations(
+    neighbors: list[Mapping[str, Any]], names: AnnotationNames = DEFAULT_NAMES
+) -> dict[str, str]:
     """The annotations for a device's first IPv4 neighbour, one numbered peer per router in
     the order of their sorted addresses, as upstream's annotateNode writes them."""
     neighbor = next((n for n in neighbors if int(n.get("address_family", 4)) == 4), None)
@@ -136,12 +139,11 @@ def peer_annotations(neighbors: list[Mapping[str, Any]]) -> dict[str, str]:
         return {}
     found: dict[str, str] = {}
     for n, peer_ip in enumerate(sorted(str(ip) for ip in neighbor.get("peer_ips") or ())):
-        prefix = f"{ANNOTATION_PREFIX}{n}-"
-        found[prefix + "node-asn"] = str(neighbor.get("customer_as", ""))
-        found[prefix + "peer-asn"] = str(neighbor.get("peer_as", ""))
-        found[prefix + "peer-ip"] = peer_ip
-        found[prefix + "src-ip"] = str(neighbor.get("customer_ip", ""))
-        found[prefix + "bgp-pass"] = encoded_password(str(neighbor.get("md5_password") or ""))
+        found[names.peer("node-asn", n)] = str(neighbor.get("customer_as", ""))
+        found[names.peer("peer-asn", n)] = str(neighbor.get("peer_as", ""))
+        found[names.peer("peer-ip", n)] = peer_ip
+        found[names.peer("src-ip", n)] = str(neighbor.get("customer_ip", ""))
+        found[names.peer("bgp-pass", n)] = encoded_password(str(neighbor.get("md5_password") or ""))
     return found
 
 
@@ -158,9 +160,11 @@ def private_network(device: Mapping[str, Any]) -> str:
     return ""
 
 
-def peer_annotations_of(annotations: Mapping[str, str]) -> dict[str, str]:
-    """The ``bgp-peers-*`` annotations among ``annotations``."""
-    return {k: v for k, v in annotations.items() if k.startswith(ANNOTATION_PREFIX)}
+def peer_annotations_of(
+    annotations: Mapping[str, str], names: AnnotationNames = DEFAULT_NAMES
+) -> dict[str, str]:
+    """The peer annotations (``bgp-peers-*`` by default) among ``annotations``."""
+    return names.peers_of(annotations)
 
 
 @dataclass(frozen=True)
@@ -172,23 +176,21 @@ class ProjectState:
     sessions: frozenset[str]
     """Devices that have an IPv4 session."""
 
-    def peered(self, annotations: Mapping[str, str]) -> bool:
+    def peered(
+        self, annotations: Mapping[str, str], names: AnnotationNames = DEFAULT_NAMES
+    ) -> bool:
         """Whether ``annotations`` name at least one peer, each complete, with this project's
         ASN and exactly its password, encoded (empty when it has none)."""
-        peers = peer_annotations_of(annotations)
-        count = 0
-        while f"{ANNOTATION_PREFIX}{count}-peer-ip" in peers:
-            count += 1
-        expected = {f"{ANNOTATION_PREFIX}{n}-{f}" for n in range(count) for f in PEER_FIELDS}
+        peers = names.peers_of(annotations)
+        count = names.count(peers)
+        expected = {names.peer(f, n) for n in range(count) for f in PEER_FIELDS}
         password = encoded_password(self.md5)
         return (
             count > 0
             and set(peers) == expected
-            and all(peers[f"{ANNOTATION_PREFIX}{n}-node-asn"] == str(self.asn)
-                    for n in range(count))
-            and all(peers[f"{ANNOTATION_PREFIX}{n}-bgp-pass"] == password
-                    for n in range(count))
-        )  # fmt: skip
+            and all(peers[names.peer("node-asn", n)] == str(self.asn) for n in range(count))
+            and all(peers[names.peer("bgp-pass", n)] == password for n in range(count))
+        )
 
 
 def _session_input(**fields: Any) -> Any:
@@ -348,11 +350,12 @@ class BgpController(Controller):
         with self._lock:
             if node.name in self._waiting:
                 return
-        if _looks_peered(node.annotations):
+        names = self.bgp.config.annotation_names
+        if _looks_peered(node.annotations, names):
             return
         if node.provider_id != before.provider_id or peer_annotations_of(
-            node.annotations
-        ) != peer_annotations_of(before.annotations):
+            node.annotations, names
+        ) != peer_annotations_of(before.annotations, names):
             self.queue.add(node.name)
 
     def _on_delete(self, raw: Mapping[str, Any]) -> None:
@@ -455,9 +458,10 @@ class BgpController(Controller):
         device_id = device_id_from_provider_id(node.provider_id)
         if device_id is None:
             return  # not initialised yet: the update that sets providerID queues it again
-        current = peer_annotations_of(node.annotations)
-        network_known = NETWORK_ANNOTATION in node.annotations
-        if device_id in project.sessions and project.peered(current) and network_known:
+        names = self.bgp.config.annotation_names
+        current = peer_annotations_of(node.annotations, names)
+        network_known = names.network in node.annotations
+        if device_id in project.sessions and project.peered(current, names) and network_known:
             return
         if device_id not in project.sessions:
             session = self.bgp.create_session(device_id)
@@ -466,7 +470,7 @@ class BgpController(Controller):
                 self.context.recorder.event(node.raw, "Normal", "BGPSessionCreated", message)
             else:  # a new node's (a burst would crowd the node and service Events out)
                 log.info("%s: %s: %s", self.name, node.name, message)
-        wanted = peer_annotations(self.bgp.neighbors(device_id))
+        wanted = peer_annotations(self.bgp.neighbors(device_id), names)
         if not wanted:
             raise RetryAfter(f"device {device_id} has no BGP neighbours yet", NO_NEIGHBORS_RETRY)
         patch: dict[str, str | None] = {k: None for k in current if k not in wanted}
@@ -474,7 +478,7 @@ class BgpController(Controller):
         if not network_known:
             network = self.bgp.private_network(device_id)
             if network:
-                patch[NETWORK_ANNOTATION] = network
+                patch[names.network] = network
         if not patch:
             return
         self.context.api.patch(
@@ -482,7 +486,7 @@ class BgpController(Controller):
         )
 
 
-def _looks_peered(annotations: Mapping[str, str]) -> bool:
+def _looks_peered(annotations: Mapping[str, str], names: AnnotationNames) -> bool:
     """Whether the first peer's annotations are all there (the project is not read here: a
     pass compares them with its ASN and password)."""
-    return all(f"{ANNOTATION_PREFIX}0-{field}" in annotations for field in PEER_FIELDS)
+    return all(names.peer(field, 0) in annotations for field in PEER_FIELDS)

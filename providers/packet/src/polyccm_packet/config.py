@@ -37,6 +37,8 @@ from polyccm.errors import ConfigError
 from polyccm.inputs import quoted
 from polyccm.urls import plain_url, secret_url
 
+from polyccm_packet.names import AnnotationNames
+
 log = logging.getLogger(__name__)
 
 DEFAULT_API_URL = "https://api.equinix.com/metal/v1"
@@ -70,14 +72,29 @@ FILE_KEYS: dict[str, tuple[str, type]] = {
     "facility": ("facility", str), "loadbalancer": ("loadbalancer", str),
     "localasn": ("localASN", int), "bgppass": ("bgpPass", str), "base-url": ("base-url", str),
     "clusterid": ("clusterID", str),
+    "annotationlocalasn": ("annotationLocalASN", str),
+    "annotationpeerasn": ("annotationPeerASN", str), "annotationpeerip": ("annotationPeerIP", str),
+    "annotationsrcip": ("annotationSrcIP", str), "annotationbgppass": ("annotationBGPPass", str),
+    "annotationnetworkipv4private": ("annotationNetworkIPv4Private", str),
 }  # fmt: skip
 #: The other keys of upstream's Config (metal/config.go), folded: read there, not here.
 UNUSED_FILE_KEYS = frozenset(key.lower() for key in (
-    "annotationLocalASN", "annotationPeerASN", "annotationPeerIP", "annotationSrcIP",
-    "annotationBGPPass", "annotationNetworkIPv4Private", "annotationEIPMetro",
+    "annotationEIPMetro",
     "annotationEIPFacility", "eipTag", "apiServerPort", "bgpNodeSelector",
     "eipHealthCheckUseHostIP", "useCRDForMetalLB",
 ))  # fmt: skip
+
+
+DEFAULT_NAMES = AnnotationNames()
+#: Each annotation name's variable and key (upstream's, metal/config.go:153-163 at 38d15e2).
+ANNOTATION_SETTINGS = {
+    "node_asn": ("METAL_ANNOTATION_LOCAL_ASN", "annotationLocalASN"),
+    "peer_asn": ("METAL_ANNOTATION_PEER_ASN", "annotationPeerASN"),
+    "peer_ip": ("METAL_ANNOTATION_PEER_IP", "annotationPeerIP"),
+    "src_ip": ("METAL_ANNOTATION_SRC_IP", "annotationSrcIP"),
+    "bgp_pass": ("METAL_ANNOTATION_BGP_PASS", "annotationBGPPass"),
+    "network": ("METAL_ANNOTATION_NETWORK_IPV4_PRIVATE", "annotationNetworkIPv4Private"),
+}
 
 
 @dataclass(frozen=True)
@@ -106,6 +123,8 @@ class MetalConfig:
     cluster_id: str = ""
     """``METAL_CLUSTER_ID`` or ``clusterID`` (polyccm's own): the id in the Elastic IPs'
     ``cluster=`` tag in place of the ``kube-system`` UID (:mod:`polyccm_packet.identity`)."""
+    annotation_names: AnnotationNames = DEFAULT_NAMES
+    """``METAL_ANNOTATION_*`` or ``annotation*``: the names of the nodes' BGP annotations."""
     qps: float = DEFAULT_QPS
     burst: int = DEFAULT_BURST
 
@@ -320,6 +339,12 @@ def read_config(
         api_url=api_url.rstrip("/"),
         metadata_url=metadata_url,
         cluster_id=pick(("METAL_CLUSTER_ID",), "clusterID"),
+        annotation_names=AnnotationNames(
+            **{
+                field: pick((variable,), key) or getattr(DEFAULT_NAMES, field)
+                for field, (variable, key) in ANNOTATION_SETTINGS.items()
+            }
+        ),
     )
 
 

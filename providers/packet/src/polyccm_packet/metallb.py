@@ -57,8 +57,9 @@ from polyccm.kube.api import CONFIGMAPS, SECRETS
 from polyccm.objects import Service
 
 from polyccm_packet.api import MetalClient
-from polyccm_packet.bgp import ANNOTATION_PREFIX, decoded_password
+from polyccm_packet.bgp import DEFAULT_NAMES, decoded_password
 from polyccm_packet.load_balancer import MetalLoadBalancer
+from polyccm_packet.names import AnnotationNames
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +150,9 @@ def wanted_pools(
     return sorted(pools, key=lambda p: (p.namespace, p.service))
 
 
-def wanted_peers(nodes: Iterable[Mapping[str, Any]], pools: list[Pool]) -> list[Peer]:
+def wanted_peers(
+    nodes: Iterable[Mapping[str, Any]], pools: list[Pool], names: AnnotationNames = DEFAULT_NAMES
+) -> list[Peer]:
     """The peers announced on every node's ``bgp-peers-{n}-*`` annotations, while a service
     uses them (upstream makes a node's peers when it ensures a service, and removes them with
     the last one)."""
@@ -160,27 +163,24 @@ def wanted_peers(nodes: Iterable[Mapping[str, Any]], pools: list[Pool]) -> list[
     for node in nodes:
         meta = node.get("metadata") or {}
         annotations: Mapping[str, str] = meta.get("annotations") or {}
-        n = 0
-        while (peer_ip := annotations.get(f"{ANNOTATION_PREFIX}{n}-peer-ip")) is not None:
-            prefix = f"{ANNOTATION_PREFIX}{n}-"
+        for n in range(names.count(annotations)):
             try:
                 peers.append(Peer(
                     node=str(meta["name"]), index=n,
-                    my_asn=int(annotations[prefix + "node-asn"]),
-                    peer_asn=int(annotations[prefix + "peer-asn"]),
-                    peer_address=peer_ip,
-                    source_address=annotations.get(prefix + "src-ip", ""),
-                    password=decoded_password(annotations.get(prefix + "bgp-pass", "")),
+                    my_asn=int(annotations[names.peer("node-asn", n)]),
+                    peer_asn=int(annotations[names.peer("peer-asn", n)]),
+                    peer_address=annotations[names.peer("peer-ip", n)],
+                    source_address=annotations.get(names.peer("src-ip", n), ""),
+                    password=decoded_password(annotations.get(names.peer("bgp-pass", n), "")),
                     services=services,
                 ))  # fmt: skip
             except (KeyError, ValueError):
                 log.warning("%s: node %s: peer %d annotations incomplete; skipped", NAME,
                             meta.get("name"), n)  # fmt: skip
-            n += 1
     return sorted(peers, key=lambda p: (p.node, p.index))
 
 
-def _relevant(obj: Mapping[str, Any]) -> object:
+def _relevant(obj: Mapping[str, Any], names: AnnotationNames = DEFAULT_NAMES) -> object:
     """What of a node or service the configuration depends on (other updates are ignored)."""
     meta = obj.get("metadata") or {}
     annotations = meta.get("annotations") or {}
@@ -189,7 +189,7 @@ def _relevant(obj: Mapping[str, Any]) -> object:
         (obj.get("spec") or {}).get("type"),
         (obj.get("spec") or {}).get("loadBalancerIP"),
         ((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress"),
-        sorted((k, v) for k, v in annotations.items() if k.startswith(ANNOTATION_PREFIX)),
+        sorted(names.peers_of(annotations).items()),
     )
 
 
@@ -459,10 +459,12 @@ class MetalLbController(Controller):
     def __init__(
         self, context: ControllerContext, configurer: MetalLbConfigurer,
         reserved: Callable[[Mapping[str, Any]], str] = lambda _service: "",
+        names: AnnotationNames = DEFAULT_NAMES,
     ) -> None:  # fmt: skip
         self.context = context
         self.configurer = configurer
         self.reserved = reserved
+        self.names = names
         """A service's Elastic IP (the reservation with its tags), for a service whose
         ``spec.loadBalancerIP`` does not name it yet."""
         self.queue = RateLimitingQueue(self.name)
@@ -486,13 +488,15 @@ class MetalLbController(Controller):
             return str((own or {}).get("address") or "")
 
         configurer = MetalLbConfigurer(context.api, *target, crds=api.config.metallb_crds)
-        return cls(context, configurer, reserved)
+        return cls(context, configurer, reserved, api.config.annotation_names)
 
     def run(self, stop: threading.Event) -> None:
         enqueue = lambda *_: self.queue.add(KEY)  # noqa: E731
 
+        names = self.names
+
         def on_update(old: JsonObject, new: JsonObject) -> None:
-            if _relevant(old) != _relevant(new):
+            if _relevant(old, names) != _relevant(new, names):
                 self.queue.add(KEY)
 
         for informer in (self.context.nodes, self.context.services):
@@ -510,7 +514,7 @@ class MetalLbController(Controller):
 
     def sync(self, _key: str = KEY) -> None:
         pools = wanted_pools(self.context.services.list(), self.reserved)
-        peers = wanted_peers(self.context.nodes.list(), pools)
+        peers = wanted_peers(self.context.nodes.list(), pools, self.names)
         written = self.configurer.apply(pools, peers)
         if written:
             log.info("%s: MetalLB configuration in %s updated (%d pools, %d peers, %d writes)",
