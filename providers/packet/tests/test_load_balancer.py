@@ -215,3 +215,15 @@ def test_the_address_is_written_back_into_spec_and_released_with_the_service(
     assert again.ingress == status.ingress and len(reservations(metal)) == 1
     balancer.ensure_load_balancer_deleted("k", written)
     assert reservations(metal) == []
+
+
+def test_the_eip_annotations_may_be_renamed_as_upstream_allows(metal: Mapping[str, str]) -> None:
+    # METAL_ANNOTATION_EIP_METRO/_FACILITY (metal/config.go:165-167, loadbalancers.go:400-401
+    # @38d15e2): the Service annotations read under the operator's names, the defaults not.
+    balancer = provider_for(metal, METAL_ANNOTATION_EIP_METRO="example.com/metro").load_balancer()
+
+    balancer.ensure_load_balancer("k", annotated("renamed", {"example.com/metro": "ny"}), [])
+    balancer.ensure_load_balancer("k", annotated("default", {EIP_METRO_ANNOTATION: "sv"}), [])
+
+    where = {r["tags"][1]: r["metro"]["code"] for r in reservations(metal)}
+    assert where == {service_tag(service("renamed")): "ny", service_tag(service("default")): "da"}

@@ -76,16 +76,20 @@ FILE_KEYS: dict[str, tuple[str, type]] = {
     "annotationpeerasn": ("annotationPeerASN", str), "annotationpeerip": ("annotationPeerIP", str),
     "annotationsrcip": ("annotationSrcIP", str), "annotationbgppass": ("annotationBGPPass", str),
     "annotationnetworkipv4private": ("annotationNetworkIPv4Private", str),
+    "annotationeipmetro": ("annotationEIPMetro", str),
+    "annotationeipfacility": ("annotationEIPFacility", str),
 }  # fmt: skip
 #: The other keys of upstream's Config (metal/config.go), folded: read there, not here.
 UNUSED_FILE_KEYS = frozenset(key.lower() for key in (
-    "annotationEIPMetro",
-    "annotationEIPFacility", "eipTag", "apiServerPort", "bgpNodeSelector",
+    "eipTag", "apiServerPort", "bgpNodeSelector",
     "eipHealthCheckUseHostIP", "useCRDForMetalLB",
 ))  # fmt: skip
 
 
 DEFAULT_NAMES = AnnotationNames()
+#: Upstream's Service annotations for a new Elastic IP's place (metal/constants.go:13-14).
+DEFAULT_EIP_METRO = "metal.equinix.com/eip-metro"
+DEFAULT_EIP_FACILITY = "metal.equinix.com/eip-facility"
 #: Each annotation name's variable and key (upstream's, metal/config.go:153-163 at 38d15e2).
 ANNOTATION_SETTINGS = {
     "node_asn": ("METAL_ANNOTATION_LOCAL_ASN", "annotationLocalASN"),
@@ -124,6 +128,9 @@ class MetalConfig:
     """``METAL_CLUSTER_ID`` or ``clusterID`` (polyccm's own): the id in the Elastic IPs'
     ``cluster=`` tag in place of the ``kube-system`` UID (:mod:`polyccm_packet.identity`)."""
     annotation_names: AnnotationNames = DEFAULT_NAMES
+    eip_annotations: tuple[str, str] = (DEFAULT_EIP_METRO, DEFAULT_EIP_FACILITY)
+    """``METAL_ANNOTATION_EIP_METRO``/``_FACILITY`` or ``annotationEIP*``: the names of the
+    Service annotations choosing where a new Elastic IP goes."""
     """``METAL_ANNOTATION_*`` or ``annotation*``: the names of the nodes' BGP annotations."""
     qps: float = DEFAULT_QPS
     burst: int = DEFAULT_BURST
@@ -339,6 +346,7 @@ def read_config(
         api_url=api_url.rstrip("/"),
         metadata_url=metadata_url,
         cluster_id=pick(("METAL_CLUSTER_ID",), "clusterID"),
+        eip_annotations=eip_annotations(environ, keys),
         annotation_names=AnnotationNames(
             **{
                 field: pick((variable,), key) or getattr(DEFAULT_NAMES, field)
@@ -354,6 +362,18 @@ def placement(environ: Mapping[str, str], file_keys: Mapping[str, object]) -> tu
     return (
         _pick(environ, file_keys, ("METAL_METRO", "METAL_METRO_NAME"), "metro"),
         _pick(environ, file_keys, ("METAL_FACILITY", "METAL_FACILITY_NAME"), "facility"),
+    )
+
+
+def eip_annotations(environ: Mapping[str, str], file_keys: Mapping[str, object]) -> tuple[str, str]:
+    """The names of the Service annotations for a new Elastic IP's metro and facility
+    (upstream's unless renamed, metal/config.go:165-167 at 38d15e2), as :func:`read_config`
+    reads them (``polyccm check-service`` too)."""
+    return (
+        _pick(environ, file_keys, ("METAL_ANNOTATION_EIP_METRO",), "annotationEIPMetro")
+        or DEFAULT_EIP_METRO,
+        _pick(environ, file_keys, ("METAL_ANNOTATION_EIP_FACILITY",), "annotationEIPFacility")
+        or DEFAULT_EIP_FACILITY,
     )
 
 

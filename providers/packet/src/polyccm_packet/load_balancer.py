@@ -91,13 +91,18 @@ class ElasticIpSpec:
     warnings: tuple[str, ...] = ()
 
 
-def build_spec(service: Service, metro: str, facility: str) -> ElasticIpSpec:
+def build_spec(
+    service: Service, metro: str, facility: str,
+    annotations: tuple[str, str] = (EIP_METRO_ANNOTATION, EIP_FACILITY_ANNOTATION),
+) -> ElasticIpSpec:  # fmt: skip
     """``service``'s Elastic IP as its spec and annotations ask for it, given the configured
-    ``metro`` and ``facility``. Raises :class:`InvalidServiceSpec` for a ``spec.loadBalancerIP``
-    that is no IPv4 address (Elastic IPs here are IPv4 /32s). A facility beside a metro is a
-    warning; either beside ``spec.loadBalancerIP`` is not: upstream writes the address back
-    beside them on every Service it serves (metal/loadbalancers.go:485-500 at 38d15e2)."""
-    asked = {name: str(service.annotations.get(name) or "").strip() for name in ANNOTATIONS}
+    ``metro`` and ``facility`` and the names of the metro and facility annotations (upstream's,
+    or ``METAL_ANNOTATION_EIP_METRO``/``_FACILITY``). Raises :class:`InvalidServiceSpec` for a
+    ``spec.loadBalancerIP`` that is no IPv4 address (Elastic IPs here are IPv4 /32s). A
+    facility beside a metro is a warning; either beside ``spec.loadBalancerIP`` is not:
+    upstream writes the address back beside them on every Service it serves
+    (metal/loadbalancers.go:485-500 at 38d15e2)."""
+    metro_name, facility_name = annotations
     address = service.load_balancer_ip
     if address:
         try:
@@ -110,16 +115,17 @@ def build_spec(service: Service, metro: str, facility: str) -> ElasticIpSpec:
                 "public IPv4 /32)"
             )
         return ElasticIpSpec(address, None)
-    metro_asked, facility_asked = asked[EIP_METRO_ANNOTATION], asked[EIP_FACILITY_ANNOTATION]
+    metro_asked = str(service.annotations.get(metro_name) or "").strip()
+    facility_asked = str(service.annotations.get(facility_name) or "").strip()
     warnings: tuple[str, ...] = ()
     if metro_asked and facility_asked:
         warnings = (
-            f"annotation {EIP_FACILITY_ANNOTATION} is ignored: {EIP_METRO_ANNOTATION} is set "
+            f"annotation {facility_name} is ignored: {metro_name} is set "
             "(a metro is chosen before a facility)",
         )
     choices = (
-        ("metro", metro_asked, f"annotation {EIP_METRO_ANNOTATION}"),
-        ("facility", facility_asked, f"annotation {EIP_FACILITY_ANNOTATION}"),
+        ("metro", metro_asked, f"annotation {metro_name}"),
+        ("facility", facility_asked, f"annotation {facility_name}"),
         ("metro", metro, "METAL_METRO"),
         ("facility", facility, "METAL_FACILITY"),
     )
@@ -127,11 +133,13 @@ def build_spec(service: Service, metro: str, facility: str) -> ElasticIpSpec:
     return ElasticIpSpec("", placement, warnings)
 
 
-def no_placement() -> InvalidServiceSpec:
+def no_placement(
+    annotations: tuple[str, str] = (EIP_METRO_ANNOTATION, EIP_FACILITY_ANNOTATION),
+) -> InvalidServiceSpec:
     """What ensure raises when it must reserve an address and nothing says where."""
     return InvalidServiceSpec(
         f"no metro or facility to reserve an Elastic IP in: annotate the service with "
-        f"{EIP_METRO_ANNOTATION} (or {EIP_FACILITY_ANNOTATION}), or configure METAL_METRO "
+        f"{annotations[0]} (or {annotations[1]}), or configure METAL_METRO "
         "(or METAL_FACILITY)"
     )
 
@@ -192,7 +200,8 @@ class MetalLoadBalancer(LoadBalancer):
         return frozenset({USAGE_TAG, cluster_tag(self.cluster_id)})
 
     def spec_for(self, service: Service) -> ElasticIpSpec:
-        return build_spec(service, self.api.config.metro, self.api.config.facility)
+        config = self.api.config
+        return build_spec(service, config.metro, config.facility, config.eip_annotations)
 
     def get_load_balancer_name(self, cluster_name: str, service: Service) -> str:
         """Upstream's name: the three tags, joined by colons."""
@@ -307,7 +316,7 @@ class MetalLoadBalancer(LoadBalancer):
         from equinix.services import metalv1
 
         if spec.placement is None:
-            raise no_placement()
+            raise no_placement(self.api.config.eip_annotations)
         config = self.api.config
         # As upstream asks: its details, and no reservation left waiting for an approval
         body = metalv1.IPReservationRequestInput(
