@@ -46,11 +46,14 @@ no batch form; upstream's CCM makes one per node too). Its annotations need its 
 one ``getBgpNeighborData``: no listing carries them (a device has no ``bgp_neighbors`` field,
 ``findBgpConfigByProject`` lists sessions without them), and the published document does not
 promise values that could be derived instead (``peer_ips`` is "typically" Metal's gateway,
-``customer_as`` in a local deployment "an internal ASN"). So two requests per new node. Metal
-publishes no request rate for its API (it answers 429 with ``X-RateLimit-Reset``, which the
-client honours), and upstream's CCM sends these two requests for every node with no pacing at
-all, and again at every sync. They go at :data:`~polyccm_packet.api.BACKGROUND_QPS` (200 a
-second: a 1,000-node burst's 2,000 requests in about 10 s, a 5,000-node burst's in about 50 s),
+``customer_as`` in a local deployment "an internal ASN"). Its private network needs the
+device read with its addresses' parent blocks, one ``findDeviceById`` (the project's listing
+shows those blocks by reference only), once per node: the annotation is never rewritten. So
+three requests per new node. Metal publishes no request rate for its API (it answers 429 with
+``X-RateLimit-Reset``, which the client honours), and upstream's CCM sends these requests for
+every node with no pacing at all, and again at every sync. They go at
+:data:`~polyccm_packet.api.BACKGROUND_QPS` (200 a second: a 1,000-node burst's 3,000 requests in
+about 15 s, a 5,000-node burst's in about 75 s),
 and only while node and load-balancer work leaves half the limiter's burst
 (:meth:`~polyccm_packet.api.MetalClient.spare_call`).
 """
