@@ -84,6 +84,23 @@ def test_upstream_elastic_ips_are_adopted_read_only(
 
 
 @pytest.mark.usefixtures("clean_nodes")
+def test_an_account_that_cannot_read_kube_system_is_told_in_one_line(
+    metal: Mapping[str, str], kube_api: KubeApi, control_plane: ControlPlane, namespace: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    # The Elastic IPs' cluster tag is the kube-system UID (metal/loadbalancers.go:74-81
+    # @38d15e2): without it plan could name no load balancer right.
+    make_service(kube_api, namespace, "web")
+    kubeconfig = read_only_kubeconfig(kube_api, control_plane, namespace, tmp_path)
+
+    result = plan(control_plane, kubeconfig)
+
+    assert result.status == 2, result
+    assert "cannot read namespace kube-system, whose UID tags the Elastic IPs" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+@pytest.mark.usefixtures("clean_nodes")
 def test_what_ensure_would_do_create_fail_and_warn(
     metal: Mapping[str, str], kube_api: KubeApi, control_plane: ControlPlane, namespace: str
 ) -> None:
