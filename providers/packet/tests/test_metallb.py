@@ -24,6 +24,7 @@ from polyccm_packet.metallb import (
     BGP_PEERS,
     IP_ADDRESS_POOLS,
     MetalLbController,
+    wanted_pools,
 )
 from polyccm_packet_emulator.testing import MetalApi, provider_controllers, provider_for
 from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
@@ -269,3 +270,24 @@ def test_polyccm_rbac_grants_what_packet_metallb_writes() -> None:
     assert {"create", "update", "delete", "list"} <= set(metallb[0]["verbs"])
     assert any(r.get("apiGroups") == [""] and "configmaps" in r["resources"]
                and {"create", "update"} <= set(r["verbs"]) for r in rules)  # fmt: skip
+
+
+def test_pools_come_from_the_services_address_or_reservation_never_their_status() -> None:
+    # Upstream hands MetalLB spec.loadBalancerIP or the reservation it found or made
+    # (metal/loadbalancers.go:485-509,546@38d15e2), never the Service's status, which MetalLB
+    # clears while no pool holds the address (and the pool would then go).
+    def svc(name: str, **spec: Any) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "shop"},
+                "spec": {"type": "LoadBalancer", **spec},
+                "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.99"}]}}}  # fmt: skip
+
+    reserved = {"reserved": "198.51.100.2"}
+    pools = wanted_pools(
+        [svc("named", loadBalancerIP="198.51.100.1"), svc("reserved"), svc("status-only"),
+         svc("classed", loadBalancerIP="198.51.100.3", loadBalancerClass="example.com/lb")],
+        lambda s: reserved.get(s["metadata"]["name"], ""),
+    )  # fmt: skip
+
+    assert [(p.service, p.address) for p in pools] == [
+        ("named", "198.51.100.1"), ("reserved", "198.51.100.2")
+    ]  # fmt: skip

@@ -144,6 +144,8 @@ def wanted_pools(
         spec = service.get("spec") or {}
         if meta.get("deletionTimestamp") or spec.get("type") != "LoadBalancer":
             continue
+        if spec.get("loadBalancerClass"):  # another implementation's: no CCM ensures it
+            continue
         ip = str(spec.get("loadBalancerIP") or "") or reserved(service)
         if ip and ":" not in ip:
             pools.append(Pool(str(meta.get("namespace")), str(meta.get("name")), ip))
