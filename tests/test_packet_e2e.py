@@ -6,6 +6,7 @@ released after it, and neither the API key nor the BGP password in the log or an
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -64,7 +65,8 @@ def test_polyccm_initialises_devices_peers_them_and_serves_an_elastic_ip(
             assert peers[prefix + "node-asn"] == "65100"
             assert peers[prefix + "peer-asn"] == "65530"
             assert peers[prefix + "peer-ip"] == "169.254.255.1"
-            assert peers[prefix + "bgp-pass"] == PASSWORD
+            # base64, as upstream (metal/loadbalancers.go:348@38d15e2) and kube-vip read it
+            assert base64.b64decode(peers[prefix + "bgp-pass"]).decode() == PASSWORD
             sessions = metal.ok("GET", f"/devices/{device['id']}/bgp/sessions")["bgp_sessions"]
             assert [s["address_family"] for s in sessions] == ["ipv4"]
         config = metal.ok("GET", f"/projects/{metal.project_id}/bgp-config")

@@ -16,14 +16,12 @@ emulator:
    (ids and timestamps aside), with the same Elastic IPs;
 4. the reverse switch: upstream started on what polyccm made changed nothing.
 
-polyccm gets what upstream has compiled in (the API's URL, ``METAL_API_URL``) and the cluster id
-upstream tags with (``METAL_CLUSTER_ID``, the kube-system UID); without the latter the
-Elastic IPs are not adopted: a strict xfail of issue 30, as each remaining difference is.
+polyccm gets only what upstream has compiled in (the API's URL, ``METAL_API_URL``): the cluster
+id both tag with is the kube-system UID, which each reads itself (issue 30).
 """
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
@@ -244,12 +242,11 @@ def switched(
     apply_kube_results(kube_api, FIRST.kube, play.bindings)
     config = state / "cloud-sa.json"
     config.write_text(json.dumps(switch.cloud_config(metal_env)) + "\n")
-    uid = kube_api.get(NAMESPACES, "kube-system")["metadata"]["uid"]
     stack = ExitStack()
     recorder = stack.enter_context(
         Recorder(switch.emulator_base(metal_env), intercept=switch.INTERCEPT)
     )
-    env = {**switch.polyccm_env(metal_env, uid), "METAL_API_URL": recorder.url + "/metal/v1"}
+    env = {**switch.polyccm_env(metal_env), "METAL_API_URL": recorder.url + "/metal/v1"}
     with pytest.MonkeyPatch.context() as patch:
         for name, value in env.items():
             patch.setenv(name, value)
@@ -306,50 +303,24 @@ def test_plan_says_adopt_for_each_service(switched: Switched) -> None:
     }
 
 
-def test_plan_would_change_no_node_but_the_order_of_its_addresses(switched: Switched) -> None:
-    nodes = json.loads(switched.plan.stdout)["nodes"]
-    recorded = FIRST.kube["nodes"]
-    assert {n["node"]: (n["action"], n["providerID"], n["labels"]) for n in nodes} == {
-        name: ("addresses", "", {}) for name in recorded
-    }
-
-    def pairs(addresses: list[dict[str, str]]) -> list[tuple[str, str]]:
-        return sorted((a["type"], a["address"]) for a in addresses)
-
-    assert {n["node"]: pairs(n["addresses"]) for n in nodes} == {
-        name: pairs(node["addresses"]) for name, node in recorded.items()
-    }
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30: node addresses in upstream's order (devices.go nodeAddresses: Hostname "
-    "first, then ExternalIP, InternalIP); polyccm would reorder every node's",
-)
 def test_plan_says_nothing_else(switched: Switched) -> None:
+    # Node addresses in upstream's order, the hostname first (metal/devices.go:99-135@38d15e2)
     document = json.loads(switched.plan.stdout)
     assert (switched.plan.status, document["changes"], document["nodes"]) == (0, False, [])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30: upstream writes spec.loadBalancerIP back (loadbalancers.go:485-500), so "
-    "each of its annotated Services has both; polyccm warns that the annotation is ignored",
-)
 def test_plan_warns_of_nothing(switched: Switched) -> None:
+    # Upstream writes spec.loadBalancerIP back (metal/loadbalancers.go:485-500@38d15e2), so
+    # each of its annotated Services has both, which is no mistake of the user's
     found = plans_by_service(switched.plan, switch.NAMESPACE)
     assert {n: p["problems"] for n, p in found.items()} == {e.name: [] for e in switch.TABLE}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30: the cluster= tag polyccm looks for defaults "
-    "to --cluster-name, not the kube-system namespace UID upstream tags with "
-    "(loadbalancers.go:74-81,111,627)",
-)
 def test_plan_adopts_with_upstreams_config_alone(
     switched: Switched, control_plane: ControlPlane, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The cluster= tag is the kube-system namespace's UID, read by polyccm as by upstream
+    # (metal/loadbalancers.go:74-81,111,627@38d15e2): no METAL_CLUSTER_ID is needed.
     monkeypatch.setenv("METAL_API_URL", switched.polyccm_env["METAL_API_URL"])
     monkeypatch.delenv("METAL_CLUSTER_ID", raising=False)
     plan = run_command(
@@ -368,25 +339,9 @@ def test_polyccm_takes_over_without_a_cloud_write(switched: Switched) -> None:
     assert [str(e) for e in switched.takeover if e.is_write] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30: polyccm adds its own Service annotation "
-    "metal.equinix.com/ip-reservation-id, which upstream never writes",
-)
 def test_polyccm_takes_over_without_changing_a_service(switched: Switched) -> None:
+    # no annotation of polyccm's own (upstream writes none: metal/loadbalancers.go@38d15e2)
     assert switched.after == switched.before
-
-
-def test_polyccm_adds_no_service_annotation_but_the_reservation_id(switched: Switched) -> None:
-    added = {
-        name: {k: v for k, v in seen[0].items() if k not in switched.before[name][0]}
-        for name, seen in switched.after.items()
-    }
-    ids = {ip["tags"][1]: ip["id"] for ip in switch.cloud_state(switched.metal)["elastic_ips"]}
-    assert all(list(a) == ["metal.equinix.com/ip-reservation-id"] for a in added.values())
-    assert sorted(a["metal.equinix.com/ip-reservation-id"] for a in added.values()) == sorted(
-        ids.values()
-    )
 
 
 def test_polyccm_takes_over_with_the_same_service_status(switched: Switched) -> None:
@@ -401,38 +356,13 @@ def test_polyccm_keeps_the_nodes_cloud_fields(switched: Switched) -> None:
     }
 
 
-def test_polyccm_changes_no_node_annotation_but_the_bgp_password(switched: Switched) -> None:
-    for name, (_, _, before) in switched.nodes_before.items():
-        after = switched.nodes_after[name][2]
-        changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
-        assert changed and all(k.endswith("-bgp-pass") for k in changed), (name, changed)
-        # The same password, written plain where upstream base64-encodes it.
-        assert all(base64.b64decode(before[k]).decode() == after[k] for k in changed)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30: upstream writes bgp-peers-{n}-bgp-pass base64 (loadbalancers.go:348), "
-    "as kube-vip decodes it; polyccm rewrites it plain on every node",
-)
 def test_polyccm_keeps_upstreams_node_annotations(switched: Switched) -> None:
+    # bgp-peers-{n}-bgp-pass base64 as upstream writes it (metal/loadbalancers.go:348@38d15e2)
     assert {n: v[2] for n, v in switched.nodes_after.items()} == {
         n: v[2] for n, v in switched.nodes_before.items()
     }
 
 
-def test_polyccm_warns_only_that_an_annotation_beside_the_ip_is_ignored(
-    switched: Switched,
-) -> None:
-    new = [w for w in switched.warnings_after if w not in switched.warnings_before]
-    assert new and all("is ignored: spec.loadBalancerIP" in w for w in new), new
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30: upstream writes spec.loadBalancerIP back (loadbalancers.go:485-500); "
-    "polyccm warns (LoadBalancerWarning) that each annotated Service's annotation is ignored",
-)
 def test_polyccm_takes_over_without_a_warning_event(switched: Switched) -> None:
     assert switched.warnings_after == switched.warnings_before
 
@@ -533,13 +463,8 @@ def test_polyccm_makes_the_cloud_state_upstream_made(polyccm_made: PolyccmMade) 
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30: EIP reservation as upstream: polyccm's details name the Service; "
-    "upstream's say 'Equinix Metal Kubernetes CCM auto-generated for Load Balancer' "
-    "(constants.go:6, loadbalancers.go:442)",
-)
 def test_polyccm_describes_its_elastic_ips_as_upstream(polyccm_made: PolyccmMade) -> None:
+    # upstream's details (metal/constants.go:6, loadbalancers.go:442@38d15e2)
     assert sorted(ip["details"] for ip in polyccm_made.cloud["elastic_ips"]) == sorted(
         ip["details"] for ip in FIRST.cloud["elastic_ips"]
     )
@@ -559,13 +484,9 @@ def request_shapes(writes: list[Exchange]) -> list[tuple[str, str, list[str]]]:
     return sorted(shapes)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30: requests as upstream's: fail_on_approval_required on each reservation "
-    "(loadbalancers.go:448), use_case kubernetes-load-balancer on the BGP config (bgp.go:65), "
-    "sessions with address_family alone (bgp.go:82-84; polyccm adds default_route)",
-)
 def test_polyccm_sends_the_requests_upstream_sent(polyccm_made: PolyccmMade) -> None:
+    # fail_on_approval_required on each reservation (metal/loadbalancers.go:448@38d15e2),
+    # use_case on the BGP config (bgp.go:64), sessions with address_family alone (bgp.go:81-83)
     assert request_shapes(polyccm_made.writes) == request_shapes(FIRST.writes)
 
 

@@ -4,18 +4,56 @@ pass repairs what changed in Metal (a deleted session) with one read for every n
 
 from __future__ import annotations
 
+import base64
+import re
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from polyccm.kube.api import MERGE_PATCH, NODES, KubeApi
-from polyccm_packet.bgp import ANNOTATION_PREFIX, BgpController
+from polyccm_packet.bgp import (
+    ANNOTATION_PREFIX,
+    NETWORK_ANNOTATION,
+    BgpController,
+    peer_annotations,
+)
 from polyccm_packet_emulator.demo import bgp_peers
 from polyccm_packet_emulator.testing import MetalApi, control, provider_controllers, provider_for
 from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
 
 PASSWORD = "BgpMd5Pass7"
+
+
+@dataclass(frozen=True)
+class KubeVipPeering:
+    node_asn: int
+    source: str
+    peer_asn: int
+    peers: list[str]
+    password: str
+
+
+def kube_vip_reads(annotations: Mapping[str, str], prefix: str = "metal.equinix.com") -> Any:
+    """What kube-vip's speaker makes of a node's annotations, by its rule (kube-vip/kube-vip
+    pkg/manager/watch_annotations.go:140-229 at bee5cfe, v1.2.3+24): the ASNs and source of
+    ``bgp-peers-0-``, every ``bgp-peers-N-peer-ip``, and ``bgp-peers-0-bgp-pass`` decoded by
+    Go's base64.StdEncoding, which fails (and the speaker with it) on anything not base64."""
+
+    def first(field: str) -> str:
+        pattern = re.compile(rf"^{re.escape(prefix)}/(bgp-peers-0-)?{field}$")
+        return next((v for k, v in annotations.items() if pattern.match(k)), "")
+
+    ips = re.compile(rf"^{re.escape(prefix)}/(bgp-peers-[0-9]+-)?peer-ip$")
+    encoded = first("bgp-pass")
+    return KubeVipPeering(
+        node_asn=int(first("node-asn")),
+        source=first("src-ip"),
+        peer_asn=int(first("peer-asn")),
+        peers=sorted(v for k, v in annotations.items() if ips.match(k)),
+        password=base64.b64decode(encoded, validate=True).decode() if encoded else "",
+    )
 
 
 def peered(kube_api: KubeApi, names: list[str]) -> bool:
@@ -59,7 +97,16 @@ def test_sessions_and_peers_are_made_once_and_a_pass_repairs_a_deleted_session(
         assert made["createBgpSession"] == 3 and made["getBgpNeighborData"] == 3, made
         assert made["requestBgpConfig"] == 1
         peers = bgp_peers(kube_api.get(NODES, names[0]))
-        assert peers[f"{ANNOTATION_PREFIX}0-bgp-pass"] == PASSWORD
+        # the private network's CIDR, as upstream (metal/loadbalancers.go:320-335, 631-652
+        # @38d15e2) writes it for the speakers
+        device = api.ok("GET", f"/devices/{devices[0]['id']}?include=ip_addresses.parent_block")
+        block = next(ip["parent_block"] for ip in device["ip_addresses"]
+                     if not ip["public"] and ip["address_family"] == 4)  # fmt: skip
+        annotations = kube_api.get(NODES, names[0])["metadata"]["annotations"]
+        assert annotations[NETWORK_ANNOTATION] == f"{block['network']}/{block['cidr']}"
+        # base64, as upstream writes it (metal/loadbalancers.go:348@38d15e2) and kube-vip
+        # decodes it: a plain password failed kube-vip's decoding, and every session with it
+        assert kube_vip_reads(peers).password == PASSWORD
 
         # Heartbeats and label changes of peered nodes ask Metal nothing.
         calls.reset_calls()
@@ -148,3 +195,60 @@ def test_a_term_that_ends_mid_batch_stops_asking_metal(
     made = calls.calls()["createBgpSession"]
     assert stopped_in < 2.0, f"the controller took {stopped_in:.1f} s to stop"
     assert made <= 3, f"{made} sessions created after the term ended"
+
+
+def test_peers_are_the_first_ipv4_neighbours_routers_sorted_with_the_password_encoded() -> None:
+    # Upstream's annotateNode (metal/loadbalancers.go:337-373@38d15e2): the first IPv4
+    # neighbour only (bgp.go:110-117), its peer IPs sorted (353), the password base64 (348).
+    neighbors = [
+        {"address_family": 6, "peer_ips": ["fc00::2"], "customer_as": 65000, "peer_as": 65530},
+        {"address_family": 4, "peer_ips": ["169.254.255.2", "169.254.255.1"],
+         "customer_as": 65000, "peer_as": 65530, "customer_ip": "10.0.0.3",
+         "md5_password": PASSWORD},
+        {"address_family": 4, "peer_ips": ["169.254.255.9"], "customer_as": 65001,
+         "peer_as": 65530, "customer_ip": "10.0.0.3"},
+    ]  # fmt: skip
+
+    written = peer_annotations(neighbors)
+
+    assert kube_vip_reads(written) == KubeVipPeering(
+        65000, "10.0.0.3", 65530, ["169.254.255.1", "169.254.255.2"], PASSWORD
+    )
+    assert [written[f"{ANNOTATION_PREFIX}{n}-peer-ip"] for n in (0, 1)] == [
+        "169.254.255.1", "169.254.255.2"
+    ]  # fmt: skip
+    assert len(written) == 10
+
+
+def test_without_a_password_each_peer_says_so_with_an_empty_value() -> None:
+    # upstream writes bgp-pass whatever the password (metal/loadbalancers.go:348,372@38d15e2)
+    written = peer_annotations([{"address_family": 4, "peer_ips": ["169.254.255.1"],
+                                 "customer_as": 65000, "peer_as": 65530,
+                                 "customer_ip": "10.0.0.3"}])  # fmt: skip
+    assert written[f"{ANNOTATION_PREFIX}0-bgp-pass"] == ""
+    assert kube_vip_reads(written).password == ""
+
+
+@pytest.mark.timeout(60)
+def test_the_annotation_names_are_the_operators_when_set(
+    control_plane: Any, kube_api: KubeApi, clean_nodes: None, metal: Mapping[str, str]
+) -> None:
+    # METAL_ANNOTATION_* rename each annotation, {{n}} the peer's number (metal/config.go:
+    # 153-163, loadbalancers.go:362-366@38d15e2): here for a kube-vip reading its own prefix.
+    (device,) = devices_with_nodes(metal, kube_api, 1, "named")
+    names = {f"METAL_ANNOTATION_{v}": f"kube-vip.io/bgp-peers-{{{{n}}}}-{k}" for k, v in (
+        ("node-asn", "LOCAL_ASN"), ("peer-asn", "PEER_ASN"), ("peer-ip", "PEER_IP"),
+        ("src-ip", "SRC_IP"), ("bgp-pass", "BGP_PASS"))}  # fmt: skip
+    provider = provider_for(metal, METAL_LOAD_BALANCER="kube-vip://", METAL_BGP_PASS=PASSWORD,
+                            METAL_ANNOTATION_NETWORK_IPV4_PRIVATE="kube-vip.io/private",
+                            **names)  # fmt: skip
+
+    with provider_controllers(kube_api, provider, BgpController.for_term):
+        annotations = wait_for(
+            lambda: (a := kube_api.get(NODES, device["hostname"])["metadata"].get("annotations")
+                     or {}) and "kube-vip.io/private" in a and a,
+            30, "the node annotated",
+        )  # fmt: skip
+
+    assert kube_vip_reads(annotations, prefix="kube-vip.io").password == PASSWORD
+    assert not any(k.startswith("metal.equinix.com/") for k in annotations)

@@ -275,12 +275,12 @@ def test_a_bad_url_or_number_is_one_line(environ: dict[str, str], message: str) 
             "ignored, as upstream ignores it, and the ConfigMap is config/config; write "
             "metallb:///<namespace>/<name>, with three slashes",
         ),
+        ("metallb:///lb/c?crdConfiguration=true", ("lb", "c"), ""),
         (
-            "metallb:///lb/c?crdConfiguration=true",
+            "metallb:///lb/c?other=1",
             ("lb", "c"),
-            "METAL_LOAD_BALANCER 'metallb:///lb/c?crdConfiguration=true': "
-            "'?crdConfiguration=true' is ignored: polyccm writes MetalLB's CRDs whenever the "
-            "API server serves them, its ConfigMap otherwise",
+            "METAL_LOAD_BALANCER 'metallb:///lb/c?other=1': 'other' ignored, as upstream ignores "
+            "it (only crdConfiguration is read)",
         ),
     ],
 )
@@ -292,6 +292,22 @@ def test_metallb_names_its_configmap_as_upstream_reads_it(
 
     assert config.metallb_target == target
     assert caplog.messages == ([warning] if warning else [])
+
+
+@pytest.mark.parametrize(
+    ("setting", "crds"),
+    [("metallb:///", False), ("metallb:///lb/c?crdConfiguration=true", True),
+     ("metallb:///?crdConfiguration=1", True), ("metallb:///?crdConfiguration=False", False)],
+)  # fmt: skip
+def test_metallbs_objects_are_chosen_by_upstreams_flag(setting: str, crds: bool) -> None:
+    # metal/loadbalancers/metallb/metallb.go:64,92-99@38d15e2: strconv.ParseBool of
+    # crdConfiguration, false when absent (polyccm chose by what the API served)
+    assert read_config({**BASE, "METAL_LOAD_BALANCER": setting}).metallb_crds is crds
+
+
+def test_a_crd_configuration_that_is_no_boolean_is_one_line() -> None:
+    with pytest.raises(ConfigError, match="crdConfiguration must be true or false, not 'yes'"):
+        read_config({**BASE, "METAL_LOAD_BALANCER": "metallb:///?crdConfiguration=yes"})
 
 
 @pytest.mark.parametrize(
@@ -435,3 +451,16 @@ def test_a_file_whose_use_host_ip_is_no_boolean_is_one_line(tmp_path: Path) -> N
 
     with pytest.raises(ConfigError, match="'eipHealthCheckUseHostIP' must be true or false"):
         load_config_keys(path)
+
+
+def test_the_annotation_names_are_read_from_the_environment_then_the_file(tmp_path: Path) -> None:
+    # metal/config.go:153-163@38d15e2: METAL_ANNOTATION_* over annotation* keys over defaults
+    path = tmp_path / "cloud-sa.json"
+    path.write_text(json.dumps({"apiKey": "k-1", "projectID": "p-1",
+                                "annotationPeerIP": "a.io/{{n}}-peer",
+                                "annotationNetworkIPv4Private": "a.io/net"}))  # fmt: skip
+
+    names = config_from({"METAL_ANNOTATION_PEER_IP": "b.io/{{n}}-ip"}, path).annotation_names
+
+    assert (names.peer("peer-ip", 1), names.network) == ("b.io/1-ip", "a.io/net")
+    assert names.peer("node-asn", 0) == "metal.equinix.com/bgp-peers-0-node-asn"

@@ -10,6 +10,7 @@ from polyccm.cloud import EXTERNAL_IP, HOSTNAME, INTERNAL_IP
 from polyccm.errors import CloudError, InstanceNotFound
 from polyccm.objects import Node
 from polyccm_packet import listing
+from polyccm_packet.instances import ForeignProviderId
 from polyccm_packet_emulator.testing import MetalApi, control, provider_for
 
 
@@ -31,8 +32,10 @@ def test_metadata_names_plan_metro_facility_and_addresses(metal: Mapping[str, st
     # no zone: devices.go:73-96@38d15e2 leaves z empty (v3.8.0 dropped the facility zone,
     # commit 4073567), so no topology.kubernetes.io/zone label; the metro is the region
     assert (found.instance_type, found.region, found.zone) == ("m3.large.x86", "da", "")
+    # upstream's order: the hostname first, then the device's IPv4 addresses as it lists them
+    # (metal/devices.go:99-135@38d15e2)
     assert [(a.type, a.address) for a in found.node_addresses] == [
-        (EXTERNAL_IP, public), (INTERNAL_IP, private), (HOSTNAME, "node-0")
+        (HOSTNAME, "node-0"), (EXTERNAL_IP, public), (INTERNAL_IP, private)
     ]  # fmt: skip
 
 
@@ -115,3 +118,35 @@ def test_bulk_lookups_share_one_listing_and_look_again_for_a_device_it_lacks(
 
     assert control(metal).calls() == {"findProjectDevices": 2}  # listed again for late-0
     assert third["late-0"].provider_id == f"equinixmetal://{late['id']}"  # type: ignore[union-attr]
+
+
+def test_another_clouds_provider_id_is_an_error_and_never_a_deleted_instance(
+    metal: Mapping[str, str],
+) -> None:
+    # Upstream's deviceIDFromProviderID refuses another scheme (metal/devices.go:192-213
+    # @38d15e2) and InstanceExists returns that error (devices.go:40-51), so the node-lifecycle
+    # controller keeps the node; "not found" would delete it.
+    devices = MetalApi(metal).create_devices(2)
+    instances = provider_for(metal).instances_v2()
+    foreign = node("elsewhere", "aws:///us-east-1a/i-0123456789")
+    ours = [node(d["hostname"], f"equinixmetal://{d['id']}") for d in devices]
+
+    with pytest.raises(ForeignProviderId, match="aws:///us-east-1a/i-0123456789"):
+        instances.instance_exists(foreign)
+    found = instances.instances_exist([*ours, foreign])
+
+    assert [found[n.name] for n in ours] == [True, True]
+    assert isinstance(found["elsewhere"], ForeignProviderId)
+
+
+def test_any_device_id_is_asked_for_as_upstream_asks(metal: Mapping[str, str]) -> None:
+    # Upstream takes any non-empty id after the scheme, or a bare one (metal/devices.go:192-213
+    # @38d15e2), and asks Metal: a 404 is a device gone. polyccm answered "no instance" for
+    # anything not shaped like a UUID without asking.
+    calls = control(metal)
+    calls.reset_calls()
+
+    exists = provider_for(metal).instances_v2().instance_exists(node("old", "packet://dev-42"))
+
+    assert exists is False
+    assert calls.calls().get("findDeviceById") == 1

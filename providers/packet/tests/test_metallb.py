@@ -1,7 +1,8 @@
 """``METAL_LOAD_BALANCER=metallb:///<ns>/<configmap>``: MetalLB's configuration kept from the
-services' Elastic IPs and the nodes' BGP peers, in the ``metallb.io`` objects when the API
-serves them (CRDs the tests install) and else in the legacy ConfigMap; against the real API
-server and the Metal emulator, with ``packet-bgp`` and ``packet-metallb`` running."""
+services' Elastic IPs and the nodes' BGP peers, in the legacy ConfigMap, or in the ``metallb.io``
+objects (CRDs the tests install) with ``?crdConfiguration=true``, as upstream
+(metal/loadbalancers/metallb/metallb.go:92-114@38d15e2); against the real API server and the
+Metal emulator, with ``packet-bgp`` and ``packet-metallb`` running."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from polyccm_packet.metallb import (
     BGP_PEERS,
     IP_ADDRESS_POOLS,
     MetalLbController,
+    wanted_pools,
 )
 from polyccm_packet_emulator.testing import MetalApi, provider_controllers, provider_for
 from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
@@ -58,9 +60,11 @@ def metallb_crds(kube_api: KubeApi) -> Iterator[None]:
 
 
 @contextmanager
-def running(kube_api: KubeApi, env: Mapping[str, str], namespace: str) -> Iterator[Any]:
+def running(
+    kube_api: KubeApi, env: Mapping[str, str], namespace: str, query: str = ""
+) -> Iterator[Any]:
     """``packet-bgp`` and ``packet-metallb`` in a term of their own (as the manager runs them)."""
-    provider = provider_for(env, METAL_LOAD_BALANCER=f"metallb:///{namespace}/config",
+    provider = provider_for(env, METAL_LOAD_BALANCER=f"metallb:///{namespace}/config{query}",
                             METAL_BGP_PASS=PASSWORD, METAL_LOCAL_ASN="65100")  # fmt: skip
     with provider_controllers(
         kube_api, provider, BgpController.for_term, MetalLbController.for_term
@@ -71,16 +75,15 @@ def running(kube_api: KubeApi, env: Mapping[str, str], namespace: str) -> Iterat
 def two_nodes_and_a_service(
     kube_api: KubeApi, metal: Mapping[str, str], namespace: str, provider: Any
 ) -> tuple[list[str], str]:
-    """Two devices with their nodes, and a service holding an Elastic IP in its status."""
+    """Two devices with their nodes, and a service whose Elastic IP is reserved. Its status is
+    left empty: the pool comes from the reservation, as upstream's does (MetalLB clears a
+    status whose pool does not exist yet)."""
     devices = MetalApi(metal).create_devices(2, prefix=f"lb-{namespace}")
     for device in devices:
         make_node(kube_api, device["hostname"], provider_id=f"equinixmetal://{device['id']}")
     raw = make_service(kube_api, namespace, "web")
     status = provider.load_balancer().ensure_load_balancer("kubernetes", Service(raw), [])
-    ip = status.ingress[0].ip
-    kube_api.patch(SERVICES, "web", {"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}},
-                   namespace, subresource="status")  # fmt: skip
-    return [d["hostname"] for d in devices], ip
+    return [d["hostname"] for d in devices], status.ingress[0].ip
 
 
 def legacy(kube_api: KubeApi, namespace: str) -> dict[str, Any]:
@@ -120,6 +123,11 @@ def test_without_metallb_crds_the_legacy_configmap_holds_pools_and_peers(
                            for a in ("169.254.255.1", "169.254.255.2")}  # fmt: skip
         peer = config["peers"][0]
         assert (peer["my-asn"], peer["peer-asn"], peer["password"]) == (65100, 65530, PASSWORD)
+        # upstream's nomatch selector records the service using the peer (config.go:395-440)
+        assert peer["node-selectors"][1:] == [{"match-labels": {
+            "nomatch.metal.equinix.com/service-namespace": namespace,
+            "nomatch.metal.equinix.com/service-name": "web",
+        }}]  # fmt: skip
         assert peer["source-address"].startswith("10.64.")
 
         kube_api.delete(NODES, second)
@@ -137,8 +145,39 @@ def test_with_metallb_crds_pools_peers_and_an_advertisement_are_written(
     control_plane: Any, kube_api: KubeApi, namespace: str, clean_nodes: None,
     metal: Mapping[str, str], metallb_crds: None,
 ) -> None:  # fmt: skip
-    with running(kube_api, metal, namespace) as provider:
-        (first, second), ip = two_nodes_and_a_service(kube_api, metal, namespace, provider)
+    # What upstream made before the switch: one of a node's peers (adopted as it is, never
+    # doubled), a peer of a node since gone (removed), and an operator's labelled
+    # advertisement, as upstream's README suggests (kept: polyccm did not make it).
+    devices = MetalApi(metal).create_devices(2, prefix=f"lb-{namespace}")
+    first = str(devices[0]["hostname"])
+    upstream_peer = {
+        "myASN": 65100,
+        "peerASN": 65530,
+        "peerAddress": "169.254.255.1",
+        "nodeSelectors": [{"matchLabels": {"kubernetes.io/hostname": first}}],
+    }
+    kube_api.create(
+        BGP_PEERS, crd(BGP_PEERS, "BGPPeer", f"{first}-0", namespace, upstream_peer), namespace
+    )
+    stale = {
+        **upstream_peer,
+        "nodeSelectors": [{"matchLabels": {"kubernetes.io/hostname": "gone"}}],
+    }
+    kube_api.create(BGP_PEERS, crd(BGP_PEERS, "BGPPeer", "gone-0", namespace, stale), namespace)
+    kube_api.create(
+        BGP_ADVERTISEMENTS,
+        crd(
+            BGP_ADVERTISEMENTS, "BGPAdvertisement", "mine", namespace, {"communities": ["65100:1"]}
+        ),
+        namespace,
+    )
+    with running(kube_api, metal, namespace, "?crdConfiguration=true") as provider:
+        for device in devices:
+            make_node(kube_api, device["hostname"], provider_id=f"equinixmetal://{device['id']}")
+        status = provider.load_balancer().ensure_load_balancer(
+            "kubernetes", Service(make_service(kube_api, namespace, "web")), []
+        )
+        ip, second = status.ingress[0].ip, str(devices[1]["hostname"])
 
         wait_for(
             lambda: (
@@ -150,10 +189,20 @@ def test_with_metallb_crds_pools_peers_and_an_advertisement_are_written(
         )
         pool = kube_api.get(IP_ADDRESS_POOLS, f"{namespace}.web", namespace)
         assert pool["spec"]["addresses"] == [f"{ip}/32"] and pool["spec"]["autoAssign"] is False
+        assert pool["metadata"]["labels"] == {
+            "cloud-provider": "equinix-metal", "service-web": f"namespace-{namespace}"
+        }  # fmt: skip
         adv = kube_api.get(BGP_ADVERTISEMENTS, "equinix-metal-bgp-adv", namespace)
         assert adv["spec"]["ipAddressPools"] == [f"{namespace}.web"]
-        peer = kube_api.get(BGP_PEERS, f"equinix-metal-{first}-1", namespace)["spec"]
-        assert peer["nodeSelectors"] == [{"matchLabels": {"kubernetes.io/hostname": first}}]
+        assert names(kube_api, BGP_PEERS, namespace) == sorted(
+            f"{node}-{n}" for node in (first, second) for n in (0, 1)
+        )
+        peer = kube_api.get(BGP_PEERS, f"{first}-1", namespace)["spec"]
+        assert peer["nodeSelectors"] == [
+            {"matchLabels": {"kubernetes.io/hostname": first}},
+            {"matchLabels": {"nomatch.metal.equinix.com/service-namespace": namespace,
+                             "nomatch.metal.equinix.com/service-name": "web"}},
+        ]  # fmt: skip
         assert (peer["myASN"], peer["peerASN"], peer["peerAddress"]) == (
             65100, 65530, "169.254.255.2"
         )  # fmt: skip
@@ -166,10 +215,7 @@ def test_with_metallb_crds_pools_peers_and_an_advertisement_are_written(
 
         kube_api.delete(NODES, second)
         wait_for(
-            lambda: (
-                names(kube_api, BGP_PEERS, namespace)
-                == [f"equinix-metal-{first}-0", f"equinix-metal-{first}-1"]
-            ),
+            lambda: names(kube_api, BGP_PEERS, namespace) == [f"{first}-0", f"{first}-1"],
             20,
             "peers of a node gone",
         )
@@ -181,13 +227,33 @@ def test_with_metallb_crds_pools_peers_and_an_advertisement_are_written(
         wait_for(
             lambda: (
                 not names(kube_api, IP_ADDRESS_POOLS, namespace)
-                and not names(kube_api, BGP_ADVERTISEMENTS, namespace)
+                and names(kube_api, BGP_ADVERTISEMENTS, namespace) == ["mine"]
+                and not names(kube_api, BGP_PEERS, namespace)
             ),
             20,
-            "pool gone",
+            "pool, advertisement and peers gone, the operator's advertisement kept",
         )
         events = [m for n in (first, second) for _, _, m in events_for(kube_api, "default", n)]
         assert all(PASSWORD not in m for m in events)
+
+
+def crd(resource: Resource, kind: str, name: str, namespace: str, spec: Any) -> dict[str, Any]:
+    return {"apiVersion": resource.group_version, "kind": kind, "spec": spec,
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {"cloud-provider": "equinix-metal"}}}  # fmt: skip
+
+
+@pytest.mark.timeout(90)
+def test_metallbs_crds_are_written_only_when_the_url_asks_for_them(
+    control_plane: Any, kube_api: KubeApi, namespace: str, clean_nodes: None,
+    metal: Mapping[str, str], metallb_crds: None,
+) -> None:  # fmt: skip
+    # Upstream's default is the ConfigMap, CRDs or not (metallb.go:64,92-114@38d15e2): a
+    # cluster switched from it keeps the configuration its MetalLB reads.
+    with running(kube_api, metal, namespace) as provider:
+        two_nodes_and_a_service(kube_api, metal, namespace, provider)
+        wait_for(lambda: legacy(kube_api, namespace).get("address-pools"), 30, "the ConfigMap")
+        assert names(kube_api, IP_ADDRESS_POOLS, namespace) == []
 
 
 def test_polyccm_rbac_grants_what_packet_metallb_writes() -> None:
@@ -204,3 +270,24 @@ def test_polyccm_rbac_grants_what_packet_metallb_writes() -> None:
     assert {"create", "update", "delete", "list"} <= set(metallb[0]["verbs"])
     assert any(r.get("apiGroups") == [""] and "configmaps" in r["resources"]
                and {"create", "update"} <= set(r["verbs"]) for r in rules)  # fmt: skip
+
+
+def test_pools_come_from_the_services_address_or_reservation_never_their_status() -> None:
+    # Upstream hands MetalLB spec.loadBalancerIP or the reservation it found or made
+    # (metal/loadbalancers.go:485-509,546@38d15e2), never the Service's status, which MetalLB
+    # clears while no pool holds the address (and the pool would then go).
+    def svc(name: str, **spec: Any) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "shop"},
+                "spec": {"type": "LoadBalancer", **spec},
+                "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.99"}]}}}  # fmt: skip
+
+    reserved = {"reserved": "198.51.100.2"}
+    pools = wanted_pools(
+        [svc("named", loadBalancerIP="198.51.100.1"), svc("reserved"), svc("status-only"),
+         svc("classed", loadBalancerIP="198.51.100.3", loadBalancerClass="example.com/lb")],
+        lambda s: reserved.get(s["metadata"]["name"], ""),
+    )  # fmt: skip
+
+    assert [(p.service, p.address) for p in pools] == [
+        ("named", "198.51.100.1"), ("reserved", "198.51.100.2")
+    ]  # fmt: skip

@@ -13,14 +13,13 @@ from typing import Any
 
 import pytest
 from polyccm.errors import CloudError
-from polyccm.kube.api import MERGE_PATCH, SERVICES, KubeApi
+from polyccm.kube.api import MERGE_PATCH, NAMESPACES, SERVICES, KubeApi
 from polyccm_packet_emulator.testing import MetalApi, MetalCloudUnderTest, control, provider_for
 from polyccm_testing.devenv.controlplane import ControlPlane
 from polyccm_testing.kubeobjects import make_service
 from polyccm_testing.opstools import CommandResult, listed_orphans, run_command
 
 USAGE = "usage=cloud-provider-equinix-metal-auto"
-CLUSTER = "cluster=kubernetes"  # the default cluster id: --cluster-name
 
 
 def service_tag(namespace: str, name: str) -> str:
@@ -45,22 +44,25 @@ def leaky(metal: Mapping[str, str], kube_api: KubeApi, namespace: str) -> dict[s
     no longer a LoadBalancer (both leaked); and look-alikes of a deleted service's: another
     cluster's, one without the cluster tag, one without the usage tag, an operator's."""
     api = MetalApi(metal)
+    # The cluster's id is upstream's, the kube-system UID (metal/loadbalancers.go:111@38d15e2).
+    cluster = "cluster=" + kube_api.get(NAMESPACES, "kube-system")["metadata"]["uid"]
     for name in ("live", "retyped"):
         make_service(kube_api, namespace, name)
     kube_api.patch(
         SERVICES, "retyped", {"spec": {"type": "ClusterIP"}}, namespace, patch_type=MERGE_PATCH
     )
     gone = service_tag(namespace, "gone")
-    made = {
-        "live": [USAGE, service_tag(namespace, "live"), CLUSTER],
-        "gone": [USAGE, gone, CLUSTER],
-        "retyped": [USAGE, service_tag(namespace, "retyped"), CLUSTER],
+    made: dict[str, list[str]] = {
+        "live": [USAGE, service_tag(namespace, "live"), cluster],
+        "gone": [USAGE, gone, cluster],
+        "retyped": [USAGE, service_tag(namespace, "retyped"), cluster],
         "other-cluster": [USAGE, gone, "cluster=another"],
         "no-cluster": [USAGE, gone],
-        "no-usage": [gone, CLUSTER],
+        "no-usage": [gone, cluster],
         "operator": ["team=web"],
     }
-    return {key: api.request_ip(tags=tags) for key, tags in made.items()}
+    found = {key: api.request_ip(tags=tags) for key, tags in made.items()}
+    return {**found, "cluster": cluster}
 
 
 def test_only_the_leaked_marked_addresses_are_listed_without_a_write(
@@ -79,7 +81,7 @@ def test_only_the_leaked_marked_addresses_are_listed_without_a_write(
     gone = listed[leaky["gone"]["id"]]
     assert gone["kind"] == "elastic-ip"
     assert gone["name"] == f"{leaky['gone']['address']}/32"
-    assert "cluster=kubernetes" in gone["mark"]
+    assert leaky["cluster"] in gone["mark"]
     assert MetalCloudUnderTest(metal).write_calls() == 0, control(metal).calls()
 
 
@@ -102,7 +104,7 @@ def test_delete_yes_releases_exactly_the_orphans(
 def test_delete_keeps_an_address_that_lost_the_marks_and_accepts_one_already_gone(
     leaky: dict[str, Any], metal: Mapping[str, str]
 ) -> None:
-    finder = provider_for(metal).orphans()
+    finder = provider_for(metal, METAL_CLUSTER_ID=leaky["cluster"].split("=")[1]).orphans()
     (listed,) = [
         o for o in finder.find_orphans("kubernetes", [], []) if o.id == leaky["gone"]["id"]
     ]

@@ -51,12 +51,11 @@ def test_upstream_elastic_ips_are_adopted_read_only(
     kube_api: KubeApi,
     control_plane: ControlPlane,
     namespace: str,
-    monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    # Upstream tags with the kube-system namespace's UID: the id a migrating operator gives.
+    # Upstream tags with the kube-system namespace's UID (metal/loadbalancers.go:74-81,111,627
+    # @38d15e2); polyccm reads the same one, with no setting (it used --cluster-name).
     cluster_id = kube_api.get(NAMESPACES, "kube-system")["metadata"]["uid"]
-    monkeypatch.setenv("METAL_CLUSTER_ID", cluster_id)
     api = MetalApi(metal)
     made = {}
     for name in ("web", "api"):
@@ -64,7 +63,10 @@ def test_upstream_elastic_ips_are_adopted_read_only(
         made[name] = api.request_ip(tags=upstream_tags(namespace, name, cluster_id))
     before = set(MetalCloudUnderTest(metal).load_balancer_resources())
     control(metal).reset_calls()
-    kubeconfig = read_only_kubeconfig(kube_api, control_plane, namespace, tmp_path)
+    namespaces = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}
+    kubeconfig = read_only_kubeconfig(
+        kube_api, control_plane, namespace, tmp_path, rules=[namespaces]
+    )
 
     result = plan(control_plane, kubeconfig)
 
@@ -82,10 +84,28 @@ def test_upstream_elastic_ips_are_adopted_read_only(
 
 
 @pytest.mark.usefixtures("clean_nodes")
+def test_an_account_that_cannot_read_kube_system_is_told_in_one_line(
+    metal: Mapping[str, str], kube_api: KubeApi, control_plane: ControlPlane, namespace: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    # The Elastic IPs' cluster tag is the kube-system UID (metal/loadbalancers.go:74-81
+    # @38d15e2): without it plan could name no load balancer right.
+    make_service(kube_api, namespace, "web")
+    kubeconfig = read_only_kubeconfig(kube_api, control_plane, namespace, tmp_path)
+
+    result = plan(control_plane, kubeconfig)
+
+    assert result.status == 2, result
+    assert "cannot read namespace kube-system, whose UID tags the Elastic IPs" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+@pytest.mark.usefixtures("clean_nodes")
 def test_what_ensure_would_do_create_fail_and_warn(
     metal: Mapping[str, str], kube_api: KubeApi, control_plane: ControlPlane, namespace: str
 ) -> None:
-    ours = provider_for(metal).load_balancer()
+    uid = kube_api.get(NAMESPACES, "kube-system")["metadata"]["uid"]
+    ours = provider_for(metal, METAL_CLUSTER_ID=uid).load_balancer()
     make_service(kube_api, namespace, "kept")
     ours.ensure_load_balancer("kubernetes", Service(kube_api.get(SERVICES, "kept", namespace)), [])
     make_service(kube_api, namespace, "fresh")
@@ -100,6 +120,11 @@ def test_what_ensure_would_do_create_fail_and_warn(
     make_service(
         kube_api, namespace, "unheld", lambda s: s["spec"].update(loadBalancerIP="198.51.100.7")
     )
+    operators = MetalApi(metal).request_ip(tags=["team=web"])
+    make_service(
+        kube_api, namespace, "operators",
+        lambda s: s["spec"].update(loadBalancerIP=operators["address"]),
+    )  # fmt: skip
     writes_before = writes(metal)
 
     result = plan(control_plane)
@@ -117,10 +142,15 @@ def test_what_ensure_would_do_create_fail_and_warn(
     assert elsewhere["differences"][0]["detail"] == "reserve a public IPv4 /32 in metro ny"
     assert [p["severity"] for p in elsewhere["problems"]] == ["warning"]
     assert EIP_FACILITY_ANNOTATION in elsewhere["problems"][0]["message"]
-    unheld = found["unheld"]
-    assert unheld["action"] == "fail"
-    assert "198.51.100.7" in unheld["problems"][0]["message"]
-    assert unheld["problems"][0]["eventReason"] == "SyncLoadBalancerFailed"
+    # "adopt" only for a reservation with this cluster's tags for the service: an address named
+    # in spec.loadBalancerIP without them is used as upstream uses it (metal/loadbalancers.go:
+    # 422@38d15e2), never released (280), the project's or not.
+    unheld, operator = found["unheld"], found["operators"]
+    assert (unheld["action"], operator["action"]) == ("update", "update")
+    assert "use 198.51.100.7 as it is" in unheld["differences"][0]["detail"]
+    assert "198.51.100.7 is not an Elastic IP (/32) of project" in unheld["problems"][0]["message"]
+    assert operator["differences"][0]["detail"].startswith(f"use {operators['address']} ")
+    assert operator["problems"] == []
     assert writes(metal) == writes_before
     assert len(MetalCloudUnderTest(metal).elastic_ips()) == 1
 

@@ -12,7 +12,12 @@ on each node what its speaker must peer with, from the device's BGP neighbours::
     metal.equinix.com/bgp-peers-{n}-peer-asn   Metal's ASN
     metal.equinix.com/bgp-peers-{n}-peer-ip    one of Metal's routers
     metal.equinix.com/bgp-peers-{n}-src-ip     the device's private address
-    metal.equinix.com/bgp-peers-{n}-bgp-pass   the MD5 password (only when one is set)
+    metal.equinix.com/bgp-peers-{n}-bgp-pass   the MD5 password, base64 (empty when none)
+
+The peers come from the device's first IPv4 neighbour, its routers in the order of their
+sorted addresses (as upstream's ``annotateNode``, metal/loadbalancers.go:337-373 at 38d15e2;
+kube-vip decodes the password from base64). ``metal.equinix.com/network-4-private`` is the CIDR
+of the device's private network, written once (upstream never rewrites it).
 
 Event-driven, and batched per project: a node is queued when it gets its device (its
 providerID) or when its peer annotations are missing or incomplete, never for a heartbeat of a
@@ -48,17 +53,21 @@ no batch form; upstream's CCM makes one per node too). Its annotations need its 
 one ``getBgpNeighborData``: no listing carries them (a device has no ``bgp_neighbors`` field,
 ``findBgpConfigByProject`` lists sessions without them), and the published document does not
 promise values that could be derived instead (``peer_ips`` is "typically" Metal's gateway,
-``customer_as`` in a local deployment "an internal ASN"). So two requests per new node. Metal
-publishes no request rate for its API (it answers 429 with ``X-RateLimit-Reset``, which the
-client honours), and upstream's CCM sends these two requests for every node with no pacing at
-all, and again at every sync. They go at :data:`~polyccm_packet.api.BACKGROUND_QPS` (200 a
-second: a 1,000-node burst's 2,000 requests in about 10 s, a 5,000-node burst's in about 50 s),
+``customer_as`` in a local deployment "an internal ASN"). Its private network needs the
+device read with its addresses' parent blocks, one ``findDeviceById`` (the project's listing
+shows those blocks by reference only), once per node: the annotation is never rewritten. So
+three requests per new node. Metal publishes no request rate for its API (it answers 429 with
+``X-RateLimit-Reset``, which the client honours), and upstream's CCM sends these requests for
+every node with no pacing at all, and again at every sync. They go at
+:data:`~polyccm_packet.api.BACKGROUND_QPS` (200 a second: a 1,000-node burst's 3,000 requests in
+about 15 s, a 5,000-node burst's in about 75 s),
 and only while node and load-balancer work leaves half the limiter's burst
 (:meth:`~polyccm_packet.api.MetalClient.spare_call`).
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import threading
 import time
@@ -84,6 +93,9 @@ from polyccm.objects import UNINITIALIZED_TAINT, Service, wants_load_balancer
 from polyccm_packet.api import MetalClient, NotFound
 from polyccm_packet.config import MetalConfig
 from polyccm_packet.instances import device_id_from_provider_id
+from polyccm_packet.names import DEFAULT_NETWORK, PEER_FIELDS, AnnotationNames
+
+DEFAULT_NAMES = AnnotationNames()
 
 log = logging.getLogger(__name__)
 
@@ -110,30 +122,63 @@ NO_NEIGHBORS_RETRY = 30.0
 BGP_MODES = ("metallb://", "kube-vip://", "empty://")
 #: The annotations every peer has (``bgp-pass`` too when the project has a password).
 PEER_FIELDS = ("node-asn", "peer-asn", "peer-ip", "src-ip")
+#: What the project's BGP is for, as upstream says when it requests it.
+USE_CASE = "kubernetes-load-balancer"
+#: The CIDR of the node's private network (upstream's annotation, for the speakers' routes).
+NETWORK_ANNOTATION = DEFAULT_NETWORK
 
 
-def peer_annotations(neighbors: list[Mapping[str, Any]]) -> dict[str, str]:
-    """The annotations for a device's IPv4 neighbours, one numbered peer per router."""
+def encoded_password(md5: str) -> str:
+    """The ``bgp-pass`` annotation's value: the password base64-encoded, as upstream writes it
+    and kube-vip decodes it (an empty password is an empty value, written all the same)."""
+    return base64.b64encode(md5.encode()).decode()
+
+
+def decoded_password(value: str) -> str:
+    """The password a ``bgp-pass`` annotation holds (kube-vip's reading: base64); a value that
+    is no base64 (written plain by an older polyccm, until a pass rewrites it) as it is."""
+    try:
+        return base64.b64decode(value.encode(), validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        return value
+
+
+def peer_annotations(
+    neighbors: list[Mapping[str, Any]], names: AnnotationNames = DEFAULT_NAMES
+) -> dict[str, str]:
+    """The annotations for a device's first IPv4 neighbour, one numbered peer per router in
+    the order of their sorted addresses, as upstream's annotateNode writes them."""
+    neighbor = next((n for n in neighbors if int(n.get("address_family", 4)) == 4), None)
+    if neighbor is None:
+        return {}
     found: dict[str, str] = {}
-    n = 0
-    for neighbor in neighbors:
-        if int(neighbor.get("address_family", 4)) != 4:
-            continue
-        for peer_ip in neighbor.get("peer_ips") or ():
-            prefix = f"{ANNOTATION_PREFIX}{n}-"
-            found[prefix + "node-asn"] = str(neighbor.get("customer_as", ""))
-            found[prefix + "peer-asn"] = str(neighbor.get("peer_as", ""))
-            found[prefix + "peer-ip"] = str(peer_ip)
-            found[prefix + "src-ip"] = str(neighbor.get("customer_ip", ""))
-            if neighbor.get("md5_password"):
-                found[prefix + "bgp-pass"] = str(neighbor["md5_password"])
-            n += 1
+    for n, peer_ip in enumerate(sorted(str(ip) for ip in neighbor.get("peer_ips") or ())):
+        found[names.peer("node-asn", n)] = str(neighbor.get("customer_as", ""))
+        found[names.peer("peer-asn", n)] = str(neighbor.get("peer_as", ""))
+        found[names.peer("peer-ip", n)] = peer_ip
+        found[names.peer("src-ip", n)] = str(neighbor.get("customer_ip", ""))
+        found[names.peer("bgp-pass", n)] = encoded_password(str(neighbor.get("md5_password") or ""))
     return found
 
 
-def peer_annotations_of(annotations: Mapping[str, str]) -> dict[str, str]:
-    """The ``bgp-peers-*`` annotations among ``annotations``."""
-    return {k: v for k, v in annotations.items() if k.startswith(ANNOTATION_PREFIX)}
+def private_network(device: Mapping[str, Any]) -> str:
+    """The ``network/cidr`` of the block holding the device's private management IPv4 address
+    (its ``parent_block``), as upstream's getNodePrivateNetwork finds it; empty when none."""
+    for ip in device.get("ip_addresses") or ():
+        if ip.get("public") or not ip.get("management") or ip.get("address_family") != 4:
+            continue
+        parent = ip.get("parent_block") or {}
+        if parent.get("network") and parent.get("cidr"):
+            return f"{parent['network']}/{parent['cidr']}"
+        return ""
+    return ""
+
+
+def peer_annotations_of(
+    annotations: Mapping[str, str], names: AnnotationNames = DEFAULT_NAMES
+) -> dict[str, str]:
+    """The peer annotations (``bgp-peers-*`` by default) among ``annotations``."""
+    return names.peers_of(annotations)
 
 
 @dataclass(frozen=True)
@@ -145,24 +190,36 @@ class ProjectState:
     sessions: frozenset[str]
     """Devices that have an IPv4 session."""
 
-    def peered(self, annotations: Mapping[str, str]) -> bool:
+    def peered(
+        self, annotations: Mapping[str, str], names: AnnotationNames = DEFAULT_NAMES
+    ) -> bool:
         """Whether ``annotations`` name at least one peer, each complete, with this project's
-        ASN and exactly its password (none when it has none)."""
-        peers = peer_annotations_of(annotations)
-        count = 0
-        while f"{ANNOTATION_PREFIX}{count}-peer-ip" in peers:
-            count += 1
-        expected = {f"{ANNOTATION_PREFIX}{n}-{f}" for n in range(count) for f in PEER_FIELDS}
-        if self.md5:
-            expected |= {f"{ANNOTATION_PREFIX}{n}-bgp-pass" for n in range(count)}
+        ASN and exactly its password, encoded (empty when it has none)."""
+        peers = names.peers_of(annotations)
+        count = names.count(peers)
+        expected = {names.peer(f, n) for n in range(count) for f in PEER_FIELDS}
+        password = encoded_password(self.md5)
         return (
             count > 0
             and set(peers) == expected
-            and all(peers[f"{ANNOTATION_PREFIX}{n}-node-asn"] == str(self.asn)
-                    for n in range(count))
-            and all(peers.get(f"{ANNOTATION_PREFIX}{n}-bgp-pass", "") == self.md5
-                    for n in range(count))
-        )  # fmt: skip
+            and all(peers[names.peer("node-asn", n)] == str(self.asn) for n in range(count))
+            and all(peers[names.peer("bgp-pass", n)] == password for n in range(count))
+        )
+
+
+def _session_input(**fields: Any) -> Any:
+    """A ``BGPSessionInput`` that sends only the fields given, as upstream's does (the model
+    would add ``default_route: false``, a policy upstream never sets)."""
+    from equinix.services import metalv1
+
+    class SessionInput(metalv1.BGPSessionInput):  # type: ignore[misc]
+        def to_dict(self) -> dict[str, Any]:
+            fields: dict[str, Any] = self.model_dump(
+                by_alias=True, exclude_unset=True, exclude_none=True
+            )
+            return fields
+
+    return SessionInput(**fields)
 
 
 def device_of(session: Mapping[str, Any]) -> str:
@@ -209,8 +266,13 @@ class ProjectBgp:
     def _request(self) -> None:
         from equinix.services import metalv1
 
+        # Upstream's request (bgp.go enableBGP); the SDK refuses an empty md5, which upstream
+        # sends when it has no password: none is sent then, which Metal reads the same way.
         request = metalv1.BgpConfigRequestInput(
-            asn=self.config.local_asn, deployment_type="local", md5=self.config.bgp_pass or None
+            asn=self.config.local_asn,
+            deployment_type="local",
+            md5=self.config.bgp_pass or None,
+            use_case=USE_CASE,
         )
         self.api.spare_call("bgp.request_bgp_config", self.config.project_id, request)
         log.info("enabled BGP on project %s with ASN %d", self.config.project_id,
@@ -218,13 +280,18 @@ class ProjectBgp:
 
     def create_session(self, device_id: str) -> str:
         """A new IPv4 session for the device; its id."""
-        from equinix.services import metalv1
 
         made = self.api.spare_call(
-            "devices.create_bgp_session", device_id,
-            metalv1.BGPSessionInput(address_family="ipv4"),
-        )  # fmt: skip
+            "devices.create_bgp_session", device_id, _session_input(address_family="ipv4")
+        )
         return str((made or {}).get("id", ""))
+
+    def private_network(self, device_id: str) -> str:
+        """The device's private network (:func:`private_network`), one read of the device."""
+        device = self.api.spare_call(
+            "devices.find_device_by_id", device_id, include=["ip_addresses.parent_block"]
+        )
+        return private_network(device or {})
 
     def neighbors(self, device_id: str) -> list[Mapping[str, Any]]:
         body = self.api.spare_call("devices.get_bgp_neighbor_data", device_id) or {}
@@ -323,13 +390,15 @@ class BgpController(Controller):
         with self._lock:
             if node.name in self._waiting:
                 return
-        if _looks_peered(node.annotations):
+        names = self.bgp.config.annotation_names
+        if _looks_peered(node.annotations, names):
             return
         newly_selected = self.selected(node) and not self.selected(before)  # a label changed
         if (
             newly_selected
             or node.provider_id != before.provider_id
-            or peer_annotations_of(node.annotations) != peer_annotations_of(before.annotations)
+            or peer_annotations_of(node.annotations, names)
+            != peer_annotations_of(before.annotations, names)
         ):
             self.queue.add(node.name)
 
@@ -447,8 +516,10 @@ class BgpController(Controller):
         device_id = device_id_from_provider_id(node.provider_id)
         if device_id is None:
             return  # not initialised yet: the update that sets providerID queues it again
-        current = peer_annotations_of(node.annotations)
-        if device_id in project.sessions and project.peered(current):
+        names = self.bgp.config.annotation_names
+        current = peer_annotations_of(node.annotations, names)
+        network_known = names.network in node.annotations
+        if device_id in project.sessions and project.peered(current, names) and network_known:
             return
         if device_id not in project.sessions:
             session = self.bgp.create_session(device_id)
@@ -457,19 +528,23 @@ class BgpController(Controller):
                 self.context.recorder.event(node.raw, "Normal", "BGPSessionCreated", message)
             else:  # a new node's (a burst would crowd the node and service Events out)
                 log.info("%s: %s: %s", self.name, node.name, message)
-        wanted = peer_annotations(self.bgp.neighbors(device_id))
+        wanted = peer_annotations(self.bgp.neighbors(device_id), names)
         if not wanted:
             raise RetryAfter(f"device {device_id} has no BGP neighbours yet", NO_NEIGHBORS_RETRY)
-        if current == wanted:
-            return
         patch: dict[str, str | None] = {k: None for k in current if k not in wanted}
-        patch.update(wanted)
+        patch.update({k: v for k, v in wanted.items() if current.get(k) != v})
+        if not network_known:
+            network = self.bgp.private_network(device_id)
+            if network:
+                patch[names.network] = network
+        if not patch:
+            return
         self.context.api.patch(
             NODES, node.name, {"metadata": {"annotations": patch}}, patch_type=MERGE_PATCH
         )
 
 
-def _looks_peered(annotations: Mapping[str, str]) -> bool:
+def _looks_peered(annotations: Mapping[str, str], names: AnnotationNames) -> bool:
     """Whether the first peer's annotations are all there (the project is not read here: a
     pass compares them with its ASN and password)."""
-    return all(f"{ANNOTATION_PREFIX}0-{field}" in annotations for field in PEER_FIELDS)
+    return all(names.peer(field, 0) in annotations for field in PEER_FIELDS)

@@ -33,7 +33,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, parse_qs, urlsplit
 
 from polyccm import inputs, logredact
 from polyccm.configkeys import warn_unknown_keys
@@ -43,6 +43,7 @@ from polyccm.inputs import quoted
 from polyccm.urls import plain_url, secret_url
 
 from polyccm_packet.selector import EVERYTHING, Selector, parse_selector
+from polyccm_packet.names import AnnotationNames
 
 log = logging.getLogger(__name__)
 
@@ -80,18 +81,37 @@ FILE_KEYS: dict[str, tuple[str, type]] = {
     "apiserverport": ("apiServerPort", int), "bgpnodeselector": ("bgpNodeSelector", str),
     "eiphealthcheckusehostip": ("eipHealthCheckUseHostIP", bool),
     "loadbalancerid": ("loadBalancerID", str),
+    "annotationlocalasn": ("annotationLocalASN", str),
+    "annotationpeerasn": ("annotationPeerASN", str), "annotationpeerip": ("annotationPeerIP", str),
+    "annotationsrcip": ("annotationSrcIP", str), "annotationbgppass": ("annotationBGPPass", str),
+    "annotationnetworkipv4private": ("annotationNetworkIPv4Private", str),
+    "annotationeipmetro": ("annotationEIPMetro", str),
+    "annotationeipfacility": ("annotationEIPFacility", str),
 }  # fmt: skip
 #: The other keys of upstream's Config (metal/config.go), folded: read there, not here.
 UNUSED_FILE_KEYS = frozenset(key.lower() for key in (
-    "annotationLocalASN", "annotationPeerASN", "annotationPeerIP", "annotationSrcIP",
-    "annotationBGPPass", "annotationNetworkIPv4Private", "annotationEIPMetro",
-    "annotationEIPFacility", "useCRDForMetalLB",
+    "useCRDForMetalLB",
 ))  # fmt: skip
 #: What polyccm says of Equinix Metal Load Balancers (``emlb://``, ``loadBalancerID``).
 EMLB_GONE = (
     "Equinix Metal Load Balancers (emlb) ended with Equinix Metal on 2026-06-30; use "
     "metallb://, kube-vip:// or empty:// (Elastic IPs over BGP)"
 )
+
+
+DEFAULT_NAMES = AnnotationNames()
+#: Upstream's Service annotations for a new Elastic IP's place (metal/constants.go:13-14).
+DEFAULT_EIP_METRO = "metal.equinix.com/eip-metro"
+DEFAULT_EIP_FACILITY = "metal.equinix.com/eip-facility"
+#: Each annotation name's variable and key (upstream's, metal/config.go:153-163 at 38d15e2).
+ANNOTATION_SETTINGS = {
+    "node_asn": ("METAL_ANNOTATION_LOCAL_ASN", "annotationLocalASN"),
+    "peer_asn": ("METAL_ANNOTATION_PEER_ASN", "annotationPeerASN"),
+    "peer_ip": ("METAL_ANNOTATION_PEER_IP", "annotationPeerIP"),
+    "src_ip": ("METAL_ANNOTATION_SRC_IP", "annotationSrcIP"),
+    "bgp_pass": ("METAL_ANNOTATION_BGP_PASS", "annotationBGPPass"),
+    "network": ("METAL_ANNOTATION_NETWORK_IPV4_PRIVATE", "annotationNetworkIPv4Private"),
+}
 
 
 @dataclass(frozen=True)
@@ -119,7 +139,8 @@ class MetalConfig:
     metadata_url: str = DEFAULT_METADATA_URL
     """``METAL_METADATA_URL``: the device metadata service's root."""
     cluster_id: str = ""
-    """The cluster's id in the Elastic IPs' ``cluster=`` tag (``--cluster-name`` by default)."""
+    """``METAL_CLUSTER_ID`` or ``clusterID`` (polyccm's own): the id in the Elastic IPs'
+    ``cluster=`` tag in place of the ``kube-system`` UID (:mod:`polyccm_packet.identity`)."""
     eip_tag: str = ""
     """``METAL_EIP_TAG`` or ``eipTag``: the tag of the control plane's Elastic IP (cluster-api's
     template passes it); empty: no control-plane Elastic IP is managed."""
@@ -132,6 +153,11 @@ class MetalConfig:
     eip_health_check_use_host_ip: bool = False
     """``METAL_EIP_HEALTH_CHECK_USE_HOST_IP`` or ``eipHealthCheckUseHostIP``: health-check a
     control-plane node at its own address rather than through the Elastic IP."""
+    annotation_names: AnnotationNames = DEFAULT_NAMES
+    """``METAL_ANNOTATION_*`` or ``annotation*``: the names of the nodes' BGP annotations."""
+    eip_annotations: tuple[str, str] = (DEFAULT_EIP_METRO, DEFAULT_EIP_FACILITY)
+    """``METAL_ANNOTATION_EIP_METRO``/``_FACILITY`` or ``annotationEIP*``: the names of the
+    Service annotations choosing where a new Elastic IP goes."""
     qps: float = DEFAULT_QPS
     burst: int = DEFAULT_BURST
 
@@ -141,6 +167,12 @@ class MetalConfig:
             f"facility={self.facility!r}, load_balancer={self.load_balancer!r}, "
             f"local_asn={self.local_asn}, api_url={self.api_url!r})"
         )
+
+    @property
+    def metallb_crds(self) -> bool:
+        """``?crdConfiguration=true`` on a ``metallb://`` URL: MetalLB's ``metallb.io``
+        objects, not its ConfigMap (upstream's flag and default)."""
+        return crd_configuration(_split_load_balancer(self.load_balancer))
 
     @property
     def metallb_target(self) -> tuple[str, str] | None:
@@ -157,6 +189,27 @@ def metallb_target(parts: SplitResult) -> tuple[str, str]:
     path = parts.path.removeprefix("/").removesuffix("/")
     namespace, _, name = path.partition("/")
     return (namespace or DEFAULT_METALLB_TARGET[0], name or DEFAULT_METALLB_TARGET[1])
+
+
+#: The words Go's strconv.ParseBool takes, as upstream parses ``crdConfiguration``.
+_GO_BOOLS = {
+    **dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
+    **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False),
+}
+
+
+def crd_configuration(parts: SplitResult) -> bool:
+    """The ``crdConfiguration`` flag of a ``metallb://`` URL's query (false when absent, as
+    upstream's metallb.go:92-99 at 38d15e2); :class:`ConfigError` for a value that is no Go
+    boolean (upstream panics)."""
+    values = parse_qs(parts.query, keep_blank_values=True).get("crdConfiguration")
+    if values is None:
+        return False
+    if values[0] not in _GO_BOOLS:
+        raise ConfigError(
+            f"METAL_LOAD_BALANCER: crdConfiguration must be true or false, not {quoted(values[0])}"
+        )
+    return _GO_BOOLS[values[0]]
 
 
 def _split_load_balancer(value: str) -> SplitResult:
@@ -199,12 +252,12 @@ def check_load_balancer(value: str) -> str:
             "ConfigMap is %s/%s; write metallb:///<namespace>/<name>, with three slashes",
             quoted(value), quoted(parts.netloc), namespace, name,
         )  # fmt: skip
-    extra = re.search(r"[?#].*", value)
-    if extra:
+    crd_configuration(parts)
+    others = sorted(set(parse_qs(parts.query, keep_blank_values=True)) - {"crdConfiguration"})
+    if others or parts.fragment:
         log.warning(
-            "METAL_LOAD_BALANCER %s: %s is ignored: polyccm writes MetalLB's CRDs whenever the "
-            "API server serves them, its ConfigMap otherwise",
-            quoted(value), quoted(extra.group()),
+            "METAL_LOAD_BALANCER %s: %s ignored, as upstream ignores it (only crdConfiguration "
+            "is read)", quoted(value), quoted(", ".join(others) or "#" + parts.fragment),
         )  # fmt: skip
     return value
 
@@ -267,9 +320,8 @@ def _json_kind(value: object) -> str:
 
 
 def read_config(
-    environ: Mapping[str, str], file_keys: Mapping[str, object] | None = None, *,
-    cluster_name: str = "kubernetes",
-) -> MetalConfig:  # fmt: skip
+    environ: Mapping[str, str], file_keys: Mapping[str, object] | None = None
+) -> MetalConfig:
     """The settings from ``file_keys`` (the parsed ``--cloud-config``) overridden by
     ``environ``; :class:`ConfigError` naming the key for a missing key or project, a bad ASN,
     an unknown load-balancer mode or a non-http(s) base URL."""
@@ -323,11 +375,18 @@ def read_config(
         bgp_pass=bgp_pass,
         api_url=api_url.rstrip("/"),
         metadata_url=metadata_url,
-        cluster_id=pick(("METAL_CLUSTER_ID",), "clusterID") or cluster_name,
+        cluster_id=pick(("METAL_CLUSTER_ID",), "clusterID"),
         eip_tag=pick(("METAL_EIP_TAG",), "eipTag"),
         api_server_port=_api_server_port(pick(("METAL_API_SERVER_PORT",), "apiServerPort")),
         bgp_node_selector=parse_selector(pick(("METAL_BGP_NODE_SELECTOR",), "bgpNodeSelector")),
         eip_health_check_use_host_ip=_use_host_ip(environ, keys),
+        eip_annotations=eip_annotations(environ, keys),
+        annotation_names=AnnotationNames(
+            **{
+                field: pick((variable,), key) or getattr(DEFAULT_NAMES, field)
+                for field, (variable, key) in ANNOTATION_SETTINGS.items()
+            }
+        ),
     )
 
 
@@ -360,6 +419,18 @@ def placement(environ: Mapping[str, str], file_keys: Mapping[str, object]) -> tu
     return (
         _pick(environ, file_keys, ("METAL_METRO", "METAL_METRO_NAME"), "metro"),
         _pick(environ, file_keys, ("METAL_FACILITY", "METAL_FACILITY_NAME"), "facility"),
+    )
+
+
+def eip_annotations(environ: Mapping[str, str], file_keys: Mapping[str, object]) -> tuple[str, str]:
+    """The names of the Service annotations for a new Elastic IP's metro and facility
+    (upstream's unless renamed, metal/config.go:165-167 at 38d15e2), as :func:`read_config`
+    reads them (``polyccm check-service`` too)."""
+    return (
+        _pick(environ, file_keys, ("METAL_ANNOTATION_EIP_METRO",), "annotationEIPMetro")
+        or DEFAULT_EIP_METRO,
+        _pick(environ, file_keys, ("METAL_ANNOTATION_EIP_FACILITY",), "annotationEIPFacility")
+        or DEFAULT_EIP_FACILITY,
     )
 
 

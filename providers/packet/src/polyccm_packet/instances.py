@@ -1,19 +1,21 @@
 """InstancesV2 on Metal devices: lookups by providerID, then by hostname, singly or by pages.
 
 A node's device is ``equinixmetal://<device id>``; ``packet://<id>`` (the Packet CCM's) and a
-bare device id are read the same way. Before the node has a providerID its device is the
-project's device whose hostname is the node's name. Type is the plan's slug, region the metro's
-code, and no zone (upstream's since v3.8.0); a device without a private or a public IPv4
-address is an error, as upstream's. Exists is false only when the API answers 404 (or the project
-has no such device); a device in state ``inactive`` (powered off) is shut down. Bulk lookups
-answer every node of a batch from one listing of the project's devices
-(:class:`~polyccm_packet.listing.ProjectDevices`), which the batches of a burst share: N nodes
-cost about N/200 requests, however many batches the node controller makes of them.
+bare device id are read the same way, whatever the id looks like (upstream asks Metal about
+any non-empty one: a 404 is a device gone). A providerID of another scheme is an error, never
+"no such instance": the node-lifecycle controller keeps its node, as upstream's error keeps it.
+Before the node has a providerID its device is the project's device whose hostname is the node's
+name. Type is the plan's slug, region the metro's code, and no zone (upstream's since v3.8.0); a
+device without a private or a public IPv4 address is an error, as upstream's. Exists is false
+only when the API answers 404 (or the project has no such device); a device in state
+``inactive`` (powered off) is shut down. Bulk lookups answer every node of a batch from one
+listing of the project's devices (:class:`~polyccm_packet.listing.ProjectDevices`), which the
+batches of a burst share: N nodes cost about N/200 requests, however many batches the node
+controller makes of them.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,20 +37,40 @@ PREFIX = "equinixmetal://"
 LEGACY_PREFIX = "packet://"
 #: Below this many nodes a bulk lookup asks device by device (unless a listing is kept).
 BULK_THRESHOLD = 3
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+SCHEMES = ("equinixmetal", "packet")
 
 Device = Mapping[str, Any]
 
 
+class ForeignProviderId(CloudError):
+    """A node's providerID names no Metal device (another cloud's scheme)."""
+
+
+def device_id_of(provider_id: str) -> str | None:
+    """The device id of ``equinixmetal://ID``, ``packet://ID`` (also with three slashes) or a
+    bare ``ID``, as upstream's deviceIDFromProviderID reads them; ``None`` for an empty one.
+    Raises :class:`ForeignProviderId` for another scheme or an empty id."""
+    if not provider_id:
+        return None
+    parts = provider_id.split("://")
+    if len(parts) == 1:
+        return provider_id
+    device_id = parts[1].lstrip("/") if len(parts) == 2 and parts[0] in SCHEMES else ""
+    if not device_id:
+        raise ForeignProviderId(
+            f"providerID {provider_id!r} names no Equinix Metal device "
+            f"(equinixmetal://<device id>); the node is kept"
+        )
+    return device_id
+
+
 def device_id_from_provider_id(provider_id: str) -> str | None:
-    """The device id of ``equinixmetal://ID``, ``packet://ID`` or a bare ``ID`` (also with
-    three slashes); ``None`` for anything else."""
-    text = provider_id
-    for prefix in (PREFIX, LEGACY_PREFIX):
-        if text.startswith(prefix):
-            text = text[len(prefix) :].lstrip("/")
-            break
-    return text if _UUID.match(text) else None
+    """:func:`device_id_of`, with ``None`` for a providerID of another scheme too (BGP skips
+    such a node)."""
+    try:
+        return device_id_of(provider_id)
+    except ForeignProviderId:
+        return None
 
 
 def provider_id_of(device: Device) -> str:
@@ -72,24 +94,24 @@ def check_addresses(device: Device, provided_ip: str = "") -> None:
 
 
 def metadata_of(device: Device) -> InstanceMetadata:
-    """What the node controller writes for ``device``. No zone: upstream v3.8.0 stopped
-    giving the facility as one (metros are regions, facilities went with the product's end)."""
-    external: list[NodeAddress] = []
-    internal: list[NodeAddress] = []
+    """What the node controller writes for ``device``: its addresses in upstream's order, the
+    hostname first, then each IPv4 address as the device lists it, once. No zone: upstream
+    v3.8.0 stopped giving the facility as one."""
+    addresses = [NodeAddress(HOSTNAME, str(device.get("hostname", "")))]
+    seen = {addresses[0].address}
     for ip in device.get("ip_addresses") or ():
-        if ip.get("address_family") != 4 or not ip.get("address"):
+        address = str(ip.get("address") or "")
+        if ip.get("address_family") != 4 or not address or address in seen:
             continue
-        (external if ip.get("public") else internal).append(
-            NodeAddress(EXTERNAL_IP if ip.get("public") else INTERNAL_IP, str(ip["address"]))
-        )
-    addresses = (*external, *internal, NodeAddress(HOSTNAME, str(device.get("hostname", ""))))
+        seen.add(address)
+        addresses.append(NodeAddress(EXTERNAL_IP if ip.get("public") else INTERNAL_IP, address))
     plan = device.get("plan")
     return InstanceMetadata(
         provider_id=provider_id_of(device),
         instance_type=str(plan.get("slug", "")) if isinstance(plan, Mapping) else "",
         region=_code(device.get("metro")),
         zone="",
-        node_addresses=addresses,
+        node_addresses=tuple(addresses),
     )
 
 
@@ -105,16 +127,15 @@ class MetalInstances(InstancesV2):
         self.devices = devices or ProjectDevices(api)
 
     def device(self, node: Node) -> Device:
-        """The node's device: by providerID, else by hostname; :class:`InstanceNotFound`."""
-        device_id = device_id_from_provider_id(node.provider_id)
+        """The node's device: by providerID, else by hostname; :class:`InstanceNotFound`, or
+        :class:`ForeignProviderId` for another cloud's providerID."""
+        device_id = device_id_of(node.provider_id)
         if device_id is not None:
             try:
                 found: Device = self.api.call("devices.find_device_by_id", device_id)
             except NotFound:
                 raise InstanceNotFound(f"device {device_id} of node {node.name}") from None
             return found
-        if node.provider_id:
-            raise InstanceNotFound(f"node {node.name}: {node.provider_id} is not a Metal device")
         for device in self.project_devices(hostname=node.name):
             if device.get("hostname") == node.name:
                 return dict(device)
@@ -150,6 +171,13 @@ class MetalInstances(InstancesV2):
         """Each node's device (or InstanceNotFound) from a shared listing: a current one when
         ``current`` is set, else one up to its TTL old; a node an older listing lacks is looked
         for again in a current one, so "not found" is never stale."""
+        foreign: dict[str, Device | Exception] = {}
+        for node in nodes:
+            try:
+                device_id_of(node.provider_id)
+            except ForeignProviderId as error:
+                foreign[node.name] = error
+        nodes = [node for node in nodes if node.name not in foreign]
         asked = self.devices.clock() - CURRENT
         listing = self.devices.listing(started_after=asked if current else None)
         found = {node.name: _match(listing, node) for node in nodes}
@@ -158,8 +186,11 @@ class MetalInstances(InstancesV2):
             listing = self.devices.listing(started_after=asked)
             found.update((node.name, _match(listing, node)) for node in missing)
         return {
-            name: device if device is not None else InstanceNotFound(f"no device for {name}")
-            for name, device in found.items()
+            **{
+                name: device if device is not None else InstanceNotFound(f"no device for {name}")
+                for name, device in found.items()
+            },
+            **foreign,
         }
 
     def instances_metadata(
@@ -176,8 +207,8 @@ class MetalInstances(InstancesV2):
     def instances_exist(self, nodes: Sequence[Node]) -> Mapping[str, bool | Exception]:
         if len(nodes) < BULK_THRESHOLD:
             return super().instances_exist(nodes)
-        return {
-            name: not isinstance(d, Exception)
+        return {  # not found is False; another cloud's providerID stays an error
+            name: d if isinstance(d, ForeignProviderId) else not isinstance(d, Exception)
             for name, d in self._bulk(nodes, current=True).items()
         }
 
@@ -201,9 +232,7 @@ def _checked(device: Device, provided_ip: str) -> InstanceMetadata | Exception:
 
 def _match(listing: Listing, node: Node) -> Device | None:
     """``node``'s device in ``listing``: by providerID, else (none set) by hostname."""
-    device_id = device_id_from_provider_id(node.provider_id)
+    device_id = device_id_of(node.provider_id)
     if device_id is not None:
         return listing.by_id.get(device_id)
-    if node.provider_id:
-        return None
     return listing.by_hostname.get(node.name)

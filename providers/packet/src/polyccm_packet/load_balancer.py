@@ -3,11 +3,17 @@
 Metal has no load balancer to create. As upstream's CCM does, each ``type: LoadBalancer``
 service gets a public IPv4 /32 reserved in the cluster's metro (or facility), tagged
 ``usage=cloud-provider-equinix-metal-auto``, ``service=<base64 sha256 of ns/name>`` and
-``cluster=<id>``; that address goes into the service's status and the cluster announces it by
-BGP (MetalLB or kube-vip, see :mod:`polyccm_packet.bgp`). The reservation is always looked up
-by those tags before one is requested, so a restart or a new leader finds the address a former
-term reserved instead of reserving a second. A ``spec.loadBalancerIP`` that names an address the
-project already reserved is used as it is and never released: it belongs to the operator.
+``cluster=<UID of kube-system>`` (:mod:`polyccm_packet.identity`); that address goes into the
+service's status and the cluster announces it by BGP (MetalLB or kube-vip, see
+:mod:`polyccm_packet.bgp`). The reservation is always looked up by those tags before one is
+requested, so a restart or a new leader finds the address a former term reserved instead of
+reserving a second. The address is written back into ``spec.loadBalancerIP``, as upstream
+writes it (kube-vip and upstream read it there); from then on the service names its own
+reservation. A ``spec.loadBalancerIP`` that names another address (an operator's) is used as
+it is and never released: only a reservation with the service's tags is. An address the
+project does not hold is accepted too, with a warning (upstream tells the speakers about it).
+The annotations choosing a place are then silently unused, as upstream leaves them (its
+Services carry both).
 
 Where a new address is reserved follows upstream's order: the service's annotation
 ``metal.equinix.com/eip-metro``, then ``metal.equinix.com/eip-facility``, then ``METAL_METRO``,
@@ -30,20 +36,22 @@ import base64
 import contextlib
 import hashlib
 import ipaddress
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from polyccm.cloud import LoadBalancer, LoadBalancerIngress, LoadBalancerStatus
 from polyccm.errors import InvalidServiceSpec
 from polyccm.keptlisting import KeptListing
+from polyccm.kube.api import MERGE_PATCH, SERVICES, ApiError, KubeApi
 from polyccm.objects import Node, Service
 
 from polyccm_packet.api import MetalClient, NotFound
+from polyccm_packet.identity import ClusterId
 
 USAGE_TAG = "usage=cloud-provider-equinix-metal-auto"
-#: Annotation naming the reservation backing the service (what an operator greps the API for).
-RESERVATION_ANNOTATION = "metal.equinix.com/ip-reservation-id"
+#: The ``details`` of every reservation, upstream's words (constants.go ``ccmIPDescription``).
+DETAILS = "Equinix Metal Kubernetes CCM auto-generated for Load Balancer"
 EIP_METRO_ANNOTATION = "metal.equinix.com/eip-metro"
 EIP_FACILITY_ANNOTATION = "metal.equinix.com/eip-facility"
 #: Every service annotation this provider reads (upstream's names), and what it asks for.
@@ -77,18 +85,24 @@ class ElasticIpSpec:
     """What ensure makes of a service before it calls Metal."""
 
     address: str
-    """``spec.loadBalancerIP``: the project's reservation to use as it is (none: our own)."""
+    """``spec.loadBalancerIP``: the address to use as it is (none: a reservation of our own)."""
     placement: Placement | None
     """Where a new reservation goes; ``None`` when nothing says (ensure refuses to reserve)."""
     warnings: tuple[str, ...] = ()
 
 
-def build_spec(service: Service, metro: str, facility: str) -> ElasticIpSpec:
+def build_spec(
+    service: Service, metro: str, facility: str,
+    annotations: tuple[str, str] = (EIP_METRO_ANNOTATION, EIP_FACILITY_ANNOTATION),
+) -> ElasticIpSpec:  # fmt: skip
     """``service``'s Elastic IP as its spec and annotations ask for it, given the configured
-    ``metro`` and ``facility``. Raises :class:`InvalidServiceSpec` for a ``spec.loadBalancerIP``
-    that is no IPv4 address (Elastic IPs here are IPv4 /32s). Annotations that cannot count
-    (a facility beside a metro, either beside ``spec.loadBalancerIP``) are warnings."""
-    asked = {name: str(service.annotations.get(name) or "").strip() for name in ANNOTATIONS}
+    ``metro`` and ``facility`` and the names of the metro and facility annotations (upstream's,
+    or ``METAL_ANNOTATION_EIP_METRO``/``_FACILITY``). Raises :class:`InvalidServiceSpec` for a
+    ``spec.loadBalancerIP`` that is no IPv4 address (Elastic IPs here are IPv4 /32s). A
+    facility beside a metro is a warning; either beside ``spec.loadBalancerIP`` is not:
+    upstream writes the address back beside them on every Service it serves
+    (metal/loadbalancers.go:485-500 at 38d15e2)."""
+    metro_name, facility_name = annotations
     address = service.load_balancer_ip
     if address:
         try:
@@ -100,22 +114,18 @@ def build_spec(service: Service, metro: str, facility: str) -> ElasticIpSpec:
                 f"spec.loadBalancerIP {address!r} is not an IPv4 address (an Elastic IP here is a "
                 "public IPv4 /32)"
             )
-        ignored = tuple(
-            f"annotation {name} is ignored: spec.loadBalancerIP {address} names the Elastic IP"
-            for name, value in asked.items()
-            if value
-        )
-        return ElasticIpSpec(address, None, ignored)
-    metro_asked, facility_asked = asked[EIP_METRO_ANNOTATION], asked[EIP_FACILITY_ANNOTATION]
+        return ElasticIpSpec(address, None)
+    metro_asked = str(service.annotations.get(metro_name) or "").strip()
+    facility_asked = str(service.annotations.get(facility_name) or "").strip()
     warnings: tuple[str, ...] = ()
     if metro_asked and facility_asked:
         warnings = (
-            f"annotation {EIP_FACILITY_ANNOTATION} is ignored: {EIP_METRO_ANNOTATION} is set "
+            f"annotation {facility_name} is ignored: {metro_name} is set "
             "(a metro is chosen before a facility)",
         )
     choices = (
-        ("metro", metro_asked, f"annotation {EIP_METRO_ANNOTATION}"),
-        ("facility", facility_asked, f"annotation {EIP_FACILITY_ANNOTATION}"),
+        ("metro", metro_asked, f"annotation {metro_name}"),
+        ("facility", facility_asked, f"annotation {facility_name}"),
         ("metro", metro, "METAL_METRO"),
         ("facility", facility, "METAL_FACILITY"),
     )
@@ -123,11 +133,13 @@ def build_spec(service: Service, metro: str, facility: str) -> ElasticIpSpec:
     return ElasticIpSpec("", placement, warnings)
 
 
-def no_placement() -> InvalidServiceSpec:
+def no_placement(
+    annotations: tuple[str, str] = (EIP_METRO_ANNOTATION, EIP_FACILITY_ANNOTATION),
+) -> InvalidServiceSpec:
     """What ensure raises when it must reserve an address and nothing says where."""
     return InvalidServiceSpec(
         f"no metro or facility to reserve an Elastic IP in: annotate the service with "
-        f"{EIP_METRO_ANNOTATION} (or {EIP_FACILITY_ANNOTATION}), or configure METAL_METRO "
+        f"{annotations[0]} (or {annotations[1]}), or configure METAL_METRO "
         "(or METAL_FACILITY)"
     )
 
@@ -161,15 +173,23 @@ def cluster_tag(cluster_id: str) -> str:
 class MetalLoadBalancer(LoadBalancer):
     """Elastic IPs of one project, one per service."""
 
-    def __init__(self, api: MetalClient, *, ttl: float = LISTING_TTL) -> None:
+    def __init__(
+        self, api: MetalClient, *, cluster_id: Callable[[], str] | None = None,
+        ttl: float = LISTING_TTL,
+    ) -> None:  # fmt: skip
         self.api = api
         self.ttl = ttl
+        self._cluster_id = cluster_id or ClusterId(api.config.cluster_id)
+        self.kube: KubeApi | None = None
+        """The term's Kubernetes API (set by the provider's ``initialize``), for the write-back
+        of ``spec.loadBalancerIP``."""
         self._kept: KeptListing[Reservation] = KeptListing(self._list_reservations)
         """The project's reservations by id, with this process's changes since."""
 
     @property
     def cluster_id(self) -> str:
-        return self.api.config.cluster_id
+        """``cluster=`` tag's id: the ``kube-system`` UID (:mod:`polyccm_packet.identity`)."""
+        return self._cluster_id()
 
     def tags_for(self, service: Service) -> list[str]:
         return [USAGE_TAG, service_tag(service), cluster_tag(self.cluster_id)]
@@ -180,7 +200,8 @@ class MetalLoadBalancer(LoadBalancer):
         return frozenset({USAGE_TAG, cluster_tag(self.cluster_id)})
 
     def spec_for(self, service: Service) -> ElasticIpSpec:
-        return build_spec(service, self.api.config.metro, self.api.config.facility)
+        config = self.api.config
+        return build_spec(service, config.metro, config.facility, config.eip_annotations)
 
     def get_load_balancer_name(self, cluster_name: str, service: Service) -> str:
         """Upstream's name: the three tags, joined by colons."""
@@ -221,31 +242,36 @@ class MetalLoadBalancer(LoadBalancer):
                 return reservation
         return None
 
-    def _named(self, address: str) -> Reservation:
-        """The project's reservation holding ``address`` (``spec.loadBalancerIP``)."""
+    def _named(self, address: str) -> Reservation | None:
+        """The project's reservation holding ``address`` (``spec.loadBalancerIP``), if any."""
         for listing in (self._current, self.reservations):
             for reservation in listing():
                 if reservation.get("address") == address and int(reservation.get("cidr", 0)) == 32:
                     return reservation
-        raise InvalidServiceSpec(
-            f"spec.loadBalancerIP {address} is not an Elastic IP (/32) reserved in project "
-            f"{self.api.config.project_id}"
+        return None
+
+    def foreign(self, address: str) -> str:
+        """The warning for a ``spec.loadBalancerIP`` the project holds no /32 of."""
+        return (
+            f"spec.loadBalancerIP {address} is not an Elastic IP (/32) of project "
+            f"{self.api.config.project_id}: it is announced as it is, and never released"
         )
+
+    def own(self, service: Service) -> Reservation | None:
+        """The reservation with ``service``'s tags in this cluster, if any (ensure makes or
+        adopts it; only it is ever released)."""
+        return self._own(service)
 
     @staticmethod
     def _status(reservation: Reservation, warnings: tuple[str, ...] = ()) -> LoadBalancerStatus:
         return LoadBalancerStatus(
-            ingress=(LoadBalancerIngress(ip=str(reservation["address"])),),
-            warnings=warnings,
-            service_annotations={RESERVATION_ANNOTATION: str(reservation["id"])},
+            ingress=(LoadBalancerIngress(ip=str(reservation["address"])),), warnings=warnings
         )
 
     def get_load_balancer(self, cluster_name: str, service: Service) -> LoadBalancerStatus | None:
         if service.load_balancer_ip:
-            try:
-                return self._status(self._named(service.load_balancer_ip))
-            except InvalidServiceSpec:
-                return None
+            found = self._named(service.load_balancer_ip)
+            return self._status(found or {"address": service.load_balancer_ip})
         found = self._own(service)
         return self._status(found) if found is not None else None
 
@@ -254,22 +280,48 @@ class MetalLoadBalancer(LoadBalancer):
     ) -> LoadBalancerStatus:
         spec = self.spec_for(service)
         if spec.address:
-            return self._status(self._named(spec.address), spec.warnings)
+            # Used as it is, as upstream uses it (metal/loadbalancers.go:422): an address the
+            # project holds no /32 of is accepted too, with a warning, and never released.
+            named = self._named(spec.address)
+            if named is None:
+                return self._status({"address": spec.address}, (self.foreign(spec.address),))
+            return self._status(named, spec.warnings)
         found = self._own(service)
+        warnings = spec.warnings
         if found is None:
-            return self._status(self._reserve(service, spec), spec.warnings)
-        return self._status(found, spec.warnings + placement_warnings(found, spec))
+            found = self._reserve(service, spec)
+        else:
+            warnings += placement_warnings(found, spec)
+        if found:  # (a plan records the request and gets nothing back)
+            self._write_back(service, str(found["address"]))
+        return self._status(found, warnings)
+
+    def _write_back(self, service: Service, address: str) -> None:
+        """``spec.loadBalancerIP`` set to the service's Elastic IP, as upstream sets it
+        (metal/loadbalancers.go:485-500 at 38d15e2): kube-vip announces what it names, and
+        upstream's CCM, switched back to, finds the address there. Only a term's provider has
+        :attr:`kube` (a plan writes nothing); a service deleted meanwhile needs nothing."""
+        if self.kube is None or service.load_balancer_ip == address:
+            return
+        try:
+            self.kube.patch(
+                SERVICES, service.name, {"spec": {"loadBalancerIP": address}},
+                service.namespace, patch_type=MERGE_PATCH,
+            )  # fmt: skip
+        except ApiError as error:
+            if not error.not_found:
+                raise
 
     def _reserve(self, service: Service, spec: ElasticIpSpec) -> Reservation:
         from equinix.services import metalv1
 
         if spec.placement is None:
-            raise no_placement()
+            raise no_placement(self.api.config.eip_annotations)
         config = self.api.config
+        # As upstream asks: its details, and no reservation left waiting for an approval
         body = metalv1.IPReservationRequestInput(
-            type="public_ipv4", quantity=1, tags=self.tags_for(service),
-            details=f"{service.namespace}/{service.name}",
-            **{spec.placement.kind: spec.placement.code},
+            type="public_ipv4", quantity=1, tags=self.tags_for(service), details=DETAILS,
+            fail_on_approval_required=True, **{spec.placement.kind: spec.placement.code},
         )  # fmt: skip
         reserved: Reservation = self.api.call(
             "ips.request_ip_reservation",

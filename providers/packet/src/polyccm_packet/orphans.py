@@ -1,7 +1,7 @@
 """``polyccm orphans`` for Equinix Metal: Elastic IPs reserved for services that are gone.
 
 An Elastic IP belongs to this cluster when it carries both ``usage=cloud-provider-equinix-metal-
-auto`` and ``cluster=<id>`` (the id in ``METAL_CLUSTER_ID``, ``--cluster-name`` by default) and
+auto`` and ``cluster=<id>`` (the ``kube-system`` UID, or ``METAL_CLUSTER_ID``) and
 names a service by a ``service=`` tag, as upstream's CCM and polyccm tag them. It is accounted
 for while a Service of the cluster whose tag it carries still claims a load balancer (wants
 one, or holds the cleanup finalizer); otherwise it is an orphan: its address is reserved (and
@@ -60,7 +60,7 @@ class MetalOrphans(Orphans):
             else:
                 reason = f"no Service of the cluster has its tag {tags[0]}"
                 reserved_for = str(reservation.get("details") or "")
-                if reserved_for.count("/") == 1:  # polyccm writes namespace/name there
+                if reserved_for.count("/") == 1:  # polyccm wrote namespace/name there once
                     reason += f" (reserved for {reserved_for})"
             address = f"{reservation.get('address')}/{reservation.get('cidr')}"
             metro = (reservation.get("metro") or {}).get("code", "")

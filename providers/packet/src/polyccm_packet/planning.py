@@ -9,20 +9,22 @@ spec, the placement, the lookup by upstream's tags and the warnings are the cont
 
 * ``create``: ensure reached ``requestIPReservation`` (no reservation carries the service's
   tags); the run stops there, since the new address cannot be read back;
-* ``adopt``: a reservation with the three tags exists (made by upstream's CCM or by polyccm),
-  or ``spec.loadBalancerIP`` names one of the project's, and ensure would send nothing;
-* ``update``: ensure would send a write to an existing one (it sends none today: a reservation
-  is never changed, one in another metro is kept with a warning);
+* ``adopt``: the reservation with the service's three tags exists (made by upstream's CCM or by
+  polyccm; ``spec.loadBalancerIP``, when set, names it) and ensure would send nothing;
+* ``update``: ``spec.loadBalancerIP`` names an address without those tags (an operator's, one
+  the project does not hold): ensure uses it as it is and never releases it, so it is no
+  adoption of this cluster's; no write to Metal is sent either way;
 * ``fail``: ensure would raise :class:`~polyccm.errors.InvalidServiceSpec`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
-from polyccm.objects import Service
-from polyccm.ops.contract import TAGS, Difference
+from polyccm.objects import Node, Service
+from polyccm.ops.contract import ADOPT, TAGS, UPDATE, Difference, LoadBalancerPlan
 from polyccm.ops.recording import (
     RecordedCall,
     RecordingPlanner,
@@ -58,11 +60,32 @@ class MetalLoadBalancerPlanner(RecordingPlanner):
     """Plans with a second :class:`MetalLoadBalancer` over a :class:`RecordingApi`
     (the same code and client; only the writes are held back)."""
 
-    def __init__(self, api: MetalClient) -> None:
+    def __init__(self, api: MetalClient, cluster_id: Callable[[], str]) -> None:
         recorder = WriteRecorder(creates={RESERVE})
         # ttl 0: every plan reads the project's Elastic IPs as they are now
-        self._balancer = MetalLoadBalancer(RecordingApi(api, recorder), ttl=0)
+        self._balancer = MetalLoadBalancer(
+            RecordingApi(api, recorder), cluster_id=cluster_id, ttl=0
+        )
         super().__init__(self._balancer, recorder)
+
+    def plan_load_balancer(
+        self, cluster_name: str, service: Service, nodes: Sequence[Node]
+    ) -> LoadBalancerPlan:
+        """The recorded plan, where "adopt" is kept for the reservation carrying this cluster's
+        tags for ``service``; an address named without them is used, not adopted."""
+        plan = super().plan_load_balancer(cluster_name, service, nodes)
+        address = service.load_balancer_ip
+        if plan.action != ADOPT or not address:
+            return plan
+        own = self._balancer.own(service)
+        if own is not None and own.get("address") == address:
+            return plan
+        use = Difference(
+            ELASTIC_IP,
+            f"use {address} as it is (spec.loadBalancerIP): it carries no tags of this "
+            "cluster's for the service, so it is never released",
+        )
+        return replace(plan, action=UPDATE, differences=(use,))
 
     def spec_warnings(self, service: Service) -> Sequence[str]:
         return self._balancer.spec_for(service).warnings

@@ -26,8 +26,13 @@ def polyccm_register_providers(registry: ProviderRegistry) -> None:
     registry.register(PROVIDER, "Equinix Metal, formerly Packet (devices, elastic IPs over BGP)")
 
 
-#: What ``packet-bgp`` needs beyond the core's rules: patching the nodes' peer annotations.
-BGP_RBAC_RULES = (PolicyRule(("",), ("nodes",), ("get", "patch")),)
+#: What ``packet-bgp`` needs beyond the core's rules: patching the nodes' peer annotations; and
+#: what the provider needs in every term (there are no provider-wide rules, and BGP runs
+#: whenever Elastic IPs do): reading namespace kube-system, whose UID tags the Elastic IPs.
+BGP_RBAC_RULES = (
+    PolicyRule(("",), ("nodes",), ("get", "patch")),
+    PolicyRule(("",), ("namespaces",), ("get",)),
+)
 
 
 #: What ``packet-metallb`` needs: MetalLB's objects, its legacy ConfigMap and the Secret of the

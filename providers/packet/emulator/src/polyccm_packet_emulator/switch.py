@@ -446,10 +446,10 @@ def record_upstream(peer: Path, state: Path, plane: Any) -> list[Step]:
     return steps
 
 
-def polyccm_env(env: Mapping[str, str], cluster_id: str) -> dict[str, str]:
+def polyccm_env(env: Mapping[str, str]) -> dict[str, str]:
     """What polyccm needs beside upstream's config file: the API's URL (upstream has it
-    compiled in) and the cluster id upstream tags with (issue 30 makes it the default)."""
-    return {API_URL_VARIABLE: env[API_URL_VARIABLE], "METAL_CLUSTER_ID": cluster_id}
+    compiled in). The cluster id is upstream's, the ``kube-system`` UID, by default."""
+    return {API_URL_VARIABLE: env[API_URL_VARIABLE]}
 
 
 def record_reverse(peer: Path, state: Path, plane: Any) -> Step:
@@ -458,12 +458,11 @@ def record_reverse(peer: Path, state: Path, plane: Any) -> Step:
     metal = MetalApi(env)
     config = state / "cloud-sa.json"
     config.write_text(json.dumps(cloud_config(env), indent=2) + "\n")
-    uid = kube.get(NAMESPACES, "kube-system")["metadata"]["uid"]
     set_up(kube, metal)
     with running_polyccm(
         "packet",
         state=state,
-        env=polyccm_env(env, uid),
+        env=polyccm_env(env),
         kubeconfig=plane.kubeconfig,
         args=["--configure-cloud-routes=false", f"--cloud-config={config}"],
     ):

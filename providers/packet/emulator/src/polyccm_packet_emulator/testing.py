@@ -139,10 +139,11 @@ _READ_PREFIXES = ("find", "get", "metadata")
 
 def provider_for(env: Mapping[str, str], **overrides: str) -> Any:
     """The provider built from ``env`` (plus ``overrides``) as ``polyccm --provider packet``
-    builds it from its environment."""
+    builds it from its environment; its cluster id is ``kubernetes`` unless ``overrides`` name
+    one (with no term, nothing reads the ``kube-system`` UID)."""
     from polyccm_packet.provider import MetalProvider
 
-    return MetalProvider.from_environment({**env, **overrides})
+    return MetalProvider.from_environment({"METAL_CLUSTER_ID": "kubernetes", **env, **overrides})
 
 
 @contextmanager
