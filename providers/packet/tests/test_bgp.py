@@ -231,10 +231,15 @@ def test_without_a_password_each_peer_says_so_with_an_empty_value() -> None:
 
 @pytest.mark.timeout(60)
 def test_the_annotation_names_are_the_operators_when_set(
-    control_plane: Any, kube_api: KubeApi, clean_nodes: None, metal: Mapping[str, str]
+    control_plane: Any,
+    kube_api: KubeApi,
+    namespace: str,
+    clean_nodes: None,
+    metal: Mapping[str, str],
 ) -> None:
     # METAL_ANNOTATION_* rename each annotation, {{n}} the peer's number (metal/config.go:
     # 153-163, loadbalancers.go:362-366@38d15e2): here for a kube-vip reading its own prefix.
+    make_service(kube_api, namespace, "web")  # sessions follow load balancers, as upstream
     (device,) = devices_with_nodes(metal, kube_api, 1, "named")
     names = {f"METAL_ANNOTATION_{v}": f"kube-vip.io/bgp-peers-{{{{n}}}}-{k}" for k, v in (
         ("node-asn", "LOCAL_ASN"), ("peer-asn", "PEER_ASN"), ("peer-ip", "PEER_IP"),

@@ -120,8 +120,6 @@ NO_NEIGHBORS_RETRY = 30.0
 #: Modes in which the nodes get BGP sessions and peers: upstream's ``loadBalancers`` does this
 #: in every mode it has (``empty://`` is "BGP only": no speaker is configured for the user's).
 BGP_MODES = ("metallb://", "kube-vip://", "empty://")
-#: The annotations every peer has (``bgp-pass`` too when the project has a password).
-PEER_FIELDS = ("node-asn", "peer-asn", "peer-ip", "src-ip")
 #: What the project's BGP is for, as upstream says when it requests it.
 USE_CASE = "kubernetes-load-balancer"
 #: The CIDR of the node's private network (upstream's annotation, for the speakers' routes).

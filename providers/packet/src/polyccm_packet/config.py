@@ -42,8 +42,8 @@ from polyccm.flagtypes import parse_bool
 from polyccm.inputs import quoted
 from polyccm.urls import plain_url, secret_url
 
-from polyccm_packet.selector import EVERYTHING, Selector, parse_selector
 from polyccm_packet.names import AnnotationNames
+from polyccm_packet.selector import EVERYTHING, Selector, parse_selector
 
 log = logging.getLogger(__name__)
 
