@@ -284,3 +284,34 @@ def test_an_internal_load_balancer_upstream_made_is_adopted_with_no_write(
 
     assert [(p.action, p.differences) for p in plans] == [(ADOPT, ()), (ADOPT, ())]
     assert write_calls(emulator.control.calls()) == 0
+
+
+def test_a_rule_made_again_keeps_its_address_and_plans_before_as_create(
+    provider: Any, nodes: list[Any], api: ComputeApi, emulator: RunningEmulator
+) -> None:
+    # :163 and :1073-1085 (ilbIPToUse: the rule's own address while the subnetwork stays),
+    # :210-237 (a rule that differs, here by a port and global access, is deleted and made
+    # again after the backend service).
+    service = service_for("db", annotations=INTERNAL)
+    lb = provider.load_balancer()
+    name = lb.get_load_balancer_name("c", service)
+    with cloudcalls.reads_only(provider.read_only_call):
+        before = provider.load_balancer_planner().plan_load_balancer("c", service, nodes)
+    first = lb.ensure_load_balancer("c", service, nodes).ingress[0].ip
+    raw = {**service.raw, "spec": {**service.raw["spec"]}}
+    raw["spec"]["ports"] = [*raw["spec"]["ports"], {"name": "tls", "port": 443, "protocol": "TCP"}]
+    wider = {**INTERNAL, "networking.gke.io/internal-load-balancer-allow-global-access": "true"}
+    raw["metadata"] = {**raw["metadata"], "annotations": wider}
+    emulator.control.reset_calls()
+
+    again = lb.ensure_load_balancer("c", Service(raw), nodes).ingress[0].ip
+
+    assert before.action == "create"
+    assert again == first
+    rule = api.get(f"regions/{REGION}/forwardingRules/{name}")
+    assert (rule["ports"], rule.get("allowGlobalAccess")) == (["80", "443"], True)
+    calls = emulator.control.calls()
+    assert (calls["compute.forwardingRules.delete"], calls["compute.forwardingRules.insert"]) == (
+        1, 1,
+    )  # fmt: skip
+    assert api.get(f"global/firewalls/k8s-fw-{name}")["allowed"][0]["ports"] == ["80", "443"]
