@@ -315,3 +315,25 @@ def test_a_rule_made_again_keeps_its_address_and_plans_before_as_create(
         1, 1,
     )  # fmt: skip
     assert api.get(f"global/firewalls/k8s-fw-{name}")["allowed"][0]["ports"] == ["80", "443"]
+
+
+def test_an_internal_load_balancer_turned_external_loses_its_internal_pieces(
+    provider: Any, nodes: list[Any], api: ComputeApi
+) -> None:
+    # gce_loadbalancer.go:171-189 the other way: the INTERNAL rule's pieces go first (today's
+    # main refuses the first ensure, and takes an internal rule upstream made for GKE's RBS
+    # controller's, answering ImplementedElsewhere and leaving it).
+    internal = service_for("web", annotations=INTERNAL)
+    lb = provider.load_balancer()
+    name = lb.get_load_balancer_name("c", internal)
+    lb.ensure_load_balancer("c", internal, nodes)
+    external = Service({**internal.raw, "metadata": {**internal.raw["metadata"],
+                                                     "annotations": {}}})  # fmt: skip
+
+    status = lb.ensure_load_balancer("c", external, nodes)
+
+    rule = api.get(f"regions/{REGION}/forwardingRules/{name}")
+    assert (rule["loadBalancingScheme"], status.ingress[0].ip) == ("EXTERNAL", rule["IPAddress"])
+    assert names(api, f"regions/{REGION}/backendServices") == set()
+    assert names(api, "global/healthChecks") == set()
+    assert names(api, f"zones/{ZONE}/instanceGroups") == set()
