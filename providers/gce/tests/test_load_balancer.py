@@ -200,10 +200,6 @@ def test_load_balancer_ip_uses_the_reserved_address(
 @pytest.mark.parametrize(
     ("service", "words"),
     [
-        (
-            service_for(annotations={"networking.gke.io/load-balancer-type": "Internal"}),
-            "not supported yet",
-        ),
         (service_for(ports=((53, "UDP"), (80, "TCP"))), "one protocol"),
     ],
 )

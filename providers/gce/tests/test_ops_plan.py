@@ -251,13 +251,14 @@ def test_update_create_and_fail_are_planned_with_their_differences(
     new = service(
         kube_api, namespace, "new", ports=[{"name": "dns", "port": 53, "protocol": "UDP"}]
     )
-    service(kube_api, namespace, "internal")
-    kube_api.patch(
-        SERVICES,
-        "internal",
-        {"metadata": {"annotations": {"networking.gke.io/load-balancer-type": "Internal"}}},
+    service(
+        kube_api,
         namespace,
-        patch_type=MERGE_PATCH,
+        "mixed",
+        ports=[
+            {"name": "dns", "port": 53, "protocol": "UDP"},
+            {"name": "http", "port": 80, "protocol": "TCP"},
+        ],
     )
     upstream_routes(compute, nodes[:1])
     emulator.control.reset_calls()
@@ -285,21 +286,19 @@ def test_update_create_and_fail_are_planned_with_their_differences(
         ("firewall", f"create k8s-fw-{lb}: allow udp 53 from 0.0.0.0/0 to tags {TAG}"),
     ]
     assert new.key == created["service"]
-    (problem,) = planned["internal"]["problems"]
-    assert planned["internal"]["action"] == "fail"
-    assert problem["message"].startswith(
-        "networking.gke.io/load-balancer-type: Internal is not supported yet"
-    )
+    (problem,) = planned["mixed"]["problems"]
+    assert planned["mixed"]["action"] == "fail"
+    assert problem["message"].startswith("ports use TCP, UDP")
     document = json.loads(result.stdout)
     assert document["routes"] == [
         {"action": "create", "node": NAMES[1], "destinationCIDR": "10.64.1.0/24", "name": ""}
     ]
     assert write_calls(emulator.control.calls()) == 0
     # check-service says the same of the same service, offline.
-    manifest = tmp_path / "internal.yaml"
-    manifest.write_text(json.dumps(kube_api.get(SERVICES, "internal", namespace)))
+    manifest = tmp_path / "mixed.yaml"
+    manifest.write_text(json.dumps(kube_api.get(SERVICES, "mixed", namespace)))
     checked = run_polyccm(["check-service", "--provider=gce", "-f", str(manifest)])
-    assert checked.stdout == f"{namespace}/internal: error: {problem['message']}\n"
+    assert checked.stdout == f"{namespace}/mixed: error: {problem['message']}\n"
 
 
 # -- the planner itself --------------------------------------------------------------------------
@@ -425,7 +424,11 @@ def test_every_served_method_is_classified_read_or_write_for_the_guard(
         m["id"]
         for m in methods
         if provider.read_only_call(m["id"])
-        != (m["httpMethod"] == "GET" or m["id"].endswith("Operations.wait"))
+        != (
+            m["httpMethod"] == "GET"
+            # POSTs that only read: an operation's wait, an instance group's member list
+            or m["id"].endswith(("Operations.wait", "instanceGroups.listInstances"))
+        )
     ]
 
     assert misjudged == []

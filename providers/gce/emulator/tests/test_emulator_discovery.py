@@ -158,6 +158,8 @@ def _scenario(api: ComputeApi) -> None:
     api.get(f"{region}/forwardingRules/a1")
     _expect_error(lambda: api.request("DELETE", f"{region}/targetPools/a1"), 400)
 
+    _internal_scenario(api, node["selfLink"])
+
     # Operations, read in each scope.
     for path in (
         f"{zone}/instances/node-a/stop",
@@ -182,6 +184,79 @@ def _scenario(api: ComputeApi) -> None:
     api.do("DELETE", f"{region}/subnetworks/nodes")
     api.do("DELETE", "global/networks/custom")
     api.do("DELETE", "global/networks/legacy")
+
+
+def _internal_scenario(api: ComputeApi, node_a: str) -> None:
+    """The internal load balancer's parts as cloud-provider-gcp v36.3.8 makes them
+    (gce_loadbalancer_internal.go:661-736 instance groups, :620-659 health check, :819-884
+    backend service, :189-208 forwarding rule, :384-471 teardown), and GCE's refusals."""
+    region = f"regions/{REGION}"
+    zone = f"zones/{ZONE}"
+    group = f"{zone}/instanceGroups/k8s-ig--cid"
+    api.do("POST", f"{zone}/instanceGroups", {"name": "k8s-ig--cid"})
+    api.get(f"{zone}/instanceGroups")
+    api.do("POST", f"{group}/addInstances", {"instances": [{"instance": node_a}]})
+    api.do(
+        "POST", f"{group}/addInstances", {"instances": [{"instance": f"{zone}/instances/node-b"}]}
+    )
+    listed = api.request("POST", f"{group}/listInstances", {"instanceState": "ALL"})
+    assert [i["instance"].rsplit("/", 1)[-1] for i in listed["items"]] == ["node-a", "node-b"]
+    api.do("POST", f"{group}/removeInstances", {"instances": [{"instance": node_a}]})
+    api.get(group)
+    check = {
+        "name": "k8s-cid-node",
+        "type": "HTTP",
+        "httpHealthCheck": {"port": 10256, "requestPath": "/healthz"},
+        "checkIntervalSec": 8,
+        "timeoutSec": 1,
+        "healthyThreshold": 1,
+        "unhealthyThreshold": 3,
+    }
+    api.do("POST", "global/healthChecks", check)
+    api.get("global/healthChecks")
+    api.do("PUT", "global/healthChecks/k8s-cid-node", dict(check, description=""))
+    api.do("PATCH", "global/healthChecks/k8s-cid-node", {"timeoutSec": 2})
+    hc = api.get("global/healthChecks/k8s-cid-node")
+    service = {
+        "name": "a2",
+        "protocol": "TCP",
+        "loadBalancingScheme": "INTERNAL",
+        "sessionAffinity": "NONE",
+        "healthChecks": [hc["selfLink"]],
+        "backends": [{"group": group}],
+        "description": '{"kubernetes.io/service-name":"default/internal"}',
+    }
+    api.do("POST", f"{region}/backendServices", service)
+    api.get(f"{region}/backendServices")
+    current = api.get(f"{region}/backendServices/a2")
+    api.do("PUT", f"{region}/backendServices/a2", dict(current, sessionAffinity="CLIENT_IP"))
+    _expect_error(lambda: api.request("PUT", f"{region}/backendServices/a2", current), 412)
+    api.do(
+        "POST",
+        f"{region}/forwardingRules",
+        {
+            "name": "a2",
+            "IPProtocol": "TCP",
+            "ports": ["80", "443"],
+            "loadBalancingScheme": "INTERNAL",
+            "backendService": f"{region}/backendServices/a2",
+            "network": "global/networks/default",
+            "subnetwork": f"{region}/subnetworks/default",
+            "allowGlobalAccess": True,
+            "description": '{"kubernetes.io/service-name":"default/internal"}',
+        },
+    )
+    rule = api.get(f"{region}/forwardingRules/a2")
+    # The address comes from the subnetwork (an internal one), not from the external pool.
+    assert rule["IPAddress"].startswith("10.") and rule["subnetwork"].endswith("/default")
+    assert api.get(group)["size"] == 1
+    _expect_error(lambda: api.request("DELETE", f"{region}/backendServices/a2"), 400)
+    _expect_error(lambda: api.request("DELETE", "global/healthChecks/k8s-cid-node"), 400)
+    _expect_error(lambda: api.request("DELETE", group), 400)
+    api.do("DELETE", f"{region}/forwardingRules/a2")
+    api.do("DELETE", f"{region}/backendServices/a2")
+    api.do("DELETE", "global/healthChecks/k8s-cid-node")
+    api.do("DELETE", group)
 
 
 @pytest.fixture(scope="module")

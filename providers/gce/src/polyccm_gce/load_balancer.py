@@ -31,8 +31,9 @@ load balancer made it first, and compares it with nothing. Validation
 Delete removes them as upstream does: the service's firewall while the rule, the pool and the
 health checks go in turn; the shared health check and its firewall go when the last
 pool using them is gone. The internal load balancer (``networking.gke.io/load-balancer-type:
-Internal``: backend services and instance groups) is not built: such a service is refused with
-:class:`~polyccm.errors.InvalidServiceSpec`, which the service controller reports as a Warning.
+Internal``: backend services and instance groups) is :mod:`polyccm_gce.internal_lb`'s: ensure,
+update and delete hand such a service to it (and a rule of the other scheme is deleted first,
+as upstream does when a Service changes scheme).
 A service GKE's regional backend-service controller owns (``cloud.google.com/l4-rbs: enabled``,
 its finalizers, or a forwarding rule ``<lb>`` with a backend service) is neither built, updated
 nor deleted: :class:`~polyccm.errors.ImplementedElsewhere`, as upstream answers. Upstream puts
@@ -55,6 +56,7 @@ from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
 from polyccm.kube.api import MERGE_PATCH, SERVICES, ApiError, KubeApi
 from polyccm.objects import Node, Service
 
+from polyccm_gce import internal_lb
 from polyccm_gce.api import GceApi, GceApiError, Json
 from polyccm_gce.descriptions import (
     cluster_description,
@@ -112,7 +114,11 @@ def firewall_name(lb_name: str) -> str:
 
 
 class GceLoadBalancer(LoadBalancer):
-    """External network load balancers in the cluster's region."""
+    """External network load balancers in the cluster's region (internal ones:
+    :mod:`polyccm_gce.internal_lb`)."""
+
+    subnetwork_name = ""
+    """gce.conf's ``subnetwork-name`` (the provider sets it): internal load balancers' subnet."""
 
     def __init__(
         self,
@@ -188,6 +194,11 @@ class GceLoadBalancer(LoadBalancer):
         protocol, ports = validate_service(service)
         name = self.get_load_balancer_name(cluster_name, service)
         existing = self._rule(name)
+        if internal_lb.is_internal(service) or internal_lb.is_internal_rule(existing):
+            internal = self._internal_route(cluster_name, service, nodes, existing)
+            if internal is not None:
+                return internal
+            existing = None
         if existing is not None and existing.backend_service:
             reason = implemented_elsewhere(service, rule_backend_service=existing.backend_service)
             if reason is not None:
@@ -228,6 +239,25 @@ class GceLoadBalancer(LoadBalancer):
             fresh=fresh,
         )
         return _status(rule)
+
+    def _internal_route(
+        self,
+        cluster_name: str,
+        service: Service,
+        nodes: Sequence[Node],
+        existing: compute_v1.ForwardingRule | None,
+    ) -> LoadBalancerStatus | None:
+        """An internal service's load balancer (an external one of the same name deleted
+        first); None once an internal one is deleted for a service that is external now (as
+        upstream's EnsureLoadBalancer, gce_loadbalancer.go:171-189)."""
+        internal = internal_lb.InternalLoadBalancer(self)
+        if not internal_lb.is_internal(service):
+            internal.delete(cluster_name, service)
+            return None
+        if existing is not None and not internal_lb.is_internal_rule(existing):
+            self.ensure_load_balancer_deleted(cluster_name, service, internal=False)
+            existing = None
+        return _status(internal.ensure(cluster_name, service, nodes, existing))
 
     def _health_check_of(self, service: Service, name: str) -> tuple[str, int, bool]:
         if service.external_traffic_policy == "Local" and service.health_check_node_port:
@@ -528,6 +558,9 @@ class GceLoadBalancer(LoadBalancer):
     def update_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> None:
+        if internal_lb.is_internal(service):
+            internal_lb.InternalLoadBalancer(self).update(cluster_name, service, nodes)
+            return
         check_ours(service)
         pool = self._pool(self.get_load_balancer_name(cluster_name, service))
         if pool is None:
@@ -552,7 +585,13 @@ class GceLoadBalancer(LoadBalancer):
         self._delete(self._rules.delete_unary, region=self.region, forwarding_rule=name)
         self._delete(self._pools.delete_unary, region=self.region, target_pool=name)
 
-    def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
+    def ensure_load_balancer_deleted(
+        self, cluster_name: str, service: Service, *, internal: bool | None = None
+    ) -> None:
+        """``internal``: which scheme's pieces go (default: the one the service asks for)."""
+        if internal_lb.is_internal(service) if internal is None else internal:
+            internal_lb.InternalLoadBalancer(self).delete(cluster_name, service)
+            return
         check_ours(service)
         name = self.get_load_balancer_name(cluster_name, service)
         # As upstream: the firewall goes while the rule, the pool and the checks go in turn.

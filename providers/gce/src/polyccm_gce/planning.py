@@ -94,6 +94,8 @@ class RecordingApi(GceApi):
     def invoke(self, rpc: Callable[..., T], **fields: Any) -> T:
         method = method_id(type(rpc.__self__), rpc.__name__)  # type: ignore[attr-defined]
         name = _name_in(fields)
+        if "zone" in fields:  # an instance group has one name in every zone: kept apart
+            name = f"{fields['zone']}/{name}"
         if self.recorder.is_read(method):
             return self._read(method, name, lambda: super(RecordingApi, self).invoke(rpc, **fields))
         body = next((v for k, v in fields.items() if k.endswith("_resource")), None)

@@ -174,6 +174,7 @@ class GceProvider(CloudProvider):
             node_tags=config.node_tags,
             cluster_id=self.cluster_id,
         )
+        self._load_balancer.subnetwork_name = config.subnetwork_name
         self._planner = GceLoadBalancerPlanner(self._load_balancer)
         self._orphans = GceOrphans(self._load_balancer, self._routes)
 

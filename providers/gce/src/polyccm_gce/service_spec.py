@@ -23,8 +23,9 @@ INTERNAL_ANNOTATIONS = (
     "networking.gke.io/load-balancer-type",
     "cloud.google.com/load-balancer-type",
 )
-"""Upstream's annotations asking for the internal load balancer (value ``Internal``)."""
-KNOWN_ANNOTATIONS = frozenset(INTERNAL_ANNOTATIONS)
+"""Upstream's annotations asking for the internal load balancer (value ``Internal``), built by
+:mod:`polyccm_gce.internal_lb`; any other value means the external one, as upstream reads them."""
+KNOWN_ANNOTATIONS: frozenset[str] = frozenset()
 RBS_ANNOTATION = "cloud.google.com/l4-rbs"
 """Upstream's opt-in to the regional-backend-service network load balancer (value ``enabled``),
 built by GKE's L4 controller, not by a cloud controller manager."""
@@ -82,16 +83,9 @@ def port_ranges(ports: Sequence[str]) -> list[str]:
 
 def validate_service(service: Service) -> tuple[str, list[str]]:
     """The one protocol (``TCP`` or ``UDP``) and the ports (sorted) of ``service``;
-    :class:`InvalidServiceSpec` for what the network load balancer cannot do,
-    :class:`ImplementedElsewhere` for an external load balancer another controller builds
-    (checked in upstream's order: the internal scheme first, then the owner, then ports)."""
-    for key in INTERNAL_ANNOTATIONS:
-        if service.annotations.get(key, "").lower() == "internal":
-            raise InvalidServiceSpec(
-                f"{key}: Internal is not supported yet by polyccm's GCE provider (only the "
-                "external network load balancer is); remove the annotation or use "
-                "cloud-provider-gcp for internal load balancers"
-            )
+    :class:`InvalidServiceSpec` for what a GCE passthrough load balancer (network or internal)
+    cannot do, :class:`ImplementedElsewhere` for an external load balancer another controller
+    builds (checked in upstream's order: the owner, then ports)."""
     check_ours(service)
     if not service.ports:
         raise InvalidServiceSpec("the service has no ports")

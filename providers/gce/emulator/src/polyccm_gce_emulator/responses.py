@@ -22,6 +22,11 @@ from polyccm_gce_emulator.errors import BadRequest, Invalid
 from polyccm_gce_emulator.models import ComputeProject, Operation, Resource, render
 from polyccm_gce_emulator.models.geography import REGIONS, all_zones
 from polyccm_gce_emulator.models.instances import INSTANCE_INPUT
+from polyccm_gce_emulator.models.internal import (
+    BACKEND_SERVICE_INPUT,
+    HEALTH_CHECK_V1_INPUT,
+    INSTANCE_GROUP_INPUT,
+)
 from polyccm_gce_emulator.models.loadbalancing import HEALTH_CHECK_INPUT
 from polyccm_gce_emulator.models.network import FIREWALL_INPUT, NEXT_HOPS
 
@@ -433,6 +438,11 @@ def forwarding_rules_insert(call: Call) -> Answer:
             "portRange",
             "ports",
             "target",
+            "backendService",
+            "network",
+            "subnetwork",
+            "allPorts",
+            "allowGlobalAccess",
             "loadBalancingScheme",
             "networkTier",
             "region",
@@ -538,6 +548,114 @@ def http_health_checks_patch(call: Call) -> Answer:
 
 def http_health_checks_delete(call: Call) -> Answer:
     return call.project.delete_http_health_check(call.params["httpHealthCheck"])
+
+
+# -- the internal load balancer's parts -----------------------------------------------------
+
+
+def instance_groups_insert(call: Call) -> Answer:
+    body = call.fields(("name", "fingerprint", "size", *INSTANCE_GROUP_INPUT))
+    return call.project.insert_instance_group(call.params["zone"], body)
+
+
+def instance_groups_get(call: Call) -> Answer:
+    return call.show(call.project.instance_group(call.params["zone"], call.params["instanceGroup"]))
+
+
+def instance_groups_list(call: Call) -> Answer:
+    zone = call.params["zone"]
+    call.project.zone(zone)
+    return list_of(call, "compute#instanceGroupList", f"zones/{zone}", "instanceGroups")
+
+
+def instance_groups_delete(call: Call) -> Answer:
+    return call.project.delete_instance_group(call.params["zone"], call.params["instanceGroup"])
+
+
+def instance_groups_add_instances(call: Call) -> Answer:
+    body = call.fields(("instances",))
+    return call.project.add_group_instances(call.params["zone"], call.params["instanceGroup"], body)
+
+
+def instance_groups_remove_instances(call: Call) -> Answer:
+    body = call.fields(("instances",))
+    return call.project.remove_group_instances(
+        call.params["zone"], call.params["instanceGroup"], body
+    )
+
+
+def instance_groups_list_instances(call: Call) -> Answer:
+    body = call.fields(("instanceState",))
+    zone, name = call.params["zone"], call.params["instanceGroup"]
+    members = call.project.group_instances(zone, name, body.get("instanceState", "ALL"))
+    path = f"projects/{call.project.project}/zones/{zone}/instanceGroups/{name}"
+    answer: dict[str, Any] = {
+        "kind": "compute#instanceGroupsListInstances",
+        "id": path,
+        "selfLink": call.base + path + "/listInstances",
+    }
+    items, token = _page(call, [(m["instance"], m) for m in members])
+    if items:
+        answer["items"] = [render(item, call.base) for item in items]
+    if token:
+        answer["nextPageToken"] = token
+    return answer
+
+
+def health_checks_insert(call: Call) -> Answer:
+    return call.project.insert_health_check(call.fields(("name", *HEALTH_CHECK_V1_INPUT)))
+
+
+def health_checks_get(call: Call) -> Answer:
+    return call.show(call.project.find("global", "healthChecks", call.params["healthCheck"]))
+
+
+def health_checks_list(call: Call) -> Answer:
+    return list_of(call, "compute#healthCheckList", "global", "healthChecks")
+
+
+def health_checks_update(call: Call) -> Answer:
+    body = call.fields(("name", *HEALTH_CHECK_V1_INPUT))
+    return call.project.change_health_check(call.params["healthCheck"], body, replace=True)
+
+
+def health_checks_patch(call: Call) -> Answer:
+    body = call.fields(("name", *HEALTH_CHECK_V1_INPUT))
+    return call.project.change_health_check(call.params["healthCheck"], body, replace=False)
+
+
+def health_checks_delete(call: Call) -> Answer:
+    return call.project.delete_health_check(call.params["healthCheck"])
+
+
+def region_backend_services_insert(call: Call) -> Answer:
+    body = call.fields(("name", *BACKEND_SERVICE_INPUT))
+    return call.project.insert_region_backend_service(call.params["region"], body)
+
+
+def region_backend_services_get(call: Call) -> Answer:
+    return call.show(
+        call.project.region_backend_service(call.params["region"], call.params["backendService"])
+    )
+
+
+def region_backend_services_list(call: Call) -> Answer:
+    region = call.params["region"]
+    call.project.region(region)
+    return list_of(call, "compute#backendServiceList", f"regions/{region}", "backendServices")
+
+
+def region_backend_services_update(call: Call) -> Answer:
+    body = call.fields(("name", *BACKEND_SERVICE_INPUT))
+    return call.project.update_region_backend_service(
+        call.params["region"], call.params["backendService"], body
+    )
+
+
+def region_backend_services_delete(call: Call) -> Answer:
+    return call.project.delete_region_backend_service(
+        call.params["region"], call.params["backendService"]
+    )
 
 
 # -- operations -----------------------------------------------------------------------------

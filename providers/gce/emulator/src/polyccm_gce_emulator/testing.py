@@ -297,7 +297,7 @@ def sdk_client(client_class: type[_Client], endpoint: str, credentials: Any = No
 #: The cluster name the provider tests and the conformance kit use.
 CLUSTER = "polyccm-test"
 #: Method ids (last segment) that read: everything else the emulator counts writes.
-_READS = ("get", "list", "aggregatedList", "wait")
+_READS = ("get", "list", "aggregatedList", "listInstances", "wait")
 
 
 def gce_provider(

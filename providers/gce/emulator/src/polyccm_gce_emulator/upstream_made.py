@@ -146,3 +146,106 @@ def network_load_balancer(
             destination=address,
         )
     return name
+
+
+def internal_load_balancer(
+    compute: ComputeApi,
+    service: Service,
+    *,
+    cluster_id: str,
+    instances: Sequence[str],
+    tags: Sequence[str],
+    firewall_ports: Sequence[str],
+) -> str:
+    """Make ``service``'s internal load balancer as cloud-provider-gcp v36.3.8's
+    ``ensureInternalLoadBalancer`` leaves it (gce_loadbalancer_internal.go:59-272) for
+    ``instances`` (names in :data:`ZONE`): the instance group ``k8s-ig--<cid>`` (made with its
+    name alone, then the instances added), the HTTP health check in the ``healthChecks`` API
+    (shared ``k8s-<cid>-node`` with no description, or ``<lb>`` described by the Service), the
+    regional backend service ``<lb>``, the INTERNAL forwarding rule on the default subnetwork,
+    and the firewalls ``k8s-fw-<lb>`` and ``k8s-<cid>-node-hc`` / ``<lb>-hc`` (no description,
+    no destination). Upstream reserves the address ``<lb>`` and releases it once the rule holds
+    it; here the rule takes its address directly, which ends in the same state. Its name."""
+    name = default_load_balancer_name(service)
+    local = service.external_traffic_policy == "Local"
+    check = name if local else f"k8s-{cluster_id}-node"
+    check_port = service.health_check_node_port if local else 10256
+    group = f"zones/{ZONE}/instanceGroups/k8s-ig--{cluster_id}"
+    if not _exists(compute, group):
+        compute.do("POST", f"zones/{ZONE}/instanceGroups", {"name": f"k8s-ig--{cluster_id}"})
+        compute.do(
+            "POST",
+            f"{group}/addInstances",
+            {"instances": [{"instance": f"zones/{ZONE}/instances/{i}"} for i in instances]},
+        )
+    if not _exists(compute, f"global/healthChecks/{check}"):
+        compute.do(
+            "POST",
+            "global/healthChecks",
+            {
+                "name": check,
+                "description": _service_description(service) if local else "",
+                "type": "HTTP",
+                "httpHealthCheck": {"port": check_port, "requestPath": "/healthz"},
+                "checkIntervalSec": 8,
+                "timeoutSec": 1,
+                "healthyThreshold": 1,
+                "unhealthyThreshold": 3,
+            },
+        )
+    protocol = service.ports[0].protocol or "TCP"
+    compute.do(
+        "POST",
+        f"regions/{REGION}/backendServices",
+        {
+            "name": name,
+            "description": _service_description(service),
+            "protocol": protocol,
+            "sessionAffinity": "CLIENT_IP" if service.session_affinity == "ClientIP" else "NONE",
+            "loadBalancingScheme": "INTERNAL",
+            "healthChecks": [compute.get(f"global/healthChecks/{check}")["selfLink"]],
+            "backends": [{"group": compute.get(group)["selfLink"]}],
+        },
+    )
+    ports = [str(port.port) for port in service.ports]
+    rule: dict[str, object] = {
+        "name": name,
+        "description": _service_description(service),
+        "backendService": f"regions/{REGION}/backendServices/{name}",
+        "IPProtocol": protocol,
+        "loadBalancingScheme": "INTERNAL",
+        "subnetwork": f"regions/{REGION}/subnetworks/default",
+        "network": "global/networks/default",
+    }
+    if len(ports) > 5:
+        rule["allPorts"] = True
+    else:
+        rule["ports"] = ports
+    if service.annotations.get("networking.gke.io/internal-load-balancer-allow-global-access") == (
+        "true"
+    ):
+        rule["allowGlobalAccess"] = True
+    compute.do("POST", f"regions/{REGION}/forwardingRules", rule)
+    address = compute.get(f"regions/{REGION}/forwardingRules/{name}")["IPAddress"]
+    _firewall(
+        compute,
+        f"k8s-fw-{name}",
+        f'{{"kubernetes.io/service-name":"{service.key}", "kubernetes.io/service-ip":"{address}"}}',
+        sources=list(service.load_balancer_source_ranges) or ["0.0.0.0/0"],
+        protocol=protocol.lower(),
+        ports=firewall_ports,
+        tags=tags,
+        destination=address,
+    )
+    check_firewall = f"{name}-hc" if local else f"k8s-{cluster_id}-node-hc"
+    if not _exists(compute, f"global/firewalls/{check_firewall}"):
+        _firewall(
+            compute,
+            check_firewall,
+            "",
+            sources=HEALTH_CHECK_SOURCES,
+            protocol="tcp",
+            ports=[str(check_port)],
+            tags=tags,
+        )
+    return name

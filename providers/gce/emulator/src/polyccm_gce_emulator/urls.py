@@ -37,6 +37,9 @@ _ZONE = f"{_P}/zones/{{zone}}"
 _REGION = f"{_P}/regions/{{region}}"
 _GLOBAL = f"{_P}/global"
 _POOL = f"{_REGION}/targetPools/{{targetPool}}"
+_GROUP = f"{_ZONE}/instanceGroups/{{instanceGroup}}"
+_CHECK = f"{_GLOBAL}/healthChecks/{{healthCheck}}"
+_BACKEND = f"{_REGION}/backendServices/{{backendService}}"
 
 METHODS: tuple[ApiMethod, ...] = (
     ApiMethod("compute.zones.list", "GET", f"{_P}/zones", r.zones_list),
@@ -210,6 +213,62 @@ METHODS: tuple[ApiMethod, ...] = (
         "DELETE",
         f"{_GLOBAL}/httpHealthChecks/{{httpHealthCheck}}",
         r.http_health_checks_delete,
+    ),
+    ApiMethod(
+        "compute.instanceGroups.insert", "POST", f"{_ZONE}/instanceGroups", r.instance_groups_insert
+    ),
+    ApiMethod(
+        "compute.instanceGroups.list", "GET", f"{_ZONE}/instanceGroups", r.instance_groups_list
+    ),
+    ApiMethod("compute.instanceGroups.get", "GET", _GROUP, r.instance_groups_get),
+    ApiMethod("compute.instanceGroups.delete", "DELETE", _GROUP, r.instance_groups_delete),
+    ApiMethod(
+        "compute.instanceGroups.addInstances",
+        "POST",
+        f"{_GROUP}/addInstances",
+        r.instance_groups_add_instances,
+    ),
+    ApiMethod(
+        "compute.instanceGroups.removeInstances",
+        "POST",
+        f"{_GROUP}/removeInstances",
+        r.instance_groups_remove_instances,
+    ),
+    ApiMethod(
+        "compute.instanceGroups.listInstances",
+        "POST",
+        f"{_GROUP}/listInstances",
+        r.instance_groups_list_instances,
+    ),
+    ApiMethod(
+        "compute.healthChecks.insert", "POST", f"{_GLOBAL}/healthChecks", r.health_checks_insert
+    ),
+    ApiMethod("compute.healthChecks.list", "GET", f"{_GLOBAL}/healthChecks", r.health_checks_list),
+    ApiMethod("compute.healthChecks.get", "GET", _CHECK, r.health_checks_get),
+    ApiMethod("compute.healthChecks.update", "PUT", _CHECK, r.health_checks_update),
+    ApiMethod("compute.healthChecks.patch", "PATCH", _CHECK, r.health_checks_patch),
+    ApiMethod("compute.healthChecks.delete", "DELETE", _CHECK, r.health_checks_delete),
+    ApiMethod(
+        "compute.regionBackendServices.insert",
+        "POST",
+        f"{_REGION}/backendServices",
+        r.region_backend_services_insert,
+    ),
+    ApiMethod(
+        "compute.regionBackendServices.list",
+        "GET",
+        f"{_REGION}/backendServices",
+        r.region_backend_services_list,
+    ),
+    ApiMethod("compute.regionBackendServices.get", "GET", _BACKEND, r.region_backend_services_get),
+    ApiMethod(
+        "compute.regionBackendServices.update", "PUT", _BACKEND, r.region_backend_services_update
+    ),
+    ApiMethod(
+        "compute.regionBackendServices.delete",
+        "DELETE",
+        _BACKEND,
+        r.region_backend_services_delete,
     ),
     ApiMethod(
         "compute.zoneOperations.get", "GET", f"{_ZONE}/operations/{{operation}}", r.operations_get

@@ -11,12 +11,12 @@ from polyccm_gce_emulator.models.base import ProjectBase, Resource
 from polyccm_gce_emulator.models.common import Link, render
 from polyccm_gce_emulator.models.geography import REGIONS, all_zones, region_of
 from polyccm_gce_emulator.models.instances import InstancesMixin
-from polyccm_gce_emulator.models.loadbalancing import LoadBalancingMixin
+from polyccm_gce_emulator.models.internal import InternalLoadBalancingMixin
 from polyccm_gce_emulator.models.operations import Operation, OperationFault
 from polyccm_gce_emulator.settings import EmulatorSettings
 
 
-class ComputeProject(InstancesMixin, LoadBalancingMixin, ProjectBase):
+class ComputeProject(InstancesMixin, InternalLoadBalancingMixin, ProjectBase):
     """One project as GCE creates it: the fixed zones and regions, and the default network."""
 
     def __init__(
@@ -25,6 +25,7 @@ class ComputeProject(InstancesMixin, LoadBalancingMixin, ProjectBase):
         super().__init__(project, settings, clock)
         self.seed_geography()
         self.seed_network()
+        self.group_members = {}
 
 
 class ComputeBackends:

@@ -138,6 +138,9 @@ QUOTA_METRICS = {
     "networks": "NETWORKS",
     "subnetworks": "SUBNETWORKS",
     "httpHealthChecks": "HEALTH_CHECKS",
+    "healthChecks": "HEALTH_CHECKS",
+    "backendServices": "BACKEND_SERVICES",
+    "instanceGroups": "INSTANCE_GROUPS",
 }
 
 Effect = Callable[[], None]

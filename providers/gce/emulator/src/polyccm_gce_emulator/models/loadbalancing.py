@@ -40,7 +40,7 @@ HEALTH_CHECK_DEFAULTS: dict[str, Any] = {
 }
 
 
-def _in_use(resource: Resource, user: Resource) -> ResourceInUse:
+def in_use(resource: Resource, user: Resource) -> ResourceInUse:
     singular = resource.collection.removesuffix(
         "es" if resource.collection.endswith("sses") else "s"
     )
@@ -142,7 +142,7 @@ class LoadBalancingMixin(GeographyMixin, NetworkMixin, ProjectBase):
             # address stays out of the pool until the rule goes (its deletion finds no static
             # address and gives the IP back).
             return self.delete(address)
-        raise _in_use(address, user)
+        raise in_use(address, user)
 
     # -- HTTP health checks ----------------------------------------------------------------
 
@@ -196,7 +196,7 @@ class LoadBalancingMixin(GeographyMixin, NetworkMixin, ProjectBase):
         check = self.find("global", "httpHealthChecks", name)
         for pool in self.every("targetPools"):
             if check.link in pool.body.get("healthChecks", []):
-                raise _in_use(check, pool)
+                raise in_use(check, pool)
         return self.delete(check)
 
     # -- target pools ----------------------------------------------------------------------
@@ -308,7 +308,7 @@ class LoadBalancingMixin(GeographyMixin, NetworkMixin, ProjectBase):
         pool = self.target_pool(region, name)
         for rule in self.every("forwardingRules"):
             if rule.body.get("target") == pool.link:
-                raise _in_use(pool, rule)
+                raise in_use(pool, rule)
         return self.delete(pool)
 
     # -- forwarding rules ------------------------------------------------------------------
@@ -316,13 +316,9 @@ class LoadBalancingMixin(GeographyMixin, NetworkMixin, ProjectBase):
     def insert_forwarding_rule(self, region: str, body: dict[str, Any]) -> Operation:
         self.region(region)
         name = check_name(body.get("name"))
-        target = reference(body.get("target"), self.project, "resource.target", "targetPools")
-        pool = self.require_link(target)
-        if pool.scope != f"regions/{region}":
-            raise Invalid(
-                f"Invalid value for field 'resource.target': '{body['target']}'. The target "
-                f"pool must be in region '{region}'."
-            )
+        scheme = body.get("loadBalancingScheme", "EXTERNAL")
+        if scheme not in ("EXTERNAL", "INTERNAL"):
+            raise Invalid(f"Invalid value for field 'resource.loadBalancingScheme': '{scheme}'.")
         protocol = body.get("IPProtocol", "TCP")
         if protocol not in ("TCP", "UDP", "ESP", "AH", "SCTP", "ICMP", "L3_DEFAULT"):
             raise Invalid(f"Invalid value for field 'resource.IPProtocol': '{protocol}'.")
@@ -331,23 +327,36 @@ class LoadBalancingMixin(GeographyMixin, NetworkMixin, ProjectBase):
             "description": body.get("description", ""),
             "region": Link(f"projects/{self.project}/regions/{region}"),
             "IPProtocol": protocol,
-            "target": target,
-            "loadBalancingScheme": body.get("loadBalancingScheme", "EXTERNAL"),
+            "loadBalancingScheme": scheme,
             "networkTier": body.get("networkTier", "PREMIUM"),
             "fingerprint": fingerprint([name, region]),
             "labelFingerprint": fingerprint({}),
         }
+        subnet: Resource | None = None
+        if scheme == "INTERNAL":
+            subnet = self._internal_rule_target(region, body, stored)
+        else:
+            target = reference(body.get("target"), self.project, "resource.target", "targetPools")
+            pool = self.require_link(target)
+            if pool.scope != f"regions/{region}":
+                raise Invalid(
+                    f"Invalid value for field 'resource.target': '{body['target']}'. The target "
+                    f"pool must be in region '{region}'."
+                )
+            stored["target"] = target
         if body.get("portRange"):
             stored["portRange"] = self._port_range(str(body["portRange"]))
         if body.get("ports"):
             stored["ports"] = [str(port) for port in body["ports"]]
         static: Resource | None = None
         requested = body.get("IPAddress")
-        if requested:
+        if requested and (subnet is None or self._reserved_or_none(region, str(requested))):
             static = self._reserved(region, str(requested))
             stored["IPAddress"] = static.body["address"]
         self._check_quota("forwardingRules")
-        if static is None:
+        if static is None and subnet is not None:
+            stored["IPAddress"] = self.allocate_internal(subnet, requested or None)
+        elif static is None:
             stored["IPAddress"] = self.allocate_external()
         operation = self.create(
             f"regions/{region}", "forwardingRules", stored, kind="compute#forwardingRule"
@@ -356,9 +365,91 @@ class LoadBalancingMixin(GeographyMixin, NetworkMixin, ProjectBase):
         if static is not None:
             static.body.update(status="IN_USE", users=[rule.link])
             operation.on_fail = lambda: self._unuse(static)
+        elif subnet is not None:
+            operation.on_fail = lambda: self.release_internal(subnet.path, stored["IPAddress"])
         else:
             operation.on_fail = lambda: self.release_external(stored["IPAddress"])
         return operation
+
+    def _internal_rule_target(
+        self, region: str, body: dict[str, Any], stored: dict[str, Any]
+    ) -> Resource:
+        """An internal rule's backend service, network and subnetwork (the subnetwork its
+        address comes from: the one named, else the network's in the region), and its port
+        fields, checked as GCE checks them; returns the subnetwork."""
+        if body.get("target"):
+            raise Invalid(
+                "Invalid value for field 'resource.target': an INTERNAL forwarding rule sends "
+                "to a backend service."
+            )
+        link = reference(
+            body.get("backendService"), self.project, "resource.backendService", "backendServices"
+        )
+        service = self.require_link(link)
+        if service.scope != f"regions/{region}" or service.body.get("loadBalancingScheme") != (
+            "INTERNAL"
+        ):
+            raise Invalid(
+                f"Invalid value for field 'resource.backendService': '{body['backendService']}'. "
+                f"The backend service must be an INTERNAL one in region '{region}'."
+            )
+        if service.body.get("protocol") != stored["IPProtocol"]:
+            raise Invalid(
+                f"Invalid value for field 'resource.IPProtocol': '{stored['IPProtocol']}'. "
+                "It must match the backend service's protocol."
+            )
+        subnet: Resource | None = None
+        if body.get("subnetwork"):
+            subnet = self.require_link(
+                reference(body["subnetwork"], self.project, "resource.subnetwork", "subnetworks")
+            )
+        network_link = (
+            reference(body["network"], self.project, "resource.network", "networks")
+            if body.get("network")
+            else (Link(subnet.body["network"]) if subnet is not None else None)
+        )
+        if network_link is None:
+            network_link = self.require_network(
+                Link(f"projects/{self.project}/global/networks/default")
+            ).link
+        if subnet is None:
+            subnet = next(
+                (
+                    s
+                    for s in self.every("subnetworks")
+                    if s.body["network"] == network_link and s.scope == f"regions/{region}"
+                ),
+                None,
+            )
+            if subnet is None:
+                raise Invalid(
+                    "Invalid value for field 'resource.subnetwork': ''. The network has no "
+                    f"subnetwork in region '{region}'."
+                )
+        ports = body.get("ports") or []
+        if body.get("allPorts") and ports:
+            raise Invalid("Invalid value for field 'resource.ports': allPorts is set.")
+        if len(ports) > 5:
+            raise Invalid(
+                "Invalid value for field 'resource.ports': at most 5 ports; use allPorts."
+            )
+        if not ports and not body.get("allPorts"):
+            raise Invalid(
+                "Invalid value for field 'resource.ports': ports or allPorts is required."
+            )
+        stored.update(backendService=link, network=network_link, subnetwork=subnet.link)
+        if body.get("allPorts"):
+            stored["allPorts"] = True
+        if body.get("allowGlobalAccess"):
+            stored["allowGlobalAccess"] = True
+        return subnet
+
+    def _reserved_or_none(self, region: str, requested: str) -> bool:
+        return any(
+            requested in (a.body.get("address"), a.path) or requested.endswith("/" + a.path)
+            for a in self.every("addresses")
+            if a.scope == f"regions/{region}"
+        )
 
     def _reserved(self, region: str, requested: str) -> Resource:
         """The static address ``requested`` names (by address or URL), reserved and unused."""
@@ -371,7 +462,7 @@ class LoadBalancingMixin(GeographyMixin, NetworkMixin, ProjectBase):
                 if address.body.get("status") != "RESERVED":
                     user = self.find_link(address.body.get("users", [""])[0])
                     if user is not None:
-                        raise _in_use(address, user)
+                        raise in_use(address, user)
                 return address
         raise Invalid(
             f"Invalid value for field 'resource.IPAddress': '{requested}'. Specified IP address "
@@ -407,9 +498,11 @@ class LoadBalancingMixin(GeographyMixin, NetworkMixin, ProjectBase):
                 ),
                 None,
             )
-            if static is None:
-                self.release_external(address)
-            else:
+            if static is not None:
                 self._unuse(static)
+            elif rule.body.get("subnetwork"):
+                self.release_internal(rule.body["subnetwork"], address)
+            else:
+                self.release_external(address)
 
         return self.delete(rule, on_done=gone)
