@@ -13,6 +13,12 @@ from polyccm.objects import Service
 from polyccm_digitalocean import annotations as ann
 from polyccm_digitalocean.annotations import load_balancer_spec
 
+#: upstream's default check (buildHealthCheck, loadbalancers.go:997-1049@v0.1.68): kube-proxy's,
+#: its figures 3/5/3/5 and proxy_protocol false always sent.
+KUBE_PROXY_CHECK = {"protocol": "http", "port": 10256, "path": "/healthz", "proxy_protocol": False,
+                    "check_interval_seconds": 3, "response_timeout_seconds": 5,
+                    "unhealthy_threshold": 3, "healthy_threshold": 5}  # fmt: skip
+
 
 def service(annotations: Mapping[str, str] | None = None, **spec: Any) -> Service:
     ports = spec.pop("ports", None) or [
@@ -52,7 +58,7 @@ def test_by_default_a_regional_network_load_balancer_forwards_to_the_service_por
         53: {"entry_protocol": "udp", "entry_port": 53, "target_protocol": "udp",
              "target_port": 53},
     }  # fmt: skip
-    assert result.body["health_check"] == {"protocol": "http", "port": 10256, "path": "/healthz"}
+    assert result.body["health_check"] == KUBE_PROXY_CHECK
     assert result.warnings == ()
 
 
@@ -61,7 +67,7 @@ def test_a_regional_load_balancer_forwards_tcp_to_the_node_ports() -> None:
 
     assert rules(result)[80] == {"entry_protocol": "tcp", "entry_port": 80,
                                  "target_protocol": "tcp", "target_port": 30080}  # fmt: skip
-    assert result.body["health_check"] == {"protocol": "http", "port": 10256, "path": "/healthz"}
+    assert result.body["health_check"] == KUBE_PROXY_CHECK
     assert result.body["type"] == "REGIONAL" and result.body["network"] == "EXTERNAL"
     assert result.warnings == ()
 
@@ -70,7 +76,7 @@ def test_the_http_annotations_mean_nothing_to_a_regional_network_load_balancer()
     asked = {ann.PROTOCOL: "http", ann.TLS_PORTS: "443", ann.CERTIFICATE_NAME: "web",
              ann.TLS_PASSTHROUGH: "false", ann.HTTP3_PORT: "8443"}  # fmt: skip
 
-    result = spec_of({ann.TYPE: "regional_network", **asked})
+    result = spec_of({ann.TYPE: "REGIONAL_NETWORK", **asked})
 
     assert {r["entry_protocol"] for r in rules(result).values()} == {"tcp"}
     assert rules(result)[443]["target_port"] == 443 and result.certificate_name == ""
@@ -94,7 +100,7 @@ def test_an_existing_load_balancer_keeps_its_type_whatever_the_default_or_annota
 def test_local_traffic_policy_checks_the_health_check_node_port() -> None:
     result = spec_of(externalTrafficPolicy="Local", healthCheckNodePort=32000)
 
-    assert result.body["health_check"] == {"protocol": "http", "port": 32000, "path": "/healthz"}
+    assert result.body["health_check"] == {**KUBE_PROXY_CHECK, "port": 32000}
 
 
 def test_port_lists_choose_protocols_and_certificates_terminate_tls() -> None:
@@ -128,7 +134,7 @@ def test_every_setting_annotation_reaches_the_request() -> None:
         ann.STICKY_TYPE: "cookies", ann.STICKY_COOKIE_NAME: "c", ann.STICKY_COOKIE_TTL: "300",
         ann.PROXY_PROTOCOL: "true", ann.BACKEND_KEEPALIVE: "true", ann.IDLE_TIMEOUT: "120",
         ann.SIZE_UNIT: "3", ann.ALLOW_RULES: "cidr:10.0.0.0/8,ip:1.2.3.4",
-        ann.DENY_RULES: "ip:5.6.7.8", ann.NETWORK: "internal", ann.NETWORK_STACK: "dualstack",
+        ann.DENY_RULES: "ip:5.6.7.8", ann.NETWORK: "internal",
         ann.DISABLE_LETS_ENCRYPT_DNS_RECORDS: "true", ann.NAME: "my-lb",
         ann.HOSTNAME: "web.example.com",
     })  # fmt: skip
@@ -140,7 +146,7 @@ def test_every_setting_annotation_reaches_the_request() -> None:
     assert body["http_idle_timeout_seconds"] == 120 and body["size_unit"] == 3
     assert body["firewall"] == {"allow": ["cidr:10.0.0.0/8", "ip:1.2.3.4"],
                                 "deny": ["ip:5.6.7.8"]}  # fmt: skip
-    assert body["network"] == "INTERNAL" and body["network_stack"] == "DUALSTACK"
+    assert body["network"] == "INTERNAL" and body["network_stack"] == "IPV4"
     assert body["disable_lets_encrypt_dns_records"] is True
     assert result.name == "my-lb" and result.hostname == "web.example.com"
     assert result.warnings == ()
@@ -172,7 +178,7 @@ def test_override_health_check_uses_the_healthcheck_annotations() -> None:
         ({ann.PROXY_PROTOCOL: "maybe"}, ann.PROXY_PROTOCOL),
         ({ann.IDLE_TIMEOUT: "5"}, ann.IDLE_TIMEOUT),
         ({ann.ALLOW_RULES: "10.0.0.0/8"}, ann.ALLOW_RULES),
-        ({ann.TYPE: "GLOBAL", ann.NETWORK: "INTERNAL"}, ann.NETWORK),
+        ({ann.NETWORK: "INTERNAL", ann.NETWORK_STACK: "DUALSTACK"}, ann.NETWORK_STACK),
         ({ann.TYPE: "SOMETHING"}, ann.TYPE),
         ({ann.HTTP3_PORT: "80,443", ann.CERTIFICATE_ID: "c"}, ann.HTTP3_PORT),
         ({ann.NAME: "bad name!"}, ann.NAME),

@@ -48,10 +48,19 @@ def with_annotations(svc: Service, extra: Mapping[str, str]) -> Service:
     return Service(raw)
 
 
+def node(droplet_id: int, name: str, *addresses: tuple[str, str]) -> Node:
+    """A Node of droplet ``droplet_id`` with ``(type, address)`` addresses."""
+    listed = [{"type": kind, "address": address} for kind, address in addresses]
+    return Node({"metadata": {"name": name},
+                 "spec": {"providerID": f"digitalocean://{droplet_id}"},
+                 "status": {"addresses": listed}})  # fmt: skip
+
+
 def nodes(api: DigitalOceanApi, count: int = 1) -> list[Node]:
+    """Initialised Nodes (each with a public IPv4, as the node controller writes it)."""
     return [
-        Node({"metadata": {"name": d["name"]}, "spec": {"providerID": f"digitalocean://{d['id']}"}})
-        for d in api.create_droplets(count)
+        node(d["id"], d["name"], ("ExternalIP", f"203.0.113.{index + 1}"))
+        for index, d in enumerate(api.create_droplets(count))
     ]
 
 

@@ -45,13 +45,16 @@ from polyccm.keptlisting import KeptListing
 from polyccm.objects import Node, Service
 
 from polyccm_digitalocean.annotations import (
+    CERTIFICATE_ID,
     CERTIFICATE_NAME,
     LOAD_BALANCER_ID,
     TYPE,
     LoadBalancerSpec,
+    disowned,
     service_spec,
 )
 from polyccm_digitalocean.api import DigitalOceanApi, NotFound
+from polyccm_digitalocean.backends import backends, network_stack
 from polyccm_digitalocean.instances import droplet_id_from_provider_id
 
 log = logging.getLogger(__name__)
@@ -222,11 +225,15 @@ class DigitalOceanLoadBalancer(LoadBalancer):
     # -- finding -----------------------------------------------------------------------------
 
     def _find(self, service: Service, spec: LoadBalancerSpec | None = None) -> Balancer | None:
-        """The service's load balancer: by annotated id, by the id made here, then by name."""
-        for lb_id in (service.annotations.get(LOAD_BALANCER_ID, "").strip(),
-                      self._made.get(service.uid, "")):  # fmt: skip
+        """The service's load balancer: by annotated id, by the id made here, then by name. An
+        annotated id DigitalOcean no longer has (404) is not looked up by name: as upstream's
+        retrieveLoadBalancer, the service then gets a new load balancer."""
+        annotated = service.annotations.get(LOAD_BALANCER_ID, "").strip()
+        for lb_id in (annotated, self._made.get(service.uid, "")):
             if lb_id and (balancer := self._get(lb_id)) is not None:
                 return balancer
+        if annotated:
+            return None
         names = {self.get_load_balancer_name("", service)}
         if spec is not None:
             names.add(spec.name)
@@ -251,7 +258,9 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         """The checked request for ``service``; with ``balancer`` (the one that exists), of its
         type."""
         fixed = str((balancer or {}).get("type") or "")
-        return service_spec(service, default_type=self.default_type, fixed_type=fixed)
+        stack = str((balancer or {}).get("network_stack") or "")
+        return service_spec(service, default_type=self.default_type, fixed_type=fixed,
+                            fixed_stack=stack)  # fmt: skip
 
     # -- the contract -----------------------------------------------------------------------
 
@@ -268,19 +277,17 @@ class DigitalOceanLoadBalancer(LoadBalancer):
     def ensure_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> LoadBalancerStatus:
+        if disowned(service):  # before anything else, as upstream (loadbalancers.go:206-213)
+            log.info("service %s: its load balancer is disowned; left as it is", service.key)
+            return self._current_status(service)
         spec = self._spec(service)  # every check before any cloud call
+        self._body(spec, nodes, resolve=False)  # the nodes' checks too
         balancer = self._find(service, spec)
-        if balancer is not None and not spec.disowned:
-            spec = self._spec(service, balancer)  # of the type it has
-        if spec.disowned:
-            if balancer is None:
-                raise CloudError(
-                    f"service {service.key} disowns its load balancer, and none was found"
-                )
-            log.info("service %s: load balancer %s is disowned; left as it is",
-                     service.key, balancer["id"])  # fmt: skip
-            return self._status(balancer, spec.hostname, spec.warnings)
-        body = self._body(spec, nodes)
+        extra: dict[str, str] = {}
+        if balancer is not None:
+            spec = self._spec(service, balancer)  # of the type and stack it has
+            extra = self._renewed_certificate(service, balancer)
+        body = self._body(spec, nodes, certificate=extra.get(CERTIFICATE_ID, ""))
         if balancer is None:
             balancer = self.api.call("load_balancers.create", body=body)["load_balancer"]
             self._names.put(str(balancer["id"]), str(balancer.get("name") or ""))
@@ -312,19 +319,21 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                 self._waiting.retry_delay(lb_id),
             )
         self._waiting.done(lb_id)
-        return self._status(balancer, spec.hostname, spec.warnings)
+        return self._status(balancer, spec.hostname, spec.warnings, extra)
 
     def update_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> None:
+        if disowned(service):
+            return
         spec = self._spec(service)
         balancer = self._find(service, spec)
-        if spec.disowned:
-            return
         if balancer is None:
             raise CloudError(f"service {service.key}: no load balancer to update")
         lb_id = str(balancer["id"])
-        want = set(self._dropped.wanted(droplet_ids(nodes)))
+        kept = backends(nodes, str(balancer.get("type") or spec.body["type"]),
+                        str(balancer.get("network") or spec.body["network"]))  # fmt: skip
+        want = set(self._dropped.wanted(droplet_ids(kept.nodes)))
         have = set(balancer.get("droplet_ids") or ())
         if want - have:
             self.api.call("load_balancers.add_droplets", lb_id=lb_id,
@@ -336,13 +345,13 @@ class DigitalOceanLoadBalancer(LoadBalancer):
             self._dropped.changed(lb_id, removed=have - want)
 
     def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
+        if disowned(service):
+            log.info("service %s: load balancer disowned; not deleted", service.key)
+            return
         try:
             spec: LoadBalancerSpec | None = self._spec(service)
         except InvalidServiceSpec:
             spec = None
-        if spec is not None and spec.disowned:
-            log.info("service %s: load balancer disowned; not deleted", service.key)
-            return
         annotated = service.annotations.get(LOAD_BALANCER_ID, "").strip()
         deleted = bool(annotated) and self._delete(annotated)
         if not deleted:  # no id annotated, or none by that id: found as ensure finds it
@@ -370,16 +379,24 @@ class DigitalOceanLoadBalancer(LoadBalancer):
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _body(self, spec: LoadBalancerSpec, nodes: Sequence[Node]) -> dict[str, Any]:
+    def _body(self, spec: LoadBalancerSpec, nodes: Sequence[Node], *, resolve: bool = True,
+              certificate: str = "") -> dict[str, Any]:  # fmt: skip
+        """The request: the spec's body with the backends among ``nodes``, the network stack
+        they allow, the certificate (``certificate``: the one the load balancer was renewed
+        to; else the named one's id, looked up only with ``resolve``), region and VPC."""
         body = dict(spec.body)
-        if spec.certificate_name:
-            certificate_id = self._certificate_id(spec.certificate_name)
+        kept = backends(nodes, body["type"], body["network"])
+        body["network_stack"] = network_stack(body["network_stack"], spec.stack_from_nodes,
+                                              kept, body["type"])  # fmt: skip
+        if resolve and spec.certificate_name and not certificate:
+            certificate = self._certificate_id(spec.certificate_name)
+        if certificate:
             body["forwarding_rules"] = [
-                {**rule, "certificate_id": certificate_id} if "certificate_id" in rule else rule
+                {**rule, "certificate_id": certificate} if "certificate_id" in rule else rule
                 for rule in body["forwarding_rules"]
             ]
         body["region"] = self.region
-        body["droplet_ids"] = self._dropped.wanted(droplet_ids(nodes))
+        body["droplet_ids"] = self._dropped.wanted(droplet_ids(kept.nodes))
         if self.vpc_id:
             body["vpc_uuid"] = self.vpc_id
         return body
@@ -390,8 +407,40 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                 return str(certificate["id"])
         raise InvalidServiceSpec(f"annotation {CERTIFICATE_NAME}: no certificate named {name!r}")
 
+    def _renewed_certificate(self, service: Service, balancer: Balancer) -> dict[str, str]:
+        """``{certificate-id: new id}`` when DigitalOcean renewed the service's Let's Encrypt
+        certificate on ``balancer`` (a new id, the same name), as upstream's
+        recordUpdatedLetsEncryptCert: the annotation is rewritten and the old id never sent
+        back. Read from one listing of the account's certificates."""
+        annotated = service.annotations.get(CERTIFICATE_ID, "").strip()
+        used = next((str(r["certificate_id"]) for r in balancer.get("forwarding_rules") or ()
+                     if r.get("certificate_id")), "")  # fmt: skip
+        if not annotated or not used or used == annotated:
+            return {}
+        wanted = {annotated, used}
+        found = {str(c["id"]): c for c in self.api.pages("certificates.list", "certificates")
+                 if str(c.get("id")) in wanted}  # fmt: skip
+        renewed = found.get(used)
+        if renewed is None or renewed.get("type") != "lets_encrypt":
+            return {}
+        before = found.get(annotated)
+        if before is not None and before.get("name") != renewed.get("name"):
+            return {}  # changed by hand to another certificate: the annotation's wins
+        log.info("service %s: certificate %s was renewed as %s; following it",
+                 service.key, annotated, used)  # fmt: skip
+        return {CERTIFICATE_ID: used}
+
+    def _current_status(self, service: Service) -> LoadBalancerStatus:
+        """The status ``service`` has (a disowned one's, as upstream returns it unchanged)."""
+        ingress = tuple(
+            LoadBalancerIngress(ip=str(i.get("ip") or ""), hostname=str(i.get("hostname") or ""))
+            for i in service.load_balancer_status.get("ingress") or ()
+        )
+        return LoadBalancerStatus(ingress=ingress)
+
     @staticmethod
-    def _status(balancer: Balancer, hostname: str, warnings: Sequence[str]) -> LoadBalancerStatus:
+    def _status(balancer: Balancer, hostname: str, warnings: Sequence[str],
+                extra: Mapping[str, str] | None = None) -> LoadBalancerStatus:  # fmt: skip
         if hostname:
             ingress: tuple[LoadBalancerIngress, ...] = (LoadBalancerIngress(hostname=hostname),)
         else:
@@ -400,7 +449,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                 for address in (balancer.get("ip"), balancer.get("ipv6"))
                 if address
             )
-        annotations = {LOAD_BALANCER_ID: str(balancer["id"])}
+        annotations = {**(extra or {}), LOAD_BALANCER_ID: str(balancer["id"])}
         if balancer.get("type"):
             annotations[TYPE] = str(balancer["type"])
         return LoadBalancerStatus(
