@@ -17,6 +17,13 @@ v0.1.61; ``DEFAULT_LB_TYPE`` chooses), but an existing load balancer keeps its o
 (no nodePort needed), as upstream's ``buildRegionalNetworkForwardingRule``; the protocol, port
 list, certificate and passthrough annotations mean nothing to it (upstream ignores them: here a
 warning names each).
+
+The health check is upstream's buildHealthCheck: kube-proxy's ``/healthz`` on 10256 (or the
+healthCheckNodePort with externalTrafficPolicy Local) over http with ``proxy_protocol: false``,
+unless ``override-health-check`` is present (any value, even empty); its interval, timeout and
+thresholds are always sent (their annotations', else 3/5/3/5). The network stack is the
+annotation's, else the existing load balancer's, else IPV4 for INTERNAL, DUALSTACK for REGIONAL,
+and for REGIONAL_NETWORK decided with the nodes (:mod:`polyccm_digitalocean.backends`).
 """
 
 from __future__ import annotations

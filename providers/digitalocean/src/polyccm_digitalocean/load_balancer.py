@@ -21,9 +21,14 @@ A droplet DigitalOcean took out of a load balancer on its own (it does so when t
 is destroyed) is not asked back for two minutes: its node may still be listed until the node
 lifecycle controller deletes it, and adding it would have the whole request refused (422), the
 new nodes' droplets with it. Deleting one whose id is
-annotated is one ``DELETE`` (a 404 falls back to the lookup). A service annotated
-``service.kubernetes.io/do-loadbalancer-disown: "true"`` has its load balancer neither changed
-nor deleted.
+annotated is one ``DELETE``. An annotated id DigitalOcean answers 404 for is not looked up by
+name: ensure makes a new load balancer, as upstream does. A service annotated
+``service.kubernetes.io/do-loadbalancer-disown: "true"`` is left before anything else is read
+or called: its status stays as it is, its load balancer neither changed nor deleted.
+The backends are the nodes :func:`~polyccm_digitalocean.backends.backends` keeps (a
+REGIONAL_NETWORK EXTERNAL load balancer takes only nodes with a public address). When
+DigitalOcean renewed a Let's Encrypt certificate (a new id, the same name) the load balancer's
+id is kept and written to the ``certificate-id`` annotation, as upstream does.
 
 A new load balancer's type is the ``type`` annotation's, else ``DEFAULT_LB_TYPE``'s
 (``REGIONAL_NETWORK`` unless it says ``REGIONAL``); an existing one keeps its own, and its type
