@@ -534,3 +534,21 @@ def test_an_upstream_dualstack_regional_load_balancer_is_adopted_without_a_write
 
     assert writes(do) == {}
     assert balancers(api)[0]["network_stack"] == "DUALSTACK"
+
+
+def test_an_existing_regional_load_balancer_keeps_its_private_only_backends(
+    do: Mapping[str, str],
+) -> None:
+    # allowsPrivateOnlyBackends (loadbalancers.go:581-584@v0.1.68) is read for the type the
+    # load balancer has: a REGIONAL one made before the REGIONAL_NETWORK default keeps nodes
+    # with only an InternalIP.
+    api = DigitalOceanApi(do)
+    (droplet,) = api.create_droplets(1)
+    private = [node(droplet["id"], "private", ("InternalIP", "10.0.0.3"))]
+    svc = service()
+    upstream_load_balancer(api, default_load_balancer_name(svc), [droplet["id"]], {80: 30080})
+    control(do).reset_calls()
+
+    provider_for(do).load_balancer().ensure_load_balancer("k", svc, private)
+
+    assert writes(do) == {}

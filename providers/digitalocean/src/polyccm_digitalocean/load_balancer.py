@@ -286,7 +286,6 @@ class DigitalOceanLoadBalancer(LoadBalancer):
             log.info("service %s: its load balancer is disowned; left as it is", service.key)
             return self._current_status(service)
         spec = self._spec(service)  # every check before any cloud call
-        self._body(spec, nodes, resolve=False)  # the nodes' checks too
         balancer = self._find(service, spec)
         extra: dict[str, str] = {}
         if balancer is not None:
@@ -384,16 +383,17 @@ class DigitalOceanLoadBalancer(LoadBalancer):
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _body(self, spec: LoadBalancerSpec, nodes: Sequence[Node], *, resolve: bool = True,
+    def _body(self, spec: LoadBalancerSpec, nodes: Sequence[Node], *,
               certificate: str = "") -> dict[str, Any]:  # fmt: skip
-        """The request: the spec's body with the backends among ``nodes``, the network stack
-        they allow, the certificate (``certificate``: the one the load balancer was renewed
-        to; else the named one's id, looked up only with ``resolve``), region and VPC."""
+        """The request: the spec's body with the backends among ``nodes`` (checked for the type
+        the load balancer has or gets: before any write), the network stack they allow, the
+        certificate (``certificate``: the one the load balancer was renewed to; else the named
+        one's id), region and VPC."""
         body = dict(spec.body)
         kept = backends(nodes, body["type"], body["network"])
         body["network_stack"] = network_stack(body["network_stack"], spec.stack_from_nodes,
                                               kept, body["type"])  # fmt: skip
-        if resolve and spec.certificate_name and not certificate:
+        if spec.certificate_name and not certificate:
             certificate = self._certificate_id(spec.certificate_name)
         if certificate:
             body["forwarding_rules"] = [
