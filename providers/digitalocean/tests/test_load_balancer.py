@@ -552,3 +552,21 @@ def test_an_existing_regional_load_balancer_keeps_its_private_only_backends(
     provider_for(do).load_balancer().ensure_load_balancer("k", svc, private)
 
     assert writes(do) == {}
+
+
+def test_a_node_without_a_provider_id_is_found_by_its_droplets_name(
+    do: Mapping[str, str],
+) -> None:
+    # nodesToDropletIDs (loadbalancers.go:723-782@v0.1.68): a node with no providerID is the
+    # droplet of its name, from a listing of the droplets.
+    api = DigitalOceanApi(do)
+    (droplet,) = api.create_droplets(1, prefix="named")
+    bare = Node({"metadata": {"name": droplet["name"]}, "spec": {},
+                 "status": {"addresses": [{"type": "ExternalIP",
+                                           "address": "203.0.113.9"}]}})  # fmt: skip
+
+    status = provider_for(do).load_balancer().ensure_load_balancer("k", service(), [bare])
+
+    (made,) = balancers(api)
+    assert made["id"] == status.service_annotations[ann.LOAD_BALANCER_ID]
+    assert made["droplet_ids"] == [droplet["id"]]

@@ -337,7 +337,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         lb_id = str(balancer["id"])
         kept = backends(nodes, str(balancer.get("type") or spec.body["type"]),
                         str(balancer.get("network") or spec.body["network"]))  # fmt: skip
-        want = set(self._dropped.wanted(droplet_ids(kept.nodes)))
+        want = set(self._dropped.wanted(self._droplet_ids(kept.nodes)))
         have = set(balancer.get("droplet_ids") or ())
         if want - have:
             self.api.call("load_balancers.add_droplets", lb_id=lb_id,
@@ -401,10 +401,31 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                 for rule in body["forwarding_rules"]
             ]
         body["region"] = self.region
-        body["droplet_ids"] = self._dropped.wanted(droplet_ids(kept.nodes))
+        body["droplet_ids"] = self._dropped.wanted(self._droplet_ids(kept.nodes))
         if self.vpc_id:
             body["vpc_uuid"] = self.vpc_id
         return body
+
+    def _droplet_ids(self, nodes: Sequence[Node]) -> list[int]:
+        """The droplets of ``nodes``: by providerID, and for a node without one, as upstream's
+        nodesToDropletIDs (loadbalancers.go:723-782@v0.1.68), the droplet of the node's name (or
+        with the node's name as an address), from one listing of the droplets."""
+        ids = set(droplet_ids(nodes))
+        missing = {node.name for node in nodes if not node.provider_id}
+        if missing:
+            for droplet in self.api.pages("droplets.list", "droplets"):
+                networks = droplet.get("networks") or {}
+                addresses = {str(n.get("ip_address")) for kind in ("v4", "v6")
+                             for n in networks.get(kind) or ()}  # fmt: skip
+                found = missing & ({str(droplet.get("name"))} | addresses)
+                if found:
+                    ids.add(int(droplet["id"]))
+                    missing -= found
+                if not missing:
+                    break
+            if missing:
+                log.warning("no droplet found for nodes %s", ", ".join(sorted(missing)[:3]))
+        return sorted(ids)
 
     def _certificate_id(self, name: str) -> str:
         for certificate in self.api.pages("certificates.list", "certificates", name=name):
