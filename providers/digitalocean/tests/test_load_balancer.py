@@ -432,8 +432,11 @@ def test_a_disowned_service_is_neither_read_nor_checked_nor_sent(do: Mapping[str
     status = provider.load_balancer().ensure_load_balancer("k", svc, [])
     provider.load_balancer().update_load_balancer("k", svc, [])
     provider.load_balancer().ensure_load_balancer_deleted("k", svc)
+    with cloudcalls.reads_only(provider.read_only_call):
+        plan = provider.load_balancer_planner().plan_load_balancer("k", svc, [])
 
     assert [i.ip for i in status.ingress] == ["192.0.2.10"]
+    assert (plan.action, plan.problems) == (ADOPT, ())
     assert dict(control(do).calls()) == {}
 
 
