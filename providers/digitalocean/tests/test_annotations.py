@@ -13,6 +13,12 @@ from polyccm.objects import Service
 from polyccm_digitalocean import annotations as ann
 from polyccm_digitalocean.annotations import load_balancer_spec
 
+#: upstream's default check (buildHealthCheck, loadbalancers.go:997-1049@v0.1.68): kube-proxy's,
+#: its figures 3/5/3/5 and proxy_protocol false always sent.
+KUBE_PROXY_CHECK = {"protocol": "http", "port": 10256, "path": "/healthz", "proxy_protocol": False,
+                    "check_interval_seconds": 3, "response_timeout_seconds": 5,
+                    "unhealthy_threshold": 3, "healthy_threshold": 5}  # fmt: skip
+
 
 def service(annotations: Mapping[str, str] | None = None, **spec: Any) -> Service:
     ports = spec.pop("ports", None) or [
@@ -52,7 +58,7 @@ def test_by_default_a_regional_network_load_balancer_forwards_to_the_service_por
         53: {"entry_protocol": "udp", "entry_port": 53, "target_protocol": "udp",
              "target_port": 53},
     }  # fmt: skip
-    assert result.body["health_check"] == {"protocol": "http", "port": 10256, "path": "/healthz"}
+    assert result.body["health_check"] == KUBE_PROXY_CHECK
     assert result.warnings == ()
 
 
@@ -61,7 +67,7 @@ def test_a_regional_load_balancer_forwards_tcp_to_the_node_ports() -> None:
 
     assert rules(result)[80] == {"entry_protocol": "tcp", "entry_port": 80,
                                  "target_protocol": "tcp", "target_port": 30080}  # fmt: skip
-    assert result.body["health_check"] == {"protocol": "http", "port": 10256, "path": "/healthz"}
+    assert result.body["health_check"] == KUBE_PROXY_CHECK
     assert result.body["type"] == "REGIONAL" and result.body["network"] == "EXTERNAL"
     assert result.warnings == ()
 
@@ -70,7 +76,7 @@ def test_the_http_annotations_mean_nothing_to_a_regional_network_load_balancer()
     asked = {ann.PROTOCOL: "http", ann.TLS_PORTS: "443", ann.CERTIFICATE_NAME: "web",
              ann.TLS_PASSTHROUGH: "false", ann.HTTP3_PORT: "8443"}  # fmt: skip
 
-    result = spec_of({ann.TYPE: "regional_network", **asked})
+    result = spec_of({ann.TYPE: "REGIONAL_NETWORK", **asked})
 
     assert {r["entry_protocol"] for r in rules(result).values()} == {"tcp"}
     assert rules(result)[443]["target_port"] == 443 and result.certificate_name == ""
@@ -94,7 +100,7 @@ def test_an_existing_load_balancer_keeps_its_type_whatever_the_default_or_annota
 def test_local_traffic_policy_checks_the_health_check_node_port() -> None:
     result = spec_of(externalTrafficPolicy="Local", healthCheckNodePort=32000)
 
-    assert result.body["health_check"] == {"protocol": "http", "port": 32000, "path": "/healthz"}
+    assert result.body["health_check"] == {**KUBE_PROXY_CHECK, "port": 32000}
 
 
 def test_port_lists_choose_protocols_and_certificates_terminate_tls() -> None:
@@ -128,7 +134,7 @@ def test_every_setting_annotation_reaches_the_request() -> None:
         ann.STICKY_TYPE: "cookies", ann.STICKY_COOKIE_NAME: "c", ann.STICKY_COOKIE_TTL: "300",
         ann.PROXY_PROTOCOL: "true", ann.BACKEND_KEEPALIVE: "true", ann.IDLE_TIMEOUT: "120",
         ann.SIZE_UNIT: "3", ann.ALLOW_RULES: "cidr:10.0.0.0/8,ip:1.2.3.4",
-        ann.DENY_RULES: "ip:5.6.7.8", ann.NETWORK: "internal", ann.NETWORK_STACK: "dualstack",
+        ann.DENY_RULES: "ip:5.6.7.8", ann.NETWORK: "internal",
         ann.DISABLE_LETS_ENCRYPT_DNS_RECORDS: "true", ann.NAME: "my-lb",
         ann.HOSTNAME: "web.example.com",
     })  # fmt: skip
@@ -140,7 +146,7 @@ def test_every_setting_annotation_reaches_the_request() -> None:
     assert body["http_idle_timeout_seconds"] == 120 and body["size_unit"] == 3
     assert body["firewall"] == {"allow": ["cidr:10.0.0.0/8", "ip:1.2.3.4"],
                                 "deny": ["ip:5.6.7.8"]}  # fmt: skip
-    assert body["network"] == "INTERNAL" and body["network_stack"] == "DUALSTACK"
+    assert body["network"] == "INTERNAL" and body["network_stack"] == "IPV4"
     assert body["disable_lets_encrypt_dns_records"] is True
     assert result.name == "my-lb" and result.hostname == "web.example.com"
     assert result.warnings == ()
@@ -172,7 +178,7 @@ def test_override_health_check_uses_the_healthcheck_annotations() -> None:
         ({ann.PROXY_PROTOCOL: "maybe"}, ann.PROXY_PROTOCOL),
         ({ann.IDLE_TIMEOUT: "5"}, ann.IDLE_TIMEOUT),
         ({ann.ALLOW_RULES: "10.0.0.0/8"}, ann.ALLOW_RULES),
-        ({ann.TYPE: "GLOBAL", ann.NETWORK: "INTERNAL"}, ann.NETWORK),
+        ({ann.NETWORK: "INTERNAL", ann.NETWORK_STACK: "DUALSTACK"}, ann.NETWORK_STACK),
         ({ann.TYPE: "SOMETHING"}, ann.TYPE),
         ({ann.HTTP3_PORT: "80,443", ann.CERTIFICATE_ID: "c"}, ann.HTTP3_PORT),
         ({ann.NAME: "bad name!"}, ann.NAME),
@@ -234,3 +240,110 @@ def test_source_ranges_are_the_allow_list_before_the_allow_rules() -> None:
     for bad in ("10.0.0.0", "10.0.0.0/33", "example"):
         with pytest.raises(InvalidServiceSpec, match="loadBalancerSourceRanges"):
             spec_of(loadBalancerSourceRanges=[bad])
+
+
+# -- issue 29: as upstream v0.1.68 builds the request -----------------------------------------
+
+
+def test_the_default_health_check_is_kube_proxys_with_upstreams_figures_and_no_proxy_protocol() -> (
+    None
+):
+    # buildHealthCheck, loadbalancers.go:997-1049@v0.1.68: proxy_protocol false (kube-proxy
+    # speaks none: with enable-proxy-protocol every node would be marked down) and 3/5/3/5
+    # always sent, so DigitalOcean's 10/5/5/3 (failover ~50 s instead of ~9 s) never apply.
+    result = spec_of({ann.PROXY_PROTOCOL: "true"})
+
+    assert result.body["health_check"] == KUBE_PROXY_CHECK
+    assert result.body["enable_proxy_protocol"] is True
+
+
+def test_the_health_check_figures_apply_without_the_override() -> None:
+    # loadbalancers.go:1024-1039@v0.1.68: read whether or not override-health-check is set.
+    result = spec_of({ann.HC_INTERVAL: "10", ann.HC_HEALTHY: "2"})
+
+    assert result.body["health_check"] == {**KUBE_PROXY_CHECK, "check_interval_seconds": 10,
+                                           "healthy_threshold": 2}  # fmt: skip
+    assert result.warnings == ()
+
+
+def test_override_health_check_counts_even_empty_a_path_means_http_on_the_first_tcp_port() -> None:
+    # loadbalancers.go:1006 (present is enough), healthCheckProtocol 1364-1372 (a path and no
+    # protocol: http), healthCheckPort 1350-1355 (the first TCP port) @v0.1.68.
+    result = spec_of({ann.OVERRIDE_HEALTH_CHECK: "", ann.HC_PATH: "/ready"}, ports=[
+        {"name": "dns", "protocol": "UDP", "port": 53, "nodePort": 30053},
+        {"name": "http", "protocol": "TCP", "port": 80, "nodePort": 30080},
+    ])  # fmt: skip
+
+    assert result.body["health_check"] == {
+        "protocol": "http", "port": 30080, "path": "/ready", "check_interval_seconds": 3,
+        "response_timeout_seconds": 5, "unhealthy_threshold": 3, "healthy_threshold": 5,
+    }  # fmt: skip
+    assert result.warnings == ()
+
+
+def test_network_stack_defaults_as_upstreams_get_network_stack() -> None:
+    # getNetworkStack, loadbalancers.go:1756-1836@v0.1.68: REGIONAL is DUALSTACK (1799),
+    # INTERNAL IPV4, REGIONAL_NETWORK left to its nodes (1779-1793).
+    regional = spec_of()
+    internal = spec_of({ann.NETWORK: "INTERNAL"})
+    network = spec_of({ann.TYPE: "REGIONAL_NETWORK"})
+
+    assert regional.body["network_stack"] == "DUALSTACK" and not regional.stack_from_nodes
+    assert internal.body["network_stack"] == "IPV4"
+    assert network.body["network_stack"] == "IPV4" and network.stack_from_nodes
+    adopted = load_balancer_spec(service(), default_name="a", default_type="REGIONAL",
+                                 fixed_type="REGIONAL", fixed_stack="IPV4")  # fmt: skip
+    assert adopted.body["network_stack"] == "IPV4"
+
+
+def test_http3_shares_its_port_with_the_tls_port() -> None:
+    # buildForwardingRules leaves the http3 port out of the duplicate check
+    # (loadbalancers.go:1111-1115@v0.1.68) and buildHTTP3ForwardingRule (1051-1084) adds a
+    # second rule on that port.
+    result = spec_of({ann.TLS_PORTS: "443", ann.HTTP3_PORT: "443", ann.CERTIFICATE_ID: "c"})
+
+    on_443 = sorted((r["entry_protocol"], r["target_protocol"], r["target_port"],
+                     r["certificate_id"])
+                    for r in result.body["forwarding_rules"] if r["entry_port"] == 443)  # fmt: skip
+    assert on_443 == [("http3", "http", 30443, "c"), ("https", "http", 30443, "c")]
+
+
+def test_a_certificate_makes_443_https_beside_an_http2_port() -> None:
+    # loadbalancers.go:1121-1126@v0.1.68: 443 is https unless tls-ports names ports or
+    # http2-ports names 443.
+    result = spec_of({ann.HTTP2_PORTS: "8443", ann.CERTIFICATE_ID: "c"}, ports=[
+        {"name": "https", "protocol": "TCP", "port": 443, "nodePort": 30443},
+        {"name": "h2", "protocol": "TCP", "port": 8443, "nodePort": 30844},
+    ])  # fmt: skip
+
+    assert rules(result)[443]["entry_protocol"] == "https"
+    assert rules(result)[8443]["entry_protocol"] == "http2"
+    assert {r["certificate_id"] for r in rules(result).values()} == {"c"}
+
+
+def test_http2_may_pass_tls_through() -> None:
+    # buildForwardingRule -> buildTLSForwardingRule for http2 too (loadbalancers.go:1211-1216,
+    # 1266-1271@v0.1.68): passed through, the target protocol stays http2.
+    result = spec_of({ann.HTTP2_PORTS: "443", ann.TLS_PASSTHROUGH: "true"})
+
+    assert rules(result)[443] == {"entry_protocol": "http2", "entry_port": 443,
+                                  "target_protocol": "http2", "target_port": 30443,
+                                  "tls_passthrough": True}  # fmt: skip
+
+
+def test_the_algorithm_annotation_is_accepted_silently_as_deprecated() -> None:
+    # lb_annotations.go:116-121@v0.1.68: "Specifying this annotation does nothing".
+    assert spec_of({ann.PREFIX + "algorithm": "least_connections"}).warnings == ()
+
+
+@pytest.mark.parametrize("value", ["GLOBAL", "regional", "regional_network"])
+def test_types_upstream_refuses_are_refused(value: str) -> None:
+    # getType, loadbalancers.go:1725-1737@v0.1.68: REGIONAL or REGIONAL_NETWORK, spelled so.
+    with pytest.raises(InvalidServiceSpec, match=ann.TYPE):
+        spec_of({ann.TYPE: value})
+
+
+def test_an_internal_dualstack_load_balancer_is_refused() -> None:
+    # getNetworkStack, loadbalancers.go:1811-1814@v0.1.68.
+    with pytest.raises(InvalidServiceSpec, match=ann.NETWORK_STACK):
+        spec_of({ann.NETWORK: "INTERNAL", ann.NETWORK_STACK: "DUALSTACK"})

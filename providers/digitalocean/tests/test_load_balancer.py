@@ -48,10 +48,19 @@ def with_annotations(svc: Service, extra: Mapping[str, str]) -> Service:
     return Service(raw)
 
 
+def node(droplet_id: int, name: str, *addresses: tuple[str, str]) -> Node:
+    """A Node of droplet ``droplet_id`` with ``(type, address)`` addresses."""
+    listed = [{"type": kind, "address": address} for kind, address in addresses]
+    return Node({"metadata": {"name": name},
+                 "spec": {"providerID": f"digitalocean://{droplet_id}"},
+                 "status": {"addresses": listed}})  # fmt: skip
+
+
 def nodes(api: DigitalOceanApi, count: int = 1) -> list[Node]:
+    """Initialised Nodes (each with a public IPv4, as the node controller writes it)."""
     return [
-        Node({"metadata": {"name": d["name"]}, "spec": {"providerID": f"digitalocean://{d['id']}"}})
-        for d in api.create_droplets(count)
+        node(d["id"], d["name"], ("ExternalIP", f"203.0.113.{index + 1}"))
+        for index, d in enumerate(api.create_droplets(count))
     ]
 
 
@@ -406,3 +415,161 @@ def test_plan_warnings_are_those_of_the_configured_default_type_and_of_an_existi
     assert [len(m) for m in messages] == [1, 2], messages
     assert all("is not yet active" in m[-1] for m in messages)
     assert messages[1][0].startswith(ignored)
+
+
+# -- issue 29: as upstream v0.1.68 ----------------------------------------------------------
+
+
+def test_a_disowned_service_is_neither_read_nor_checked_nor_sent(do: Mapping[str, str]) -> None:
+    # EnsureLoadBalancer, UpdateLoadBalancer and EnsureLoadBalancerDeleted each start with
+    # getDisownLB and return (loadbalancers.go:205-213, 379-387, 407-415@v0.1.68): no
+    # load balancer needed, no other annotation read, no call, the status as it is.
+    provider = provider_for(do)
+    svc = service({ann.DISOWN: "true", ann.TYPE: "GLOBAL", ann.PROTOCOL: "ftp"})
+    svc.raw["status"] = {"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}}
+    control(do).reset_calls()
+
+    status = provider.load_balancer().ensure_load_balancer("k", svc, [])
+    provider.load_balancer().update_load_balancer("k", svc, [])
+    provider.load_balancer().ensure_load_balancer_deleted("k", svc)
+    with cloudcalls.reads_only(provider.read_only_call):
+        plan = provider.load_balancer_planner().plan_load_balancer("k", svc, [])
+
+    assert [i.ip for i in status.ingress] == ["192.0.2.10"]
+    assert (plan.action, plan.problems) == (ADOPT, ())
+    assert dict(control(do).calls()) == {}
+
+
+def test_regional_network_external_backends_are_the_nodes_with_a_public_ipv4(
+    do: Mapping[str, str],
+) -> None:
+    # filterAndClassifyNodes and classifyNode (loadbalancers.go:581-676@v0.1.68): an
+    # IPv6-only node is never an EXTERNAL backend; a private-only one (an InternalIP) only of a
+    # REGIONAL load balancer; a REGIONAL_NETWORK one is DUALSTACK only when every backend is
+    # (getNetworkStack 1779-1793).
+    api = DigitalOceanApi(do)
+    public, v6, private = api.create_droplets(3)
+    backends = [
+        node(public["id"], "public", ("ExternalIP", "203.0.113.1")),
+        node(v6["id"], "v6", ("ExternalIP", "2001:db8::1")),
+        node(private["id"], "private", ("InternalIP", "10.0.0.3")),
+    ]
+    dual = [node(public["id"], "public", ("ExternalIP", "203.0.113.1"),
+                 ("ExternalIP", "2001:db8::2"))]  # fmt: skip
+    balancer = provider_for(do).load_balancer()
+
+    network = balancer.ensure_load_balancer("k", service(), backends)
+    regional = balancer.ensure_load_balancer("k", service({ann.TYPE: "REGIONAL"}), backends)
+    stacked = balancer.ensure_load_balancer("k", service(), dual)
+
+    made = {b["id"]: b for b in balancers(api)}
+    got = [made[s.service_annotations[ann.LOAD_BALANCER_ID]] for s in (network, regional, stacked)]
+    assert [sorted(b["droplet_ids"]) for b in got] == [
+        [public["id"]],
+        sorted([public["id"], private["id"]]),
+        [public["id"]],
+    ]
+    assert [b["network_stack"] for b in got] == ["IPV4", "DUALSTACK", "DUALSTACK"]
+    with pytest.raises(InvalidServiceSpec, match="public"):
+        balancer.ensure_load_balancer("k", service(), backends[2:])
+
+
+def test_an_annotated_id_digitalocean_no_longer_has_gets_a_new_load_balancer(
+    do: Mapping[str, str],
+) -> None:
+    # retrieveLoadBalancer looks up an annotated id only (loadbalancers.go:452-458), a 404 is
+    # errLBNotFound (473-483) and EnsureLoadBalancer creates (233-243@v0.1.68).
+    api = DigitalOceanApi(do)
+    backends = nodes(api)
+    svc = service()
+    named = upstream_load_balancer(api, default_load_balancer_name(svc), droplet_ids(backends),
+                                   {80: 80}, type="REGIONAL_NETWORK")  # fmt: skip
+    gone = with_annotations(svc, {ann.LOAD_BALANCER_ID: "0ff1ce00-0000-4000-8000-000000000000"})
+
+    status = provider_for(do).load_balancer().ensure_load_balancer("k", gone, backends)
+
+    assert status.service_annotations[ann.LOAD_BALANCER_ID] != named["id"]
+    assert len(balancers(api)) == 2
+
+
+def test_a_renewed_lets_encrypt_certificate_is_followed_and_the_annotation_rewritten(
+    do: Mapping[str, str],
+) -> None:
+    # recordUpdatedLetsEncryptCert (loadbalancers.go:299-337@v0.1.68): DigitalOcean renewed the
+    # certificate (a new id, the same name) on the load balancer; the id annotation follows
+    # it and the old id is never sent back.
+    api = DigitalOceanApi(do)
+    backends = nodes(api)
+    old, new = (api.ok("POST", "/v2/certificates", {
+        "name": "shop", "type": "lets_encrypt", "dns_names": ["shop.example.com"],
+    })["certificate"] for _ in range(2))  # fmt: skip
+    svc = service({ann.TYPE: "REGIONAL", ann.CERTIFICATE_ID: old["id"]})
+    svc.raw["spec"]["ports"] = [{"name": "https", "protocol": "TCP", "port": 443,
+                                 "nodePort": 30443}]  # fmt: skip
+    made = upstream_load_balancer(
+        api, default_load_balancer_name(svc), droplet_ids(backends), {}, network_stack="DUALSTACK",
+        forwarding_rules=[{"entry_protocol": "https", "entry_port": 443, "target_protocol": "http",
+                           "target_port": 30443, "certificate_id": new["id"]}],
+    )  # fmt: skip
+    svc = with_annotations(svc, {ann.LOAD_BALANCER_ID: made["id"]})
+    control(do).reset_calls()
+
+    status = provider_for(do).load_balancer().ensure_load_balancer("k", svc, backends)
+
+    assert writes(do) == {}
+    assert status.service_annotations[ann.CERTIFICATE_ID] == new["id"]
+    assert [r["certificate_id"] for r in balancers(api)[0]["forwarding_rules"]] == [new["id"]]
+
+
+def test_an_upstream_dualstack_regional_load_balancer_is_adopted_without_a_write(
+    do: Mapping[str, str],
+) -> None:
+    # Upstream makes REGIONAL DUALSTACK by default since v0.1.63 (getNetworkStack,
+    # loadbalancers.go:1797-1800@v0.1.68); the stack it has is kept, never PUT back to IPV4.
+    api = DigitalOceanApi(do)
+    backends = nodes(api)
+    svc = service({ann.TYPE: "REGIONAL"})
+    upstream_load_balancer(api, default_load_balancer_name(svc), droplet_ids(backends),
+                           {80: 30080}, network_stack="DUALSTACK")  # fmt: skip
+    control(do).reset_calls()
+
+    provider_for(do).load_balancer().ensure_load_balancer("k", svc, backends)
+
+    assert writes(do) == {}
+    assert balancers(api)[0]["network_stack"] == "DUALSTACK"
+
+
+def test_an_existing_regional_load_balancer_keeps_its_private_only_backends(
+    do: Mapping[str, str],
+) -> None:
+    # allowsPrivateOnlyBackends (loadbalancers.go:581-584@v0.1.68) is read for the type the
+    # load balancer has: a REGIONAL one made before the REGIONAL_NETWORK default keeps nodes
+    # with only an InternalIP.
+    api = DigitalOceanApi(do)
+    (droplet,) = api.create_droplets(1)
+    private = [node(droplet["id"], "private", ("InternalIP", "10.0.0.3"))]
+    svc = service()
+    upstream_load_balancer(api, default_load_balancer_name(svc), [droplet["id"]], {80: 30080})
+    control(do).reset_calls()
+
+    provider_for(do).load_balancer().ensure_load_balancer("k", svc, private)
+
+    assert writes(do) == {}
+
+
+def test_a_node_without_a_provider_id_is_found_by_its_droplets_name(
+    do: Mapping[str, str],
+) -> None:
+    # nodesToDropletIDs (loadbalancers.go:723-782@v0.1.68): a node with no providerID is the
+    # droplet of its name, from a listing of the droplets.
+    api = DigitalOceanApi(do)
+    (droplet,) = api.create_droplets(1, prefix="named")
+    bare = Node({"metadata": {"name": droplet["name"]}, "spec": {},
+                 "status": {"addresses": [{"type": "ExternalIP",
+                                           "address": "203.0.113.9"}]}})  # fmt: skip
+
+    status = provider_for(do).load_balancer().ensure_load_balancer("k", service(), [bare])
+
+    (made,) = balancers(api)
+    assert made["id"] == status.service_annotations[ann.LOAD_BALANCER_ID]
+    assert made["droplet_ids"] == [droplet["id"]]

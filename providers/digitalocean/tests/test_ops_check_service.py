@@ -50,11 +50,15 @@ CASES: dict[str, tuple[str, str]] = {
     ann.HC_PATH: ("/ready", WARNING),
     ann.HC_PORT: ("80", WARNING),
     ann.HC_PROTOCOL: ("tcp", WARNING),
-    ann.HC_INTERVAL: ("5", WARNING),
-    ann.HC_TIMEOUT: ("5", WARNING),
-    ann.HC_UNHEALTHY: ("3", WARNING),
-    ann.HC_HEALTHY: ("3", WARNING),
-    ann.OVERRIDE_HEALTH_CHECK: ("sure", ERROR),
+    # The four figures apply with or without the override (loadbalancers.go:1024-1039@v0.1.68).
+    ann.HC_INTERVAL: ("5", CLEAN),
+    ann.HC_TIMEOUT: ("1", ERROR),
+    ann.HC_UNHEALTHY: ("3", CLEAN),
+    ann.HC_HEALTHY: ("3", CLEAN),
+    # Present is enough, whatever the value (loadbalancers.go:1006@v0.1.68).
+    ann.OVERRIDE_HEALTH_CHECK: ("sure", CLEAN),
+    # Deprecated, accepted silently (lb_annotations.go:116-121@v0.1.68).
+    ann.ALGORITHM: ("least_connections", CLEAN),
     ann.ALLOW_RULES: ("host:192.0.2.1", ERROR),
     ann.DENY_RULES: ("cidr:300.0.0.0/8", ERROR),
     ann.TYPE: ("GLOBALISH", ERROR),

@@ -167,9 +167,14 @@ def test_what_ensure_would_change_is_listed_and_not_done(
         "grown": "update", "renamed": "update", "fresh": "create", "refused": "fail",
         "typo": "create",
     }  # fmt: skip
-    assert plans["grown"]["differences"] == [  # DigitalOcean's default path is "/"
+    # DigitalOcean's defaults: path "/", figures 10/5/5/3; upstream's 3/5/3/5 and proxy_protocol
+    # false are always sent (buildHealthCheck, loadbalancers.go:997-1049@v0.1.68).
+    assert plans["grown"]["differences"] == [
         {"aspect": "health-check", "detail": "protocol 'tcp' -> 'http', port 30999 -> 10256, "
-                                             "path '/' -> '/healthz'"},
+                                             "path '/' -> '/healthz', proxy_protocol None -> "
+                                             "False, check_interval_seconds 10 -> 3, "
+                                             "unhealthy_threshold 5 -> 3, healthy_threshold 3 -> "
+                                             "5"},
         {"aspect": "backends", "detail": f"add droplet {second}"},
     ]  # fmt: skip
     assert plans["renamed"]["differences"] == [

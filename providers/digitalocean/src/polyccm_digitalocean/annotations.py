@@ -17,6 +17,13 @@ v0.1.61; ``DEFAULT_LB_TYPE`` chooses), but an existing load balancer keeps its o
 (no nodePort needed), as upstream's ``buildRegionalNetworkForwardingRule``; the protocol, port
 list, certificate and passthrough annotations mean nothing to it (upstream ignores them: here a
 warning names each).
+
+The health check is upstream's buildHealthCheck: kube-proxy's ``/healthz`` on 10256 (or the
+healthCheckNodePort with externalTrafficPolicy Local) over http with ``proxy_protocol: false``,
+unless ``override-health-check`` is present (any value, even empty); its interval, timeout and
+thresholds are always sent (their annotations', else 3/5/3/5). The network stack is the
+annotation's, else the existing load balancer's, else IPV4 for INTERNAL, DUALSTACK for REGIONAL,
+and for REGIONAL_NETWORK decided with the nodes (:mod:`polyccm_digitalocean.backends`).
 """
 
 from __future__ import annotations
@@ -69,6 +76,8 @@ DENY_RULES = PREFIX + "deny-rules"
 TYPE = PREFIX + "type"
 NETWORK = PREFIX + "network"
 NETWORK_STACK = PREFIX + "network-stack"
+#: Deprecated upstream (lb_annotations.go:116-121): read and sent, but DigitalOcean ignores it.
+ALGORITHM = PREFIX + "algorithm"
 
 HEALTH_CHECK_ANNOTATIONS = (HC_PATH, HC_PORT, HC_PROTOCOL, HC_INTERVAL, HC_TIMEOUT,
                             HC_UNHEALTHY, HC_HEALTHY)  # fmt: skip
@@ -77,7 +86,7 @@ KNOWN = frozenset({
     CERTIFICATE_ID, CERTIFICATE_NAME, HOSTNAME, REDIRECT_HTTP_TO_HTTPS,
     DISABLE_LETS_ENCRYPT_DNS_RECORDS, SIZE_SLUG, SIZE_UNIT, STICKY_TYPE, STICKY_COOKIE_NAME,
     STICKY_COOKIE_TTL, PROXY_PROTOCOL, BACKEND_KEEPALIVE, IDLE_TIMEOUT, OVERRIDE_HEALTH_CHECK,
-    ALLOW_RULES, DENY_RULES, TYPE, NETWORK, NETWORK_STACK, *HEALTH_CHECK_ANNOTATIONS,
+    ALLOW_RULES, DENY_RULES, TYPE, NETWORK, NETWORK_STACK, ALGORITHM, *HEALTH_CHECK_ANNOTATIONS,
 })  # fmt: skip
 
 #: kube-proxy's health endpoint, the default health check (as upstream).
@@ -85,7 +94,8 @@ KUBE_PROXY_HEALTH_PORT = 10256
 KUBE_PROXY_HEALTH_PATH = "/healthz"
 PROTOCOLS = ("tcp", "http", "https", "http2", "http3")
 SIZE_SLUGS = ("lb-small", "lb-medium", "lb-large")
-TYPES = ("REGIONAL", "REGIONAL_NETWORK", "GLOBAL")
+#: The types upstream's getType accepts, spelled exactly so (GLOBAL and lowercase refused).
+TYPES = ("REGIONAL", "REGIONAL_NETWORK")
 REGIONAL_NETWORK = "REGIONAL_NETWORK"
 #: Upstream's default type since v0.1.61 (May 2025), when neither the annotation nor
 #: ``DEFAULT_LB_TYPE`` says otherwise.
@@ -97,6 +107,17 @@ LAYER7_ANNOTATIONS = (PROTOCOL, HTTP_PORTS, TLS_PORTS, HTTP2_PORTS, HTTP3_PORT, 
                       CERTIFICATE_ID, CERTIFICATE_NAME)  # fmt: skip
 NETWORKS = ("EXTERNAL", "INTERNAL")
 NETWORK_STACKS = ("IPV4", "DUALSTACK")
+IPV4, DUALSTACK = NETWORK_STACKS
+#: upstream's buildHealthCheck figures when no annotation gives one: interval, timeout,
+#: unhealthy and healthy thresholds (always sent, so DigitalOcean's own 10/5/5/3 never apply).
+HEALTH_CHECK_FIGURES = (
+    (HC_INTERVAL, "check_interval_seconds", 3, 3, 300),
+    (HC_TIMEOUT, "response_timeout_seconds", 5, 3, 300),
+    (HC_UNHEALTHY, "unhealthy_threshold", 3, 2, 10),
+    (HC_HEALTHY, "healthy_threshold", 5, 2, 10),
+)
+#: The port a certificate or tls-passthrough makes https when no tls-ports says otherwise.
+DEFAULT_SECURE_PORT = 443
 _NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9.-]{0,254}$")
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
@@ -114,6 +135,9 @@ class LoadBalancerSpec:
     """The ingress hostname to report instead of the IP."""
     disowned: bool = False
     warnings: tuple[str, ...] = field(default=())
+    stack_from_nodes: bool = False
+    """REGIONAL_NETWORK EXTERNAL with no ``network-stack``: DUALSTACK only when every backend
+    node is dual-stack (decided with the nodes; ``body`` says IPV4 until then)."""
 
 
 def _bool(annotations: Mapping[str, str], key: str, default: bool = False) -> bool:
@@ -211,41 +235,91 @@ def _allowed(service: Service, warnings: list[str]) -> list[str]:
     return list(allowed)
 
 
+def disowned(service: Service) -> bool:
+    """Whether ``service`` disowns its load balancer: read before anything else, as upstream's
+    getDisownLB is first in each of its calls (a disowned service's other annotations are never
+    read, and no cloud call is made for it)."""
+    return _bool(service.annotations, DISOWN)
+
+
+def _type(annotations: Mapping[str, str], default_type: str, fixed_type: str,
+          warnings: list[str]) -> str:  # fmt: skip
+    """The type as upstream's getType reads it: REGIONAL or REGIONAL_NETWORK spelled exactly so
+    (GLOBAL, which needs glb_settings upstream never sends, and lowercase refused); an existing
+    load balancer keeps its own."""
+    asked = annotations.get(TYPE, "").strip()
+    if asked and asked not in TYPES:
+        raise InvalidServiceSpec(f"annotation {TYPE}: {asked!r} is not one of {', '.join(TYPES)} "
+                                 "(spelled in capitals)")  # fmt: skip
+    lb_type = asked or default_type
+    if fixed_type and fixed_type != lb_type:
+        if asked:
+            warnings.append(f"annotation {TYPE}: the load balancer is {fixed_type} and its type "
+                            f"cannot change; {lb_type} ignored")  # fmt: skip
+        lb_type = fixed_type
+    if lb_type not in TYPES:
+        raise InvalidServiceSpec(f"the load balancer is {lb_type}: only {', '.join(TYPES)} "
+                                 "load balancers are managed")  # fmt: skip
+    return lb_type
+
+
+def _network_stack(annotations: Mapping[str, str], lb_type: str, network: str,
+                   fixed_stack: str) -> tuple[str, bool]:  # fmt: skip
+    """The network stack as upstream's getNetworkStack decides it, and whether the nodes decide
+    it: the annotation's, else an existing load balancer's own (adopting never changes it), else
+    IPV4 for INTERNAL, DUALSTACK for REGIONAL, and for REGIONAL_NETWORK DUALSTACK only when every
+    backend node is dual-stack. INTERNAL and DUALSTACK are refused together."""
+    stack = _choice(annotations, NETWORK_STACK, NETWORK_STACKS, "", upper=True)
+    from_nodes = False
+    if not stack:
+        if fixed_stack in NETWORK_STACKS:
+            stack = fixed_stack
+        elif network == "INTERNAL":
+            stack = IPV4
+        elif lb_type == REGIONAL_NETWORK:
+            stack, from_nodes = IPV4, True
+        else:
+            stack = DUALSTACK
+    if stack == DUALSTACK and network == "INTERNAL":
+        raise InvalidServiceSpec(f"annotation {NETWORK_STACK}: DUALSTACK is not supported for an "
+                                 f"INTERNAL load balancer ({NETWORK})")  # fmt: skip
+    return stack, from_nodes
+
+
 def load_balancer_spec(
-    service: Service, *, default_name: str, default_type: str = DEFAULT_TYPE, fixed_type: str = ""
+    service: Service,
+    *,
+    default_name: str,
+    default_type: str = DEFAULT_TYPE,
+    fixed_type: str = "",
+    fixed_stack: str = "",
 ) -> LoadBalancerSpec:
     """The load balancer ``service`` asks for; :class:`InvalidServiceSpec` naming the annotation
-    for anything upstream refuses. ``fixed_type``: the type of the load balancer that exists
-    already (it wins). No cloud call."""
+    for anything upstream refuses. ``fixed_type``, ``fixed_stack``: the type and network stack
+    of the load balancer that exists already (the type wins; the stack is kept unless annotated).
+    No cloud call."""
     annotations = service.annotations
     warnings: list[str] = []
     for key in sorted(annotations):
         if key.startswith(PREFIX) and key not in KNOWN:
             warnings.append(f"annotation {key} is not a DigitalOcean load-balancer annotation; "
                             "ignored (misspelled?)")  # fmt: skip
-    disowned = _bool(annotations, DISOWN)
+    is_disowned = disowned(service)
     name = annotations.get(NAME, "").strip() or default_name
     if not _NAME.match(name):
         raise InvalidServiceSpec(
             f"annotation {NAME}: {name!r} is not a valid name (letters, digits, dots and "
             "dashes, at most 255)"
         )
-    lb_type = _choice(annotations, TYPE, TYPES, default_type, upper=True)
-    if fixed_type and fixed_type != lb_type:
-        if annotations.get(TYPE, "").strip():
-            warnings.append(f"annotation {TYPE}: the load balancer is {fixed_type} and its type "
-                            f"cannot change; {lb_type} ignored")  # fmt: skip
-        lb_type = fixed_type
+    lb_type = _type(annotations, default_type, fixed_type, warnings)
     network = _choice(annotations, NETWORK, NETWORKS, "EXTERNAL", upper=True)
-    network_stack = _choice(annotations, NETWORK_STACK, NETWORK_STACKS, "IPV4", upper=True)
-    if lb_type == "GLOBAL" and network == "INTERNAL":
-        raise InvalidServiceSpec(f"annotations {TYPE} GLOBAL and {NETWORK} INTERNAL conflict")
+    network_stack, stack_from_nodes = _network_stack(annotations, lb_type, network, fixed_stack)
 
     if lb_type == REGIONAL_NETWORK:
         rules, certificate_name = _network_rules(service), ""
         rule_warnings = _layer7_ignored(service)
     else:
-        rules, rule_warnings, certificate_name = _forwarding_rules(service, lb_type)
+        rules, rule_warnings, certificate_name = _forwarding_rules(service)
     warnings.extend(rule_warnings)
     body: dict[str, Any] = {
         "name": name,
@@ -289,19 +363,25 @@ def load_balancer_spec(
         body=body,
         certificate_name=certificate_name,
         hostname=annotations.get(HOSTNAME, "").strip(),
-        disowned=disowned,
+        disowned=is_disowned,
         warnings=tuple(warnings),
+        stack_from_nodes=stack_from_nodes,
     )
 
 
 def service_spec(
-    service: Service, *, default_type: str = DEFAULT_TYPE, fixed_type: str = ""
+    service: Service,
+    *,
+    default_type: str = DEFAULT_TYPE,
+    fixed_type: str = "",
+    fixed_stack: str = "",
 ) -> LoadBalancerSpec:
     """The load balancer ``service`` asks for, named ``a`` + its UID unless the ``name``
     annotation says otherwise: what ensure, ``polyccm plan`` and ``polyccm check-service`` all
     check first. No cloud call."""
     return load_balancer_spec(service, default_name=default_load_balancer_name(service),
-                              default_type=default_type, fixed_type=fixed_type)  # fmt: skip
+                              default_type=default_type, fixed_type=fixed_type,
+                              fixed_stack=fixed_stack)  # fmt: skip
 
 
 def _network_rules(service: Service) -> list[dict[str, Any]]:
@@ -334,10 +414,11 @@ def _layer7_ignored(service: Service) -> list[str]:
     return said
 
 
-def _forwarding_rules(
-    service: Service, lb_type: str
-) -> tuple[list[dict[str, Any]], list[str], str]:
-    """One rule per service port: its protocol from the port lists and ``protocol``."""
+def _forwarding_rules(service: Service) -> tuple[list[dict[str, Any]], list[str], str]:
+    """One rule per service port as upstream's buildForwardingRules: the ``protocol`` default,
+    then http-ports, tls-ports and http2-ports in that order of precedence (udp stays udp); a
+    certificate or tls-passthrough makes 443 https unless tls-ports names ports or http2-ports
+    names 443; and an http3 rule beside the https or http2 rule of the http3-port."""
     annotations = service.annotations
     warnings: list[str] = []
     ports = [p for p in service.ports if p.node_port]
@@ -345,7 +426,8 @@ def _forwarding_rules(
         raise InvalidServiceSpec("the service has no port with a nodePort to forward to")
     numbers = {p.port for p in ports}
     default = _choice(annotations, PROTOCOL, PROTOCOLS, "tcp")
-    http, tls, http2, http3 = _port_lists(annotations, numbers)
+    http, tls, http2 = _port_lists(annotations, numbers)
+    http3 = _int(annotations, HTTP3_PORT, 1, 65535)
     certificate_id = annotations.get(CERTIFICATE_ID, "").strip()
     certificate_name = annotations.get(CERTIFICATE_NAME, "").strip()
     if certificate_id and certificate_name:
@@ -356,62 +438,70 @@ def _forwarding_rules(
         raise InvalidServiceSpec(
             f"annotations {TLS_PASSTHROUGH} and {CERTIFICATE_ID}/{CERTIFICATE_NAME} conflict"
         )
-    if (has_certificate or passthrough) and not tls and not http2 and not http3:
-        if 443 in numbers and default in ("tcp", "http"):
-            tls = {443}  # upstream's default tls port
-        elif default not in ("https", "http2", "http3"):
-            key = TLS_PASSTHROUGH if passthrough else (CERTIFICATE_ID if certificate_id
-                                                       else CERTIFICATE_NAME)  # fmt: skip
-            warnings.append(f"annotation {key}: no port uses tls (set {TLS_PORTS}); ignored")
+    if (has_certificate or passthrough) and not tls and DEFAULT_SECURE_PORT not in http2:
+        tls = {DEFAULT_SECURE_PORT}
     rules: list[dict[str, Any]] = []
     for port in ports:
         number, node_port = port.port, port.node_port
+        protocol = default
+        for listed, named in ((http, "http"), (tls, "https"), (http2, "http2")):
+            if number in listed:
+                protocol = named
         if port.protocol.upper() == "UDP":
             protocol = "udp"
-        elif number in http:
-            protocol = "http"
-        elif number in tls:
-            protocol = "https"
-        elif number in http2:
-            protocol = "http2"
-        elif number in http3:
-            protocol = "http3"
-        else:
-            protocol = default
         rule: dict[str, Any] = {"entry_protocol": protocol, "entry_port": number,
                                 "target_protocol": protocol, "target_port": node_port}  # fmt: skip
         if protocol in ("https", "http2", "http3"):
-            if passthrough and protocol == "https":
+            if passthrough and protocol != "http3":
                 rule["tls_passthrough"] = True
             elif not has_certificate:
-                key = {"https": TLS_PORTS, "http2": HTTP2_PORTS, "http3": HTTP3_PORT}[protocol]
+                key = {"https": TLS_PORTS, "http2": HTTP2_PORTS, "http3": PROTOCOL}[protocol]
                 raise InvalidServiceSpec(
                     f"port {number} uses {protocol} ({key} or {PROTOCOL}) but neither "
                     f"{CERTIFICATE_ID} nor {CERTIFICATE_NAME}"
-                    + (f" nor {TLS_PASSTHROUGH}" if protocol == "https" else "")
+                    + (f" nor {TLS_PASSTHROUGH}" if protocol != "http3" else "")
                     + " is set"
                 )
             else:
                 rule["target_protocol"] = "http"
                 rule["certificate_id"] = certificate_id
-        _check_type(lb_type, number, protocol)
         rules.append(rule)
+    if http3 is not None:
+        rules.extend(_http3_rule(service, http3, certificate_id, has_certificate, passthrough))
+    if (has_certificate or passthrough) and not any(
+        r.get("tls_passthrough") or "certificate_id" in r for r in rules
+    ):
+        key = TLS_PASSTHROUGH if passthrough else (CERTIFICATE_ID if certificate_id
+                                                   else CERTIFICATE_NAME)  # fmt: skip
+        warnings.append(f"annotation {key}: no port uses tls (set {TLS_PORTS}); ignored")
     return rules, warnings, certificate_name
 
 
-def _check_type(lb_type: str, port: int, protocol: str) -> None:
-    if lb_type == "GLOBAL" and protocol == "udp":
-        raise InvalidServiceSpec(f"annotation {TYPE}: a GLOBAL load balancer has no udp")
+def _http3_rule(service: Service, port: int, certificate_id: str, has_certificate: bool,
+                passthrough: bool) -> list[dict[str, Any]]:  # fmt: skip
+    """The http3 rule of ``http3-port``, which shares its entry port with that port's https or
+    http2 rule (DigitalOcean requires the shared port; upstream's buildHTTP3ForwardingRule)."""
+    if passthrough:
+        raise InvalidServiceSpec(f"annotations {TLS_PASSTHROUGH} and {HTTP3_PORT} conflict")
+    if not has_certificate:
+        raise InvalidServiceSpec(
+            f"annotation {HTTP3_PORT} needs {CERTIFICATE_ID} or {CERTIFICATE_NAME}"
+        )
+    for service_port in service.ports:
+        if service_port.port == port:
+            return [{"entry_protocol": "http3", "entry_port": port, "target_protocol": "http",
+                     "target_port": service_port.node_port,
+                     "certificate_id": certificate_id}]  # fmt: skip
+    raise InvalidServiceSpec(f"annotation {HTTP3_PORT}: port {port} is not a port of the service")
 
 
 def _port_lists(
     annotations: Mapping[str, str], numbers: set[int]
-) -> tuple[set[int], set[int], set[int], set[int]]:
-    """The ports of http-ports, tls-ports, http2-ports and http3-port; a port in two is refused."""
-    if "," in annotations.get(HTTP3_PORT, ""):
-        raise InvalidServiceSpec(f"annotation {HTTP3_PORT}: only one port may use http3")
+) -> tuple[set[int], set[int], set[int]]:
+    """The ports of http-ports, tls-ports and http2-ports; a port in two is refused (the
+    http3-port is not among them: it shares a tls or http2 port)."""
     lists = {key: _ports(annotations, key, numbers)
-             for key in (HTTP_PORTS, TLS_PORTS, HTTP2_PORTS, HTTP3_PORT)}  # fmt: skip
+             for key in (HTTP_PORTS, TLS_PORTS, HTTP2_PORTS)}  # fmt: skip
     keys = list(lists)
     for index, first in enumerate(keys):
         for second in keys[index + 1 :]:
@@ -420,53 +510,61 @@ def _port_lists(
                 raise InvalidServiceSpec(
                     f"annotations {first} and {second} both name port {min(both)}"
                 )
-    return lists[HTTP_PORTS], lists[TLS_PORTS], lists[HTTP2_PORTS], lists[HTTP3_PORT]
+    return lists[HTTP_PORTS], lists[TLS_PORTS], lists[HTTP2_PORTS]
 
 
 def _health_check(service: Service, warnings: list[str]) -> dict[str, Any]:
-    """kube-proxy's ``:10256/healthz`` (the service's healthCheckNodePort with
-    externalTrafficPolicy Local), unless ``override-health-check`` asks for the healthcheck-*
-    annotations."""
+    """upstream's buildHealthCheck: kube-proxy's ``:10256/healthz`` over http (the service's
+    healthCheckNodePort with externalTrafficPolicy Local) with proxy_protocol false (kube-proxy
+    speaks no PROXY protocol), unless ``override-health-check`` is present (any value, even
+    empty): then the healthcheck-path/port/protocol annotations, a path meaning http, the first
+    TCP port by default. The four figures always sent, each its annotation's or 3/5/3/5."""
     annotations = service.annotations
-    override = _bool(annotations, OVERRIDE_HEALTH_CHECK)
-    given = [key for key in HEALTH_CHECK_ANNOTATIONS if annotations.get(key, "").strip()]
-    if not override:
-        for key in given:
-            warnings.append(f"annotation {key} is ignored without {OVERRIDE_HEALTH_CHECK}=true")
+    check: dict[str, Any]
+    if OVERRIDE_HEALTH_CHECK not in annotations:
+        for key in (HC_PATH, HC_PORT, HC_PROTOCOL):
+            if annotations.get(key, "").strip():
+                warnings.append(f"annotation {key} is ignored without {OVERRIDE_HEALTH_CHECK}")
         port = KUBE_PROXY_HEALTH_PORT
         if service.external_traffic_policy == "Local" and service.health_check_node_port:
             port = service.health_check_node_port
-        return {"protocol": "http", "port": port, "path": KUBE_PROXY_HEALTH_PATH}
-    protocol = _choice(annotations, HC_PROTOCOL, ("tcp", "http", "https"), "tcp")
-    node_ports = {p.port: p.node_port for p in service.ports if p.node_port}
-    port_value = _int(annotations, HC_PORT, 1, 65535)
-    if not node_ports:
-        raise InvalidServiceSpec(
-            f"annotation {OVERRIDE_HEALTH_CHECK}: the service has no nodePort to check"
-        )
-    if port_value is None:
-        port = next(iter(node_ports.values()))
-    elif port_value in node_ports:
-        port = node_ports[port_value]
+        check = {"protocol": "http", "port": port, "path": KUBE_PROXY_HEALTH_PATH,
+                 "proxy_protocol": False}  # fmt: skip
     else:
-        raise InvalidServiceSpec(f"annotation {HC_PORT}: {port_value} is not a port of the service")
-    check: dict[str, Any] = {"protocol": protocol, "port": port}
-    path = annotations.get(HC_PATH, "").strip()
-    if protocol == "tcp":
-        if path:
-            warnings.append(f"annotation {HC_PATH} is ignored for a tcp health check")
-    else:
-        check["path"] = path or "/"
-    for key, field_name, low, high in (
-        (HC_INTERVAL, "check_interval_seconds", 3, 300),
-        (HC_TIMEOUT, "response_timeout_seconds", 3, 300),
-        (HC_UNHEALTHY, "unhealthy_threshold", 2, 10),
-        (HC_HEALTHY, "healthy_threshold", 2, 10),
-    ):
+        path = annotations.get(HC_PATH, "").strip()
+        protocol = _choice(annotations, HC_PROTOCOL, ("tcp", "http", "https"),
+                           "http" if path else "tcp")  # fmt: skip
+        check = {"protocol": protocol, "port": _health_check_port(service)}
+        if protocol == "tcp":
+            if path:
+                warnings.append(f"annotation {HC_PATH} is ignored for a tcp health check")
+        else:
+            check["path"] = path or "/"
+    for key, field_name, default, low, high in HEALTH_CHECK_FIGURES:
         value = _int(annotations, key, low, high)
-        if value is not None:
-            check[field_name] = value
+        check[field_name] = default if value is None else value
     return check
+
+
+def _health_check_port(service: Service) -> int:
+    """The node port checked with the override: healthcheck-port's (a TCP port of the service),
+    else the first TCP port's (upstream's healthCheckPort)."""
+    port_value = _int(service.annotations, HC_PORT, 1, 65535)
+    for port in service.ports:
+        if port_value is None and port.protocol.upper() != "TCP":
+            continue
+        if port_value is not None and port.port != port_value:
+            continue
+        if port.protocol.upper() == "UDP":
+            raise InvalidServiceSpec(f"annotation {HC_PORT}: port {port_value} is UDP")
+        if not port.node_port:
+            raise InvalidServiceSpec(
+                f"annotation {OVERRIDE_HEALTH_CHECK}: port {port.port} has no nodePort to check"
+            )
+        return port.node_port
+    if port_value is not None:
+        raise InvalidServiceSpec(f"annotation {HC_PORT}: {port_value} is not a port of the service")
+    raise InvalidServiceSpec(f"annotation {OVERRIDE_HEALTH_CHECK}: the service has no TCP port")
 
 
 def _sticky_sessions(annotations: Mapping[str, str], warnings: list[str]) -> dict[str, Any]:

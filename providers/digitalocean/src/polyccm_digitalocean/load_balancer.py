@@ -21,9 +21,14 @@ A droplet DigitalOcean took out of a load balancer on its own (it does so when t
 is destroyed) is not asked back for two minutes: its node may still be listed until the node
 lifecycle controller deletes it, and adding it would have the whole request refused (422), the
 new nodes' droplets with it. Deleting one whose id is
-annotated is one ``DELETE`` (a 404 falls back to the lookup). A service annotated
-``service.kubernetes.io/do-loadbalancer-disown: "true"`` has its load balancer neither changed
-nor deleted.
+annotated is one ``DELETE``. An annotated id DigitalOcean answers 404 for is not looked up by
+name: ensure makes a new load balancer, as upstream does. A service annotated
+``service.kubernetes.io/do-loadbalancer-disown: "true"`` is left before anything else is read
+or called: its status stays as it is, its load balancer neither changed nor deleted.
+The backends are the nodes :func:`~polyccm_digitalocean.backends.backends` keeps (a
+REGIONAL_NETWORK EXTERNAL load balancer takes only nodes with a public address). When
+DigitalOcean renewed a Let's Encrypt certificate (a new id, the same name) the load balancer's
+id is kept and written to the ``certificate-id`` annotation, as upstream does.
 
 A new load balancer's type is the ``type`` annotation's, else ``DEFAULT_LB_TYPE``'s
 (``REGIONAL_NETWORK`` unless it says ``REGIONAL``); an existing one keeps its own, and its type
@@ -45,13 +50,16 @@ from polyccm.keptlisting import KeptListing
 from polyccm.objects import Node, Service
 
 from polyccm_digitalocean.annotations import (
+    CERTIFICATE_ID,
     CERTIFICATE_NAME,
     LOAD_BALANCER_ID,
     TYPE,
     LoadBalancerSpec,
+    disowned,
     service_spec,
 )
 from polyccm_digitalocean.api import DigitalOceanApi, NotFound
+from polyccm_digitalocean.backends import backends, network_stack
 from polyccm_digitalocean.instances import droplet_id_from_provider_id
 
 log = logging.getLogger(__name__)
@@ -222,11 +230,15 @@ class DigitalOceanLoadBalancer(LoadBalancer):
     # -- finding -----------------------------------------------------------------------------
 
     def _find(self, service: Service, spec: LoadBalancerSpec | None = None) -> Balancer | None:
-        """The service's load balancer: by annotated id, by the id made here, then by name."""
-        for lb_id in (service.annotations.get(LOAD_BALANCER_ID, "").strip(),
-                      self._made.get(service.uid, "")):  # fmt: skip
+        """The service's load balancer: by annotated id, by the id made here, then by name. An
+        annotated id DigitalOcean no longer has (404) is not looked up by name: as upstream's
+        retrieveLoadBalancer, the service then gets a new load balancer."""
+        annotated = service.annotations.get(LOAD_BALANCER_ID, "").strip()
+        for lb_id in (annotated, self._made.get(service.uid, "")):
             if lb_id and (balancer := self._get(lb_id)) is not None:
                 return balancer
+        if annotated:
+            return None
         names = {self.get_load_balancer_name("", service)}
         if spec is not None:
             names.add(spec.name)
@@ -251,7 +263,9 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         """The checked request for ``service``; with ``balancer`` (the one that exists), of its
         type."""
         fixed = str((balancer or {}).get("type") or "")
-        return service_spec(service, default_type=self.default_type, fixed_type=fixed)
+        stack = str((balancer or {}).get("network_stack") or "")
+        return service_spec(service, default_type=self.default_type, fixed_type=fixed,
+                            fixed_stack=stack)  # fmt: skip
 
     # -- the contract -----------------------------------------------------------------------
 
@@ -268,19 +282,16 @@ class DigitalOceanLoadBalancer(LoadBalancer):
     def ensure_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> LoadBalancerStatus:
+        if disowned(service):  # before anything else, as upstream (loadbalancers.go:206-213)
+            log.info("service %s: its load balancer is disowned; left as it is", service.key)
+            return self._current_status(service)
         spec = self._spec(service)  # every check before any cloud call
         balancer = self._find(service, spec)
-        if balancer is not None and not spec.disowned:
-            spec = self._spec(service, balancer)  # of the type it has
-        if spec.disowned:
-            if balancer is None:
-                raise CloudError(
-                    f"service {service.key} disowns its load balancer, and none was found"
-                )
-            log.info("service %s: load balancer %s is disowned; left as it is",
-                     service.key, balancer["id"])  # fmt: skip
-            return self._status(balancer, spec.hostname, spec.warnings)
-        body = self._body(spec, nodes)
+        extra: dict[str, str] = {}
+        if balancer is not None:
+            spec = self._spec(service, balancer)  # of the type and stack it has
+            extra = self._renewed_certificate(service, balancer)
+        body = self._body(spec, nodes, certificate=extra.get(CERTIFICATE_ID, ""))
         if balancer is None:
             balancer = self.api.call("load_balancers.create", body=body)["load_balancer"]
             self._names.put(str(balancer["id"]), str(balancer.get("name") or ""))
@@ -312,19 +323,21 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                 self._waiting.retry_delay(lb_id),
             )
         self._waiting.done(lb_id)
-        return self._status(balancer, spec.hostname, spec.warnings)
+        return self._status(balancer, spec.hostname, spec.warnings, extra)
 
     def update_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> None:
+        if disowned(service):
+            return
         spec = self._spec(service)
         balancer = self._find(service, spec)
-        if spec.disowned:
-            return
         if balancer is None:
             raise CloudError(f"service {service.key}: no load balancer to update")
         lb_id = str(balancer["id"])
-        want = set(self._dropped.wanted(droplet_ids(nodes)))
+        kept = backends(nodes, str(balancer.get("type") or spec.body["type"]),
+                        str(balancer.get("network") or spec.body["network"]))  # fmt: skip
+        want = set(self._dropped.wanted(self._droplet_ids(kept.nodes)))
         have = set(balancer.get("droplet_ids") or ())
         if want - have:
             self.api.call("load_balancers.add_droplets", lb_id=lb_id,
@@ -336,13 +349,13 @@ class DigitalOceanLoadBalancer(LoadBalancer):
             self._dropped.changed(lb_id, removed=have - want)
 
     def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
+        if disowned(service):
+            log.info("service %s: load balancer disowned; not deleted", service.key)
+            return
         try:
             spec: LoadBalancerSpec | None = self._spec(service)
         except InvalidServiceSpec:
             spec = None
-        if spec is not None and spec.disowned:
-            log.info("service %s: load balancer disowned; not deleted", service.key)
-            return
         annotated = service.annotations.get(LOAD_BALANCER_ID, "").strip()
         deleted = bool(annotated) and self._delete(annotated)
         if not deleted:  # no id annotated, or none by that id: found as ensure finds it
@@ -370,19 +383,49 @@ class DigitalOceanLoadBalancer(LoadBalancer):
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _body(self, spec: LoadBalancerSpec, nodes: Sequence[Node]) -> dict[str, Any]:
+    def _body(self, spec: LoadBalancerSpec, nodes: Sequence[Node], *,
+              certificate: str = "") -> dict[str, Any]:  # fmt: skip
+        """The request: the spec's body with the backends among ``nodes`` (checked for the type
+        the load balancer has or gets: before any write), the network stack they allow, the
+        certificate (``certificate``: the one the load balancer was renewed to; else the named
+        one's id), region and VPC."""
         body = dict(spec.body)
-        if spec.certificate_name:
-            certificate_id = self._certificate_id(spec.certificate_name)
+        kept = backends(nodes, body["type"], body["network"])
+        body["network_stack"] = network_stack(body["network_stack"], spec.stack_from_nodes,
+                                              kept, body["type"])  # fmt: skip
+        if spec.certificate_name and not certificate:
+            certificate = self._certificate_id(spec.certificate_name)
+        if certificate:
             body["forwarding_rules"] = [
-                {**rule, "certificate_id": certificate_id} if "certificate_id" in rule else rule
+                {**rule, "certificate_id": certificate} if "certificate_id" in rule else rule
                 for rule in body["forwarding_rules"]
             ]
         body["region"] = self.region
-        body["droplet_ids"] = self._dropped.wanted(droplet_ids(nodes))
+        body["droplet_ids"] = self._dropped.wanted(self._droplet_ids(kept.nodes))
         if self.vpc_id:
             body["vpc_uuid"] = self.vpc_id
         return body
+
+    def _droplet_ids(self, nodes: Sequence[Node]) -> list[int]:
+        """The droplets of ``nodes``: by providerID, and for a node without one, as upstream's
+        nodesToDropletIDs (loadbalancers.go:723-782@v0.1.68), the droplet of the node's name (or
+        with the node's name as an address), from one listing of the droplets."""
+        ids = set(droplet_ids(nodes))
+        missing = {node.name for node in nodes if not node.provider_id}
+        if missing:
+            for droplet in self.api.pages("droplets.list", "droplets"):
+                networks = droplet.get("networks") or {}
+                addresses = {str(n.get("ip_address")) for kind in ("v4", "v6")
+                             for n in networks.get(kind) or ()}  # fmt: skip
+                found = missing & ({str(droplet.get("name"))} | addresses)
+                if found:
+                    ids.add(int(droplet["id"]))
+                    missing -= found
+                if not missing:
+                    break
+            if missing:
+                log.warning("no droplet found for nodes %s", ", ".join(sorted(missing)[:3]))
+        return sorted(ids)
 
     def _certificate_id(self, name: str) -> str:
         for certificate in self.api.pages("certificates.list", "certificates", name=name):
@@ -390,8 +433,40 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                 return str(certificate["id"])
         raise InvalidServiceSpec(f"annotation {CERTIFICATE_NAME}: no certificate named {name!r}")
 
+    def _renewed_certificate(self, service: Service, balancer: Balancer) -> dict[str, str]:
+        """``{certificate-id: new id}`` when DigitalOcean renewed the service's Let's Encrypt
+        certificate on ``balancer`` (a new id, the same name), as upstream's
+        recordUpdatedLetsEncryptCert: the annotation is rewritten and the old id never sent
+        back. Read from one listing of the account's certificates."""
+        annotated = service.annotations.get(CERTIFICATE_ID, "").strip()
+        used = next((str(r["certificate_id"]) for r in balancer.get("forwarding_rules") or ()
+                     if r.get("certificate_id")), "")  # fmt: skip
+        if not annotated or not used or used == annotated:
+            return {}
+        wanted = {annotated, used}
+        found = {str(c["id"]): c for c in self.api.pages("certificates.list", "certificates")
+                 if str(c.get("id")) in wanted}  # fmt: skip
+        renewed = found.get(used)
+        if renewed is None or renewed.get("type") != "lets_encrypt":
+            return {}
+        before = found.get(annotated)
+        if before is not None and before.get("name") != renewed.get("name"):
+            return {}  # changed by hand to another certificate: the annotation's wins
+        log.info("service %s: certificate %s was renewed as %s; following it",
+                 service.key, annotated, used)  # fmt: skip
+        return {CERTIFICATE_ID: used}
+
+    def _current_status(self, service: Service) -> LoadBalancerStatus:
+        """The status ``service`` has (a disowned one's, as upstream returns it unchanged)."""
+        ingress = tuple(
+            LoadBalancerIngress(ip=str(i.get("ip") or ""), hostname=str(i.get("hostname") or ""))
+            for i in service.load_balancer_status.get("ingress") or ()
+        )
+        return LoadBalancerStatus(ingress=ingress)
+
     @staticmethod
-    def _status(balancer: Balancer, hostname: str, warnings: Sequence[str]) -> LoadBalancerStatus:
+    def _status(balancer: Balancer, hostname: str, warnings: Sequence[str],
+                extra: Mapping[str, str] | None = None) -> LoadBalancerStatus:  # fmt: skip
         if hostname:
             ingress: tuple[LoadBalancerIngress, ...] = (LoadBalancerIngress(hostname=hostname),)
         else:
@@ -400,7 +475,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                 for address in (balancer.get("ip"), balancer.get("ipv6"))
                 if address
             )
-        annotations = {LOAD_BALANCER_ID: str(balancer["id"])}
+        annotations = {**(extra or {}), LOAD_BALANCER_ID: str(balancer["id"])}
         if balancer.get("type"):
             annotations[TYPE] = str(balancer["type"])
         return LoadBalancerStatus(

@@ -36,6 +36,7 @@ from polyccm.ops.recording import (
     describe_calls,
 )
 
+from polyccm_digitalocean.annotations import disowned
 from polyccm_digitalocean.api import DigitalOceanApi, RateLimited
 from polyccm_digitalocean.load_balancer import (
     Balancer,
@@ -93,6 +94,8 @@ class DigitalOceanLoadBalancerPlanner(RecordingPlanner):
             return super().load_balancer_name(cluster_name, service)
 
     def spec_warnings(self, service: Service) -> Sequence[str]:
+        if disowned(service):  # never read further, as ensure
+            return ()
         return self._balancer._spec(service).warnings
 
     def ensure(self, cluster_name: str, service: Service, nodes: Sequence[Node]) -> Sequence[str]:

@@ -374,10 +374,10 @@ EDITS = (
 )
 
 
-#: Services polyccm does not serve today (issue 29): http3 on a TLS port (refused as two
-#: annotations naming one port), and disown without a load balancer (a failing sync, where
-#: upstream returns at once, loadbalancers.go:206-213).
-POLYCCM_UNSERVED = frozenset({"http3"})
+#: Services polyccm does not serve where upstream does: none since issue 29 (http3 on a TLS
+#: port is served as upstream's loadbalancers.go:1111; a disowned Service is left at once, as
+#: loadbalancers.go:206-213, and is never waited for).
+POLYCCM_UNSERVED: frozenset[str] = frozenset()
 
 
 def served(kube: KubeApi, unserved: frozenset[str] = frozenset()) -> bool:

@@ -261,9 +261,9 @@ def upstream_load_balancer(
     words it, with kube-proxy's health check and upstream's health-check defaults. REGIONAL
     (releases before v0.1.61, or ``DEFAULT_LB_TYPE=REGIONAL``: targets are node ports) unless
     ``type="REGIONAL_NETWORK"`` (the current default: targets are the service ports); no
-    annotations beyond ``protocol`` and ``fields``. Left out: godo's health-check
-    ``proxy_protocol`` and the ``k8s:<cluster id>`` tag, which DigitalOcean's OpenAPI document
-    does not have (so the emulator refuses them)."""
+    annotations beyond ``protocol`` and ``fields``. The health check's ``proxy_protocol: false``
+    is godo's (buildHealthCheck, loadbalancers.go:1001@v0.1.68). Left out: the ``k8s:<cluster
+    id>`` tag."""
     body: dict[str, Any] = {
         "name": name,
         "region": TEST_REGION,
@@ -274,8 +274,9 @@ def upstream_load_balancer(
             for port, node_port in node_ports.items()
         ],
         "health_check": {"protocol": "http", "port": 10256, "path": "/healthz",
-                         "check_interval_seconds": 3, "response_timeout_seconds": 5,
-                         "unhealthy_threshold": 3, "healthy_threshold": 5},
+                         "proxy_protocol": False, "check_interval_seconds": 3,
+                         "response_timeout_seconds": 5, "unhealthy_threshold": 3,
+                         "healthy_threshold": 5},
         "sticky_sessions": {"type": "none"},
         "algorithm": "round_robin",
         "redirect_http_to_https": False,
