@@ -35,6 +35,9 @@ DEFAULT_QPS = 1.25
 DEFAULT_BURST = 100
 #: The largest token file read: a DigitalOcean token is 71 characters.
 MAX_TOKEN_FILE_BYTES = 64 << 10
+#: Variables naming the CA bundle to verify the API with (requests' names, which pydo's
+#: transport reads too).
+CA_BUNDLE_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 _INNER_SPACE = re.compile(r"[\x00-\x20\x7f-\x9f]")
 
 
@@ -62,6 +65,9 @@ class DigitalOceanConfig:
     default_lb_type: str = DEFAULT_TYPE
     """``DEFAULT_LB_TYPE``: the type of a new load balancer whose Service has no ``type``
     annotation, ``REGIONAL_NETWORK`` (upstream's default since v0.1.61) or ``REGIONAL``."""
+    ca_bundle: str = ""
+    """``REQUESTS_CA_BUNDLE`` (else ``CURL_CA_BUNDLE``): the CA file the API's certificate is
+    verified with (a private CA, as the emulator's); empty means the system's."""
 
     def __repr__(self) -> str:  # the token stays out of any repr that reaches a log
         return (
@@ -122,6 +128,9 @@ def read_environment(environ: Mapping[str, str]) -> DigitalOceanConfig:
         qps=qps,
         burst=burst,
         default_lb_type=default_lb_type(environ),
+        ca_bundle=next(
+            (environ[v].strip() for v in CA_BUNDLE_VARIABLES if environ.get(v, "").strip()), ""
+        ),
     )
 
 
