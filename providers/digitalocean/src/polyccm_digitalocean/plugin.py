@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from polyccm.hookspecs import hookimpl
-from polyccm.plugins import ProviderRegistry, ProviderSettings
+from polyccm.plugins import ControllerRegistry, ProviderRegistry, ProviderSettings
 
 if TYPE_CHECKING:
     from polyccm.cloud import CloudProvider
+    from polyccm.controllers import Controller, ControllerContext
     from polyccm.ops.contract import ServiceChecker
 
 PROVIDER = "digitalocean"
@@ -22,6 +23,22 @@ PROVIDER = "digitalocean"
 def polyccm_register_providers(registry: ProviderRegistry) -> None:
     """Register the provider name ``digitalocean``."""
     registry.register(PROVIDER, "DigitalOcean (droplets and load balancers)")
+
+
+@hookimpl
+def polyccm_register_controllers(provider: str, registry: ControllerRegistry) -> None:
+    """Register ``firewall``, upstream's public-access firewall controller: on by default, it
+    starts when ``PUBLIC_ACCESS_FIREWALL_NAME`` is set (cloud.go:197-213@v0.1.68)."""
+    if provider != PROVIDER:
+        return
+
+    def build(context: ControllerContext) -> Controller | None:
+        from polyccm_digitalocean.firewall_controller import FirewallController
+
+        return FirewallController.for_term(context)
+
+    # It reads Services only (the core's rules already allow that) and writes to DigitalOcean.
+    registry.register("firewall", build, enabled_by_default=True)
 
 
 @hookimpl
