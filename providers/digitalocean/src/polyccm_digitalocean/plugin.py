@@ -27,8 +27,9 @@ def polyccm_register_providers(registry: ProviderRegistry) -> None:
 
 @hookimpl
 def polyccm_register_controllers(provider: str, registry: ControllerRegistry) -> None:
-    """Register ``firewall``, upstream's public-access firewall controller: on by default, it
-    starts when ``PUBLIC_ACCESS_FIREWALL_NAME`` is set (cloud.go:197-213@v0.1.68)."""
+    """Register upstream's two controllers of its own, on by default (cloud.go:184-213@v0.1.68):
+    ``firewall``, the public-access firewall, started when ``PUBLIC_ACCESS_FIREWALL_NAME`` is
+    set, and ``cluster-tags``, the tags syncer, started when ``DO_CLUSTER_ID`` is set."""
     if provider != PROVIDER:
         return
 
@@ -37,8 +38,14 @@ def polyccm_register_controllers(provider: str, registry: ControllerRegistry) ->
 
         return FirewallController.for_term(context)
 
-    # It reads Services only (the core's rules already allow that) and writes to DigitalOcean.
+    def build_tags(context: ControllerContext) -> Controller | None:
+        from polyccm_digitalocean.cluster_tags import ClusterTagsController
+
+        return ClusterTagsController.for_term(context)
+
+    # Both read Services only (the core's rules already allow that) and write to DigitalOcean.
     registry.register("firewall", build, enabled_by_default=True)
+    registry.register("cluster-tags", build_tags, enabled_by_default=True)
 
 
 @hookimpl

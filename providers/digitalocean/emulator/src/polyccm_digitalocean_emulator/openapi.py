@@ -50,6 +50,26 @@ OVERLAY = (
             '`json:"proxy_protocol,omitempty"`'
         ),
     ),
+    emulation.OverlayField(
+        schema="tags_resource",
+        name="resources",
+        definition={
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "resource_id": {"type": "string"},
+                    "resource_type": {"type": "string", "enum": ["load_balancer"]},
+                },
+            },
+        },
+        cites=(
+            "godo (vendored by the CCM v0.1.68) tags.go:43,51-53: LoadBalancerResourceType "
+            '"load_balancer" in Resource.Type `json:"resource_type,omitempty"`, which the '
+            "CCM's tags syncer sends (cloud-controller-manager/do/resources.go:179-187)"
+        ),
+        widens=True,
+    ),
 )
 
 CLOUD = emulation.CloudDocument(DOCUMENT, SERVER_URL, ERRORS, OVERLAY)
