@@ -64,9 +64,10 @@ OVERLAY = (
             },
         },
         cites=(
-            "godo (vendored by the CCM v0.1.68) tags.go:43,51-53: LoadBalancerResourceType "
-            '"load_balancer" in Resource.Type `json:"resource_type,omitempty"`, which the '
-            "CCM's tags syncer sends (cloud-controller-manager/do/resources.go:179-187)"
+            "godo (vendored by the CCM v0.1.68) tags.go:104-106: TagResourcesRequest.Resources "
+            '`json:"resources"`, whose Resource.Type (tags.go:51-53) may be '
+            'LoadBalancerResourceType "load_balancer" (tags.go:43), which the CCM\'s tags syncer '
+            "sends (cloud-controller-manager/do/resources.go:179-187)"
         ),
         widens=True,
     ),
