@@ -32,6 +32,17 @@ def test_the_token_may_come_from_a_file(tmp_path: Path) -> None:
     assert config.token == TOKEN and config.api_url == DEFAULT_API_URL
 
 
+def test_the_public_access_firewall_is_read_as_upstream_reads_it() -> None:
+    # cloud.go:132-141@v0.1.68: both variables or neither; the tags split on commas.
+    environ = {"DO_ACCESS_TOKEN": TOKEN, "PUBLIC_ACCESS_FIREWALL_NAME": "k8s-public-access",
+               "PUBLIC_ACCESS_FIREWALL_TAGS": "k8s:c1:worker,k8s-worker"}  # fmt: skip
+    config = read_environment(environ)
+
+    assert (config.firewall_name, config.firewall_tags) == (
+        "k8s-public-access", ("k8s:c1:worker", "k8s-worker"))  # fmt: skip
+    assert read_environment({"DO_ACCESS_TOKEN": TOKEN}).firewall_name == ""
+
+
 @pytest.mark.parametrize(
     ("environ", "named"),
     [
@@ -42,6 +53,18 @@ def test_the_token_may_come_from_a_file(tmp_path: Path) -> None:
         ({"DO_ACCESS_TOKEN": TOKEN, "DO_API_RATE_LIMIT_QPS": "fast"}, "DO_API_RATE_LIMIT_QPS"),
         ({"DO_ACCESS_TOKEN": TOKEN, "DEFAULT_LB_TYPE": "GLOBAL"}, "DEFAULT_LB_TYPE"),
         ({"DO_ACCESS_TOKEN": TOKEN, "DEFAULT_LB_TYPE": "regional"}, "DEFAULT_LB_TYPE"),
+        # Upstream's own metrics and debug servers (cloud.go:143-160@v0.1.68): polyccm serves
+        # its own, so these are refused rather than silently ignored.
+        ({"DO_ACCESS_TOKEN": TOKEN, "METRICS_ADDR": ":9090"}, "METRICS_ADDR is not supported"),
+        ({"DO_ACCESS_TOKEN": TOKEN, "DEBUG_ADDR": ":8080"}, "DEBUG_ADDR is not supported"),
+        (
+            {"DO_ACCESS_TOKEN": TOKEN, "PUBLIC_ACCESS_FIREWALL_NAME": "fw"},
+            "PUBLIC_ACCESS_FIREWALL_TAGS is required",
+        ),
+        (
+            {"DO_ACCESS_TOKEN": TOKEN, "PUBLIC_ACCESS_FIREWALL_TAGS": "t"},
+            "PUBLIC_ACCESS_FIREWALL_NAME is required",
+        ),
     ],
 )
 def test_a_bad_environment_is_one_line_naming_the_variable(
@@ -157,15 +180,31 @@ def test_a_bad_variable_is_one_line_naming_it(variable: str, value: str, message
         {"DO_ACCESS_TOKEN_FILE": "not-utf8"},
         {"DO_ACCESS_TOKEN_FILE": "huge"},
         {"DO_ACCESS_TOKEN_FILE": "two-lines"},
+        {"DO_ACCESS_TOKEN": TOKEN, "METRICS_ADDR": "0.0.0.0:9090"},
+        {"DO_ACCESS_TOKEN": TOKEN, "DEBUG_ADDR": ":8080"},
+        {"DO_ACCESS_TOKEN": TOKEN, "PUBLIC_ACCESS_FIREWALL_TAGS": "k8s-worker"},
     ],
-    ids=["ipv6", "http", "metadata-ipv6", "qps", "token-not-utf8", "token-huge", "token-lines"],
+    ids=[
+        "ipv6",
+        "http",
+        "metadata-ipv6",
+        "qps",
+        "token-not-utf8",
+        "token-huge",
+        "token-lines",
+        "metrics-addr",
+        "debug-addr",
+        "firewall-tags-alone",
+    ],
 )
 def test_polyccm_refuses_a_bad_environment_in_one_line_and_exit_2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variables: dict[str, str]
 ) -> None:
     files = _token_files(tmp_path)
     for name in ("DO_ACCESS_TOKEN", "DO_ACCESS_TOKEN_FILE", "DO_OVERRIDE_URL", "REGION",
-                 "DO_METADATA_URL", "DO_API_RATE_LIMIT_QPS", "DEFAULT_LB_TYPE"):  # fmt: skip
+                 "DO_METADATA_URL", "DO_API_RATE_LIMIT_QPS", "DEFAULT_LB_TYPE", "METRICS_ADDR",
+                 "DEBUG_ADDR", "PUBLIC_ACCESS_FIREWALL_NAME",
+                 "PUBLIC_ACCESS_FIREWALL_TAGS"):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
     for name, value in variables.items():
         monkeypatch.setenv(name, str(files[value][0]) if value in files else value)

@@ -206,6 +206,12 @@ OPERATIONS = {
     "load_balancers.delete": False,
     "load_balancers.add_droplets": False,
     "load_balancers.remove_droplets": False,
+    "firewalls.get": True,
+    "firewalls.list": True,
+    "firewalls.create": False,
+    "firewalls.update": False,
+    "tags.create": False,
+    "tags.assign_resources": False,
 }
 
 

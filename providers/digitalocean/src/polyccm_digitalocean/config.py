@@ -35,6 +35,9 @@ DEFAULT_QPS = 1.25
 DEFAULT_BURST = 100
 #: The largest token file read: a DigitalOcean token is 71 characters.
 MAX_TOKEN_FILE_BYTES = 64 << 10
+#: Variables naming the CA bundle to verify the API with (requests' names, which pydo's
+#: transport reads too).
+CA_BUNDLE_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 _INNER_SPACE = re.compile(r"[\x00-\x20\x7f-\x9f]")
 
 
@@ -62,6 +65,14 @@ class DigitalOceanConfig:
     default_lb_type: str = DEFAULT_TYPE
     """``DEFAULT_LB_TYPE``: the type of a new load balancer whose Service has no ``type``
     annotation, ``REGIONAL_NETWORK`` (upstream's default since v0.1.61) or ``REGIONAL``."""
+    firewall_name: str = ""
+    """``PUBLIC_ACCESS_FIREWALL_NAME``: the firewall the ``firewall`` controller keeps open to
+    the NodePort and REGIONAL_NETWORK Services' ports (empty: no firewall is managed)."""
+    firewall_tags: tuple[str, ...] = ()
+    """``PUBLIC_ACCESS_FIREWALL_TAGS``: the droplet tags that firewall applies to."""
+    ca_bundle: str = ""
+    """``REQUESTS_CA_BUNDLE`` (else ``CURL_CA_BUNDLE``): the CA file the API's certificate is
+    verified with (a private CA, as the emulator's); empty means the system's."""
 
     def __repr__(self) -> str:  # the token stays out of any repr that reaches a log
         return (
@@ -83,10 +94,40 @@ def default_lb_type(environ: Mapping[str, str]) -> str:
     return value
 
 
+#: Upstream's own servers (cloud.go:144-160@v0.1.68): polyccm serves its metrics and health
+#: checks itself (``--bind-address``/``--secure-port``), so these are refused, not ignored.
+REFUSED_VARIABLES = {
+    "METRICS_ADDR": "polyccm serves /metrics on its own port (--bind-address, --secure-port)",
+    "DEBUG_ADDR": "polyccm serves /healthz on its own port (--bind-address, --secure-port)",
+}
+
+
+def public_access_firewall(environ: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
+    """``PUBLIC_ACCESS_FIREWALL_NAME`` and ``PUBLIC_ACCESS_FIREWALL_TAGS``: both or neither, as
+    upstream requires (cloud.go:132-140@v0.1.68); the tags split on commas as upstream splits
+    them."""
+    name = environ.get("PUBLIC_ACCESS_FIREWALL_NAME", "").strip()
+    tags = environ.get("PUBLIC_ACCESS_FIREWALL_TAGS", "").strip()
+    if tags and not name:
+        raise ConfigError(
+            "PUBLIC_ACCESS_FIREWALL_NAME is required with PUBLIC_ACCESS_FIREWALL_TAGS"
+        )
+    if name and not tags:
+        raise ConfigError(
+            "PUBLIC_ACCESS_FIREWALL_TAGS is required with PUBLIC_ACCESS_FIREWALL_NAME"
+        )
+    return name, tuple(tags.split(",")) if tags else ()
+
+
 def read_environment(environ: Mapping[str, str]) -> DigitalOceanConfig:
     """The settings in ``environ``; :class:`ConfigError` for a missing token, an unreadable
-    token file, a non-https API URL, a QPS that is not a positive number or an unknown
-    ``DEFAULT_LB_TYPE``."""
+    token file, a non-https API URL, a QPS that is not a positive number, an unknown
+    ``DEFAULT_LB_TYPE``, a firewall name without tags (or tags without a name), or
+    ``METRICS_ADDR``/``DEBUG_ADDR`` (upstream's servers, which polyccm does not start)."""
+    for variable, instead in REFUSED_VARIABLES.items():
+        if environ.get(variable, "").strip():
+            raise ConfigError(f"{variable} is not supported: {instead}")
+    firewall_name, firewall_tags = public_access_firewall(environ)
     token = environ.get("DO_ACCESS_TOKEN", "").strip()
     token_file = environ.get("DO_ACCESS_TOKEN_FILE", "").strip()
     if not token and token_file:
@@ -122,6 +163,11 @@ def read_environment(environ: Mapping[str, str]) -> DigitalOceanConfig:
         qps=qps,
         burst=burst,
         default_lb_type=default_lb_type(environ),
+        firewall_name=firewall_name,
+        firewall_tags=firewall_tags,
+        ca_bundle=next(
+            (environ[v].strip() for v in CA_BUNDLE_VARIABLES if environ.get(v, "").strip()), ""
+        ),
     )
 
 

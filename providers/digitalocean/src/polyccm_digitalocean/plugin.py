@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from polyccm.hookspecs import hookimpl
-from polyccm.plugins import ProviderRegistry, ProviderSettings
+from polyccm.plugins import ControllerRegistry, ProviderRegistry, ProviderSettings
 
 if TYPE_CHECKING:
     from polyccm.cloud import CloudProvider
+    from polyccm.controllers import Controller, ControllerContext
     from polyccm.ops.contract import ServiceChecker
 
 PROVIDER = "digitalocean"
@@ -22,6 +23,29 @@ PROVIDER = "digitalocean"
 def polyccm_register_providers(registry: ProviderRegistry) -> None:
     """Register the provider name ``digitalocean``."""
     registry.register(PROVIDER, "DigitalOcean (droplets and load balancers)")
+
+
+@hookimpl
+def polyccm_register_controllers(provider: str, registry: ControllerRegistry) -> None:
+    """Register upstream's two controllers of its own, on by default (cloud.go:184-213@v0.1.68):
+    ``firewall``, the public-access firewall, started when ``PUBLIC_ACCESS_FIREWALL_NAME`` is
+    set, and ``cluster-tags``, the tags syncer, started when ``DO_CLUSTER_ID`` is set."""
+    if provider != PROVIDER:
+        return
+
+    def build(context: ControllerContext) -> Controller | None:
+        from polyccm_digitalocean.firewall_controller import FirewallController
+
+        return FirewallController.for_term(context)
+
+    def build_tags(context: ControllerContext) -> Controller | None:
+        from polyccm_digitalocean.cluster_tags import ClusterTagsController
+
+        return ClusterTagsController.for_term(context)
+
+    # Both read Services only (the core's rules already allow that) and write to DigitalOcean.
+    registry.register("firewall", build, enabled_by_default=True)
+    registry.register("cluster-tags", build_tags, enabled_by_default=True)
 
 
 @hookimpl

@@ -1,8 +1,8 @@
 """The DigitalOcean cloud provider: droplets (InstancesV2) and load balancers; no routes; the
 planning and leaked-load-balancer search of ``polyccm plan`` and ``polyccm orphans``.
 
-Built by the plugin when ``--provider digitalocean`` is chosen; importing this module imports
-the provider's own JSON client (:mod:`polyccm_digitalocean.api`, over urllib3), no SDK. The
+Built by the plugin when ``--provider digitalocean`` is chosen; its calls go through pydo
+(:mod:`polyccm_digitalocean.api`), imported when the first call (the region check) is made. The
 region comes from ``REGION`` or, without it, from the droplet metadata service (the droplet
 polyccm runs on), and is checked against the regions API at start-up, as upstream does.
 The cluster id is ``DO_CLUSTER_ID`` when set.

@@ -293,17 +293,32 @@ class Backend:
 
     def tag_resources(self, name: str, resources: list[Mapping[str, Any]], *, add: bool) -> None:
         self.tag(name)
-        droplets = [self._tag_target(resource) for resource in resources]
-        for droplet in droplets:
-            if add and name not in droplet.tags:
-                droplet.tags.append(name)
-            elif not add and name in droplet.tags:
-                droplet.tags.remove(name)
+        targets = [self._tag_target(resource) for resource in resources]
+        for target in targets:
+            tags = (
+                target.tags if isinstance(target, Droplet) else target.spec.setdefault("tags", [])
+            )
+            if add and name not in tags:
+                tags.append(name)
+            elif not add and name in tags:
+                tags.remove(name)
 
-    def _tag_target(self, resource: Mapping[str, Any]) -> Droplet:
+    def _tag_target(self, resource: Mapping[str, Any]) -> Droplet | lbs.LoadBalancer:
         kind = resource.get("resource_type")
+        if kind == "load_balancer":
+            # Overlay: the document lists droplets, databases, images and volumes, but godo has
+            # a load_balancer resource type (godo tags.go:43) and upstream's CCM tags its load
+            # balancers with it (cloud-controller-manager/do/resources.go:179-187@v0.1.68).
+            try:
+                return self.load_balancer(str(resource.get("resource_id")))
+            except NotFound:
+                raise NotFound(
+                    f"load balancer {resource.get('resource_id')} could not be found"
+                ) from None
         if kind != "droplet":
-            raise Unprocessable(f"The polyccm emulator tags droplets only, not {kind} resources.")
+            raise Unprocessable(
+                f"The polyccm emulator tags droplets and load balancers only, not {kind} resources."
+            )
         try:
             return self.droplet(int(str(resource.get("resource_id"))))
         except (NotFound, ValueError):

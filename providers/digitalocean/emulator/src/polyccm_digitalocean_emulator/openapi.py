@@ -50,6 +50,27 @@ OVERLAY = (
             '`json:"proxy_protocol,omitempty"`'
         ),
     ),
+    emulation.OverlayField(
+        schema="tags_resource",
+        name="resources",
+        definition={
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "resource_id": {"type": "string"},
+                    "resource_type": {"type": "string", "enum": ["load_balancer"]},
+                },
+            },
+        },
+        cites=(
+            "godo (vendored by the CCM v0.1.68) tags.go:104-106: TagResourcesRequest.Resources "
+            '`json:"resources"`, whose Resource.Type (tags.go:51-53) may be '
+            'LoadBalancerResourceType "load_balancer" (tags.go:43), which the CCM\'s tags syncer '
+            "sends (cloud-controller-manager/do/resources.go:179-187)"
+        ),
+        widens=True,
+    ),
 )
 
 CLOUD = emulation.CloudDocument(DOCUMENT, SERVER_URL, ERRORS, OVERLAY)
