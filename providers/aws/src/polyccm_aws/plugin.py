@@ -14,7 +14,7 @@ from polyccm.hookspecs import hookimpl
 from polyccm.plugins import ControllerRegistry, ProviderRegistry, ProviderSettings
 
 from polyccm_aws.tagging_options import CONTROLLER as TAGGING
-from polyccm_aws.tagging_options import add_tagging_flags, tagging_options
+from polyccm_aws.tagging_options import add_tagging_flags
 
 if TYPE_CHECKING:
     from polyccm.cloud import CloudProvider
@@ -62,11 +62,7 @@ def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
         return None
     from polyccm_aws.provider import AwsProvider
 
-    selected = TAGGING in (getattr(settings.options, "controllers", None) or ())
-    options = tagging_options(settings.options) if selected else None
-    provider = AwsProvider.from_settings(settings)
-    provider.tagging_options = options
-    return provider
+    return AwsProvider.from_settings(settings)
 
 
 @hookimpl

@@ -157,10 +157,17 @@ class AwsProvider(CloudProvider):
 
     @classmethod
     def from_settings(cls, settings: ProviderSettings) -> AwsProvider:
-        """The provider ``polyccm --provider aws`` runs: the cloud config read, then
-        :meth:`discover`."""
+        """The provider ``polyccm --provider aws`` runs: with the ``tagging`` controller
+        selected, its flags checked first (a mistake stops start-up); the cloud config read,
+        then :meth:`discover`."""
+        from polyccm_aws.tagging_options import CONTROLLER, tagging_options
+
+        selected = CONTROLLER in (getattr(settings.options, "controllers", None) or ())
+        options = tagging_options(settings.options) if selected else None
         config = load_cloud_config(settings.cloud_config)
-        return cls.discover(config, cluster_name=settings.cluster_name)
+        provider = cls.discover(config, cluster_name=settings.cluster_name)
+        provider.tagging_options = options
+        return provider
 
     @classmethod
     def discover(
