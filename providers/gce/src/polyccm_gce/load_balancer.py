@@ -66,6 +66,13 @@ from polyccm_gce.descriptions import (
 from polyccm_gce.instances import InstanceLookup
 from polyccm_gce.naming import InstanceRef, InvalidProviderID, instance_ref, parse_provider_id
 from polyccm_gce.sdk import compute_v1
+from polyccm_gce.service_options import (
+    DEFAULT_TIER,
+    asks_for_tier,
+    network_tier,
+    normalised,
+    source_ranges,
+)
 from polyccm_gce.service_spec import (
     LEGACY_FINALIZER,
     check_ours,
@@ -150,6 +157,10 @@ class GceLoadBalancer(LoadBalancer):
         return self.api.client(compute_v1.TargetPoolsClient)
 
     @property
+    def _addresses(self) -> compute_v1.AddressesClient:
+        return self.api.client(compute_v1.AddressesClient)
+
+    @property
     def _firewalls(self) -> compute_v1.FirewallsClient:
         return self.api.client(compute_v1.FirewallsClient)
 
@@ -186,22 +197,37 @@ class GceLoadBalancer(LoadBalancer):
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> LoadBalancerStatus:
         protocol, ports = validate_service(service)
+        sources, tier = source_ranges(service), network_tier(service)
         name = self.get_load_balancer_name(cluster_name, service)
         existing = self._rule(name)
         if existing is not None and existing.backend_service:
             reason = implemented_elsewhere(service, rule_backend_service=existing.backend_service)
             if reason is not None:
                 raise ImplementedElsewhere(f"service {service.key}: {reason}")
+        if asks_for_tier(service):
+            existing = self._delete_wrong_tier(name, existing, tier)
         # No rule yet: a new load balancer, whose own pool and firewalls are most likely
         # absent too, so they are inserted straight away (an existing one answers 409 and is
         # read and corrected then) instead of read first.
         fresh = existing is None and self.insert_first
         description = service_description(service.key)
+        # The rule's address, kept as a static address ``<lb>`` while the rule is made again
+        # (upstream's ensureStaticIP), so an edit does not change the service's IP.
+        keep = _AddressKeeper(
+            self,
+            name,
+            description,
+            tier=tier,
+            rule=existing,
+            requested=service.load_balancer_ip,
+        )
         check, check_port, shared = self._health_check_of(service, name)
         self._ensure_health_check(check, check_port)
-        if self._ensure_pool(name, description, service, nodes, check, fresh=fresh):
+        if self._ensure_pool(name, description, service, nodes, check, fresh=fresh, keep=keep):
             existing = None  # made again, with its pool
-        rule = self._ensure_rule(name, description, service, protocol, ports, rule=existing)
+        rule = self._ensure_rule(
+            name, description, service, protocol, ports, rule=existing, keep=keep, tier=tier
+        )
         address = rule.I_p_address  # empty only in a plan that would create the rule
         self._ensure_firewall(
             health_check_firewall_name(self.cluster_id(), check, shared=shared),
@@ -221,7 +247,7 @@ class GceLoadBalancer(LoadBalancer):
             firewall_name(name),
             description=firewall_description(service.key, address),
             destination=address,
-            sources=list(service.load_balancer_source_ranges) or ["0.0.0.0/0"],
+            sources=sources,
             protocol=protocol.lower(),
             ports=ports,
             nodes=nodes,
@@ -298,7 +324,7 @@ class GceLoadBalancer(LoadBalancer):
         existing firewall's destination is left as it is). ``fresh``: most likely absent, so
         inserted without a read first (read and corrected when GCE answers 409)."""
         wanted: dict[str, Any] = {
-            "source_ranges": sorted(sources),
+            "source_ranges": normalised(sources),
             "allowed": [(protocol, sorted(ports, key=port_key))],
         }
         allowed = [compute_v1.Allowed(I_p_protocol=protocol, ports=sorted(ports, key=port_key))]
@@ -320,7 +346,7 @@ class GceLoadBalancer(LoadBalancer):
             if current is None:  # deleted again meanwhile
                 raise GceApiError("compute.firewalls.get", 404, "notFound", f"{name} vanished")
         have = {
-            "source_ranges": sorted(current.source_ranges),
+            "source_ranges": normalised(current.source_ranges),
             "allowed": [(a.I_p_protocol, sorted(a.ports, key=port_key)) for a in current.allowed],
         }
         changes = compute_v1.Firewall(name=name)  # GCE requires the name in a patch
@@ -360,17 +386,23 @@ class GceLoadBalancer(LoadBalancer):
         check: str,
         *,
         fresh: bool = False,
+        keep: _AddressKeeper | None = None,
     ) -> bool:
-        """Make or correct the pool; True when its forwarding rule was deleted on the way.
-        ``fresh``: most likely absent, so made without a read first."""
+        """Make or correct the pool; True when its forwarding rule was deleted on the way
+        (its address held by ``keep`` first). ``fresh``: most likely absent, so made without a
+        read first."""
         affinity = "CLIENT_IP" if service.session_affinity == "ClientIP" else "NONE"
         check_url = f"{self.api.base}{_checks_path(check)}"
         if fresh and self._make_pool(name, description, affinity, nodes, check_url):
             return False
         pool = self._pool(name)
         remade = False
-        if pool is not None and (pool.session_affinity or "NONE") != affinity:
-            # A pool's affinity cannot change: make it again, as upstream does.
+        # An empty affinity is left as it is, as upstream (gce_loadbalancer_external.go:893).
+        if pool is not None and pool.session_affinity and pool.session_affinity != affinity:
+            # A pool's affinity cannot change: make it again, as upstream does; the rule on
+            # it goes too and comes back on the same address.
+            if keep is not None:
+                keep.hold()
             self._delete_rule_and_pool(name)
             pool, remade = None, True
         if pool is None:
@@ -472,8 +504,11 @@ class GceLoadBalancer(LoadBalancer):
         ports: list[str],
         *,
         rule: compute_v1.ForwardingRule | None,
+        keep: _AddressKeeper,
+        tier: str,
     ) -> compute_v1.ForwardingRule:
-        """``rule``: the forwarding rule as read at the start of this ensure (None: none)."""
+        """``rule``: the forwarding rule as read at the start of this ensure (None: none).
+        One made again takes the address ``keep`` held, released once the rule has it."""
         numbers = [int(p) for p in ports]
         port_range = f"{min(numbers)}-{max(numbers)}"
         if rule is not None:
@@ -484,6 +519,7 @@ class GceLoadBalancer(LoadBalancer):
             )
             if same:
                 return rule
+            keep.hold()
             self._delete(self._rules.delete_unary, region=self.region, forwarding_rule=name)
         body = compute_v1.ForwardingRule(
             name=name,
@@ -491,9 +527,11 @@ class GceLoadBalancer(LoadBalancer):
             I_p_protocol=protocol,
             port_range=port_range,
             target=f"{self.api.base}regions/{self.region}/targetPools/{name}",
+            network_tier=tier,
         )
-        if service.load_balancer_ip:
-            body.I_p_address = service.load_balancer_ip
+        address = service.load_balancer_ip or keep.address
+        if address:
+            body.I_p_address = address
         try:
             self._insert(
                 self._rules.insert_unary, region=self.region, forwarding_rule_resource=body
@@ -505,6 +543,7 @@ class GceLoadBalancer(LoadBalancer):
                     f"a static external address in region {self.region} first ({error})"
                 ) from None
             raise
+        keep.release()
         made = self._rule(name)
         if made is None:
             raise GceApiError("compute.forwardingRules.get", 404, "notFound", f"{name} vanished")
@@ -548,6 +587,35 @@ class GceLoadBalancer(LoadBalancer):
             raise
         return True
 
+    def _release_address(self, name: str) -> None:
+        self._delete(self._addresses.delete_unary, region=self.region, address=name)
+
+    def _reserve_address(self, name: str, description: str, address: str, tier: str) -> None:
+        """Reserve ``address`` (the rule's ephemeral one: GCE promotes it) as the static
+        address ``name``; one already reserved (409, or 400 for its IP) is taken as it is."""
+        body = compute_v1.Address(
+            name=name, description=description, address=address, network_tier=tier
+        )
+        try:
+            self.api.run(self._addresses.insert_unary, region=self.region, address_resource=body)
+        except GceApiError as error:
+            if not (error.already_exists or error.status == 400):
+                raise
+
+    def _delete_wrong_tier(
+        self, name: str, rule: compute_v1.ForwardingRule | None, tier: str
+    ) -> compute_v1.ForwardingRule | None:
+        """Delete the rule and the address ``<lb>`` of another tier than the annotation's, as
+        upstream's deleteWrongNetworkTieredResources; the rule left (None when deleted)."""
+        if rule is not None and (rule.network_tier or DEFAULT_TIER) != tier:
+            log.info("forwarding rule %s: %s, wanted %s: made again", name, rule.network_tier, tier)
+            self._delete(self._rules.delete_unary, region=self.region, forwarding_rule=name)
+            rule = None
+        held = self._get(self._addresses.get, region=self.region, address=name)
+        if held is not None and (held.network_tier or DEFAULT_TIER) != tier:
+            self._release_address(name)
+        return rule
+
     def _delete_rule_and_pool(self, name: str) -> None:
         self._delete(self._rules.delete_unary, region=self.region, forwarding_rule=name)
         self._delete(self._pools.delete_unary, region=self.region, target_pool=name)
@@ -560,6 +628,8 @@ class GceLoadBalancer(LoadBalancer):
             firewall = aside.submit(
                 self._delete, self._firewalls.delete_unary, firewall=firewall_name(name)
             )
+            # An address ``<lb>`` an interrupted edit left behind (upstream's too).
+            self._release_address(name)
             self._delete_pool_and_checks(name)
             firewall.result()
         self._release_upstream_finalizer(service)
@@ -655,3 +725,36 @@ def instance_ref_or_name(url: str) -> str:
 def _status(rule: compute_v1.ForwardingRule) -> LoadBalancerStatus:
     address = rule.I_p_address
     return LoadBalancerStatus(ingress=(LoadBalancerIngress(ip=address),) if address else ())
+
+
+class _AddressKeeper:
+    """The address of a forwarding rule about to be made again, held as the static address
+    ``<lb>`` meanwhile and released once the new rule has it, as upstream does (not for a
+    ``loadBalancerIP``, the user's own)."""
+
+    def __init__(
+        self,
+        balancer: GceLoadBalancer,
+        name: str,
+        description: str,
+        *,
+        tier: str,
+        rule: compute_v1.ForwardingRule | None,
+        requested: str,
+    ) -> None:
+        self.balancer = balancer
+        self.name = name
+        self.description = description
+        self.tier = tier
+        self.current = "" if rule is None or requested else rule.I_p_address
+        self.address = ""
+        """The address held ("" when none)."""
+
+    def hold(self) -> None:
+        if self.current and not self.address:
+            self.balancer._reserve_address(self.name, self.description, self.current, self.tier)
+            self.address = self.current
+
+    def release(self) -> None:
+        if self.address:
+            self.balancer._release_address(self.name)
