@@ -70,7 +70,7 @@ def test_nodes_routes_and_a_load_balancer_through_the_whole_stack(
     compute = gce.api()
     names = ["gce-e2e-a", "gce-e2e-b"]
     for name in names:
-        compute.create_instance(name, machine_type="n2-standard-2", tags=["e2e-node"])
+        compute.create_instance(name, machine_type="n2-standard-2", tags=["gce-e2e"])
         make_node(kube_api, name)  # as a kubelet registers it: tainted, no providerID
     manager(configure_cloud_routes=True, cluster_cidrs=("100.64.0.0/16",))
 

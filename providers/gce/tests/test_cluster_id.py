@@ -68,7 +68,7 @@ def test_the_provider_uid_names_the_shared_health_check(
     config_map({"uid": "0000aaaa1111bbbb", "provider-uid": "2222cccc3333dddd"})
     provider = gce_provider(emulator.endpoint)
     provider.initialize(_context(kube_api))
-    api.create_instance("cid-a", tags=["cluster-node"])
+    api.create_instance("cid-a", tags=["cid"])
 
     provider.load_balancer().ensure_load_balancer("c", gce_service(), [node_for("cid-a")])
 

@@ -38,7 +38,7 @@ def provider(emulator: RunningEmulator) -> Any:
 @pytest.fixture
 def nodes(api: ComputeApi) -> list[Any]:
     for name in ("ed-a", "ed-b"):
-        api.create_instance(name, tags=["cluster-node"])
+        api.create_instance(name, tags=["ed"])
     return [node_for(name) for name in ("ed-a", "ed-b")]
 
 
@@ -227,3 +227,51 @@ def test_an_unsupported_tier_is_refused_before_any_write(
             "c", service_for(annotations={TIER: "Gold"}), nodes
         )
     assert write_calls(emulator.control.calls()) == 0
+
+
+# -- externalTrafficPolicy -----------------------------------------------------------------------
+
+
+def test_a_flip_to_cluster_deletes_the_services_own_check_and_its_firewall(
+    provider: Any, nodes: list[Any], api: ComputeApi
+) -> None:
+    # gce_loadbalancer_external.go:255-262@v36.3.8 (Local -> Cluster: hcToDelete is the
+    # service's check) and :447-497 DeleteExternalTargetPoolAndChecks (the check, then its
+    # firewall). Before: both stayed until the Service was deleted.
+    lb = provider.load_balancer()
+    service = service_for(externalTrafficPolicy="Local", healthCheckNodePort=31999)
+    name = lb.get_load_balancer_name("c", service)
+    ip = lb.ensure_load_balancer("c", service, nodes).ingress[0].ip
+
+    lb.ensure_load_balancer(
+        "c", edited(service, externalTrafficPolicy="Cluster", healthCheckNodePort=None), nodes
+    )
+
+    checks = {item["name"] for item in api.list_all("global/httpHealthChecks")}
+    firewalls = {item["name"] for item in api.list_all("global/firewalls")}
+    assert checks == {f"k8s-{CLUSTER_ID}-node"}
+    assert f"k8s-{name}-http-hc" not in firewalls
+    assert f"k8s-{CLUSTER_ID}-node-http-hc" in firewalls
+    assert rule_of(api, name)["IPAddress"] == ip
+
+
+def test_a_flip_to_local_deletes_the_shared_check_no_other_pool_uses(
+    provider: Any, nodes: list[Any], api: ComputeApi
+) -> None:
+    # gce_loadbalancer_external.go:243-253@v36.3.8 (Cluster -> Local: hcToDelete is the nodes
+    # check), :470-492 (deleted only when no pool uses it, then its firewall).
+    lb = provider.load_balancer()
+    service, other = service_for(), service_for("other")
+    lb.ensure_load_balancer("c", service, nodes)
+    lb.ensure_load_balancer("c", other, nodes)
+
+    local = dict(externalTrafficPolicy="Local", healthCheckNodePort=31999)
+    lb.ensure_load_balancer("c", edited(service, **local), nodes)
+    assert f"k8s-{CLUSTER_ID}-node" in {i["name"] for i in api.list_all("global/httpHealthChecks")}
+
+    lb.ensure_load_balancer("c", edited(other, **local), nodes)
+    checks = {i["name"] for i in api.list_all("global/httpHealthChecks")}
+    assert f"k8s-{CLUSTER_ID}-node" not in checks
+    assert f"k8s-{CLUSTER_ID}-node-http-hc" not in {
+        i["name"] for i in api.list_all("global/firewalls")
+    }

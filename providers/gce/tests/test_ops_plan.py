@@ -48,7 +48,7 @@ from polyccm_testing.opstools import (
 
 pytestmark = pytest.mark.usefixtures("clean_nodes")
 
-TAG = "ops-node"
+TAG = "ops"
 NAMES = ("ops-a", "ops-b")
 CIDR = "10.64.0.0/16"
 

@@ -51,7 +51,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from polyccm.cloud import LoadBalancer, LoadBalancerIngress, LoadBalancerStatus
-from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
+from polyccm.errors import CloudError, ImplementedElsewhere, InvalidServiceSpec
 from polyccm.kube.api import MERGE_PATCH, SERVICES, ApiError, KubeApi
 from polyccm.objects import Node, Service
 
@@ -204,6 +204,8 @@ class GceLoadBalancer(LoadBalancer):
             reason = implemented_elsewhere(service, rule_backend_service=existing.backend_service)
             if reason is not None:
                 raise ImplementedElsewhere(f"service {service.key}: {reason}")
+        if not self.node_tags:
+            self._target_tags(nodes)  # an error before any write when no tag targets a node
         if asks_for_tier(service):
             existing = self._delete_wrong_tier(name, existing, tier)
         # No rule yet: a new load balancer, whose own pool and firewalls are most likely
@@ -293,9 +295,12 @@ class GceLoadBalancer(LoadBalancer):
             )
 
     def _target_tags(self, nodes: Sequence[Node]) -> list[str]:
-        """``node-tags`` from gce.conf, else the tags the nodes' instances carry: read once
-        for a set of nodes and kept until the set changes (as upstream's ``GetNodeTags``),
-        so a burst of load balancers on the same nodes lists their instances once."""
+        """``node-tags`` from gce.conf, else, per instance, the longest of its tags that
+        prefixes its name, as upstream's ``computeHostTags`` (never another tag the nodes
+        carry); :class:`CloudError` when an instance has none or there is no instance, so no
+        firewall is made without targets (GCE would apply it to the whole network). Read once
+        for a set of nodes and kept until the set changes (as upstream's ``GetNodeTags``), so
+        a burst of load balancers on the same nodes lists their instances once."""
         if self.node_tags:
             return list(self.node_tags)
         names = frozenset(node.name for node in nodes)
@@ -304,7 +309,18 @@ class GceLoadBalancer(LoadBalancer):
                 return list(self._tags_for[1])
             tags: set[str] = set()
             for instance in self.lookup.many(nodes).values():
-                tags.update(instance.tags.items)
+                prefixes = [t for t in instance.tags.items if instance.name.startswith(t)]
+                if not prefixes:
+                    raise CloudError(
+                        f"no node-tags in gce.conf and instance {instance.name} has no tag that "
+                        "prefixes its name: not making a firewall without target tags"
+                    )
+                tags.add(max(prefixes, key=len))
+            if not tags:
+                raise CloudError(
+                    "no node-tags in gce.conf and no instance of the nodes found: not making a "
+                    "firewall without target tags"
+                )
             self._tags_for = (names, tuple(sorted(tags)))
             return sorted(tags)
 
@@ -327,7 +343,8 @@ class GceLoadBalancer(LoadBalancer):
             "source_ranges": normalised(sources),
             "allowed": [(protocol, sorted(ports, key=port_key))],
         }
-        allowed = [compute_v1.Allowed(I_p_protocol=protocol, ports=sorted(ports, key=port_key))]
+        # Consecutive ports as one range, as upstream writes them (getPortsAndProtocol).
+        allowed = [compute_v1.Allowed(I_p_protocol=protocol, ports=port_ranges(ports))]
         current = None if fresh else self._get(self._firewalls.get, firewall=name)
         if current is None:
             body = compute_v1.Firewall(
@@ -432,7 +449,22 @@ class GceLoadBalancer(LoadBalancer):
                     )
                 ),
             )
+            # externalTrafficPolicy flipped: the check the pool used goes, with its firewall,
+            # as upstream's DeleteExternalTargetPoolAndChecks (the shared one once unused).
+            for old in checks:
+                if old != check:
+                    self._delete_unused_check(name, old)
         return False
+
+    def _delete_unused_check(self, lb_name: str, check: str) -> None:
+        if check == lb_name:
+            self._delete_check(check)
+            self._delete(
+                self._firewalls.delete_unary,
+                firewall=health_check_firewall_name("", check, shared=False),
+            )
+        elif check == nodes_health_check_name(self.cluster_id()):
+            self._delete_shared_check_if_unused()
 
     def _make_pool(
         self, name: str, description: str, affinity: str, nodes: Sequence[Node], check_url: str

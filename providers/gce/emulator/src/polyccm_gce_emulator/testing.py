@@ -365,7 +365,7 @@ class GceCloudUnderTest:
         self.provider = gce_provider(emulator.endpoint)
 
     def create_instance(self, name: str) -> str:
-        self.compute.create_instance(name, tags=["polyccm-node"])
+        self.compute.create_instance(name, tags=[name])  # a tag prefixing its name
         return name
 
     def delete_instance(self, name: str) -> None:
