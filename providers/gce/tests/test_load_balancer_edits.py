@@ -275,3 +275,21 @@ def test_a_flip_to_local_deletes_the_shared_check_no_other_pool_uses(
     assert f"k8s-{CLUSTER_ID}-node-http-hc" not in {
         i["name"] for i in api.list_all("global/firewalls")
     }
+
+
+def test_a_load_balancer_ip_of_the_other_tier_is_refused_with_upstreams_words(
+    provider: Any, nodes: list[Any], api: ComputeApi
+) -> None:
+    # gce_loadbalancer_external.go:528-535@v36.3.8 verifyUserRequestedIP. Before: the rule was
+    # made PREMIUM on the STANDARD address, whatever the annotation said.
+    api.do("POST", f"regions/{REGION}/addresses", {"name": "mine", "networkTier": "PREMIUM"})
+    reserved = api.get(f"regions/{REGION}/addresses/mine")["address"]
+    service = service_for(annotations={TIER: "Standard"}, loadBalancerIP=reserved)
+
+    with pytest.raises(InvalidServiceSpec) as refused:
+        provider.load_balancer().ensure_load_balancer("c", service, nodes)
+
+    assert str(refused.value) == (
+        f'requested IP "{reserved}" belongs to the Premium network tier; expected Standard'
+    )
+    assert api.list_all(f"regions/{REGION}/forwardingRules") == []

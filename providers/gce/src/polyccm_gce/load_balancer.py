@@ -9,12 +9,24 @@ in the order ensure makes them:
 * the target pool ``<lb>`` in the cluster's region with the nodes' instances (created with the
   first 200, the rest added 1,000 at a time) and the health check;
 * the forwarding rule ``<lb>`` (the service ports' range, TCP or UDP) to the pool, on the
-  ``loadBalancerIP`` when set (a static address the user reserved in the region);
+  ``loadBalancerIP`` when set (a static address the user reserved in the region), in the
+  network tier of ``cloud.google.com/network-tier`` (PREMIUM without it; with it, a rule or an
+  address ``<lb>`` of the other tier is deleted first, as upstream);
 * a health-check firewall from Google's prober ranges: ``k8s-<cluster-id>-node-http-hc`` for
   the shared check, ``k8s-<lb>-http-hc`` (to the rule's address) for a per-service one;
-* the firewall ``k8s-fw-<lb>`` letting ``loadBalancerSourceRanges`` (default anywhere) reach
-  the service ports at the rule's address (``destinationRanges``, as upstream) on the nodes'
-  network tags (``node-tags`` from gce.conf, else the tags the backend instances carry).
+* the firewall ``k8s-fw-<lb>`` letting ``spec.loadBalancerSourceRanges``, else the
+  ``service.beta.kubernetes.io/load-balancer-source-ranges`` annotation (default anywhere;
+  compared as networks), reach the service ports (consecutive ones as a range) at the rule's
+  address (``destinationRanges``, as upstream) on the nodes' network tags: ``node-tags`` from
+  gce.conf, else per instance the longest tag that prefixes its name (upstream's
+  ``computeHostTags``; an instance without one is an error before any write, so no firewall is
+  ever made without targets).
+
+A change the rule cannot take in place (ports, protocol, ``loadBalancerIP``, a pool made again
+for its session affinity) deletes and re-creates it on the same address: the rule's ephemeral
+address is held as the static address ``<lb>`` meanwhile and released after, as upstream; an
+``externalTrafficPolicy`` flip swaps the pool's health check and deletes the one it no longer
+uses with its firewall (the shared one once no pool uses it).
 
 The firewalls come last because they name the rule's address (upstream reserves the address
 first instead); the service's status is written only once all are there. Descriptions are
@@ -28,9 +40,10 @@ same ports); when the rule's address changes (a new ``loadBalancerIP``), the fir
 it. The shared check's firewall gets no destination: upstream gives it the address of whichever
 load balancer made it first, and compares it with nothing. Validation
 (:mod:`polyccm_gce.service_spec`) comes before any call.
-Delete removes them as upstream does: the service's firewall while the rule, the pool and the
-health checks go in turn; the shared health check and its firewall go when the last
-pool using them is gone. The internal load balancer (``networking.gke.io/load-balancer-type:
+Delete removes them as upstream does: the service's firewall while the address ``<lb>`` (one
+an interrupted edit left), the rule, the pool and the health checks go in turn; the shared
+health check and its firewall go when the last pool using them is gone.
+The internal load balancer (``networking.gke.io/load-balancer-type:
 Internal``: backend services and instance groups) is not built: such a service is refused with
 :class:`~polyccm.errors.InvalidServiceSpec`, which the service controller reports as a Warning.
 A service GKE's regional backend-service controller owns (``cloud.google.com/l4-rbs: enabled``,
@@ -561,6 +574,8 @@ class GceLoadBalancer(LoadBalancer):
             target=f"{self.api.base}regions/{self.region}/targetPools/{name}",
             network_tier=tier,
         )
+        if service.load_balancer_ip:
+            self._check_requested_tier(service.load_balancer_ip, tier)
         address = service.load_balancer_ip or keep.address
         if address:
             body.I_p_address = address
@@ -618,6 +633,16 @@ class GceLoadBalancer(LoadBalancer):
                 return False
             raise
         return True
+
+    def _check_requested_tier(self, ip: str, tier: str) -> None:
+        """:class:`InvalidServiceSpec` when ``loadBalancerIP`` is a static address of another
+        network tier than the Service's, with upstream's words (verifyUserRequestedIP)."""
+        for held in self.api.items(self._addresses.list, region=self.region):
+            if held.address == ip and (held.network_tier or DEFAULT_TIER) != tier:
+                raise InvalidServiceSpec(
+                    f'requested IP "{ip}" belongs to the {_tier_word(held.network_tier)} '
+                    f"network tier; expected {_tier_word(tier)}"
+                )
 
     def _release_address(self, name: str) -> None:
         self._delete(self._addresses.delete_unary, region=self.region, address=name)
@@ -733,6 +758,11 @@ class GceLoadBalancer(LoadBalancer):
 def _checks_path(name: str = "") -> str:
     """Legacy HTTP health checks below the project's URL (``global/httpHealthChecks/NAME``)."""
     return f"global/httpHealthChecks/{name}" if name else "global/httpHealthChecks"
+
+
+def _tier_word(tier: str) -> str:
+    """A tier as upstream names it in messages (``Standard``, ``Premium``)."""
+    return (tier or DEFAULT_TIER).capitalize()
 
 
 def _check_refs(urls: Sequence[str]) -> list[compute_v1.HealthCheckReference]:
