@@ -293,3 +293,30 @@ def test_a_load_balancer_ip_of_the_other_tier_is_refused_with_upstreams_words(
         f'requested IP "{reserved}" belongs to the Premium network tier; expected Standard'
     )
     assert api.list_all(f"regions/{REGION}/forwardingRules") == []
+
+
+# -- upstream's deny firewall ------------------------------------------------------------------
+
+
+def test_upstreams_deny_firewall_is_left_on_adoption_and_goes_with_the_service(
+    provider: Any, nodes: list[Any], api: ComputeApi, emulator: RunningEmulator
+) -> None:
+    # gce_loadbalancer_naming.go:135@v36.3.8 MakeFirewallDenyName; gce_loadbalancer_external.go
+    # :395-408 (deleted with the load balancer). Before: left behind, denying traffic to an
+    # address the project may hand to another load balancer.
+    lb = provider.load_balancer()
+    service = service_for()
+    name = lb.get_load_balancer_name("c", service)
+    ip = lb.ensure_load_balancer("c", service, nodes).ingress[0].ip
+    deny = {"name": f"k8s-fw-{name}-deny", "network": f"{api.base}global/networks/default",
+            "priority": 1000, "denied": [{"IPProtocol": "all"}],
+            "sourceRanges": ["0.0.0.0/0"], "destinationRanges": [ip],
+            "targetTags": ["ed"]}  # fmt: skip
+    api.do("POST", "global/firewalls", deny)
+    emulator.control.reset_calls()
+
+    lb.ensure_load_balancer("c", service, nodes)
+    assert write_calls(emulator.control.calls()) == 0
+
+    lb.ensure_load_balancer_deleted("c", service)
+    assert {item["name"] for item in api.list_all("global/firewalls")} == set()

@@ -131,6 +131,12 @@ def firewall_name(lb_name: str) -> str:
     return f"k8s-fw-{lb_name}"
 
 
+def deny_name(lb_name: str) -> str:
+    """Upstream's deny firewall (``--enable-l4-deny-firewall``): never made here, left as it is
+    on adoption, deleted with the load balancer (always: its IP may go to someone else)."""
+    return f"k8s-fw-{lb_name}-deny"
+
+
 class GceLoadBalancer(LoadBalancer):
     """External network load balancers in the cluster's region."""
 
@@ -682,14 +688,16 @@ class GceLoadBalancer(LoadBalancer):
         name = self.get_load_balancer_name(cluster_name, service)
         # As upstream: the firewall goes while the rule, the pool and the checks go in turn.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gce-fw") as aside:
-            firewall = aside.submit(
-                self._delete, self._firewalls.delete_unary, firewall=firewall_name(name)
-            )
+            firewall = aside.submit(self._delete_firewalls, firewall_name(name), deny_name(name))
             # An address ``<lb>`` an interrupted edit left behind (upstream's too).
             self._release_address(name)
             self._delete_pool_and_checks(name)
             firewall.result()
         self._release_upstream_finalizer(service)
+
+    def _delete_firewalls(self, *names: str) -> None:
+        for name in names:
+            self._delete(self._firewalls.delete_unary, firewall=name)
 
     def _delete_pool_and_checks(self, name: str) -> None:
         self._delete_rule_and_pool(name)
