@@ -57,6 +57,7 @@ after the switch.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -65,6 +66,7 @@ from typing import Any, TypeVar
 
 from polyccm.cloud import LoadBalancer, LoadBalancerIngress, LoadBalancerStatus
 from polyccm.errors import CloudError, ImplementedElsewhere, InvalidServiceSpec
+from polyccm.events import EventRecorder
 from polyccm.kube.api import MERGE_PATCH, SERVICES, ApiError, KubeApi
 from polyccm.objects import Node, Service
 
@@ -149,8 +151,15 @@ class GceLoadBalancer(LoadBalancer):
         network_url: str,
         node_tags: Sequence[str] = (),
         cluster_id: Callable[[], str],
+        network_project: str = "",
     ) -> None:
         self.api = api
+        self.network_project = network_project or api.project
+        """Where the firewalls live: gce.conf's ``network-project-id`` (a Shared VPC's host
+        project), else the cluster's project."""
+        self.recorder: EventRecorder | None = None
+        """The term's event recorder (set by ``initialize``), for the firewall changes a
+        Shared VPC's security admin must make."""
         self.lookup = lookup
         self.region = region
         self.network_url = network_url
@@ -184,8 +193,9 @@ class GceLoadBalancer(LoadBalancer):
         return self.api.client(compute_v1.FirewallsClient)
 
     def _get(self, rpc: Callable[..., T], **fields: Any) -> T | None:
+        fields.setdefault("project", self.api.project)
         try:
-            return self.api.invoke(rpc, project=self.api.project, **fields)
+            return self.api.invoke(rpc, **fields)
         except GceApiError as error:
             if error.not_found:
                 return None
@@ -263,6 +273,7 @@ class GceLoadBalancer(LoadBalancer):
             ports=[str(check_port)],
             nodes=nodes,
             fresh=fresh and not shared,
+            service=service,
         )
         self._ensure_firewall(
             firewall_name(name),
@@ -273,6 +284,7 @@ class GceLoadBalancer(LoadBalancer):
             ports=ports,
             nodes=nodes,
             fresh=fresh,
+            service=service,
         )
         return _status(rule)
 
@@ -354,6 +366,7 @@ class GceLoadBalancer(LoadBalancer):
         ports: list[str],
         nodes: Sequence[Node],
         fresh: bool = False,
+        service: Service,
     ) -> None:
         """``destination``: the one address the firewall lets traffic to ("": any, and an
         existing firewall's destination is left as it is). ``fresh``: most likely absent, so
@@ -364,7 +377,11 @@ class GceLoadBalancer(LoadBalancer):
         }
         # Consecutive ports as one range, as upstream writes them (getPortsAndProtocol).
         allowed = [compute_v1.Allowed(I_p_protocol=protocol, ports=port_ranges(ports))]
-        current = None if fresh else self._get(self._firewalls.get, firewall=name)
+        current = (
+            None
+            if fresh
+            else self._get(self._firewalls.get, project=self.network_project, firewall=name)
+        )
         if current is None:
             body = compute_v1.Firewall(
                 name=name,
@@ -376,9 +393,19 @@ class GceLoadBalancer(LoadBalancer):
             )
             if destination:
                 body.destination_ranges = [destination]
-            if self._inserted(self._firewalls.insert_unary, firewall_resource=body):
+            try:
+                inserted = self._inserted(
+                    self._firewalls.insert_unary,
+                    project=self.network_project,
+                    firewall_resource=body,
+                )
+            except GceApiError as error:
+                command = f"create {name} --network {last_segment(self.network_url)} "
+                self._ask_for_manual_change(service, error, command + self._gcloud_args(body))
                 return
-            current = self._get(self._firewalls.get, firewall=name)
+            if inserted:
+                return
+            current = self._get(self._firewalls.get, project=self.network_project, firewall=name)
             if current is None:  # deleted again meanwhile
                 raise GceApiError("compute.firewalls.get", 404, "notFound", f"{name} vanished")
         have = {
@@ -398,7 +425,51 @@ class GceLoadBalancer(LoadBalancer):
         if not says(current.description, description):
             changes.description = description
         if changes != compute_v1.Firewall(name=name):
-            self.api.run(self._firewalls.patch_unary, firewall=name, firewall_resource=changes)
+            try:
+                self.api.run(
+                    self._firewalls.patch_unary,
+                    project=self.network_project,
+                    firewall=name,
+                    firewall_resource=changes,
+                )
+            except GceApiError as error:
+                whole = compute_v1.Firewall(
+                    description=description,
+                    source_ranges=wanted["source_ranges"],
+                    allowed=allowed,
+                    target_tags=list(self.node_tags) or list(current.target_tags),
+                )
+                self._ask_for_manual_change(
+                    service, error, f"update {name} {self._gcloud_args(whole)}"
+                )
+
+    def _ask_for_manual_change(self, service: Service, error: GceApiError, command: str) -> None:
+        """A firewall write GCE refused (403) in a Shared VPC's host project: upstream's
+        ``LoadBalancerManualChange`` event with the gcloud command for its security admin, and
+        the sync goes on (raise anything else)."""
+        if error.status != 403 or self.network_project == self.api.project:
+            raise error
+        log.info("service %s: firewall change left to the network's admin: %s", service.key, error)
+        if self.recorder is not None:
+            self.recorder.event(
+                service.raw,
+                "Normal",
+                "LoadBalancerManualChange",
+                f"Firewall change required by security admin: `gcloud compute firewall-rules "
+                f"{command}`",
+            )
+
+    def _gcloud_args(self, firewall: compute_v1.Firewall) -> str:
+        """upstream's firewallToGcloudArgs (gce_util.go:189-205): sorted, the project last."""
+        allow = ",".join(
+            sorted(f"{a.I_p_protocol}:{port}" for a in firewall.allowed for port in a.ports)
+        )
+        return (
+            f"--description {json.dumps(firewall.description)} --allow {allow} "
+            f"--source-ranges {','.join(sorted(firewall.source_ranges))} "
+            f"--target-tags {','.join(sorted(firewall.target_tags))} "
+            f"--project {self.network_project}"
+        )
 
     def _instance_url(self, ref: InstanceRef) -> str:
         return f"{self.api.base}{ref.path}"
@@ -480,6 +551,7 @@ class GceLoadBalancer(LoadBalancer):
             self._delete_check(check)
             self._delete(
                 self._firewalls.delete_unary,
+                project=self.network_project,
                 firewall=health_check_firewall_name("", check, shared=False),
             )
         elif check == nodes_health_check_name(self.cluster_id()):
@@ -697,7 +769,7 @@ class GceLoadBalancer(LoadBalancer):
 
     def _delete_firewalls(self, *names: str) -> None:
         for name in names:
-            self._delete(self._firewalls.delete_unary, firewall=name)
+            self._delete(self._firewalls.delete_unary, project=self.network_project, firewall=name)
 
     def _delete_pool_and_checks(self, name: str) -> None:
         self._delete_rule_and_pool(name)
@@ -705,6 +777,7 @@ class GceLoadBalancer(LoadBalancer):
         self._delete_check(name)
         self._delete(
             self._firewalls.delete_unary,
+            project=self.network_project,
             firewall=health_check_firewall_name("", name, shared=False),
         )
         self._delete_shared_check_if_unused()
@@ -750,7 +823,7 @@ class GceLoadBalancer(LoadBalancer):
                 return  # another service's pool still uses it
             raise
         fw = health_check_firewall_name(self.cluster_id(), shared, shared=True)
-        self._delete(self._firewalls.delete_unary, firewall=fw)
+        self._delete(self._firewalls.delete_unary, project=self.network_project, firewall=fw)
 
     def _delete_check(self, name: str) -> bool:
         """Delete a legacy HTTP health check (REST); False when it was already gone."""
@@ -766,6 +839,10 @@ class GceLoadBalancer(LoadBalancer):
 def _checks_path(name: str = "") -> str:
     """Legacy HTTP health checks below the project's URL (``global/httpHealthChecks/NAME``)."""
     return f"global/httpHealthChecks/{name}" if name else "global/httpHealthChecks"
+
+
+def last_segment(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[-1]
 
 
 def _tier_word(tier: str) -> str:

@@ -183,6 +183,7 @@ class GceProvider(CloudProvider):
             network_url=self.network_url,
             node_tags=config.node_tags,
             cluster_id=self.cluster_id,
+            network_project=network_project,
         )
         self._planner = GceLoadBalancerPlanner(self._load_balancer)
         self._orphans = GceOrphans(self._load_balancer, self._routes)
@@ -275,6 +276,7 @@ class GceProvider(CloudProvider):
         )
         self.directory.follow(context.nodes)
         self._load_balancer.kube = context.api
+        self._load_balancer.recorder = context.recorder
 
     def _read_cluster_id(self, context: ProviderContext) -> str:
         namespace, name = CLUSTER_ID_CONFIGMAP
