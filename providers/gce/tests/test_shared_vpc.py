@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from polyccm.ops import orphans as orphan_tools
 from polyccm_gce_emulator.testing import (
     REGION,
     ComputeApi,
@@ -93,3 +94,24 @@ def test_a_refused_firewall_write_is_an_event_with_the_gcloud_command(
         f'k8s-fw-{name} --network default --description "{description}" --allow tcp:80 '
         f"--source-ranges 192.0.2.0/24 --target-tags vpc --project {HOST}`"
     )
+
+
+def test_polyccm_orphans_finds_and_deletes_the_firewalls_in_the_network_project(
+    provider: Any, nodes: list[Any], emulator: RunningEmulator
+) -> None:
+    # The firewalls a Service left are where ensure made them (see the first test). Before:
+    # polyccm orphans listed the cluster's project and left the host's firewalls behind.
+    lb = provider.load_balancer()
+    service = service_for()
+    name = lb.get_load_balancer_name("c", service)
+    lb.ensure_load_balancer("c", service, nodes)
+
+    found = orphan_tools.find(provider.orphans(), "c", [], nodes)
+    assert {r.id for r in found if r.kind == "firewall"} == {
+        f"k8s-fw-{name}",
+        f"k8s-{CLUSTER_ID}-node-http-hc",
+    }
+    outcomes = orphan_tools.delete_all(provider.orphans(), "c", found)
+
+    assert [o.error for o in outcomes] == [""] * len(found)
+    assert emulator.api(HOST).list_all("global/firewalls") == []
