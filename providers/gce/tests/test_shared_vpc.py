@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from polyccm.cloud import Route
 from polyccm.ops import orphans as orphan_tools
 from polyccm_gce_emulator.testing import (
     REGION,
@@ -115,3 +116,28 @@ def test_polyccm_orphans_finds_and_deletes_the_firewalls_in_the_network_project(
 
     assert [o.error for o in outcomes] == [""] * len(found)
     assert emulator.api(HOST).list_all("global/firewalls") == []
+
+
+def test_routes_are_listed_made_and_deleted_in_the_network_project(
+    emulator: RunningEmulator, api: ComputeApi
+) -> None:
+    # gce_routes.go@v36.3.8 (ListRoutes, CreateRoute, DeleteRoute on g.NetworkProjectID(), the
+    # next hop the cluster project's instance). Before: in the cluster's project, whose network
+    # does not carry the nodes' traffic on a Shared VPC.
+    provider = gce_provider(emulator.endpoint, network_project_id=HOST)
+    api.create_instance("vpc-r")
+    node = node_for("vpc-r", pod_cidr="10.100.7.0/24")
+    routes = provider.routes()
+
+    routes.create_route("c", node.uid, Route("", node.name, "10.100.7.0/24"), target=node)
+
+    host = emulator.api(HOST)
+    (made,) = host.list_all("global/routes", filter='description = "k8s-node-route"')
+    assert made["nextHopInstance"].endswith(
+        f"/projects/{api.project}/zones/us-central1-a/instances/vpc-r"
+    )
+    assert [r.target_node for r in routes.list_routes("c")] == ["vpc-r"]
+    assert api.list_all("global/routes", filter='description = "k8s-node-route"') == []
+
+    routes.delete_route("c", routes.list_routes("c")[0])
+    assert host.list_all("global/routes", filter='description = "k8s-node-route"') == []

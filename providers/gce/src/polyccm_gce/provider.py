@@ -173,6 +173,7 @@ class GceProvider(CloudProvider):
             self.lookup,
             self.directory,
             network_url=self.network_url,
+            network_project=network_project,
             inserts_per_second=route_inserts_per_second,
             insert_burst=route_insert_burst,
         )
