@@ -157,6 +157,9 @@ class GceLoadBalancer(LoadBalancer):
         self.network_project = network_project or api.project
         """Where the firewalls live: gce.conf's ``network-project-id`` (a Shared VPC's host
         project), else the cluster's project."""
+        self.deny_cleanup = False
+        """``--enable-l4-deny-firewall-rollback-cleanup``: each ensure deletes the deny
+        firewall upstream's ``--enable-l4-deny-firewall`` made."""
         self.recorder: EventRecorder | None = None
         """The term's event recorder (set by ``initialize``), for the firewall changes a
         Shared VPC's security admin must make."""
@@ -237,6 +240,8 @@ class GceLoadBalancer(LoadBalancer):
             self._target_tags(nodes)  # an error before any write when no tag targets a node
         if asks_for_tier(service):
             existing = self._delete_wrong_tier(name, existing, tier)
+        if self.deny_cleanup:  # as upstream, gce_loadbalancer_external.go:217-223
+            self._delete_firewalls(deny_name(name))
         # No rule yet: a new load balancer, whose own pool and firewalls are most likely
         # absent too, so they are inserted straight away (an existing one answers 409 and is
         # read and corrected then) instead of read first.

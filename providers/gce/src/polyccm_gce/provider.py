@@ -312,5 +312,10 @@ class GceProvider(CloudProvider):
     def load_balancer(self) -> LoadBalancer:
         return self._load_balancer
 
+    @property
+    def load_balancer_impl(self) -> GceLoadBalancer:
+        """The load balancer with its GCE settings (the plugin sets the flags' on it)."""
+        return self._load_balancer
+
     def routes(self) -> Routes:
         return self._routes
