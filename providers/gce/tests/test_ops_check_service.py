@@ -28,6 +28,9 @@ from polyccm_testing.opstools import (
 CASES: dict[str, tuple[str, str]] = {
     "networking.gke.io/load-balancer-type": ("Internal", "External"),
     "cloud.google.com/load-balancer-type": ("internal", "external"),
+    # gce_annotations.go:160-176@v36.3.8; k8s.io/cloud-provider service/helpers/helper.go:61-85.
+    "cloud.google.com/network-tier": ("Gold", "Standard"),
+    "service.beta.kubernetes.io/load-balancer-source-ranges": ("office", "192.0.2.0/24"),
 }
 
 

@@ -15,6 +15,8 @@ SOURCE_RANGES_ANNOTATION = "service.beta.kubernetes.io/load-balancer-source-rang
 """Read when ``spec.loadBalancerSourceRanges`` is empty (comma-separated CIDRs)."""
 NETWORK_TIER_ANNOTATION = "cloud.google.com/network-tier"
 """``Standard`` or ``Premium``; without it, the address and the rule are PREMIUM."""
+OPTION_ANNOTATIONS = frozenset({SOURCE_RANGES_ANNOTATION, NETWORK_TIER_ANNOTATION})
+"""The annotations read here, whose values ensure (and ``polyccm check-service``) refuse."""
 TIERS = {"Standard": "STANDARD", "Premium": "PREMIUM"}
 DEFAULT_TIER = "PREMIUM"
 ANYWHERE = "0.0.0.0/0"

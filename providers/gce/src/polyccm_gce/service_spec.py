@@ -19,12 +19,14 @@ from collections.abc import Sequence
 from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
 from polyccm.objects import Service
 
+from polyccm_gce.service_options import OPTION_ANNOTATIONS
+
 INTERNAL_ANNOTATIONS = (
     "networking.gke.io/load-balancer-type",
     "cloud.google.com/load-balancer-type",
 )
 """Upstream's annotations asking for the internal load balancer (value ``Internal``)."""
-KNOWN_ANNOTATIONS = frozenset(INTERNAL_ANNOTATIONS)
+KNOWN_ANNOTATIONS = frozenset(INTERNAL_ANNOTATIONS) | OPTION_ANNOTATIONS
 RBS_ANNOTATION = "cloud.google.com/l4-rbs"
 """Upstream's opt-in to the regional-backend-service network load balancer (value ``enabled``),
 built by GKE's L4 controller, not by a cloud controller manager."""
