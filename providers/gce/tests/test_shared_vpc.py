@@ -141,3 +141,27 @@ def test_routes_are_listed_made_and_deleted_in_the_network_project(
 
     routes.delete_route("c", routes.list_routes("c")[0])
     assert host.list_all("global/routes", filter='description = "k8s-node-route"') == []
+
+
+def test_a_refused_firewall_delete_is_an_event_and_the_rest_goes(
+    provider: Any, nodes: list[Any], api: ComputeApi, emulator: RunningEmulator
+) -> None:
+    # gce_loadbalancer_external.go:383-390@v36.3.8 (FirewallToGCloudDeleteCmd,
+    # gce_util.go:185-187). Before: the deletion failed and the Service stayed Terminating.
+    lb = provider.load_balancer()
+    lb.recorder = events = Events()
+    service = service_for()
+    name = lb.get_load_balancer_name("c", service)
+    lb.ensure_load_balancer("c", service, nodes)
+    emulator.control.inject("compute.firewalls.delete", count=0, status=403, reason="forbidden")
+
+    lb.ensure_load_balancer_deleted("c", service)
+
+    assert (
+        "web",
+        "Normal",
+        "LoadBalancerManualChange",
+        "Firewall change required by security admin: `gcloud compute firewall-rules delete "
+        f"k8s-fw-{name} --project {HOST}`",
+    ) in events.recorded
+    assert api.list_all(f"regions/{REGION}/forwardingRules") == []

@@ -765,27 +765,35 @@ class GceLoadBalancer(LoadBalancer):
         name = self.get_load_balancer_name(cluster_name, service)
         # As upstream: the firewall goes while the rule, the pool and the checks go in turn.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gce-fw") as aside:
-            firewall = aside.submit(self._delete_firewalls, firewall_name(name), deny_name(name))
+            firewall = aside.submit(
+                self._delete_firewalls, firewall_name(name), deny_name(name), service=service
+            )
             # An address ``<lb>`` an interrupted edit left behind (upstream's too).
             self._release_address(name)
-            self._delete_pool_and_checks(name)
+            self._delete_pool_and_checks(name, service)
             firewall.result()
         self._release_upstream_finalizer(service)
 
-    def _delete_firewalls(self, *names: str) -> None:
+    def _delete_firewalls(self, *names: str, service: Service | None = None) -> None:
+        """Delete firewalls; one a Shared VPC's host refuses (403) is asked of its admin by
+        an event about ``service``, as upstream (gce_loadbalancer_external.go:383-404)."""
         for name in names:
-            self._delete(self._firewalls.delete_unary, project=self.network_project, firewall=name)
+            try:
+                self._delete(
+                    self._firewalls.delete_unary, project=self.network_project, firewall=name
+                )
+            except GceApiError as error:
+                if service is None:
+                    raise
+                command = f"delete {name} --project {self.network_project}"
+                self._ask_for_manual_change(service, error, command)
 
-    def _delete_pool_and_checks(self, name: str) -> None:
+    def _delete_pool_and_checks(self, name: str, service: Service | None = None) -> None:
         self._delete_rule_and_pool(name)
         # The service's own check (externalTrafficPolicy Local, now or before).
         self._delete_check(name)
-        self._delete(
-            self._firewalls.delete_unary,
-            project=self.network_project,
-            firewall=health_check_firewall_name("", name, shared=False),
-        )
-        self._delete_shared_check_if_unused()
+        self._delete_firewalls(health_check_firewall_name("", name, shared=False), service=service)
+        self._delete_shared_check_if_unused(service)
 
     def _release_upstream_finalizer(self, service: Service) -> None:
         """Remove upstream's ``gke.networking.io/l4-netlb-v1`` from the Service (the same UID),
@@ -817,7 +825,7 @@ class GceLoadBalancer(LoadBalancer):
             log.info("service %s: removed upstream's finalizer %s", service.key, LEGACY_FINALIZER)
             return
 
-    def _delete_shared_check_if_unused(self) -> None:
+    def _delete_shared_check_if_unused(self, service: Service | None = None) -> None:
         """The shared nodes check and its firewall, once no target pool uses the check."""
         shared = nodes_health_check_name(self.cluster_id())
         try:
@@ -828,7 +836,7 @@ class GceLoadBalancer(LoadBalancer):
                 return  # another service's pool still uses it
             raise
         fw = health_check_firewall_name(self.cluster_id(), shared, shared=True)
-        self._delete(self._firewalls.delete_unary, project=self.network_project, firewall=fw)
+        self._delete_firewalls(fw, service=service)
 
     def _delete_check(self, name: str) -> bool:
         """Delete a legacy HTTP health check (REST); False when it was already gone."""
