@@ -25,7 +25,7 @@ from polyccm_gce_emulator.testing import (
     gce_provider,
 )
 from polyccm_testing.demo import service_gone
-from polyccm_testing.kubeobjects import events_for, ingress_ip, make_node, make_service, wait_for
+from polyccm_testing.kubeobjects import ingress_ip, make_node, make_service, wait_for
 from polyccm_testing.manager import RunningManager, manager_options, start_manager
 
 
@@ -70,7 +70,7 @@ def test_nodes_routes_and_a_load_balancer_through_the_whole_stack(
     compute = gce.api()
     names = ["gce-e2e-a", "gce-e2e-b"]
     for name in names:
-        compute.create_instance(name, machine_type="n2-standard-2", tags=["e2e-node"])
+        compute.create_instance(name, machine_type="n2-standard-2", tags=["gce-e2e"])
         make_node(kube_api, name)  # as a kubelet registers it: tainted, no providerID
     manager(configure_cloud_routes=True, cluster_cidrs=("100.64.0.0/16",))
 
@@ -118,10 +118,13 @@ def test_nodes_routes_and_a_load_balancer_through_the_whole_stack(
     assert not [f for f in compute.list_all("global/firewalls") if f["name"].startswith("k8s-")]
 
 
-def test_an_internal_load_balancer_is_a_warning_event_and_creates_nothing(
+def test_an_internal_load_balancer_is_served_and_deleted_with_its_finalizer(
     kube_api: KubeApi, namespace: str, gce: RunningEmulator, manager: Callable[..., None]
 ) -> None:
-    gce.api().create_instance("gce-e2e-c")
+    # cloud-provider-gcp v36.3.8 gce_loadbalancer.go:199-201 (the internal scheme) and
+    # gce_loadbalancer_internal.go (the l4-ilb-v1 finalizer, the INTERNAL rule on the subnet,
+    # the backend service): served end to end, and nothing left after deletion.
+    gce.api().create_instance("gce-e2e-c", tags=["gce-e2e"])
     make_node(kube_api, "gce-e2e-c")
     manager()
 
@@ -129,15 +132,17 @@ def test_an_internal_load_balancer_is_a_warning_event_and_creates_nothing(
         body["metadata"]["annotations"]["networking.gke.io/load-balancer-type"] = "Internal"
 
     make_service(kube_api, namespace, "internal", internal)
+    ip = wait_for(lambda: ingress_ip(kube_api, namespace, "internal"), what="the ILB's address")
+    service = kube_api.get(SERVICES, "internal", namespace=namespace)
+    assert "gke.networking.io/l4-ilb-v1" in service["metadata"]["finalizers"]
+    (rule,) = gce.api().list_all(f"regions/{REGION}/forwardingRules")
+    assert (rule["loadBalancingScheme"], rule["IPAddress"]) == ("INTERNAL", ip)
+    assert gce.api().list_all(f"regions/{REGION}/backendServices") != []
 
-    def warned() -> str | None:
-        for kind, reason, message in events_for(kube_api, namespace, "internal"):
-            if kind == "Warning" and reason == "SyncLoadBalancerFailed":
-                return message
-        return None
-
-    assert "not supported yet" in wait_for(warned, what="the Warning event")
+    kube_api.delete(SERVICES, "internal", namespace=namespace)
+    wait_for(lambda: service_gone(kube_api, namespace, "internal"), what="service finalised")
     assert gce.api().list_all(f"regions/{REGION}/forwardingRules") == []
+    assert gce.api().list_all(f"regions/{REGION}/backendServices") == []
 
 
 @pytest.mark.timeout(240)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
+from polyccm.errors import CloudError, ImplementedElsewhere, InvalidServiceSpec
 from polyccm.kube.api import SERVICES, ApiError, KubeApi
 from polyccm.objects import Service
 from polyccm_gce import load_balancer
@@ -36,7 +36,7 @@ def provider(emulator: RunningEmulator) -> Any:
 @pytest.fixture
 def nodes(api: ComputeApi) -> list[Any]:
     for name in ("lb-a", "lb-b", "lb-c"):
-        api.create_instance(name, tags=["cluster-node"])
+        api.create_instance(name, tags=["lb"])
     return [node_for(name) for name in ("lb-a", "lb-b", "lb-c")]
 
 
@@ -61,7 +61,7 @@ def test_ensure_builds_upstreams_pieces(provider: Any, nodes: list[Any], api: Co
     assert (check["port"], check["requestPath"]) == (10256, "/healthz")
     firewall = api.get(f"global/firewalls/k8s-fw-{name}")
     assert firewall["allowed"] == [{"IPProtocol": "tcp", "ports": ["80", "443"]}]
-    assert firewall["targetTags"] == ["cluster-node"]
+    assert firewall["targetTags"] == ["lb"]
     assert firewall["sourceRanges"] == ["0.0.0.0/0"]
     assert f"k8s-{CLUSTER_ID}-node-http-hc" in names(api, "global/firewalls")
 
@@ -93,7 +93,7 @@ def test_a_load_balancer_made_by_cloud_provider_gcp_is_adopted(
             service,
             cluster_id=CLUSTER_ID,
             instances=[n.name for n in nodes],
-            tags=["cluster-node"],
+            tags=["lb"],
             firewall_ports=["80"],
         )
     emulator.control.reset_calls()
@@ -125,16 +125,13 @@ def test_load_balancers_on_the_same_nodes_read_their_tags_once(
 
     for index in range(3):
         lb.ensure_load_balancer("c", service_for(f"web{index}"), nodes)
-    api.create_instance("lb-d", tags=["other-node"])
+    api.create_instance("ot-d", tags=["ot"])
     last = service_for("web3")
-    lb.ensure_load_balancer("c", last, [*nodes, node_for("lb-d")])
+    lb.ensure_load_balancer("c", last, [*nodes, node_for("ot-d")])
 
     assert emulator.control.calls()["compute.instances.aggregatedList"] == 2
     name = lb.get_load_balancer_name("c", last)
-    assert api.get(f"global/firewalls/k8s-fw-{name}")["targetTags"] == [
-        "cluster-node",
-        "other-node",
-    ]
+    assert api.get(f"global/firewalls/k8s-fw-{name}")["targetTags"] == ["lb", "ot"]
 
 
 def test_a_new_load_balancer_inserts_its_own_pieces_without_reading_them_first(
@@ -378,7 +375,7 @@ def test_a_service_upstream_served_is_not_left_terminating(
     service = Service(make_service(kube_api, namespace, "web", upstreams))
     name = upstream_made.network_load_balancer(
         api, service, cluster_id=CLUSTER_ID, instances=[n.name for n in nodes],
-        tags=["cluster-node"], firewall_ports=["80"],
+        tags=["lb"], firewall_ports=["80"],
     )  # fmt: skip
     kube_api.delete(SERVICES, "web", namespace)
     terminating = Service(kube_api.get(SERVICES, "web", namespace))
@@ -407,3 +404,48 @@ def test_an_instance_request_built_on_its_message_is_the_sdks_own(request_class:
 
     assert built == request_class(instances=references)
     assert [reference.instance for reference in built.instances] == urls
+
+
+def test_the_firewall_targets_the_tag_prefixing_each_instance_name_only(
+    provider: Any, api: ComputeApi
+) -> None:
+    # gce_instances.go:848-905@v36.3.8 computeHostTags: per instance, the longest tag that
+    # prefixes its name (used when gce.conf has no node-tags, gce_loadbalancer_external.go:1154).
+    # Before: every tag the instances carried, so http-server's other VMs were opened too.
+    api.create_instance("web-node-1", tags=["web", "web-node", "http-server"])
+    lb = provider.load_balancer()
+    service = service_for()
+
+    lb.ensure_load_balancer("c", service, [node_for("web-node-1")])
+
+    name = lb.get_load_balancer_name("c", service)
+    assert api.get(f"global/firewalls/k8s-fw-{name}")["targetTags"] == ["web-node"]
+
+
+def test_no_tag_prefixing_an_instance_name_is_an_error_before_any_write(
+    provider: Any, api: ComputeApi, emulator: RunningEmulator
+) -> None:
+    # gce_instances.go:896-898@v36.3.8 and gce_loadbalancer_external.go:1157-1158: no
+    # firewall without its targets. Before: the union of the tags, here none: a firewall
+    # without targetTags, which GCE applies to every VM of the network.
+    api.create_instance("bare-1")
+    emulator.control.reset_calls()
+
+    with pytest.raises(CloudError, match="no tag that prefixes its name"):
+        provider.load_balancer().ensure_load_balancer("c", service_for(), [node_for("bare-1")])
+
+    assert write_calls(emulator.control.calls()) == 0
+
+
+def test_consecutive_ports_are_one_range_in_the_firewall(
+    provider: Any, nodes: list[Any], api: ComputeApi
+) -> None:
+    # gce_loadbalancer_external.go:1150@v36.3.8 getPortsAndProtocol: port ranges, as GCE
+    # allows 100 ports or ranges per firewall. Before: 80, 81, 82 listed one by one.
+    lb = provider.load_balancer()
+    service = service_for(ports=((80, "TCP"), (81, "TCP"), (82, "TCP"), (443, "TCP")))
+
+    lb.ensure_load_balancer("c", service, nodes)
+
+    firewall = api.get(f"global/firewalls/k8s-fw-{lb.get_load_balancer_name('c', service)}")
+    assert firewall["allowed"] == [{"IPProtocol": "tcp", "ports": ["80-82", "443"]}]

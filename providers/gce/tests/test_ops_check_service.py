@@ -26,7 +26,11 @@ from polyccm_testing.opstools import (
 
 # annotation -> (a value it refuses, a value it accepts). The load-balancer-type annotations
 # refuse nothing since the internal load balancer is built (polyccm_gce.internal_lb).
-CASES: dict[str, tuple[str, str]] = {}
+CASES: dict[str, tuple[str, str]] = {
+    # gce_annotations.go:160-176@v36.3.8; k8s.io/cloud-provider service/helpers/helper.go:61-85.
+    "cloud.google.com/network-tier": ("Gold", "Standard"),
+    "service.beta.kubernetes.io/load-balancer-source-ranges": ("office", "192.0.2.0/24"),
+}
 
 
 def manifest(name: str, annotations: dict[str, str], **spec: Any) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from polyccm_testing.opstools import CommandResult, listed_orphans, run_command
 
 pytestmark = pytest.mark.usefixtures("clean_nodes")
 
-TAG = "ops-node"
+TAG = "ops"
 
 
 def everything(compute: ComputeApi) -> set[tuple[str, str]]:

@@ -48,7 +48,7 @@ from polyccm_testing.opstools import (
 
 pytestmark = pytest.mark.usefixtures("clean_nodes")
 
-TAG = "ops-node"
+TAG = "ops"
 NAMES = ("ops-a", "ops-b")
 CIDR = "10.64.0.0/16"
 
@@ -376,9 +376,13 @@ def test_changed_ports_and_affinity_replace_rule_and_pool_as_an_update(
     assert result.action == UPDATE
     listeners = [d.detail for d in result.differences if d.aspect == LISTENERS]
     pools = [d.detail for d in result.differences if d.aspect == BACKENDS]
+    # The rule is made again on its address, held meanwhile (issue 27).
+    ip = emulator.api().get(f"regions/{REGION}/forwardingRules/{name}")["IPAddress"]
     assert listeners == [
+        f"hold {ip} as static address {name} while the forwarding rule is made again",
         f"delete forwarding rule {name} to make it again",
-        f"create forwarding rule {name}: TCP 80-8080",
+        f"create forwarding rule {name}: TCP 80-8080 on {ip}",
+        f"release static address {name}",
     ]
     assert pools[0] == f"delete target pool {name} to make it again"
     assert pools[1].startswith(f"create target pool {name} (session affinity CLIENT_IP)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
+from polyccm.errors import ImplementedElsewhere
 from polyccm_gce.checker import GceServiceChecker
 from polyccm_gce.service_spec import (
     LEGACY_FINALIZER,
@@ -68,8 +68,10 @@ def test_the_internal_scheme_is_decided_before_the_owner_and_the_owner_before_po
     )
     mixed = service_for(ports=((53, "UDP"), (80, "TCP")), annotations={RBS_ANNOTATION: "enabled"})
 
-    with pytest.raises(InvalidServiceSpec, match="Internal"):
-        validate_service(internal)
+    # gce_loadbalancer.go:199-203@v36.3.8: the scheme is decided first, and only the external
+    # path asks shouldProcessNetLB (gce_loadbalancer_external.go:67): an internal Service is
+    # this controller's whatever the RBS annotation says.
+    assert validate_service(internal) == ("TCP", ["80"])
     with pytest.raises(ImplementedElsewhere, match=RBS_ANNOTATION):
         validate_service(mixed)
     assert GceServiceChecker().check_service(mixed) == []

@@ -8,9 +8,9 @@ Then polyccm's real CLI takes over with the same gce.conf and flags: ``polyccm p
 for each Service and nothing else, polyccm settles with no cloud write, no Service status or
 annotation changed and no Warning event; the same edits (a port added, source ranges changed, a
 node added and removed, a Service deleted) leave the cloud as upstream's left it, field by field
-(ids and timestamps aside); and upstream started on what polyccm makes writes nothing it would
-not write on its own state. What polyccm still does differently is a strict xfail of its own
-naming the issue that fixes it.
+(ids and timestamps aside), the port edit on the same IP; and upstream started on what
+polyccm makes writes nothing it would not write on its own state: the firewall the
+source-ranges annotation restricts and the Standard-tier rule included (issue 27).
 """
 
 from __future__ import annotations
@@ -35,9 +35,8 @@ from polyccm_testing.peers.goldens import Golden, Step, comparable, load_steps, 
 from polyccm_testing.peers.recording import Exchange, Recorder
 
 GOLDEN = Path(__file__).parent / "goldens" / "switch"
-#: The Services polyccm should serve exactly as upstream did, and those it does not yet.
+#: The Services polyccm serves exactly as upstream did: every one of the table.
 SUPPORTED = [s.name for s in switch.SERVICES if not s.issue]
-DIFFERENT = {s.name: s.issue for s in switch.SERVICES if s.issue}
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -64,9 +63,6 @@ class Switch:
     adoption: Snapshot
     warnings: list[tuple[str, str, str]]
     edits: dict[str, Snapshot] = field(default_factory=dict)
-    #: Recorded -> polyccm addresses where polyccm's differ (issue 27), so later steps compare
-    #: the rest.
-    moved: dict[str, str] = field(default_factory=dict)
 
 
 def _lb(run: Switch, service: str) -> str:
@@ -74,10 +70,9 @@ def _lb(run: Switch, service: str) -> str:
     return switch.load_balancer_name(run.golden.step("create").kube["services"][service]["uid"])
 
 
-def _expected(run: Switch, step: Step, *, extra: dict[str, str] | None = None) -> Any:
+def _expected(run: Switch, step: Step) -> Any:
     """Upstream's cloud after ``step`` with this run's names and addresses."""
-    bindings = {**run.bindings, **(extra or {})}
-    return comparable(switch.rebind(step.cloud, bindings), switch.VOLATILE)
+    return comparable(switch.rebind(step.cloud, run.bindings), switch.VOLATILE)
 
 
 def _actual(cloud: dict[str, Any]) -> Any:
@@ -175,23 +170,9 @@ def run(
                     result.edits[edit.name] = snapshot
                     recorded = golden.step(edit.name)
                     result.bindings.update(switch.kube_bindings(recorded.kube, snapshot.kube))
-                    if edit.name == "port-added":
-                        _learn_moved_address(result, recorded, snapshot)
             yield result
     finally:
         switch.clear_kube(kube_api)
-
-
-def _learn_moved_address(run: Switch, recorded: Step, snapshot: Snapshot) -> None:
-    """Where polyccm's port edit gave the rule another address than upstream's (issue 27),
-    bind upstream's to polyccm's so later steps compare everything else."""
-    name = _lb(run, "plain")
-    want = recorded.cloud["forwardingRules"][name]["IPAddress"]
-    mine = run.bindings.get(name, name)
-    got = snapshot.cloud["forwardingRules"].get(mine, {}).get("IPAddress")
-    bound = run.bindings.get(want, want)
-    if got and got != bound:
-        run.moved[want] = got
 
 
 # -- step 1: upstream's exchanges replay on the emulator --------------------------------------
@@ -243,10 +224,10 @@ def test_plan_says_adopt_for_each_service_and_nothing_else(run: Switch) -> None:
     assert not switch.cloud_writes(run.plan_exchanges)
 
 
-@pytest.mark.xfail(strict=True, reason=DIFFERENT["ranges-annotation"])
 def test_plan_adopts_a_firewall_restricted_by_the_source_ranges_annotation(run: Switch) -> None:
-    # service/helpers GetLoadBalancerSourceRanges (k8s.io/cloud-provider v0.35.4) reads the
-    # annotation when the spec has no ranges; upstream's firewall holds 192.0.2.0/24.
+    # service/helpers/helper.go:61-85@k8s.io/cloud-provider v0.35.4 GetLoadBalancerSourceRanges
+    # reads the annotation when the spec has no ranges; upstream's firewall holds 192.0.2.0/24
+    # (gce_loadbalancer_external.go:1191@v36.3.8). Before issue 27: a plan to widen it.
     plan = plans_by_service(run.plan, switch.NAMESPACE)["ranges-annotation"]
     assert (plan["action"], plan["differences"]) == ("adopt", [])
     assert run.plan.status == 0
@@ -262,13 +243,12 @@ def _writes_about(run: Switch, exchanges: list[Exchange], names: list[str]) -> l
 
 
 def test_polyccm_settles_with_zero_cloud_writes(run: Switch) -> None:
-    writes = switch.cloud_writes(run.adoption.exchanges)
-    known = _writes_about(run, writes, ["ranges-annotation"])  # the xfail below
-    assert [str(e) for e in writes if str(e) not in known] == []
+    assert [str(e) for e in switch.cloud_writes(run.adoption.exchanges)] == []
 
 
-@pytest.mark.xfail(strict=True, reason=DIFFERENT["ranges-annotation"])
 def test_polyccm_keeps_the_firewall_the_source_ranges_annotation_restricts(run: Switch) -> None:
+    # gce_loadbalancer_external.go:1191@v36.3.8 via GetLoadBalancerSourceRanges; before
+    # issue 27 polyccm patched it to 0.0.0.0/0 on its first sync.
     assert _writes_about(run, run.adoption.exchanges, ["ranges-annotation"]) == []
 
 
@@ -285,17 +265,12 @@ def test_no_service_status_or_annotation_changed_and_no_warning(run: Switch) -> 
 # -- step 4: the same edits as upstream's, from the same start --------------------------------
 
 
-@pytest.mark.parametrize("edit", [e.name for e in switch.EDITS if e.service not in DIFFERENT])
+@pytest.mark.parametrize("edit", [e.name for e in switch.EDITS])
 def test_polyccms_edit_leaves_the_cloud_as_upstreams_did(run: Switch, edit: str) -> None:
-    # Upstream's address of a rule polyccm re-created (issue 27) is bound to polyccm's, so
-    # the rest compares; the load balancers polyccm reads differently have tests of their own.
-    leave_out = [run.bindings[_lb(run, name)] for name in DIFFERENT]
-    expected = _expected(run, run.golden.step(edit), extra=run.moved)
-    actual = _actual(run.edits[edit].cloud)
-    assert switch.without(actual, leave_out) == switch.without(expected, leave_out)
+    assert _actual(run.edits[edit].cloud) == _expected(run, run.golden.step(edit))
 
 
-@pytest.mark.parametrize("edit", [e.name for e in switch.EDITS if e.service not in DIFFERENT])
+@pytest.mark.parametrize("edit", [e.name for e in switch.EDITS])
 def test_polyccms_edit_leaves_the_services_as_upstreams_did(run: Switch, edit: str) -> None:
     # Status (the ingress IP), annotations and finalizers of every Service after the edit.
     recorded = run.golden.step(edit).kube["services"]
@@ -304,24 +279,25 @@ def test_polyccms_edit_leaves_the_services_as_upstreams_did(run: Switch, edit: s
     for name, service in recorded.items():
         want = substitute(
             {key: service[key] for key in ("status", "annotations", "finalizers")},
-            {**run.bindings, **run.moved},
+            run.bindings,
         )
         assert {key: actual[name][key] for key in want} == want, name
 
 
-@pytest.mark.xfail(strict=True, reason="issue 27: a port edit re-creates the rule on a new IP")
 def test_a_port_edit_keeps_the_ip(run: Switch) -> None:
     # Upstream reserves the rule's IP before re-creating the rule on it
-    # (gce_loadbalancer_external.go:201 ensureStaticIP, :291 createForwardingRule).
+    # (gce_loadbalancer_external.go:201@v36.3.8 ensureStaticIP, :291 createForwardingRule);
+    # before issue 27 polyccm's new rule got a new ephemeral IP.
     name = run.bindings[_lb(run, "plain")]
     before = run.adoption.cloud["forwardingRules"][name]["IPAddress"]
     assert run.edits["port-added"].cloud["forwardingRules"][name]["IPAddress"] == before
 
 
-@pytest.mark.xfail(strict=True, reason=DIFFERENT["ranges-annotation"])
 def test_an_annotation_edit_leaves_the_cloud_as_upstreams_did(run: Switch) -> None:
+    # The firewall takes the edited annotation's ranges (GetLoadBalancerSourceRanges, as
+    # above; gce_loadbalancer_external.go:1205-1215@v36.3.8 the update).
     name = run.bindings[_lb(run, "ranges-annotation")]
-    expected = _expected(run, run.golden.step("annotation-changed"), extra=run.moved)
+    expected = _expected(run, run.golden.step("annotation-changed"))
     actual = _actual(run.edits["annotation-changed"].cloud)
     assert switch.only(actual, name) == switch.only(expected, name)
 
@@ -417,22 +393,22 @@ def test_upstreams_restart_writes_only_address_reservations() -> None:
 def test_upstream_on_polyccms_state_writes_nothing_more_than_on_its_own(
     reverse: Reverse,
 ) -> None:
-    assert _reverse_writes(reverse, list(DIFFERENT), about=False) == []
+    assert _reverse_writes(reverse, [], about=False) == []
 
 
-@pytest.mark.parametrize("name", sorted(DIFFERENT))
-@pytest.mark.xfail(strict=True, reason="issue 27: see the Service's row in switch.SERVICES")
-def test_upstream_rewrites_nothing_of_what_polyccm_made_differently(
+@pytest.mark.parametrize("name", ["ranges-annotation", "standard-tier"])
+def test_upstream_rewrites_nothing_of_what_polyccm_once_made_differently(
     reverse: Reverse, name: str
 ) -> None:
-    # ranges-annotation: upstream narrows polyccm's 0.0.0.0/0 firewall to the annotation's
-    # ranges; standard-tier: upstream deletes polyccm's PREMIUM rule and makes a STANDARD one
-    # on a new address (gce_loadbalancer_external.go:133 deleteWrongNetworkTieredResources).
+    # Before issue 27: upstream narrowed polyccm's 0.0.0.0/0 firewall to the annotation's
+    # ranges (gce_loadbalancer_external.go:1191@v36.3.8), and deleted polyccm's PREMIUM rule to
+    # make a STANDARD one on a new address (:133 deleteWrongNetworkTieredResources).
     assert _reverse_writes(reverse, [name], about=True) == []
 
 
-@pytest.mark.xfail(strict=True, reason=DIFFERENT["standard-tier"])
 def test_polyccm_makes_a_standard_tier_rule_for_the_annotation(reverse: Reverse) -> None:
+    # gce_annotations.go:160@v36.3.8 GetServiceNetworkTier, the rule's tier at
+    # gce_loadbalancer_external.go:1096@v36.3.8.
     made = reverse.made.kube["services"]["standard-tier"]
     rule = reverse.made.cloud["forwardingRules"][switch.load_balancer_name(made["uid"])]
     assert rule["networkTier"] == "STANDARD"
@@ -442,11 +418,7 @@ def test_the_reverse_exchanges_replay_and_upstream_leaves_the_rest_as_polyccm_ma
     reverse: Reverse,
 ) -> None:
     assert len(reverse.replayed) == len(reverse.golden.step("reverse").exchanges)
-    made = reverse.made.kube["services"]
-    leave_out = [switch.load_balancer_name(made[name]["uid"]) for name in DIFFERENT]
-    assert switch.without(_actual(reverse.after), leave_out) == switch.without(
-        _actual(reverse.made.cloud), leave_out
-    )
+    assert _actual(reverse.after) == _actual(reverse.made.cloud)
 
 
 def test_upstream_deleted_a_service_without_leftovers() -> None:

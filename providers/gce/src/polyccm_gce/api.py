@@ -304,10 +304,13 @@ class GceApi:
                 found.extend(getattr(scoped, key))
         return found
 
-    def run(self, rpc: Callable[..., compute_v1.Operation], **fields: Any) -> compute_v1.Operation:
-        """A mutation (an ``*_unary`` method), awaited; :class:`GceApiError` or
+    def run(
+        self, rpc: Callable[..., compute_v1.Operation], *, project: str = "", **fields: Any
+    ) -> compute_v1.Operation:
+        """A mutation (an ``*_unary`` method) in ``project`` (default: this API's; a Shared
+        VPC's host project for its firewalls), awaited; :class:`GceApiError` or
         :class:`OperationFailed`."""
-        return self.finish(self.invoke(rpc, project=self.project, **fields))
+        return self.finish(self.invoke(rpc, project=project or self.project, **fields))
 
     def finish(self, operation: compute_v1.Operation) -> compute_v1.Operation:
         """Wait for ``operation`` to be DONE (``operations.wait`` on its scope, repeated while
@@ -325,7 +328,7 @@ class GceApi:
         while operation.status != compute_v1.Operation.Status.DONE:
             if time.monotonic() > deadline:
                 raise GceApiError(method, 0, "timeout", f"operation {operation.name} not done")
-            operation = self._poll(method, rpc, operation.name, scope) or operation
+            operation = self._poll(method, rpc, operation.name, scope, operation) or operation
         if operation.error.errors:
             first = operation.error.errors[0]
             message = first.message or operation.http_error_message
@@ -343,13 +346,16 @@ class GceApi:
         rpc: Callable[..., compute_v1.Operation],
         name: str,
         scope: Mapping[str, str],
+        operation: compute_v1.Operation,
     ) -> compute_v1.Operation | None:
         """One ``operations.wait``, cut at ``poll_timeout`` (GCE holds it up to two minutes):
         ``None`` when it was cut, so the caller asks again. Each poll passes the fence, so a
         lost term stops waiting within ``poll_timeout``."""
         try:
+            # In the operation's own project (a Shared VPC host's, for its firewalls).
+            project = _project_in(operation.self_link) or self.project
             return rpc(
-                project=self.project, operation=name, **scope, retry=None, timeout=self.poll_timeout
+                project=project, operation=name, **scope, retry=None, timeout=self.poll_timeout
             )
         except requests.Timeout:
             return None
@@ -434,3 +440,13 @@ def _outcome(work: Callable[[], T]) -> T | Exception:
 def _last(url: str) -> str:
     """The last segment of a URL or partial path."""
     return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _project_in(link: str) -> str:
+    """The project a resource link names (``.../projects/<project>/...``), or ""."""
+    parts = link.split("/")
+    if "projects" in parts:
+        index = parts.index("projects")
+        if index + 1 < len(parts):
+            return parts[index + 1]
+    return ""

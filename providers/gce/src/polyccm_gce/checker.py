@@ -12,6 +12,7 @@ from polyccm.objects import Service
 from polyccm.ops.contract import Problem, ServiceChecker
 
 from polyccm_gce.config import load_cloud_config
+from polyccm_gce.service_options import network_tier, source_ranges
 from polyccm_gce.service_spec import validate_service
 
 if TYPE_CHECKING:
@@ -32,6 +33,8 @@ class GceServiceChecker(ServiceChecker):
     def check_service(self, service: Service) -> list[Problem]:
         try:
             validate_service(service)
+            source_ranges(service)
+            network_tier(service)
         except ImplementedElsewhere:
             return []  # the other controller's to check
         except InvalidServiceSpec as error:

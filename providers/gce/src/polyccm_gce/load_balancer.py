@@ -9,12 +9,24 @@ in the order ensure makes them:
 * the target pool ``<lb>`` in the cluster's region with the nodes' instances (created with the
   first 200, the rest added 1,000 at a time) and the health check;
 * the forwarding rule ``<lb>`` (the service ports' range, TCP or UDP) to the pool, on the
-  ``loadBalancerIP`` when set (a static address the user reserved in the region);
+  ``loadBalancerIP`` when set (a static address the user reserved in the region), in the
+  network tier of ``cloud.google.com/network-tier`` (PREMIUM without it; with it, a rule or an
+  address ``<lb>`` of the other tier is deleted first, as upstream);
 * a health-check firewall from Google's prober ranges: ``k8s-<cluster-id>-node-http-hc`` for
   the shared check, ``k8s-<lb>-http-hc`` (to the rule's address) for a per-service one;
-* the firewall ``k8s-fw-<lb>`` letting ``loadBalancerSourceRanges`` (default anywhere) reach
-  the service ports at the rule's address (``destinationRanges``, as upstream) on the nodes'
-  network tags (``node-tags`` from gce.conf, else the tags the backend instances carry).
+* the firewall ``k8s-fw-<lb>`` letting ``spec.loadBalancerSourceRanges``, else the
+  ``service.beta.kubernetes.io/load-balancer-source-ranges`` annotation (default anywhere;
+  compared as networks), reach the service ports (consecutive ones as a range) at the rule's
+  address (``destinationRanges``, as upstream) on the nodes' network tags: ``node-tags`` from
+  gce.conf, else per instance the longest tag that prefixes its name (upstream's
+  ``computeHostTags``; an instance without one is an error before any write, so no firewall is
+  ever made without targets).
+
+A change the rule cannot take in place (ports, protocol, ``loadBalancerIP``, a pool made again
+for its session affinity) deletes and re-creates it on the same address: the rule's ephemeral
+address is held as the static address ``<lb>`` meanwhile and released after, as upstream; an
+``externalTrafficPolicy`` flip swaps the pool's health check and deletes the one it no longer
+uses with its firewall (the shared one once no pool uses it).
 
 The firewalls come last because they name the rule's address (upstream reserves the address
 first instead); the service's status is written only once all are there. Descriptions are
@@ -28,12 +40,13 @@ same ports); when the rule's address changes (a new ``loadBalancerIP``), the fir
 it. The shared check's firewall gets no destination: upstream gives it the address of whichever
 load balancer made it first, and compares it with nothing. Validation
 (:mod:`polyccm_gce.service_spec`) comes before any call.
-Delete removes them as upstream does: the service's firewall while the rule, the pool and the
-health checks go in turn; the shared health check and its firewall go when the last
-pool using them is gone. The internal load balancer (``networking.gke.io/load-balancer-type:
-Internal``: backend services and instance groups) is :mod:`polyccm_gce.internal_lb`'s: ensure,
-update and delete hand such a service to it (and a rule of the other scheme is deleted first,
-as upstream does when a Service changes scheme).
+Delete removes them as upstream does: the service's firewall while the address ``<lb>`` (one
+an interrupted edit left), the rule, the pool and the health checks go in turn; the shared
+health check and its firewall go when the last pool using them is gone. The internal load
+balancer (``networking.gke.io/load-balancer-type: Internal``: backend services and instance
+groups) is :mod:`polyccm_gce.internal_lb`'s: ensure, update and delete hand such a service to
+it (and a rule of the other scheme is deleted first, as upstream does when a Service changes
+scheme).
 A service GKE's regional backend-service controller owns (``cloud.google.com/l4-rbs: enabled``,
 its finalizers, or a forwarding rule ``<lb>`` with a backend service) is neither built, updated
 nor deleted: :class:`~polyccm.errors.ImplementedElsewhere`, as upstream answers. Upstream puts
@@ -45,6 +58,7 @@ after the switch.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -52,7 +66,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from polyccm.cloud import LoadBalancer, LoadBalancerIngress, LoadBalancerStatus
-from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
+from polyccm.errors import CloudError, ImplementedElsewhere, InvalidServiceSpec
+from polyccm.events import EventRecorder
 from polyccm.kube.api import MERGE_PATCH, SERVICES, ApiError, KubeApi
 from polyccm.objects import Node, Service
 
@@ -68,6 +83,13 @@ from polyccm_gce.descriptions import (
 from polyccm_gce.instances import InstanceLookup
 from polyccm_gce.naming import InstanceRef, InvalidProviderID, instance_ref, parse_provider_id
 from polyccm_gce.sdk import compute_v1
+from polyccm_gce.service_options import (
+    DEFAULT_TIER,
+    asks_for_tier,
+    network_tier,
+    normalised,
+    source_ranges,
+)
 from polyccm_gce.service_spec import (
     LEGACY_FINALIZER,
     check_ours,
@@ -113,6 +135,12 @@ def firewall_name(lb_name: str) -> str:
     return f"k8s-fw-{lb_name}"
 
 
+def deny_name(lb_name: str) -> str:
+    """Upstream's deny firewall (``--enable-l4-deny-firewall``): never made here, left as it is
+    on adoption, deleted with the load balancer (always: its IP may go to someone else)."""
+    return f"k8s-fw-{lb_name}-deny"
+
+
 class GceLoadBalancer(LoadBalancer):
     """External network load balancers in the cluster's region (internal ones:
     :mod:`polyccm_gce.internal_lb`)."""
@@ -129,8 +157,18 @@ class GceLoadBalancer(LoadBalancer):
         network_url: str,
         node_tags: Sequence[str] = (),
         cluster_id: Callable[[], str],
+        network_project: str = "",
     ) -> None:
         self.api = api
+        self.network_project = network_project or api.project
+        """Where the firewalls live: gce.conf's ``network-project-id`` (a Shared VPC's host
+        project), else the cluster's project."""
+        self.deny_cleanup = False
+        """``--enable-l4-deny-firewall-rollback-cleanup``: each ensure deletes the deny
+        firewall upstream's ``--enable-l4-deny-firewall`` made."""
+        self.recorder: EventRecorder | None = None
+        """The term's event recorder (set by ``initialize``), for the firewall changes a
+        Shared VPC's security admin must make."""
         self.lookup = lookup
         self.region = region
         self.network_url = network_url
@@ -156,12 +194,17 @@ class GceLoadBalancer(LoadBalancer):
         return self.api.client(compute_v1.TargetPoolsClient)
 
     @property
+    def _addresses(self) -> compute_v1.AddressesClient:
+        return self.api.client(compute_v1.AddressesClient)
+
+    @property
     def _firewalls(self) -> compute_v1.FirewallsClient:
         return self.api.client(compute_v1.FirewallsClient)
 
     def _get(self, rpc: Callable[..., T], **fields: Any) -> T | None:
+        fields.setdefault("project", self.api.project)
         try:
-            return self.api.invoke(rpc, project=self.api.project, **fields)
+            return self.api.invoke(rpc, **fields)
         except GceApiError as error:
             if error.not_found:
                 return None
@@ -192,6 +235,7 @@ class GceLoadBalancer(LoadBalancer):
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> LoadBalancerStatus:
         protocol, ports = validate_service(service)
+        sources, tier = source_ranges(service), network_tier(service)
         name = self.get_load_balancer_name(cluster_name, service)
         existing = self._rule(name)
         if internal_lb.is_internal(service) or internal_lb.is_internal_rule(existing):
@@ -203,16 +247,34 @@ class GceLoadBalancer(LoadBalancer):
             reason = implemented_elsewhere(service, rule_backend_service=existing.backend_service)
             if reason is not None:
                 raise ImplementedElsewhere(f"service {service.key}: {reason}")
+        if not self.node_tags:
+            self._target_tags(nodes)  # an error before any write when no tag targets a node
+        if asks_for_tier(service):
+            existing = self._delete_wrong_tier(name, existing, tier)
+        if self.deny_cleanup:  # as upstream, gce_loadbalancer_external.go:217-223
+            self._delete_firewalls(deny_name(name))
         # No rule yet: a new load balancer, whose own pool and firewalls are most likely
         # absent too, so they are inserted straight away (an existing one answers 409 and is
         # read and corrected then) instead of read first.
         fresh = existing is None and self.insert_first
         description = service_description(service.key)
+        # The rule's address, kept as a static address ``<lb>`` while the rule is made again
+        # (upstream's ensureStaticIP), so an edit does not change the service's IP.
+        keep = _AddressKeeper(
+            self,
+            name,
+            description,
+            tier=tier,
+            rule=existing,
+            requested=service.load_balancer_ip,
+        )
         check, check_port, shared = self._health_check_of(service, name)
         self._ensure_health_check(check, check_port)
-        if self._ensure_pool(name, description, service, nodes, check, fresh=fresh):
+        if self._ensure_pool(name, description, service, nodes, check, fresh=fresh, keep=keep):
             existing = None  # made again, with its pool
-        rule = self._ensure_rule(name, description, service, protocol, ports, rule=existing)
+        rule = self._ensure_rule(
+            name, description, service, protocol, ports, rule=existing, keep=keep, tier=tier
+        )
         address = rule.I_p_address  # empty only in a plan that would create the rule
         self._ensure_firewall(
             health_check_firewall_name(self.cluster_id(), check, shared=shared),
@@ -227,16 +289,18 @@ class GceLoadBalancer(LoadBalancer):
             ports=[str(check_port)],
             nodes=nodes,
             fresh=fresh and not shared,
+            service=service,
         )
         self._ensure_firewall(
             firewall_name(name),
             description=firewall_description(service.key, address),
             destination=address,
-            sources=list(service.load_balancer_source_ranges) or ["0.0.0.0/0"],
+            sources=sources,
             protocol=protocol.lower(),
             ports=ports,
             nodes=nodes,
             fresh=fresh,
+            service=service,
         )
         return _status(rule)
 
@@ -297,9 +361,12 @@ class GceLoadBalancer(LoadBalancer):
             )
 
     def _target_tags(self, nodes: Sequence[Node]) -> list[str]:
-        """``node-tags`` from gce.conf, else the tags the nodes' instances carry: read once
-        for a set of nodes and kept until the set changes (as upstream's ``GetNodeTags``),
-        so a burst of load balancers on the same nodes lists their instances once."""
+        """``node-tags`` from gce.conf, else, per instance, the longest of its tags that
+        prefixes its name, as upstream's ``computeHostTags`` (never another tag the nodes
+        carry); :class:`CloudError` when an instance has none or there is no instance, so no
+        firewall is made without targets (GCE would apply it to the whole network). Read once
+        for a set of nodes and kept until the set changes (as upstream's ``GetNodeTags``), so
+        a burst of load balancers on the same nodes lists their instances once."""
         if self.node_tags:
             return list(self.node_tags)
         names = frozenset(node.name for node in nodes)
@@ -308,7 +375,18 @@ class GceLoadBalancer(LoadBalancer):
                 return list(self._tags_for[1])
             tags: set[str] = set()
             for instance in self.lookup.many(nodes).values():
-                tags.update(instance.tags.items)
+                prefixes = [t for t in instance.tags.items if instance.name.startswith(t)]
+                if not prefixes:
+                    raise CloudError(
+                        f"no node-tags in gce.conf and instance {instance.name} has no tag that "
+                        "prefixes its name: not making a firewall without target tags"
+                    )
+                tags.add(max(prefixes, key=len))
+            if not tags:
+                raise CloudError(
+                    "no node-tags in gce.conf and no instance of the nodes found: not making a "
+                    "firewall without target tags"
+                )
             self._tags_for = (names, tuple(sorted(tags)))
             return sorted(tags)
 
@@ -323,16 +401,22 @@ class GceLoadBalancer(LoadBalancer):
         ports: list[str],
         nodes: Sequence[Node],
         fresh: bool = False,
+        service: Service,
     ) -> None:
         """``destination``: the one address the firewall lets traffic to ("": any, and an
         existing firewall's destination is left as it is). ``fresh``: most likely absent, so
         inserted without a read first (read and corrected when GCE answers 409)."""
         wanted: dict[str, Any] = {
-            "source_ranges": sorted(sources),
+            "source_ranges": normalised(sources),
             "allowed": [(protocol, sorted(ports, key=port_key))],
         }
-        allowed = [compute_v1.Allowed(I_p_protocol=protocol, ports=sorted(ports, key=port_key))]
-        current = None if fresh else self._get(self._firewalls.get, firewall=name)
+        # Consecutive ports as one range, as upstream writes them (getPortsAndProtocol).
+        allowed = [compute_v1.Allowed(I_p_protocol=protocol, ports=port_ranges(ports))]
+        current = (
+            None
+            if fresh
+            else self._get(self._firewalls.get, project=self.network_project, firewall=name)
+        )
         if current is None:
             body = compute_v1.Firewall(
                 name=name,
@@ -344,13 +428,23 @@ class GceLoadBalancer(LoadBalancer):
             )
             if destination:
                 body.destination_ranges = [destination]
-            if self._inserted(self._firewalls.insert_unary, firewall_resource=body):
+            try:
+                inserted = self._inserted(
+                    self._firewalls.insert_unary,
+                    project=self.network_project,
+                    firewall_resource=body,
+                )
+            except GceApiError as error:
+                command = f"create {name} --network {last_segment(self.network_url)} "
+                self._ask_for_manual_change(service, error, command + self._gcloud_args(body))
                 return
-            current = self._get(self._firewalls.get, firewall=name)
+            if inserted:
+                return
+            current = self._get(self._firewalls.get, project=self.network_project, firewall=name)
             if current is None:  # deleted again meanwhile
                 raise GceApiError("compute.firewalls.get", 404, "notFound", f"{name} vanished")
         have = {
-            "source_ranges": sorted(current.source_ranges),
+            "source_ranges": normalised(current.source_ranges),
             "allowed": [(a.I_p_protocol, sorted(a.ports, key=port_key)) for a in current.allowed],
         }
         changes = compute_v1.Firewall(name=name)  # GCE requires the name in a patch
@@ -366,7 +460,51 @@ class GceLoadBalancer(LoadBalancer):
         if not says(current.description, description):
             changes.description = description
         if changes != compute_v1.Firewall(name=name):
-            self.api.run(self._firewalls.patch_unary, firewall=name, firewall_resource=changes)
+            try:
+                self.api.run(
+                    self._firewalls.patch_unary,
+                    project=self.network_project,
+                    firewall=name,
+                    firewall_resource=changes,
+                )
+            except GceApiError as error:
+                whole = compute_v1.Firewall(
+                    description=description,
+                    source_ranges=wanted["source_ranges"],
+                    allowed=allowed,
+                    target_tags=list(self.node_tags) or list(current.target_tags),
+                )
+                self._ask_for_manual_change(
+                    service, error, f"update {name} {self._gcloud_args(whole)}"
+                )
+
+    def _ask_for_manual_change(self, service: Service, error: GceApiError, command: str) -> None:
+        """A firewall write GCE refused (403) in a Shared VPC's host project: upstream's
+        ``LoadBalancerManualChange`` event with the gcloud command for its security admin, and
+        the sync goes on (raise anything else)."""
+        if error.status != 403 or self.network_project == self.api.project:
+            raise error
+        log.info("service %s: firewall change left to the network's admin: %s", service.key, error)
+        if self.recorder is not None:
+            self.recorder.event(
+                service.raw,
+                "Normal",
+                "LoadBalancerManualChange",
+                f"Firewall change required by security admin: `gcloud compute firewall-rules "
+                f"{command}`",
+            )
+
+    def _gcloud_args(self, firewall: compute_v1.Firewall) -> str:
+        """upstream's firewallToGcloudArgs (gce_util.go:189-205): sorted, the project last."""
+        allow = ",".join(
+            sorted(f"{a.I_p_protocol}:{port}" for a in firewall.allowed for port in a.ports)
+        )
+        return (
+            f"--description {json.dumps(firewall.description)} --allow {allow} "
+            f"--source-ranges {','.join(sorted(firewall.source_ranges))} "
+            f"--target-tags {','.join(sorted(firewall.target_tags))} "
+            f"--project {self.network_project}"
+        )
 
     def _instance_url(self, ref: InstanceRef) -> str:
         return f"{self.api.base}{ref.path}"
@@ -390,17 +528,23 @@ class GceLoadBalancer(LoadBalancer):
         check: str,
         *,
         fresh: bool = False,
+        keep: _AddressKeeper | None = None,
     ) -> bool:
-        """Make or correct the pool; True when its forwarding rule was deleted on the way.
-        ``fresh``: most likely absent, so made without a read first."""
+        """Make or correct the pool; True when its forwarding rule was deleted on the way
+        (its address held by ``keep`` first). ``fresh``: most likely absent, so made without a
+        read first."""
         affinity = "CLIENT_IP" if service.session_affinity == "ClientIP" else "NONE"
         check_url = f"{self.api.base}{_checks_path(check)}"
         if fresh and self._make_pool(name, description, affinity, nodes, check_url):
             return False
         pool = self._pool(name)
         remade = False
-        if pool is not None and (pool.session_affinity or "NONE") != affinity:
-            # A pool's affinity cannot change: make it again, as upstream does.
+        # An empty affinity is left as it is, as upstream (gce_loadbalancer_external.go:893).
+        if pool is not None and pool.session_affinity and pool.session_affinity != affinity:
+            # A pool's affinity cannot change: make it again, as upstream does; the rule on
+            # it goes too and comes back on the same address.
+            if keep is not None:
+                keep.hold()
             self._delete_rule_and_pool(name)
             pool, remade = None, True
         if pool is None:
@@ -430,7 +574,23 @@ class GceLoadBalancer(LoadBalancer):
                     )
                 ),
             )
+            # externalTrafficPolicy flipped: the check the pool used goes, with its firewall,
+            # as upstream's DeleteExternalTargetPoolAndChecks (the shared one once unused).
+            for old in checks:
+                if old != check:
+                    self._delete_unused_check(name, old)
         return False
+
+    def _delete_unused_check(self, lb_name: str, check: str) -> None:
+        if check == lb_name:
+            self._delete_check(check)
+            self._delete(
+                self._firewalls.delete_unary,
+                project=self.network_project,
+                firewall=health_check_firewall_name("", check, shared=False),
+            )
+        elif check == nodes_health_check_name(self.cluster_id()):
+            self._delete_shared_check_if_unused()
 
     def _make_pool(
         self, name: str, description: str, affinity: str, nodes: Sequence[Node], check_url: str
@@ -502,8 +662,11 @@ class GceLoadBalancer(LoadBalancer):
         ports: list[str],
         *,
         rule: compute_v1.ForwardingRule | None,
+        keep: _AddressKeeper,
+        tier: str,
     ) -> compute_v1.ForwardingRule:
-        """``rule``: the forwarding rule as read at the start of this ensure (None: none)."""
+        """``rule``: the forwarding rule as read at the start of this ensure (None: none).
+        One made again takes the address ``keep`` held, released once the rule has it."""
         numbers = [int(p) for p in ports]
         port_range = f"{min(numbers)}-{max(numbers)}"
         if rule is not None:
@@ -514,6 +677,7 @@ class GceLoadBalancer(LoadBalancer):
             )
             if same:
                 return rule
+            keep.hold()
             self._delete(self._rules.delete_unary, region=self.region, forwarding_rule=name)
         body = compute_v1.ForwardingRule(
             name=name,
@@ -521,9 +685,13 @@ class GceLoadBalancer(LoadBalancer):
             I_p_protocol=protocol,
             port_range=port_range,
             target=f"{self.api.base}regions/{self.region}/targetPools/{name}",
+            network_tier=tier,
         )
         if service.load_balancer_ip:
-            body.I_p_address = service.load_balancer_ip
+            self._check_requested_tier(service.load_balancer_ip, tier)
+        address = service.load_balancer_ip or keep.address
+        if address:
+            body.I_p_address = address
         try:
             self._insert(
                 self._rules.insert_unary, region=self.region, forwarding_rule_resource=body
@@ -535,6 +703,7 @@ class GceLoadBalancer(LoadBalancer):
                     f"a static external address in region {self.region} first ({error})"
                 ) from None
             raise
+        keep.release()
         made = self._rule(name)
         if made is None:
             raise GceApiError("compute.forwardingRules.get", 404, "notFound", f"{name} vanished")
@@ -581,6 +750,45 @@ class GceLoadBalancer(LoadBalancer):
             raise
         return True
 
+    def _check_requested_tier(self, ip: str, tier: str) -> None:
+        """:class:`InvalidServiceSpec` when ``loadBalancerIP`` is a static address of another
+        network tier than the Service's, with upstream's words (verifyUserRequestedIP)."""
+        for held in self.api.items(self._addresses.list, region=self.region):
+            if held.address == ip and (held.network_tier or DEFAULT_TIER) != tier:
+                raise InvalidServiceSpec(
+                    f'requested IP "{ip}" belongs to the {_tier_word(held.network_tier)} '
+                    f"network tier; expected {_tier_word(tier)}"
+                )
+
+    def _release_address(self, name: str) -> None:
+        self._delete(self._addresses.delete_unary, region=self.region, address=name)
+
+    def _reserve_address(self, name: str, description: str, address: str, tier: str) -> None:
+        """Reserve ``address`` (the rule's ephemeral one: GCE promotes it) as the static
+        address ``name``; one already reserved (409, or 400 for its IP) is taken as it is."""
+        body = compute_v1.Address(
+            name=name, description=description, address=address, network_tier=tier
+        )
+        try:
+            self.api.run(self._addresses.insert_unary, region=self.region, address_resource=body)
+        except GceApiError as error:
+            if not (error.already_exists or error.status == 400):
+                raise
+
+    def _delete_wrong_tier(
+        self, name: str, rule: compute_v1.ForwardingRule | None, tier: str
+    ) -> compute_v1.ForwardingRule | None:
+        """Delete the rule and the address ``<lb>`` of another tier than the annotation's, as
+        upstream's deleteWrongNetworkTieredResources; the rule left (None when deleted)."""
+        if rule is not None and (rule.network_tier or DEFAULT_TIER) != tier:
+            log.info("forwarding rule %s: %s, wanted %s: made again", name, rule.network_tier, tier)
+            self._delete(self._rules.delete_unary, region=self.region, forwarding_rule=name)
+            rule = None
+        held = self._get(self._addresses.get, region=self.region, address=name)
+        if held is not None and (held.network_tier or DEFAULT_TIER) != tier:
+            self._release_address(name)
+        return rule
+
     def _delete_rule_and_pool(self, name: str) -> None:
         self._delete(self._rules.delete_unary, region=self.region, forwarding_rule=name)
         self._delete(self._pools.delete_unary, region=self.region, target_pool=name)
@@ -597,21 +805,34 @@ class GceLoadBalancer(LoadBalancer):
         # As upstream: the firewall goes while the rule, the pool and the checks go in turn.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gce-fw") as aside:
             firewall = aside.submit(
-                self._delete, self._firewalls.delete_unary, firewall=firewall_name(name)
+                self._delete_firewalls, firewall_name(name), deny_name(name), service=service
             )
-            self._delete_pool_and_checks(name)
+            # An address ``<lb>`` an interrupted edit left behind (upstream's too).
+            self._release_address(name)
+            self._delete_pool_and_checks(name, service)
             firewall.result()
         self._release_upstream_finalizer(service)
 
-    def _delete_pool_and_checks(self, name: str) -> None:
+    def _delete_firewalls(self, *names: str, service: Service | None = None) -> None:
+        """Delete firewalls; one a Shared VPC's host refuses (403) is asked of its admin by
+        an event about ``service``, as upstream (gce_loadbalancer_external.go:383-404)."""
+        for name in names:
+            try:
+                self._delete(
+                    self._firewalls.delete_unary, project=self.network_project, firewall=name
+                )
+            except GceApiError as error:
+                if service is None:
+                    raise
+                command = f"delete {name} --project {self.network_project}"
+                self._ask_for_manual_change(service, error, command)
+
+    def _delete_pool_and_checks(self, name: str, service: Service | None = None) -> None:
         self._delete_rule_and_pool(name)
         # The service's own check (externalTrafficPolicy Local, now or before).
         self._delete_check(name)
-        self._delete(
-            self._firewalls.delete_unary,
-            firewall=health_check_firewall_name("", name, shared=False),
-        )
-        self._delete_shared_check_if_unused()
+        self._delete_firewalls(health_check_firewall_name("", name, shared=False), service=service)
+        self._delete_shared_check_if_unused(service)
 
     def _release_upstream_finalizer(self, service: Service) -> None:
         """Remove upstream's ``gke.networking.io/l4-netlb-v1`` from the Service (the same UID),
@@ -643,7 +864,7 @@ class GceLoadBalancer(LoadBalancer):
             log.info("service %s: removed upstream's finalizer %s", service.key, LEGACY_FINALIZER)
             return
 
-    def _delete_shared_check_if_unused(self) -> None:
+    def _delete_shared_check_if_unused(self, service: Service | None = None) -> None:
         """The shared nodes check and its firewall, once no target pool uses the check."""
         shared = nodes_health_check_name(self.cluster_id())
         try:
@@ -654,7 +875,7 @@ class GceLoadBalancer(LoadBalancer):
                 return  # another service's pool still uses it
             raise
         fw = health_check_firewall_name(self.cluster_id(), shared, shared=True)
-        self._delete(self._firewalls.delete_unary, firewall=fw)
+        self._delete_firewalls(fw, service=service)
 
     def _delete_check(self, name: str) -> bool:
         """Delete a legacy HTTP health check (REST); False when it was already gone."""
@@ -670,6 +891,15 @@ class GceLoadBalancer(LoadBalancer):
 def _checks_path(name: str = "") -> str:
     """Legacy HTTP health checks below the project's URL (``global/httpHealthChecks/NAME``)."""
     return f"global/httpHealthChecks/{name}" if name else "global/httpHealthChecks"
+
+
+def last_segment(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _tier_word(tier: str) -> str:
+    """A tier as upstream names it in messages (``Standard``, ``Premium``)."""
+    return (tier or DEFAULT_TIER).capitalize()
 
 
 def _check_refs(urls: Sequence[str]) -> list[compute_v1.HealthCheckReference]:
@@ -694,3 +924,36 @@ def instance_ref_or_name(url: str) -> str:
 def _status(rule: compute_v1.ForwardingRule) -> LoadBalancerStatus:
     address = rule.I_p_address
     return LoadBalancerStatus(ingress=(LoadBalancerIngress(ip=address),) if address else ())
+
+
+class _AddressKeeper:
+    """The address of a forwarding rule about to be made again, held as the static address
+    ``<lb>`` meanwhile and released once the new rule has it, as upstream does (not for a
+    ``loadBalancerIP``, the user's own)."""
+
+    def __init__(
+        self,
+        balancer: GceLoadBalancer,
+        name: str,
+        description: str,
+        *,
+        tier: str,
+        rule: compute_v1.ForwardingRule | None,
+        requested: str,
+    ) -> None:
+        self.balancer = balancer
+        self.name = name
+        self.description = description
+        self.tier = tier
+        self.current = "" if rule is None or requested else rule.I_p_address
+        self.address = ""
+        """The address held ("" when none)."""
+
+    def hold(self) -> None:
+        if self.current and not self.address:
+            self.balancer._reserve_address(self.name, self.description, self.current, self.tier)
+            self.address = self.current
+
+    def release(self) -> None:
+        if self.address:
+            self.balancer._release_address(self.name)

@@ -126,7 +126,7 @@ class GceOrphans(Orphans):
         return (
             self._api.items(lb._rules.list, region=lb.region),
             self._api.items(lb._pools.list, region=lb.region),
-            self._api.items(lb._firewalls.list),
+            self._api.items(lb._firewalls.list, project=lb.network_project),
             self._health_checks(),
         )
 
@@ -282,10 +282,12 @@ class GceOrphans(Orphans):
                     _still_marked(resource, pool.description)
                     lb._delete(lb._pools.delete_unary, region=lb.region, target_pool=name)
             elif resource.kind == FIREWALL:
-                firewall = lb._get(lb._firewalls.get, firewall=name)
+                # In a Shared VPC's host project (gce.conf network-project-id), as ensure.
+                project = lb.network_project
+                firewall = lb._get(lb._firewalls.get, project=project, firewall=name)
                 if firewall is not None:
                     _still_marked(resource, firewall.description)
-                    lb._delete(lb._firewalls.delete_unary, firewall=name)
+                    lb._delete(lb._firewalls.delete_unary, project=project, firewall=name)
             elif resource.kind == HEALTH_CHECK:
                 check = lb._check_get(name)
                 if check is not None:

@@ -264,6 +264,14 @@ _BY_METHOD: dict[str, NamedDescriber] = {
     "compute.targetPools.removeHealthCheck": _pool_change(
         HEALTH_CHECK, "stop using", "health_checks", "health_check"
     ),
+    "compute.addresses.insert": lambda name, request: [
+        Difference(
+            LISTENERS,
+            f"hold {request['address_resource'].address} as static address {name} while the "
+            "forwarding rule is made again",
+        )
+    ],
+    "compute.addresses.delete": _one(LISTENERS, "release static address {name}"),
     RULE_INSERT: _rule_insert,
     RULE_DELETE: _one(LISTENERS, "delete forwarding rule {name} to make it again"),
 }

@@ -7,6 +7,7 @@ google-auth is imported inside :func:`polyccm_build_provider`, and only for ``--
 
 from __future__ import annotations
 
+import argparse
 from typing import TYPE_CHECKING
 
 from polyccm.hookspecs import hookimpl
@@ -26,13 +27,26 @@ def polyccm_register_providers(registry: ProviderRegistry) -> None:
 
 
 @hookimpl
+def polyccm_add_options(provider: str, group: argparse._ArgumentGroup) -> None:
+    """Upstream's deny-firewall flags, under upstream's names (:mod:`polyccm_gce.flags`)."""
+    if provider == PROVIDER:
+        from polyccm_gce.flags import add_flags
+
+        add_flags(group)
+
+
+@hookimpl
 def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
     """Build the GCE provider from gce.conf (``None`` for other providers)."""
     if settings.provider != PROVIDER:
         return None
+    from polyccm_gce.flags import deny_cleanup
     from polyccm_gce.provider import GceProvider
 
-    return GceProvider.from_settings(settings)
+    cleanup = deny_cleanup(settings.options)  # a refused flag stops start-up first
+    provider = GceProvider.from_settings(settings)
+    provider.load_balancer_impl.deny_cleanup = cleanup
+    return provider
 
 
 @hookimpl

@@ -10,12 +10,13 @@ CREDENTIALS``, gcloud's, or the metadata server's service account on a VM); the 
 zone, or every zone of its region with ``multizone``; the load balancers live in its region.
 
 The cluster id (the ``<cluster-id>`` of the shared health check ``k8s-<cluster-id>-node``) is
-upstream's: the ``uid`` of the ConfigMap ``kube-system/ingress-uid``, made with a fresh id when
-it does not exist. It is read in :meth:`GceProvider.initialize`, so :meth:`has_cluster_id` is
-always true, as upstream's is. The operator commands (``polyccm plan``, ``orphans``) run no
-``initialize``: there the id is read once, read-only, through ``cluster_id_source`` (the plugin
-gives one on the command's kubeconfig), so that they name the shared health check as the
-controllers do.
+upstream's: the ``provider-uid`` of the ConfigMap ``kube-system/ingress-uid``, else its ``uid``,
+the ConfigMap made with a fresh id for both when it does not exist (one that exists with
+neither is an error, never replaced by a new id at each start). It is read in
+:meth:`GceProvider.initialize`, so :meth:`has_cluster_id` is always true, as upstream's is.
+The operator commands (``polyccm plan``, ``orphans``) run no ``initialize``: there the id is
+read once, read-only, through ``cluster_id_source`` (the plugin gives one on the command's
+kubeconfig), so that they name the shared health check as the controllers do.
 
 The operator tools' parts are :mod:`polyccm_gce.planning` (``plan``) and
 :mod:`polyccm_gce.orphans` (``orphans``); they read with the same clients.
@@ -88,7 +89,9 @@ def metadata(path: str) -> str | None:
 
 
 def existing_cluster_id(api: KubeApi) -> str | None:
-    """The cluster id in ConfigMap ``kube-system/ingress-uid``, or None when there is none."""
+    """The cluster id in ConfigMap ``kube-system/ingress-uid``: its ``provider-uid`` (set when
+    the cluster is federated), else its ``uid``, as upstream's ``ClusterID.GetID``; None when
+    there is no such ConfigMap, :class:`ConfigError` when it holds neither."""
     namespace, name = CLUSTER_ID_CONFIGMAP
     try:
         found = api.get(CONFIGMAPS, name, namespace)
@@ -96,7 +99,14 @@ def existing_cluster_id(api: KubeApi) -> str | None:
         if error.not_found:
             return None
         raise
-    return str(found.get("data", {}).get(CLUSTER_ID_KEY, "")) or None
+    data = found.get("data") or {}
+    for key in (PROVIDER_UID_KEY, CLUSTER_ID_KEY):
+        if key in data:
+            return str(data[key])
+    raise ConfigError(
+        f"ConfigMap {namespace}/{name} has neither {PROVIDER_UID_KEY} nor {CLUSTER_ID_KEY}: "
+        "the cluster id that names the shared health check k8s-<cluster-id>-node"
+    )
 
 
 def cluster_id_from_kubeconfig(kubeconfig: str | None, master: str | None) -> str | None:
@@ -163,6 +173,7 @@ class GceProvider(CloudProvider):
             self.lookup,
             self.directory,
             network_url=self.network_url,
+            network_project=network_project,
             inserts_per_second=route_inserts_per_second,
             insert_burst=route_insert_burst,
         )
@@ -173,6 +184,7 @@ class GceProvider(CloudProvider):
             network_url=self.network_url,
             node_tags=config.node_tags,
             cluster_id=self.cluster_id,
+            network_project=network_project,
         )
         self._load_balancer.subnetwork_name = config.subnetwork_name
         self._planner = GceLoadBalancerPlanner(self._load_balancer)
@@ -266,6 +278,7 @@ class GceProvider(CloudProvider):
         )
         self.directory.follow(context.nodes)
         self._load_balancer.kube = context.api
+        self._load_balancer.recorder = context.recorder
 
     def _read_cluster_id(self, context: ProviderContext) -> str:
         namespace, name = CLUSTER_ID_CONFIGMAP
@@ -284,8 +297,8 @@ class GceProvider(CloudProvider):
         except ApiError as error:
             if error.status != 409:
                 raise
-            found = context.api.get(CONFIGMAPS, name, namespace)
-            return str(found.get("data", {}).get(CLUSTER_ID_KEY, "")) or new
+            # Made meanwhile (by upstream's controller or another replica): its id.
+            return existing_cluster_id(context.api) or new
         return new
 
     def load_balancer_planner(self) -> LoadBalancerPlanner:
@@ -298,6 +311,11 @@ class GceProvider(CloudProvider):
         return self._instances
 
     def load_balancer(self) -> LoadBalancer:
+        return self._load_balancer
+
+    @property
+    def load_balancer_impl(self) -> GceLoadBalancer:
+        """The load balancer with its GCE settings (the plugin sets the flags' on it)."""
         return self._load_balancer
 
     def routes(self) -> Routes:

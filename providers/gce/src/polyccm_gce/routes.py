@@ -63,10 +63,14 @@ class GceRoutes(Routes):
         directory: NodeDirectory,
         *,
         network_url: str,
+        network_project: str = "",
         inserts_per_second: float = 10.0,
         insert_burst: int = 20,
     ) -> None:
         self.api = api
+        self.network_project = network_project or api.project
+        """Where the routes live: a Shared VPC's host project (gce.conf ``network-project-id``),
+        else the cluster's."""
         self.lookup = lookup
         self.directory = directory
         self.network_url = network_url
@@ -84,7 +88,7 @@ class GceRoutes(Routes):
         found = []
         routes = self.api.client(compute_v1.RoutesClient)
         listed: list[compute_v1.Route] = self.api.items(
-            routes.list, filter=self._filter(cluster_name)
+            routes.list, project=self.network_project, filter=self._filter(cluster_name)
         )
         for item in listed:
             hop = instance_ref(item.next_hop_instance)
@@ -103,10 +107,14 @@ class GceRoutes(Routes):
 
     def _target_path(self, target: Node) -> str:
         try:
-            return parse_provider_id(target.provider_id).path
+            path = parse_provider_id(target.provider_id).path
         except InvalidProviderID:
             instance = self.lookup.one(target)
-            return f"zones/{last(instance.zone)}/instances/{instance.name}"
+            path = f"zones/{last(instance.zone)}/instances/{instance.name}"
+        if self.network_project != self.api.project:
+            # A route in the host project names the cluster project's instance in full.
+            return f"projects/{self.api.project}/{path}"
+        return path
 
     def create_route(
         self, cluster_name: str, name_hint: str, route: Route, *, target: Node
@@ -121,14 +129,22 @@ class GceRoutes(Routes):
         )
         self.inserts.acquire()
         try:
-            self.api.run(self.api.client(compute_v1.RoutesClient).insert_unary, route_resource=body)
+            self.api.run(
+                self.api.client(compute_v1.RoutesClient).insert_unary,
+                project=self.network_project,
+                route_resource=body,
+            )
         except GceApiError as error:
             if not error.already_exists:
                 raise
 
     def delete_route(self, cluster_name: str, route: Route) -> None:
         try:
-            self.api.run(self.api.client(compute_v1.RoutesClient).delete_unary, route=route.name)
+            self.api.run(
+                self.api.client(compute_v1.RoutesClient).delete_unary,
+                project=self.network_project,
+                route=route.name,
+            )
         except GceApiError as error:
             if not error.not_found:
                 raise

@@ -19,13 +19,15 @@ from collections.abc import Sequence
 from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec
 from polyccm.objects import Service
 
+from polyccm_gce.service_options import OPTION_ANNOTATIONS
+
 INTERNAL_ANNOTATIONS = (
     "networking.gke.io/load-balancer-type",
     "cloud.google.com/load-balancer-type",
 )
 """Upstream's annotations asking for the internal load balancer (value ``Internal``), built by
 :mod:`polyccm_gce.internal_lb`; any other value means the external one, as upstream reads them."""
-KNOWN_ANNOTATIONS: frozenset[str] = frozenset()
+KNOWN_ANNOTATIONS: frozenset[str] = OPTION_ANNOTATIONS
 RBS_ANNOTATION = "cloud.google.com/l4-rbs"
 """Upstream's opt-in to the regional-backend-service network load balancer (value ``enabled``),
 built by GKE's L4 controller, not by a cloud controller manager."""
@@ -85,8 +87,12 @@ def validate_service(service: Service) -> tuple[str, list[str]]:
     """The one protocol (``TCP`` or ``UDP``) and the ports (sorted) of ``service``;
     :class:`InvalidServiceSpec` for what a GCE passthrough load balancer (network or internal)
     cannot do, :class:`ImplementedElsewhere` for an external load balancer another controller
-    builds (checked in upstream's order: the owner, then ports)."""
-    check_ours(service)
+    builds (checked in upstream's order: the scheme, the owner of an external one, then
+    ports: GKE's regional backend-service controller takes external Services only)."""
+    from polyccm_gce.internal_lb import is_internal  # it builds on this module
+
+    if not is_internal(service):
+        check_ours(service)
     if not service.ports:
         raise InvalidServiceSpec("the service has no ports")
     protocols = {port.protocol.upper() or "TCP" for port in service.ports}

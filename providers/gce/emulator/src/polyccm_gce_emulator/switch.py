@@ -149,8 +149,6 @@ SERVICES: tuple[ScenarioService, ...] = (
         "firewall's sourceRanges",
         ports=((80, "TCP", 30088),),
         annotations={"service.beta.kubernetes.io/load-balancer-source-ranges": "192.0.2.0/24"},
-        issue="issue 27: polyccm reads only spec.loadBalancerSourceRanges and widens the "
-        "firewall to 0.0.0.0/0",
     ),
     ScenarioService(
         "standard-tier",
@@ -158,7 +156,6 @@ SERVICES: tuple[ScenarioService, ...] = (
         "and the rule on the STANDARD tier (:123, :133, :1096, :1436)",
         ports=((80, "TCP", 30089),),
         annotations={"cloud.google.com/network-tier": "Standard"},
-        issue="issue 27: polyccm ignores the network tier (the rule is made PREMIUM)",
     ),
 )
 
@@ -779,7 +776,7 @@ def everything_served(api: KubeApi, compute: ComputeApi, *, services: Sequence[s
 
 # -- recording the goldens -------------------------------------------------------------------
 
-GOLDENS = Path(__file__).resolve().parents[4] / "tests" / "goldens" / "switch"
+GOLDENS = Path(__file__).resolve().parents[3] / "tests" / "goldens" / "switch"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

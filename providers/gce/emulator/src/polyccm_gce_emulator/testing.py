@@ -307,6 +307,7 @@ def gce_provider(
     zone: str = ZONE,
     node_tags: tuple[str, ...] = (),
     route_inserts_per_second: float = 1000.0,
+    network_project_id: str = "",
 ) -> Any:
     """A :class:`~polyccm_gce.provider.GceProvider` on the emulator at ``endpoint``, configured
     as gce.conf would configure it (project, network ``default``, ``local-zone``), with a fixed
@@ -321,6 +322,7 @@ def gce_provider(
         network_name="default",
         local_zone=zone,
         node_tags=node_tags,
+        network_project_id=network_project_id,
         api_endpoint=f"{endpoint}/compute/v1/",
     )
     credentials = Credentials(token=TEST_TOKEN)  # type: ignore[no-untyped-call]
@@ -365,7 +367,7 @@ class GceCloudUnderTest:
         self.provider = gce_provider(emulator.endpoint)
 
     def create_instance(self, name: str) -> str:
-        self.compute.create_instance(name, tags=["polyccm-node"])
+        self.compute.create_instance(name, tags=[name])  # a tag prefixing its name
         return name
 
     def delete_instance(self, name: str) -> None:

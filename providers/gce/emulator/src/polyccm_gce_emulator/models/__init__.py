@@ -42,6 +42,8 @@ class ComputeBackends:
         found = self._projects.get(name)
         if found is None:
             found = self._projects[name] = ComputeProject(name, self.settings, self.clock)
+            # A Shared VPC's route in one project names an instance of another.
+            found.peers = self._projects
         return found
 
     def projects(self) -> list[ComputeProject]:

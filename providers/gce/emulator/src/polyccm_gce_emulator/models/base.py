@@ -11,7 +11,7 @@ import ipaddress
 import itertools
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -163,6 +163,8 @@ class ProjectBase:
         self.project = project
         self.settings = settings
         self.clock = clock
+        self.peers: Mapping[str, ProjectBase] = {}
+        """Every project of the emulator by id (set by its backends)."""
         self.resources: dict[tuple[str, str], dict[str, Resource]] = {}
         self.operations: dict[str, Operation] = {}
         self._due: list[_Due] = []
@@ -190,7 +192,11 @@ class ProjectBase:
     def find_link(self, link: str) -> Resource | None:
         """The visible resource a link names, in this project (``None`` when absent)."""
         parts = link.split("/")
-        if len(parts) < 4 or parts[1] != self.project:
+        if len(parts) >= 4 and parts[1] != self.project:
+            # Another project's (a Shared VPC route's next hop): looked up there when it exists.
+            other = self.peers.get(parts[1])
+            return None if other is None else other.find_link(link)
+        if len(parts) < 4:
             return None
         scope, collection, name = "/".join(parts[2:-2]), parts[-2], parts[-1]
         found = self.collection(scope, collection).get(name)

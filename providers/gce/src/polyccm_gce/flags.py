@@ -1,0 +1,61 @@
+"""cloud-provider-gcp's own command-line flags that polyccm's GCE provider accepts under
+upstream's names (cmd/cloud-controller-manager/main.go@v36.3.8), so a command line written for
+upstream starts polyccm (no SDK import here: the plugin adds them for every ``--provider gce``).
+
+* ``--enable-l4-deny-firewall-rollback-cleanup``: each ensure deletes the load balancer's deny
+  firewall ``k8s-fw-<lb>-deny`` as upstream does with the flag and without the next one (the
+  deny firewall goes with the load balancer in any case).
+* ``--enable-l4-deny-firewall``: upstream then makes that deny firewall (priority 1000) and the
+  allow firewall at 999. polyccm does not make it: asked for, it refuses to start (a
+  :class:`~polyccm.errors.ConfigError`, exit 2) instead of serving without the deny rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from polyccm.errors import ConfigError
+
+DENY = "--enable-l4-deny-firewall"
+DENY_CLEANUP = "--enable-l4-deny-firewall-rollback-cleanup"
+
+
+def _bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("1", "t", "true"):
+        return True
+    if lowered in ("0", "f", "false"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean value {value!r}")
+
+
+def add_flags(group: argparse._ArgumentGroup) -> None:
+    for name, dest, help_text in (
+        (DENY, "enable_l4_deny_firewall", "upstream's deny firewalls: refused (not made yet)"),
+        (
+            DENY_CLEANUP,
+            "enable_l4_deny_firewall_rollback_cleanup",
+            "delete each load balancer's deny firewall k8s-fw-<lb>-deny when syncing it",
+        ),
+    ):
+        group.add_argument(
+            name,
+            dest=dest,
+            type=_bool,
+            nargs="?",
+            const=True,
+            default=False,
+            metavar="BOOL",
+            help=f"{help_text} (default false)",
+        )
+
+
+def deny_cleanup(options: argparse.Namespace) -> bool:
+    """Whether ensure deletes the deny firewall; :class:`ConfigError` for ``--enable-l4-deny-
+    firewall``, which polyccm does not implement."""
+    if getattr(options, "enable_l4_deny_firewall", False):
+        raise ConfigError(
+            f"{DENY}: polyccm's GCE provider does not make upstream's deny firewalls; start "
+            f"without it (with {DENY_CLEANUP} to delete those upstream made)"
+        )
+    return bool(getattr(options, "enable_l4_deny_firewall_rollback_cleanup", False))
