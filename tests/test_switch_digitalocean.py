@@ -33,6 +33,7 @@ import json
 import os
 import re
 import time
+import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ from polyccm_digitalocean_emulator.plugin import CA_BUNDLE_VARIABLE
 from polyccm_digitalocean_emulator.testing import DigitalOceanApi, control, running_emulator
 from polyccm_testing.demo import running_polyccm
 from polyccm_testing.devenv.cleanup import delete_all_nodes, delete_namespace
+from polyccm_testing.emulation.testing import free_port
 from polyccm_testing.kubeobjects import events_for
 from polyccm_testing.opstools import plans_by_service, run_command
 from polyccm_testing.peers.goldens import (
@@ -95,6 +97,8 @@ class Run:
     """Service -> its load balancer's name when the reverse switch was recorded."""
     upstream_reverse_changes: dict[str, Any] = field(default_factory=dict)
     replayed_edit_differences: dict[str, Any] = field(default_factory=dict)
+    metrics: str = ""
+    """What polyccm served at /metrics on upstream's METRICS_ADDR while it had taken over."""
 
     def dump(self, path: Path) -> None:
         """Everything but the golden and the client, for reading a failure."""
@@ -206,9 +210,10 @@ def recorded_names(kube: Mapping[str, Any]) -> dict[str, str]:
 
 
 def upstreams_environment(env: Mapping[str, str], endpoint: str) -> dict[str, str]:
-    """What upstream's deployment sets (cloud.go:89-165), pointed at ``endpoint``."""
-    return {"DO_ACCESS_TOKEN": env["DO_ACCESS_TOKEN"], "DO_OVERRIDE_URL": endpoint,
-            "REGION": scenario.REGION}  # fmt: skip
+    """What upstream's deployment sets (cloud.go:89-165@v0.1.68), pointed at ``endpoint``: the
+    very environment the goldens were recorded with, METRICS_ADDR included (upstream's README
+    "Expose Prometheus Metrics"), which polyccm serves its /metrics on."""
+    return scenario.upstream_env(endpoint, env["DO_ACCESS_TOKEN"], free_port())
 
 
 def differences(expected: Any, actual: Any, names: Mapping[str, str]) -> dict[str, Any]:
@@ -243,12 +248,15 @@ def ensured_all(kube: KubeApi) -> bool:
 
 
 @contextmanager
-def polyccm(tmp: Path, endpoint: str, env: Mapping[str, str], kubeconfig: Path) -> Iterator[Path]:
-    """polyccm's real CLI with upstream's environment (no cloud config: upstream has none)."""
+def polyccm(
+    tmp: Path, endpoint: str, env: Mapping[str, str], kubeconfig: Path
+) -> Iterator[dict[str, str]]:
+    """polyccm's real CLI with upstream's environment (no cloud config: upstream has none);
+    yields that environment."""
     ours = upstreams_environment(env, endpoint)
     with running_polyccm("digitalocean", state=tmp, env=ours, kubeconfig=kubeconfig,
-                         args=["--configure-cloud-routes=false"]) as log:  # fmt: skip
-        yield log
+                         args=["--configure-cloud-routes=false"]):  # fmt: skip
+        yield ours
 
 
 @contextmanager
@@ -303,9 +311,11 @@ def _take_over(run: Run, env: Mapping[str, str], kubeconfig: Path, tmp: Path) ->
         rec.take()
         # 3. polyccm takes over.
         settler = scenario.Settler(rec, SETTLED)
-        with polyccm(tmp, rec.url, env, kubeconfig):
+        with polyccm(tmp, rec.url, env, kubeconfig) as ours:
             # Settled: every Service polyccm serves ensured once, and no write for a while.
             settler.wait(lambda: ensured_all(kube), timeout=60)
+            with urllib.request.urlopen(f"http://{ours['METRICS_ADDR']}/metrics", timeout=10) as m:
+                run.metrics = m.read().decode()
             run.settle_writes = [str(e) for e in settler.take() if e.is_write]
             run.kube_after = services_view(kube)
             run.warnings = [(name, *event) for name in run.kube_before
@@ -566,6 +576,15 @@ def test_polyccm_settles_on_upstreams_cloud_with_no_write(switch: Run) -> None:
     settling = {s for k in PENDING if k.settle for s in k.services}
     services = written_services(switch, switch.settle_writes)
     assert [s for s in services if s not in settling] == []
+
+
+def test_polyccm_serves_its_metrics_on_upstreams_metrics_addr(switch: Run) -> None:
+    # Upstream's deployment sets METRICS_ADDR, served over plain HTTP at /metrics
+    # (cloud.go:153-160,235-248@v0.1.68): polyccm takes the same environment and serves its
+    # own counters there (before: the variable was dropped from the switch's environment, and
+    # polyccm refused it with exit 2).
+    served = 'polyccm_cloud_api_calls_total{operation="regions.list",provider="digitalocean"}'
+    assert served in switch.metrics
 
 
 def test_polyccm_changes_no_service_status_or_annotation(switch: Run) -> None:

@@ -263,7 +263,8 @@ def _run_manager(
                     authentication or configuration,
                     authorization or configuration,
                 )
-            except UsageError as error:
+                provider.serve(serving)
+            except (UsageError, ConfigError) as error:
                 print(logredact.error_line(PROG, error), file=sys.stderr)
                 return USAGE_ERROR
             log.info("polyccm %s starting (pid %d)", options.provider, os.getpid())

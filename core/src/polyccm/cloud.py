@@ -19,6 +19,8 @@ from polyccm.errors import InstanceNotFound
 from polyccm.objects import Node, Service
 
 if TYPE_CHECKING:
+    import contextlib
+
     from polyccm.events import EventRecorder
     from polyccm.kube.api import KubeApi
     from polyccm.kube.informer import Informer
@@ -296,6 +298,13 @@ class CloudProvider:
         lease up, and the manager campaigns again after a pause. The capability accessors may
         be called before (the manager builds the term's controllers from them), so build the
         capabilities in the constructor and connect them to the caches here."""
+
+    def serve(self, serving: contextlib.ExitStack) -> None:
+        """Start servers of the provider's own (upstream's, kept for a drop-in switch) for the
+        life of the manager process: called once, on every replica, after the secure port is
+        served and before the first term; never for the operator commands. Register their stop
+        with ``serving``; raise :class:`polyccm.errors.ConfigError` for an address that cannot
+        be bound (the process exits 2 with that line)."""
 
     def instances_v2(self) -> InstancesV2 | None:
         """The instances capability, or ``None``."""

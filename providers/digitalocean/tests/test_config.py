@@ -24,6 +24,17 @@ def test_every_variable_is_read() -> None:
     assert read_environment({"DO_ACCESS_TOKEN": TOKEN}).default_lb_type == "REGIONAL_NETWORK"
 
 
+def test_metrics_and_debug_addresses_are_read_as_upstream_splits_them() -> None:
+    # cloud.go:143-160@v0.1.68: METRICS_ADDR through net.SplitHostPort (an empty host is every
+    # address, an IPv6 host in brackets); DEBUG_ADDR is the debug server's listen address.
+    environ = {"DO_ACCESS_TOKEN": TOKEN, "METRICS_ADDR": "[::1]:9090", "DEBUG_ADDR": ":8081"}
+    config = read_environment(environ)
+
+    assert (config.metrics_addr, config.debug_addr) == (("::1", 9090), ("", 8081))
+    unset = read_environment({"DO_ACCESS_TOKEN": TOKEN})
+    assert (unset.metrics_addr, unset.debug_addr) == (None, None)
+
+
 def test_the_token_may_come_from_a_file(tmp_path: Path) -> None:
     (tmp_path / "token").write_text(TOKEN + "\n")
 
@@ -53,10 +64,12 @@ def test_the_public_access_firewall_is_read_as_upstream_reads_it() -> None:
         ({"DO_ACCESS_TOKEN": TOKEN, "DO_API_RATE_LIMIT_QPS": "fast"}, "DO_API_RATE_LIMIT_QPS"),
         ({"DO_ACCESS_TOKEN": TOKEN, "DEFAULT_LB_TYPE": "GLOBAL"}, "DEFAULT_LB_TYPE"),
         ({"DO_ACCESS_TOKEN": TOKEN, "DEFAULT_LB_TYPE": "regional"}, "DEFAULT_LB_TYPE"),
-        # Upstream's own metrics and debug servers (cloud.go:143-160@v0.1.68): polyccm serves
-        # its own, so these are refused rather than silently ignored.
-        ({"DO_ACCESS_TOKEN": TOKEN, "METRICS_ADDR": ":9090"}, "METRICS_ADDR is not supported"),
-        ({"DO_ACCESS_TOKEN": TOKEN, "DEBUG_ADDR": ":8080"}, "DEBUG_ADDR is not supported"),
+        # Upstream refuses a METRICS_ADDR net.SplitHostPort cannot split
+        # (cloud.go:153-160@v0.1.68); DEBUG_ADDR would fail only at listen (cloud.go:147-150).
+        ({"DO_ACCESS_TOKEN": TOKEN, "METRICS_ADDR": "9090"}, "METRICS_ADDR must be <host>:<port>"),
+        ({"DO_ACCESS_TOKEN": TOKEN, "METRICS_ADDR": "::1:9090"}, "METRICS_ADDR must be"),
+        ({"DO_ACCESS_TOKEN": TOKEN, "METRICS_ADDR": "host:99999"}, "METRICS_ADDR must be"),
+        ({"DO_ACCESS_TOKEN": TOKEN, "DEBUG_ADDR": "localhost"}, "DEBUG_ADDR must be <host>:<port>"),
         (
             {"DO_ACCESS_TOKEN": TOKEN, "PUBLIC_ACCESS_FIREWALL_NAME": "fw"},
             "PUBLIC_ACCESS_FIREWALL_TAGS is required",
@@ -180,8 +193,8 @@ def test_a_bad_variable_is_one_line_naming_it(variable: str, value: str, message
         {"DO_ACCESS_TOKEN_FILE": "not-utf8"},
         {"DO_ACCESS_TOKEN_FILE": "huge"},
         {"DO_ACCESS_TOKEN_FILE": "two-lines"},
-        {"DO_ACCESS_TOKEN": TOKEN, "METRICS_ADDR": "0.0.0.0:9090"},
-        {"DO_ACCESS_TOKEN": TOKEN, "DEBUG_ADDR": ":8080"},
+        {"DO_ACCESS_TOKEN": TOKEN, "METRICS_ADDR": "0.0.0.0"},
+        {"DO_ACCESS_TOKEN": TOKEN, "DEBUG_ADDR": "8080"},
         {"DO_ACCESS_TOKEN": TOKEN, "PUBLIC_ACCESS_FIREWALL_TAGS": "k8s-worker"},
     ],
     ids=[

@@ -73,6 +73,10 @@ class DigitalOceanConfig:
     ca_bundle: str = ""
     """``REQUESTS_CA_BUNDLE`` (else ``CURL_CA_BUNDLE``): the CA file the API's certificate is
     verified with (a private CA, as the emulator's); empty means the system's."""
+    metrics_addr: tuple[str, int] | None = None
+    """``METRICS_ADDR``: where the manager serves ``/metrics`` over plain HTTP, as upstream."""
+    debug_addr: tuple[str, int] | None = None
+    """``DEBUG_ADDR``: where the manager serves upstream's ``/healthz`` (the API answers)."""
 
     def __repr__(self) -> str:  # the token stays out of any repr that reaches a log
         return (
@@ -94,12 +98,24 @@ def default_lb_type(environ: Mapping[str, str]) -> str:
     return value
 
 
-#: Upstream's own servers (cloud.go:144-160@v0.1.68): polyccm serves its metrics and health
-#: checks itself (``--bind-address``/``--secure-port``), so these are refused, not ignored.
-REFUSED_VARIABLES = {
-    "METRICS_ADDR": "polyccm serves /metrics on its own port (--bind-address, --secure-port)",
-    "DEBUG_ADDR": "polyccm serves /healthz on its own port (--bind-address, --secure-port)",
-}
+def listen_address(environ: Mapping[str, str], variable: str) -> tuple[str, int] | None:
+    """``<host>:<port>`` in ``variable`` (``METRICS_ADDR``, ``DEBUG_ADDR``) as a host and port
+    to bind, ``None`` when unset; :class:`ConfigError` without a port, as upstream's
+    ``net.SplitHostPort`` refuses it (cloud.go:153-160@v0.1.68). An empty host is every
+    address, as Go's listener reads it; ``[::1]:9090`` is an IPv6 host."""
+    value = environ.get(variable, "").strip()
+    if not value:
+        return None
+    host, colon, port = value.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host or "[" in host or "]" in host:
+        colon = ""  # an IPv6 address needs brackets, as SplitHostPort requires
+    if not colon or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(
+            f"{variable} must be <host>:<port> (for example 0.0.0.0:9090): {quoted(value)}"
+        )
+    return host, int(port)
 
 
 def public_access_firewall(environ: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
@@ -122,11 +138,10 @@ def public_access_firewall(environ: Mapping[str, str]) -> tuple[str, tuple[str, 
 def read_environment(environ: Mapping[str, str]) -> DigitalOceanConfig:
     """The settings in ``environ``; :class:`ConfigError` for a missing token, an unreadable
     token file, a non-https API URL, a QPS that is not a positive number, an unknown
-    ``DEFAULT_LB_TYPE``, a firewall name without tags (or tags without a name), or
-    ``METRICS_ADDR``/``DEBUG_ADDR`` (upstream's servers, which polyccm does not start)."""
-    for variable, instead in REFUSED_VARIABLES.items():
-        if environ.get(variable, "").strip():
-            raise ConfigError(f"{variable} is not supported: {instead}")
+    ``DEFAULT_LB_TYPE``, a firewall name without tags (or tags without a name), or a
+    ``METRICS_ADDR``/``DEBUG_ADDR`` that is not ``<host>:<port>``."""
+    metrics_addr = listen_address(environ, "METRICS_ADDR")
+    debug_addr = listen_address(environ, "DEBUG_ADDR")
     firewall_name, firewall_tags = public_access_firewall(environ)
     token = environ.get("DO_ACCESS_TOKEN", "").strip()
     token_file = environ.get("DO_ACCESS_TOKEN_FILE", "").strip()
@@ -168,6 +183,8 @@ def read_environment(environ: Mapping[str, str]) -> DigitalOceanConfig:
         ca_bundle=next(
             (environ[v].strip() for v in CA_BUNDLE_VARIABLES if environ.get(v, "").strip()), ""
         ),
+        metrics_addr=metrics_addr,
+        debug_addr=debug_addr,
     )
 
 

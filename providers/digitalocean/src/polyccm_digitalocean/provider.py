@@ -29,6 +29,8 @@ from polyccm_digitalocean.orphans import DigitalOceanOrphans
 from polyccm_digitalocean.planning import DigitalOceanLoadBalancerPlanner
 
 if TYPE_CHECKING:
+    import contextlib
+
     from polyccm.plugins import ProviderSettings
 
 log = logging.getLogger(__name__)
@@ -99,6 +101,13 @@ class DigitalOceanProvider(CloudProvider):
 
     def initialize(self, context: ProviderContext) -> None:
         """Nothing to connect: lookups go to the API, the node cache is not needed."""
+
+    def serve(self, serving: contextlib.ExitStack) -> None:
+        """``METRICS_ADDR`` and ``DEBUG_ADDR``, upstream's plain-HTTP servers
+        (:mod:`polyccm_digitalocean.servers`)."""
+        from polyccm_digitalocean import servers
+
+        servers.start(serving, self.api)
 
     def instances_v2(self) -> InstancesV2:
         return self._instances

@@ -526,7 +526,7 @@ def _record_reverse(peer: Path, state: Path, save: Callable[[Any], None], quiet:
         made = setup_cloud(at.api)
         register_nodes(at.kube, made)
         create_services(at.kube, made)
-        ours = {"DO_ACCESS_TOKEN": at.token, "DO_OVERRIDE_URL": at.recorder.url, "REGION": REGION}
+        ours = upstream_env(at.recorder.url, at.token, free_port())  # upstream's, as it is
         settler = Settler(at.recorder, 5.0)
         with running_polyccm("digitalocean", state=state, env=ours, kubeconfig=at.plane.kubeconfig,
                              args=["--configure-cloud-routes=false"]):  # fmt: skip
