@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -464,3 +465,34 @@ def test_the_annotation_names_are_read_from_the_environment_then_the_file(tmp_pa
 
     assert (names.peer("peer-ip", 1), names.network) == ("b.io/1-ip", "a.io/net")
     assert names.peer("node-asn", 0) == "metal.equinix.com/bgp-peers-0-node-asn"
+
+
+@pytest.mark.parametrize("value", ["1", ""])
+def test_packngo_debug_logs_each_metal_exchange_with_the_key_and_bgp_password_masked(
+    metal: Mapping[str, str], caplog: pytest.LogCaptureFixture, value: str
+) -> None:
+    # Upstream turns the SDK's wire dump on when PACKNGO_DEBUG is set at all, whatever its
+    # value: metal/cloud.go:65 and :158-161 (checkDebugEnabled, os.LookupEnv) @38d15e2.
+    from polyccm_packet_emulator.testing import MetalApi, provider_for
+
+    MetalApi(metal).enable_bgp(md5="ProjMd5Secret7")
+    provider = provider_for(metal, PACKNGO_DEBUG=value)
+    caplog.set_level(logging.INFO, logger="polyccm_packet.api")
+    provider.api.call("bgp.find_bgp_config_by_project", metal["METAL_PROJECT_ID"])
+
+    lines = [logredact.redact(r.getMessage()) for r in caplog.records if r.name.endswith(".api")]
+    assert any("find_bgp_config_by_project" in line and "HTTP 200" in line for line in lines)
+    # What the handlers print (their RedactingFilter applies redact) keeps both secrets out.
+    assert all(metal["METAL_API_KEY"] not in line for line in lines)
+    assert all("ProjMd5Secret7" not in line for line in lines), lines
+
+
+def test_without_packngo_debug_no_exchange_is_logged(
+    metal: Mapping[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    from polyccm_packet_emulator.testing import provider_for
+
+    provider = provider_for(metal)
+    caplog.set_level(logging.INFO, logger="polyccm_packet.api")
+    provider.api.call("bgp.find_bgp_config_by_project", metal["METAL_PROJECT_ID"])
+    assert not [r for r in caplog.records if r.name == "polyccm_packet.api"]

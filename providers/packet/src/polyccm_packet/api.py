@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from polyccm import cloudcalls
+from polyccm import cloudcalls, logredact
 from polyccm.errors import CloudError, RetryAfter
 from polyccm.ratelimit import TokenBucket
 
@@ -90,6 +90,33 @@ def make_client(config: MetalConfig) -> Any:
     client = metalv1.ApiClient(configuration)
     client.user_agent = "polyccm"
     return client
+
+
+def _log_exchange(
+    method: str, request: Mapping[Any, Any], status: int, body: Any, raw: Any
+) -> None:
+    """``PACKNGO_DEBUG``'s wire log, as upstream's SDK prints it with ``Debug`` on, but through
+    the log's handlers: their :class:`~polyccm.logredact.RedactingFilter` masks the API key. The
+    SDK's own ``debug`` is not used: it turns on ``http.client``'s ``print`` of every header,
+    ``X-Auth-Token`` included, to stdout, out of any filter's reach. A BGP password Metal
+    returns (``md5``) is made a known secret first, so it is masked too."""
+    for password in _passwords(body):
+        logredact.add_secret(password)
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw or "")
+    log.info("Metal %s %s: HTTP %d %s", method, request, status, text)
+
+
+def _passwords(body: Any) -> Iterator[str]:
+    """Every BGP MD5 password in a Metal answer (``md5``, ``md5_password``)."""
+    if isinstance(body, dict):
+        for key, value in body.items():
+            if key in ("md5", "md5_password") and isinstance(value, str):
+                yield value
+            else:
+                yield from _passwords(value)
+    elif isinstance(body, list):
+        for item in body:
+            yield from _passwords(item)
 
 
 class PriorityBucket(TokenBucket):
@@ -210,6 +237,8 @@ class MetalClient:
             body = json.loads(raw) if raw else None
         except ValueError:
             body = None
+        if self.config.debug:
+            _log_exchange(method, {**dict(enumerate(args)), **params}, status, body, raw)
         if status < 400:
             return body
         cloudcalls.record_error(PROVIDER, method)

@@ -160,6 +160,9 @@ class MetalConfig:
     Service annotations choosing where a new Elastic IP goes."""
     qps: float = DEFAULT_QPS
     burst: int = DEFAULT_BURST
+    debug: bool = False
+    """``PACKNGO_DEBUG`` set (to anything, even empty, as upstream's ``os.LookupEnv``): every
+    Metal request and answer is logged at INFO, credentials masked (:mod:`polyccm.logredact`)."""
 
     def __repr__(self) -> str:  # the key and the password stay out of any repr in a log
         return (
@@ -387,6 +390,8 @@ def read_config(
                 for field, (variable, key) in ANNOTATION_SETTINGS.items()
             }
         ),
+        # Upstream's checkDebugEnabled (cloud.go ~158): set at all, whatever its value.
+        debug="PACKNGO_DEBUG" in environ,
     )
 
 
