@@ -237,6 +237,58 @@ def test_with_metallb_crds_pools_peers_and_an_advertisement_are_written(
         assert all(PASSWORD not in m for m in events)
 
 
+@pytest.mark.timeout(90)
+def test_upstreams_v1beta1_peers_with_inline_passwords_are_adopted_never_doubled(
+    control_plane: Any, kube_api: KubeApi, namespace: str, clean_nodes: None,
+    metal: Mapping[str, str], metallb_crds: None,
+) -> None:  # fmt: skip
+    # Upstream writes its peers as metallb.io/v1beta1 BGPPeers named <node>-<i>, port 179, the
+    # MD5 password inline (metal/loadbalancers/metallb/cr_config.go:44-66 and metallb.go:186-201
+    # @38d15e2); polyccm writes v1beta2 with the password in a Secret. After a switch each
+    # address must still have one peer: two would open two sessions to the same router.
+    devices = MetalApi(metal).create_devices(2, prefix=f"lb-{namespace}")
+    hosts = [str(d["hostname"]) for d in devices]
+    for host in hosts:
+        for n, address in enumerate(("169.254.255.1", "169.254.255.2")):
+            spec = {
+                "myASN": 65100, "peerASN": 65530, "peerAddress": address, "peerPort": 179,
+                "holdTime": "0s", "password": PASSWORD, "sourceAddress": "10.64.0.1",
+                "nodeSelectors": [{"matchLabels": {"kubernetes.io/hostname": host}}],
+            }  # fmt: skip
+            kube_api.create(
+                PEERS_V1BETA1, crd(PEERS_V1BETA1, "BGPPeer", f"{host}-{n}", namespace, spec),
+                namespace,
+            )  # fmt: skip
+    with running(kube_api, metal, namespace, "?crdConfiguration=true") as provider:
+        for device in devices:
+            make_node(kube_api, device["hostname"], provider_id=f"equinixmetal://{device['id']}")
+        provider.load_balancer().ensure_load_balancer(
+            "kubernetes", Service(make_service(kube_api, namespace, "web")), []
+        )
+
+        def adopted() -> bool:
+            peers = kube_api.list(BGP_PEERS, namespace).get("items") or []
+            return len(peers) == 4 and all(
+                (p["spec"].get("passwordSecret") or {}).get("name") for p in peers
+            )
+
+        wait_for(adopted, 30, "upstream's peers rewritten with the password Secret")
+        for resource in (BGP_PEERS, PEERS_V1BETA1):
+            peers = kube_api.list(resource, namespace).get("items") or []
+            per_node = sorted(
+                (p["spec"]["nodeSelectors"][0]["matchLabels"]["kubernetes.io/hostname"],
+                 p["spec"]["peerAddress"]) for p in peers
+            )  # fmt: skip
+            assert per_node == sorted(
+                (h, a) for h in hosts for a in ("169.254.255.1", "169.254.255.2")
+            ), resource
+            # MetalLB refuses a peer with both an inline password and a password Secret.
+            assert all("password" not in p["spec"] for p in peers)
+
+
+PEERS_V1BETA1 = Resource("metallb.io/v1beta1", "bgppeers", namespaced=True)
+
+
 def crd(resource: Resource, kind: str, name: str, namespace: str, spec: Any) -> dict[str, Any]:
     return {"apiVersion": resource.group_version, "kind": kind, "spec": spec,
             "metadata": {"name": name, "namespace": namespace,
