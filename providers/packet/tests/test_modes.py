@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -156,3 +157,33 @@ def test_sessions_wait_for_a_service_that_wants_a_load_balancer(
         make_service(kube_api, namespace, "web")
         wait_for(lambda: bgp_peers(kube_api.get(NODES, name)), 30, "the node peered")
     assert len(sessions(api, device)) == 1
+
+
+@pytest.mark.timeout(60)
+def test_bgp_is_enabled_on_the_project_only_once_bgp_has_work_a_deliberate_difference(
+    control_plane: Any, kube_api: KubeApi, clean_nodes: None, metal: Mapping[str, str],
+    namespace: str,
+) -> None:  # fmt: skip
+    # Upstream enables BGP on the project in Initialize, in every mode, load balancing off
+    # included, and stops the process when it cannot (cloud.go:91-94, bgp.go:22-36 and
+    # enableBGP bgp.go:40-75 @38d15e2). polyccm enables it with the first BGP work: in a BGP
+    # mode once a Service wants a load balancer, never with load balancing off. A switch from
+    # upstream finds BGP already enabled (upstream did it at its start) and polyccm never
+    # disables it, so the project is the same either way; only a fresh project without BGP
+    # work stays without BGP, and a key that may not enable BGP does not stop node work.
+    api = MetalApi(metal)
+
+    def project_bgp() -> Any:
+        return api.ok("GET", f"/projects/{api.project_id}/bgp-config")
+
+    off = provider_for(metal, METAL_LOAD_BALANCER="")
+    assert BgpController.for_term(SimpleNamespace(provider=off)) is None  # type: ignore[arg-type]
+
+    (device,) = api.create_devices(1, prefix="bgp-on")
+    name = node_for(kube_api, device)
+    provider = provider_for(metal, METAL_LOAD_BALANCER="kube-vip://")
+    with provider_controllers(kube_api, provider, BgpController.for_term):
+        assert stays(lambda: project_bgp() == {}, 2.0)
+        make_service(kube_api, namespace, "web")
+        wait_for(lambda: bgp_peers(kube_api.get(NODES, name)), 30, "the node peered")
+    assert project_bgp()["status"] == "enabled"
