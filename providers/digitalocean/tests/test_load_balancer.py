@@ -573,3 +573,24 @@ def test_a_node_without_a_provider_id_is_found_by_its_droplets_name(
     (made,) = balancers(api)
     assert made["id"] == status.service_annotations[ann.LOAD_BALANCER_ID]
     assert made["droplet_ids"] == [droplet["id"]]
+
+
+def test_a_new_load_balancer_is_made_with_the_cluster_tag(do: Mapping[str, str]) -> None:
+    # buildLoadBalancerRequest (loadbalancers.go:985-989@v0.1.68) puts buildK8sTag(clusterID)
+    # (loadbalancers.go:98-100) in the create request's tags: the load balancer is this
+    # cluster's from its first moment, not only once the tags syncer has passed.
+    api = DigitalOceanApi(do)
+    backends = nodes(api)
+    cluster_id = "c0ffee00-0000-4000-8000-000000000002"
+    control(do).reset_calls()
+
+    status = (
+        provider_for(do, DO_CLUSTER_ID=cluster_id)
+        .load_balancer()
+        .ensure_load_balancer("k", service(), backends)
+    )
+
+    lb_id = status.service_annotations[ann.LOAD_BALANCER_ID]
+    made = api.ok("GET", f"/v2/load_balancers/{lb_id}")["load_balancer"]
+    assert made["tags"] == [f"k8s:{cluster_id}"]
+    assert writes(do) == {"loadBalancers_create": 1}  # no tag call after it

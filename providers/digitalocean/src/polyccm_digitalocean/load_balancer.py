@@ -293,6 +293,13 @@ class DigitalOceanLoadBalancer(LoadBalancer):
             extra = self._renewed_certificate(service, balancer)
         body = self._body(spec, nodes, certificate=extra.get(CERTIFICATE_ID, ""))
         if balancer is None:
+            # Tagged for this cluster as it is made, as upstream's buildLoadBalancerRequest does
+            # (loadbalancers.go:985-989@v0.1.68): no window where the syncer must tag it.
+            from polyccm_digitalocean.orphans import cluster_tag  # orphans imports this module
+
+            tag = cluster_tag(self.api.config.cluster_id)
+            if tag:
+                body["tags"] = [tag]
             balancer = self.api.call("load_balancers.create", body=body)["load_balancer"]
             self._names.put(str(balancer["id"]), str(balancer.get("name") or ""))
             self._dropped.wrote(balancer)
