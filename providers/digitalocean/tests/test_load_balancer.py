@@ -521,6 +521,37 @@ def test_a_renewed_lets_encrypt_certificate_is_followed_and_the_annotation_rewri
     assert [r["certificate_id"] for r in balancers(api)[0]["forwarding_rules"]] == [new["id"]]
 
 
+def test_a_renewed_lets_encrypt_certificate_is_followed_for_a_certificate_name_too(
+    do: Mapping[str, str],
+) -> None:
+    # updateLoadBalancer (loadbalancers.go:348-357@v0.1.68) gives recordUpdatedLetsEncryptCert
+    # (299-337) the id findCertificateID (1547-1566) finds by name: a renewed Let's Encrypt
+    # certificate of the same name on the load balancer is kept; the old one, still listed
+    # first under that name, is never sent back.
+    api = DigitalOceanApi(do)
+    backends = nodes(api)
+    old, new = (api.ok("POST", "/v2/certificates", {
+        "name": "shop", "type": "lets_encrypt", "dns_names": ["shop.example.com"],
+    })["certificate"] for _ in range(2))  # fmt: skip
+    listed = api.ok("GET", "/v2/certificates?name=shop")["certificates"]
+    assert [c["id"] for c in listed] == [old["id"], new["id"]]  # the old one first
+    svc = service({ann.TYPE: "REGIONAL", ann.CERTIFICATE_NAME: "shop"})
+    svc.raw["spec"]["ports"] = [{"name": "https", "protocol": "TCP", "port": 443,
+                                 "nodePort": 30443}]  # fmt: skip
+    made = upstream_load_balancer(
+        api, default_load_balancer_name(svc), droplet_ids(backends), {}, network_stack="DUALSTACK",
+        forwarding_rules=[{"entry_protocol": "https", "entry_port": 443, "target_protocol": "http",
+                           "target_port": 30443, "certificate_id": new["id"]}],
+    )  # fmt: skip
+    svc = with_annotations(svc, {ann.LOAD_BALANCER_ID: made["id"]})
+    control(do).reset_calls()
+
+    provider_for(do).load_balancer().ensure_load_balancer("k", svc, backends)
+
+    assert writes(do) == {}
+    assert [r["certificate_id"] for r in balancers(api)[0]["forwarding_rules"]] == [new["id"]]
+
+
 def test_an_upstream_dualstack_regional_load_balancer_is_adopted_without_a_write(
     do: Mapping[str, str],
 ) -> None:
@@ -573,3 +604,24 @@ def test_a_node_without_a_provider_id_is_found_by_its_droplets_name(
     (made,) = balancers(api)
     assert made["id"] == status.service_annotations[ann.LOAD_BALANCER_ID]
     assert made["droplet_ids"] == [droplet["id"]]
+
+
+def test_a_new_load_balancer_is_made_with_the_cluster_tag(do: Mapping[str, str]) -> None:
+    # buildLoadBalancerRequest (loadbalancers.go:985-989@v0.1.68) puts buildK8sTag(clusterID)
+    # (loadbalancers.go:98-100) in the create request's tags: the load balancer is this
+    # cluster's from its first moment, not only once the tags syncer has passed.
+    api = DigitalOceanApi(do)
+    backends = nodes(api)
+    cluster_id = "c0ffee00-0000-4000-8000-000000000002"
+    control(do).reset_calls()
+
+    status = (
+        provider_for(do, DO_CLUSTER_ID=cluster_id)
+        .load_balancer()
+        .ensure_load_balancer("k", service(), backends)
+    )
+
+    lb_id = status.service_annotations[ann.LOAD_BALANCER_ID]
+    made = api.ok("GET", f"/v2/load_balancers/{lb_id}")["load_balancer"]
+    assert made["tags"] == [f"k8s:{cluster_id}"]
+    assert writes(do) == {"loadBalancers_create": 1}  # no tag call after it

@@ -244,6 +244,44 @@ def test_an_http3_rule_shares_its_port_with_the_https_rule_as_upstream_sends_it(
     assert twice.status == 422 and "443 is used twice" in twice.body["message"]
 
 
+def test_an_http2_rule_passes_tls_through_as_upstream_sends_it(account: Account) -> None:
+    # Upstream's CCM (v0.1.68 loadbalancers.go:1210-1211, buildTLSForwardingRule 1266-1271)
+    # sends an http2 port with tls-passthrough as http2 to http2, passed through; DigitalOcean's
+    # document ties tls_passthrough to no protocol (digitalocean-openapi.yaml:52994-52997). The
+    # emulator refused it ("requires https"), so upstream never got such a load balancer.
+    rule = {"entry_protocol": "http2", "entry_port": 443, "target_protocol": "http2",
+            "target_port": 30443, "tls_passthrough": True}  # fmt: skip
+    lb = account.api.ok("POST", "/v2/load_balancers", _lb([], forwarding_rules=[rule]))
+    assert lb["load_balancer"]["forwarding_rules"] == [{**rule, "certificate_id": ""}]
+
+
+def test_tags_are_taken_at_creation_and_kept_by_an_update(account: Account) -> None:
+    # godo LoadBalancerRequest.Tags (load_balancers.go:250, vendored by upstream's CCM v0.1.68;
+    # "Tags can only be provided upon the creation", :53), which upstream fills with the
+    # cluster's tag (loadbalancers.go:985-989): the emulator refused a create carrying them.
+    api = account.api
+    (node,) = api.create_droplets(1)
+    lb = api.ok("POST", "/v2/load_balancers", _lb([node["id"]], tags=["k8s:c1"]))
+    lb_id = lb["load_balancer"]["id"]
+    assert lb["load_balancer"]["tags"] == ["k8s:c1"]
+
+    updated = api.ok("PUT", f"/v2/load_balancers/{lb_id}", _lb([node["id"]], size_unit=2))
+
+    assert updated["load_balancer"]["tags"] == ["k8s:c1"]
+
+
+def test_an_unfiltered_certificate_listing_as_pydo_sends_it_lists_them_all(
+    account: Account,
+) -> None:
+    # pydo's build_certificates_list_request sends name="" (its default) on every listing;
+    # the document's certificate_name parameter defaults to "": no filter, not a 422.
+    api = account.api
+    api.ok("POST", "/v2/certificates", {"name": "web", "type": "custom",
+           "private_key": "k", "leaf_certificate": "l"})  # fmt: skip
+    listed = api.ok("GET", "/v2/certificates?per_page=200&page=1&name=")["certificates"]
+    assert [c["name"] for c in listed] == ["web"]
+
+
 def test_the_deprecated_algorithm_is_taken_and_ignored(account: Account) -> None:
     # DigitalOcean's document: "You can no longer specify an algorithm"; upstream's CCM sends
     # its annotation's value all the same, which "does nothing, as the algorithm field on the

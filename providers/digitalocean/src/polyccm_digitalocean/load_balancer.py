@@ -117,6 +117,12 @@ def differences(desired: Mapping[str, Any], current: Balancer) -> list[str]:
     return changed
 
 
+def used_certificate(balancer: Balancer) -> str:
+    """The certificate id ``balancer``'s rules use ("" for none)."""
+    return next((str(r["certificate_id"]) for r in balancer.get("forwarding_rules") or ()
+                 if r.get("certificate_id")), "")  # fmt: skip
+
+
 def balancer_names(api: DigitalOceanApi) -> Iterable[tuple[str, str]]:
     """Each of the account's load balancers as ``(id, name)``, from ``load_balancers.list``.
     Only names are kept: a load balancer found by name is then read by its id, so a listing's
@@ -291,8 +297,16 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         if balancer is not None:
             spec = self._spec(service, balancer)  # of the type and stack it has
             extra = self._renewed_certificate(service, balancer)
-        body = self._body(spec, nodes, certificate=extra.get(CERTIFICATE_ID, ""))
+        body = self._body(spec, nodes, certificate=extra.get(CERTIFICATE_ID, ""),
+                          in_use=used_certificate(balancer or {}))  # fmt: skip
         if balancer is None:
+            # Tagged for this cluster as it is made, as upstream's buildLoadBalancerRequest does
+            # (loadbalancers.go:985-989@v0.1.68): no window where the syncer must tag it.
+            from polyccm_digitalocean.orphans import cluster_tag  # orphans imports this module
+
+            tag = cluster_tag(self.api.config.cluster_id)
+            if tag:
+                body["tags"] = [tag]
             balancer = self.api.call("load_balancers.create", body=body)["load_balancer"]
             self._names.put(str(balancer["id"]), str(balancer.get("name") or ""))
             self._dropped.wrote(balancer)
@@ -384,17 +398,17 @@ class DigitalOceanLoadBalancer(LoadBalancer):
     # -- helpers ----------------------------------------------------------------------------
 
     def _body(self, spec: LoadBalancerSpec, nodes: Sequence[Node], *,
-              certificate: str = "") -> dict[str, Any]:  # fmt: skip
+              certificate: str = "", in_use: str = "") -> dict[str, Any]:  # fmt: skip
         """The request: the spec's body with the backends among ``nodes`` (checked for the type
         the load balancer has or gets: before any write), the network stack they allow, the
         certificate (``certificate``: the one the load balancer was renewed to; else the named
-        one's id), region and VPC."""
+        one's id, ``in_use`` when that is the named one renewed), region and VPC."""
         body = dict(spec.body)
         kept = backends(nodes, body["type"], body["network"])
         body["network_stack"] = network_stack(body["network_stack"], spec.stack_from_nodes,
                                               kept, body["type"])  # fmt: skip
         if spec.certificate_name and not certificate:
-            certificate = self._certificate_id(spec.certificate_name)
+            certificate = self._certificate_id(spec.certificate_name, in_use)
         if certificate:
             body["forwarding_rules"] = [
                 {**rule, "certificate_id": certificate} if "certificate_id" in rule else rule
@@ -427,10 +441,18 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                 log.warning("no droplet found for nodes %s", ", ".join(sorted(missing)[:3]))
         return sorted(ids)
 
-    def _certificate_id(self, name: str) -> str:
-        for certificate in self.api.pages("certificates.list", "certificates", name=name):
-            if certificate.get("name") == name:
-                return str(certificate["id"])
+    def _certificate_id(self, name: str, in_use: str = "") -> str:
+        """The id of the certificate named ``name``: ``in_use`` (the load balancer's) when it is
+        a Let's Encrypt certificate of that name, DigitalOcean's renewal, which upstream follows
+        for a name too (findCertificateID gives recordUpdatedLetsEncryptCert the named one,
+        loadbalancers.go:348-357, 299-337@v0.1.68); else the first of that name."""
+        named = [c for c in self.api.pages("certificates.list", "certificates", name=name)
+                 if c.get("name") == name]  # fmt: skip
+        for certificate in named:
+            if str(certificate["id"]) == in_use and certificate.get("type") == "lets_encrypt":
+                return in_use
+        if named:
+            return str(named[0]["id"])
         raise InvalidServiceSpec(f"annotation {CERTIFICATE_NAME}: no certificate named {name!r}")
 
     def _renewed_certificate(self, service: Service, balancer: Balancer) -> dict[str, str]:
@@ -439,8 +461,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         recordUpdatedLetsEncryptCert: the annotation is rewritten and the old id never sent
         back. Read from one listing of the account's certificates."""
         annotated = service.annotations.get(CERTIFICATE_ID, "").strip()
-        used = next((str(r["certificate_id"]) for r in balancer.get("forwarding_rules") or ()
-                     if r.get("certificate_id")), "")  # fmt: skip
+        used = used_certificate(balancer)
         if not annotated or not used or used == annotated:
             return {}
         wanted = {annotated, used}

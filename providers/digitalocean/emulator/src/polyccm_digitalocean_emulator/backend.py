@@ -456,6 +456,9 @@ class Backend:
         lb.tag = str(body.get("tag") or "")
         if not spec["name"]:
             spec["name"] = lb.spec["name"]
+        # Tags are set at creation only (godo load_balancers.go:53, vendored by the CCM v0.1.68),
+        # then by the tags API: a PUT neither drops nor replaces them.
+        spec["tags"] = list(lb.spec.get("tags") or [])
         lb.spec = spec
         return lb
 

@@ -44,6 +44,8 @@ HEALTH_CHECK_DEFAULTS: dict[str, Any] = {
 TLS_ENTRY_PROTOCOLS = ("https", "http2", "http3")
 #: Entry protocols whose traffic must reach the droplets in the same protocol family.
 _LAYER4 = ("tcp", "udp")
+#: The entry protocols a rule may pass TLS through on (to the same target protocol).
+_PASSTHROUGH = ("https", "http2")
 #: Fields an update cannot change (the load balancer would have to be recreated).
 FIXED_ON_UPDATE = ("region", "vpc_uuid", "network")
 
@@ -151,10 +153,14 @@ def check_rules(rules: Iterable[Mapping[str, Any]], certificates: Mapping[str, A
                 f"forwarding rule on port {entry_port}: tls_passthrough cannot be combined "
                 "with a certificate_id"
             )
-        if passthrough and (entry != "https" or target != "https"):
+        # DigitalOcean's document (digitalocean-openapi.yaml:52994-52997, forwarding_rule) ties
+        # tls_passthrough to no protocol, and upstream's CCM passes http2 through as http2
+        # (v0.1.68 loadbalancers.go:1210-1211, 1266-1271): TLS entry protocols that forward
+        # to themselves pass through; the emulator is never stricter than the cloud.
+        if passthrough and (entry not in _PASSTHROUGH or target != entry):
             raise Unprocessable(
-                f"forwarding rule on port {entry_port}: tls_passthrough requires https entry "
-                "and target protocols"
+                f"forwarding rule on port {entry_port}: tls_passthrough requires https (or "
+                "http2) entry and the same target protocol"
             )
         if entry in TLS_ENTRY_PROTOCOLS and not passthrough and not certificate_id:
             raise Unprocessable(

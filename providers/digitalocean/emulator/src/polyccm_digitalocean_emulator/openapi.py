@@ -20,6 +20,7 @@ import io
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from polyccm_testing.emulation import http
 from polyccm_testing.emulation import openapi as emulation
@@ -48,6 +49,17 @@ OVERLAY = (
         cites=(
             "godo v1.243.0 load_balancers.go:190: HealthCheck.ProxyProtocol *bool "
             '`json:"proxy_protocol,omitempty"`'
+        ),
+    ),
+    emulation.OverlayField(
+        schema="load_balancer_base",
+        name="tags",
+        definition={"type": "array", "items": {"type": "string"}},
+        cites=(
+            "godo (vendored by the CCM v0.1.68) load_balancers.go:250: LoadBalancerRequest.Tags "
+            '[]string `json:"tags,omitempty"` ("Tags can only be provided upon the creation of '
+            'a Load Balancer", load_balancers.go:53), which the CCM fills with k8s:<cluster id> '
+            "(cloud-controller-manager/do/loadbalancers.go:985-989)"
         ),
     ),
     emulation.OverlayField(
@@ -84,7 +96,9 @@ CHECKED_DROPLET_IDS = 16
 
 def check_request(checker: Validators, request: Request) -> None:
     """Raise the error DigitalOcean would answer for ``request``, as
-    :meth:`Validators.check_request`, with a long ``droplet_ids`` checked by its first id."""
+    :meth:`Validators.check_request`, with a long ``droplet_ids`` checked by its first id and
+    an empty ``name`` query parameter read as its documented default."""
+    request = _without_empty_name(request)
     lean = _lean(request)
     if lean is not None:
         try:
@@ -93,6 +107,18 @@ def check_request(checker: Validators, request: Request) -> None:
         except ApiError:
             pass  # the same request whole, for the error it gets
     checker.check_request(request)
+
+
+def _without_empty_name(request: Request) -> Request:
+    """``request`` without an empty ``name`` query parameter. The document gives the
+    certificates listing's ``name`` the default ``""`` (components.parameters.certificate_name),
+    and pydo, DigitalOcean's own SDK, sends ``name=`` on every unfiltered listing
+    (build_certificates_list_request: ``name: str = ""``, sent unless None): DigitalOcean takes
+    it as no filter, where a strict reading refuses an empty query value."""
+    if request.args.get("name", None) != "":
+        return request
+    query = urlencode([(k, v) for k, v in request.args.items(multi=True) if k != "name"])
+    return Request({**request.environ, "QUERY_STRING": query})
 
 
 def _lean(request: Request) -> Request | None:
