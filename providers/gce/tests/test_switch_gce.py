@@ -10,7 +10,9 @@ annotation changed and no Warning event; the same edits (a port added, source ra
 node added and removed, a Service deleted) leave the cloud as upstream's left it, field by field
 (ids and timestamps aside), the port edit on the same IP; and upstream started on what
 polyccm makes writes nothing it would not write on its own state: the firewall the
-source-ranges annotation restricts and the Standard-tier rule included (issue 27).
+source-ranges annotation restricts and the Standard-tier rule included (issue 27). Two internal
+Services (instance groups, a backend service, the healthChecks API) are adopted alike; only
+upstream re-reserves and releases their ``<lb>`` address on every sync.
 """
 
 from __future__ import annotations
@@ -205,6 +207,40 @@ def test_upstream_made_every_load_balancer_and_route_of_the_table() -> None:
     assert zones == {switch.ZONE_A, switch.ZONE_B}
 
 
+def test_upstream_made_the_internal_load_balancers_of_the_table() -> None:
+    # cloud-provider-gcp v36.3.8 gce_loadbalancer_internal.go: one instance group per zone
+    # named k8s-ig--<cluster-id> holding that zone's nodes (:121, :661-788); the shared health
+    # check k8s-<cluster-id>-node on :10256/healthz for Cluster traffic, one named <lb> on
+    # healthCheckNodePort for Local (:141-151, :899-917; gce_loadbalancer_naming.go:68-74); a
+    # backend service <lb> on the groups (:819-861, :890); an INTERNAL rule (:1126); the <lb>
+    # address released once the rule holds the IP (:176-183).
+    create = load_steps(GOLDEN).step("create")
+    cloud, services = create.cloud, create.kube["services"]
+    group = f"k8s-ig--{switch.CLUSTER_ID}"
+    for zone in (switch.ZONE_A, switch.ZONE_B):
+        members = cloud["instanceGroups"][f"{zone}/{group}"]["members"]
+        expected = [name for name, where, _cidr in switch.INSTANCES if where == zone]
+        assert [link.rsplit("/", 1)[-1] for link in members] == expected
+    for name, check, port in (
+        ("internal", f"k8s-{switch.CLUSTER_ID}-node", 10256),
+        ("internal-local", None, 32091),
+    ):
+        lb = switch.load_balancer_name(services[name]["uid"])
+        check = check or lb
+        assert cloud["healthChecks"][check]["httpHealthCheck"]["port"] == port
+        backend = cloud["backendServices"][lb]
+        assert backend["loadBalancingScheme"] == "INTERNAL"
+        assert backend["healthChecks"][0].endswith(f"/healthChecks/{check}")
+        assert sorted(b["group"].rsplit("/", 3)[-3] for b in backend["backends"]) == [
+            switch.ZONE_A,
+            switch.ZONE_B,
+        ]
+        rule = cloud["forwardingRules"][lb]
+        assert rule["loadBalancingScheme"] == "INTERNAL"
+        assert rule["IPAddress"] == services[name]["status"]["loadBalancer"]["ingress"][0]["ip"]
+        assert lb not in cloud["addresses"]
+
+
 def test_the_replayed_cloud_is_the_one_upstream_left(run: Switch) -> None:
     # The fixture replayed every exchange with its recorded status (ReplayRefused otherwise):
     # the cloud polyccm is started on is upstream's after its restart, field by field.
@@ -250,6 +286,26 @@ def test_polyccm_keeps_the_firewall_the_source_ranges_annotation_restricts(run: 
     # gce_loadbalancer_external.go:1191@v36.3.8 via GetLoadBalancerSourceRanges; before
     # issue 27 polyccm patched it to 0.0.0.0/0 on its first sync.
     assert _writes_about(run, run.adoption.exchanges, ["ranges-annotation"]) == []
+
+
+def test_upstream_reserves_each_internal_address_on_a_restart_and_polyccm_does_not(
+    run: Switch,
+) -> None:
+    # A deliberate difference: upstream reserves <lb> with the rule's IP and releases it on
+    # every sync of an internal load balancer (gce_loadbalancer_internal.go:167-183@v36.3.8,
+    # gce_address_manager.go HoldAddress/ReleaseAddress), two writes per Service per sync;
+    # polyccm keeps the rule's IP without them, so its adoption writes nothing.
+    names = ["internal", "internal-local"]
+    lbs = [_lb(run, name) for name in names]
+    upstream = [
+        (e.method, e.path.split("?")[0].rsplit("/", 1)[-1])
+        for e in switch.cloud_writes(list(run.golden.step("restart").exchanges))
+        if any(lb in e.path or lb in json.dumps(e.request) for lb in lbs)
+    ]
+    assert sorted(upstream) == sorted(
+        [("POST", "addresses") for _ in lbs] + [("DELETE", lb) for lb in lbs]
+    )
+    assert _writes_about(run, run.adoption.exchanges, names) == []
 
 
 def test_no_service_status_or_annotation_changed_and_no_warning(run: Switch) -> None:

@@ -554,6 +554,64 @@ def test_reserving_a_forwarding_rules_ephemeral_ip_promotes_it(api: ComputeApi) 
     assert caught.value.status == 400
 
 
+def test_an_internal_rules_address_is_released_and_reserved_again_as_upstream_does(
+    api: ComputeApi,
+) -> None:
+    # Upstream's internal load balancer reserves <lb> with the rule's IP on every sync and
+    # releases it once the rule is in place (cloud-provider-gcp v36.3.8,
+    # providers/gce/gce_loadbalancer_internal.go:167-183, gce_address_manager.go:99-108
+    # ReleaseAddress). Before, the release was 400 resourceInUseByAnotherResource (upstream
+    # logged "failed to release address reservation, possibly causing an orphan" and left
+    # <lb> reserved) and the next sync's reservation of the rule's IP was 400 as well.
+    region = f"regions/{REGION}"
+    subnet = f"{region}/subnetworks/default"
+    api.do("POST", "global/healthChecks", {"name": "hc", "type": "TCP", "tcpHealthCheck": {}})
+    api.do(
+        "POST",
+        f"{region}/backendServices",
+        {
+            "name": "bs",
+            "loadBalancingScheme": "INTERNAL",
+            "healthChecks": ["global/healthChecks/hc"],
+        },
+    )
+    api.do(
+        "POST",
+        f"{region}/addresses",
+        {"name": "lb", "addressType": "INTERNAL", "subnetwork": subnet},
+    )
+    ip = api.get(f"{region}/addresses/lb")["address"]
+    rule = {
+        "name": "lb",
+        "IPAddress": ip,
+        "IPProtocol": "TCP",
+        "ports": ["80"],
+        "loadBalancingScheme": "INTERNAL",
+        "backendService": f"{region}/backendServices/bs",
+        "subnetwork": subnet,
+    }
+    api.do("POST", f"{region}/forwardingRules", rule)
+    api.do("DELETE", f"{region}/addresses/lb")
+    assert api.get(f"{region}/addresses").get("items", []) == []
+    assert api.get(f"{region}/forwardingRules/lb")["IPAddress"] == ip
+    # The next sync reserves the rule's IP again: promoted, in use by the rule.
+    body = {"name": "lb", "addressType": "INTERNAL", "subnetwork": subnet, "address": ip}
+    api.do("POST", f"{region}/addresses", body)
+    promoted = api.get(f"{region}/addresses/lb")
+    assert (promoted["address"], promoted["status"]) == (ip, "IN_USE")
+    api.do("DELETE", f"{region}/addresses/lb")
+    # The IP stays the rule's until the rule goes.
+    api.do(
+        "POST",
+        f"{region}/addresses",
+        {"name": "other", "addressType": "INTERNAL", "subnetwork": subnet},
+    )
+    assert api.get(f"{region}/addresses/other")["address"] != ip
+    api.do("DELETE", f"{region}/forwardingRules/lb")
+    api.do("POST", f"{region}/addresses", dict(body, name="after"))
+    assert api.get(f"{region}/addresses/after")["status"] == "RESERVED"
+
+
 def test_routes_list_takes_upstreams_unquoted_url_regex_filter(api: ComputeApi) -> None:
     # Upstream's route controller lists with the Go filter library's unquoted form and its own
     # API base in the network URL (cloud-provider-gcp v36.3.8, providers/gce/gce_routes.go:49:

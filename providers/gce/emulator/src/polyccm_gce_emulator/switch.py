@@ -18,9 +18,9 @@ What is here, for the goldens' recording (:func:`main`) and for ``tests/test_swi
 * :func:`ccm_argv` and :class:`CcmProcess`: a CCM (upstream's binary or polyccm's CLI) run
   with the same gce.conf, environment and flags; :func:`settle` waits for it to be quiet.
 
-The internal load balancer (``networking.gke.io/load-balancer-type: Internal``) is not in the
-table: it needs instance groups, backend services and the healthChecks API, which the emulator
-does not serve yet (issue 27).
+Two internal Services (``networking.gke.io/load-balancer-type: Internal``) are in the table
+too (issue 27): their load balancers are the cluster's instance groups, a regional backend
+service, a health check in the ``healthChecks`` API, firewalls and an internal forwarding rule.
 """
 
 from __future__ import annotations
@@ -156,6 +156,27 @@ SERVICES: tuple[ScenarioService, ...] = (
         "and the rule on the STANDARD tier (:123, :133, :1096, :1436)",
         ports=((80, "TCP", 30089),),
         annotations={"cloud.google.com/network-tier": "Standard"},
+    ),
+    # gce_loadbalancer_internal.go of v36.3.8 for the two below.
+    ScenarioService(
+        "internal",
+        "networking.gke.io/load-balancer-type: Internal (gce_annotations.go:197-214 "
+        "GetLoadBalancerAnnotationType): the instance groups k8s-ig--<cluster-id> per zone with "
+        "their nodes (:121, :661-788), the shared health check k8s-<cluster-id>-node in the "
+        "healthChecks API on :10256/healthz and its firewall (:141-151, :612-617, :899), the "
+        "backend service <lb> (:819), the firewall <lb> (:600-609), an INTERNAL rule on an "
+        "address reserved and released around it (:167-183, :1126)",
+        ports=((80, "TCP", 30090),),
+        annotations={"networking.gke.io/load-balancer-type": "Internal"},
+    ),
+    ScenarioService(
+        "internal-local",
+        "an internal Service with externalTrafficPolicy Local: a health check of its own "
+        "<lb> on healthCheckNodePort (:141-147, :899-917) and its firewall <lb>-hc "
+        "(:612-617; gce_loadbalancer_naming.go:68-91), the backend service not shared (:886)",
+        ports=((80, "TCP", 30091),),
+        annotations={"networking.gke.io/load-balancer-type": "Internal"},
+        spec={"externalTrafficPolicy": "Local", "healthCheckNodePort": 32091},
     ),
 )
 
@@ -304,9 +325,26 @@ def _by_name(compute: ComputeApi, path: str) -> dict[str, Any]:
     return {item["name"]: canonical(item) for item in items}
 
 
+def _groups(compute: ComputeApi) -> dict[str, Any]:
+    """The instance groups of both zones, by ``<zone>/<name>``, each with its ``members`` (the
+    instances' links, sorted) as ``listInstances`` gives them."""
+    groups: dict[str, Any] = {}
+    for zone in (ZONE_A, ZONE_B):
+        for name, group in _by_name(compute, f"zones/{zone}/instanceGroups").items():
+            listed = compute.request(
+                "POST", f"zones/{zone}/instanceGroups/{name}/listInstances", {}
+            )
+            members = sorted(item["instance"] for item in listed.get("items") or ())
+            groups[f"{zone}/{name}"] = {**group, "members": canonical(members)}
+    return groups
+
+
 def cloud_state(compute: ComputeApi) -> dict[str, dict[str, Any]]:
     """Every load-balancer piece and route, by kind and name, as the API shows them."""
     return {
+        "instanceGroups": _groups(compute),
+        "healthChecks": _by_name(compute, "global/healthChecks"),
+        "backendServices": _by_name(compute, f"regions/{REGION}/backendServices"),
         "forwardingRules": _by_name(compute, f"regions/{REGION}/forwardingRules"),
         "targetPools": _by_name(compute, f"regions/{REGION}/targetPools"),
         "addresses": _by_name(compute, f"regions/{REGION}/addresses"),
@@ -487,9 +525,15 @@ def rebind(state: Mapping[str, Mapping[str, Any]], bindings: Mapping[str, str]) 
     }
 
 
+#: POSTs that only read: ``operations.wait`` and ``instanceGroups.listInstances``.
+_READING_POSTS = ("/wait", "/listInstances")
+
+
 def cloud_writes(exchanges: Sequence[Any]) -> list[Any]:
-    """The exchanges that change the cloud (``operations.wait`` is a POST that only reads)."""
-    return [e for e in exchanges if e.is_write and not e.path.split("?")[0].endswith("/wait")]
+    """The exchanges that change the cloud (not the :data:`_READING_POSTS`)."""
+    return [
+        e for e in exchanges if e.is_write and not e.path.split("?")[0].endswith(_READING_POSTS)
+    ]
 
 
 def without(state: Mapping[str, Mapping[str, Any]], names: Sequence[str]) -> dict[str, Any]:

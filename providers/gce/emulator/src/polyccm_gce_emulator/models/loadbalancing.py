@@ -81,7 +81,15 @@ class LoadBalancingMixin(GeographyMixin, NetworkMixin, ProjectBase):
             stored["subnetwork"] = subnet.link
             stored["purpose"] = "GCE_ENDPOINT"
             self._check_quota("addresses")
-            stored["address"] = self.allocate_internal(subnet, requested)
+            holder = self._ephemeral_holder(region, str(requested)) if requested else None
+            if holder is not None:
+                # Promotion, as for an external IP below: upstream's internal load balancer
+                # reserves its rule's IP as <lb> on every sync (cloud-provider-gcp v36.3.8,
+                # gce_loadbalancer_internal.go:167-175, gce_address_manager.go
+                # HoldAddress).
+                stored.update(address=str(requested), status="IN_USE", users=[holder.link])
+            else:
+                stored["address"] = self.allocate_internal(subnet, requested)
         else:
             self._check_quota("addresses")
             holder = self._ephemeral_holder(region, str(requested)) if requested else None
@@ -137,10 +145,13 @@ class LoadBalancingMixin(GeographyMixin, NetworkMixin, ProjectBase):
             user = self.find_link(address.body["users"][0])
         if user is None:
             return self.delete(address, on_done=lambda: self._release_address(address))
-        if user.collection == "forwardingRules" and address.body["addressType"] == "EXTERNAL":
+        if user.collection == "forwardingRules":
             # GCE releases the reservation and the rule keeps the IP as an ephemeral one: the
             # address stays out of the pool until the rule goes (its deletion finds no static
-            # address and gives the IP back).
+            # address and gives the IP back). External and internal alike: upstream's internal
+            # load balancer releases its <lb> address after making the rule on every sync
+            # (cloud-provider-gcp v36.3.8 gce_loadbalancer_internal.go:176-183,
+            # gce_address_manager.go:99-108).
             return self.delete(address)
         raise in_use(address, user)
 
