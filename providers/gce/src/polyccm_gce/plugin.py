@@ -40,13 +40,9 @@ def polyccm_build_provider(settings: ProviderSettings) -> CloudProvider | None:
     """Build the GCE provider from gce.conf (``None`` for other providers)."""
     if settings.provider != PROVIDER:
         return None
-    from polyccm_gce.flags import deny_cleanup
     from polyccm_gce.provider import GceProvider
 
-    cleanup = deny_cleanup(settings.options)  # a refused flag stops start-up first
-    provider = GceProvider.from_settings(settings)
-    provider.load_balancer_impl.deny_cleanup = cleanup
-    return provider
+    return GceProvider.from_settings(settings)
 
 
 @hookimpl

@@ -192,10 +192,14 @@ class GceProvider(CloudProvider):
 
     @classmethod
     def from_settings(cls, settings: ProviderSettings) -> GceProvider:
-        """The provider ``polyccm --provider gce`` runs: gce.conf read, then :meth:`discover`,
-        with the cluster id read from the cluster the command line names."""
+        """The provider ``polyccm --provider gce`` runs: the deny-firewall flags checked first
+        (a refused one stops start-up), gce.conf read, then :meth:`discover`, with the cluster
+        id read from the cluster the command line names."""
+        from polyccm_gce.flags import deny_cleanup
+
         options = settings.options
-        return cls.discover(
+        cleanup = deny_cleanup(options)
+        provider = cls.discover(
             load_cloud_config(settings.cloud_config),
             cluster_name=settings.cluster_name,
             # Read only outside a term (polyccm plan, orphans); a term reads it in initialize.
@@ -203,6 +207,8 @@ class GceProvider(CloudProvider):
                 getattr(options, "kubeconfig", None), getattr(options, "master", None)
             ),
         )
+        provider.load_balancer_impl.deny_cleanup = cleanup
+        return provider
 
     @classmethod
     def discover(

@@ -458,7 +458,10 @@ class Backend:
             spec["name"] = lb.spec["name"]
         # Tags are set at creation only (godo load_balancers.go:53, vendored by the CCM v0.1.68),
         # then by the tags API: a PUT neither drops nor replaces them.
-        spec["tags"] = list(lb.spec.get("tags") or [])
+        # A load balancer made without tags answers without the field, before and after.
+        spec.pop("tags", None)
+        if lb.spec.get("tags"):
+            spec["tags"] = list(lb.spec["tags"])
         lb.spec = spec
         return lb
 
