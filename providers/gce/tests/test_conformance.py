@@ -14,6 +14,10 @@ from polyccm_testing.conformance import (
 
 
 class TestGceConformance(ProviderConformance, OperatorToolsConformance):
+    # cloud-provider-gcp v36.3.8 providers/gce/gce_instances.go:277-285: InstanceShutdown and
+    # InstanceShutdownByProviderID return cloudprovider.NotImplemented.
+    tells_shutdown = False
+
     @pytest.fixture
     def cloud(self, emulator: RunningEmulator) -> CloudUnderTest:
         return GceCloudUnderTest(emulator)

@@ -24,6 +24,10 @@ read by :func:`polyccm.inputs.read_text`; an echoed value is cut (:func:`polyccm
     local-zone = us-central1-a
     token-url = nil
     api-endpoint = http://127.0.0.1:8085/compute/v1/
+    stack-type = IPV4_IPV6
+
+``network-name`` and ``subnetwork-name`` may be a name or, as upstream takes them, a URL
+(anything with a ``/``); the provider reads them (:mod:`polyccm_gce.network`).
 """
 
 from __future__ import annotations
@@ -51,13 +55,12 @@ _STRINGS = {
     "token-url": "token_url",
     "token-body": "token_body",
     "api-endpoint": "api_endpoint",
+    "stack-type": "stack_type",
 }
 _BOOLEANS = {"regional": "regional", "multizone": "multizone"}
 _LISTS = {"node-tags": "node_tags"}
 #: Keys of upstream's ConfigGlobal that polyccm reads and does nothing with (warned about).
-UNUSED = frozenset(
-    {"stack-type", "secondary-range-name", "container-api-endpoint", "alpha-features"}
-)
+UNUSED = frozenset({"secondary-range-name", "container-api-endpoint", "alpha-features"})
 _TRUE = frozenset({"true", "yes", "on", "1"})
 _FALSE = frozenset({"false", "no", "off", "0"})
 _SECTION = re.compile(r"\[\s*([A-Za-z0-9_-]+)\s*\]")
@@ -89,6 +92,8 @@ class CloudConfig:
     token_url: str = ""
     token_body: str = ""
     api_endpoint: str = ""
+    stack_type: str = ""
+    """``IPV4``, ``IPV6`` or ``IPV4_IPV6``: with ``IPV6`` a node's IPv6 addresses come first."""
 
     @property
     def endpoint(self) -> str:

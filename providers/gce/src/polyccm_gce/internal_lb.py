@@ -152,6 +152,8 @@ class InternalLoadBalancer:
     def subnetwork_url(self, service: Service) -> str:
         """The annotation's subnetwork, else gce.conf's ``subnetwork-name``, else the
         network's own subnetwork in the region (an auto-mode network's, named as it)."""
+        if not service.annotations.get(SUBNET) and self.lb.subnetwork_url:
+            return self.lb.subnetwork_url
         network_project = _path(self.lb.network_url).split("/")[1]
         name = service.annotations.get(SUBNET) or self.lb.subnetwork_name
         name = name or _last(self.lb.network_url)

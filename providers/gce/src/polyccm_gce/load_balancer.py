@@ -147,6 +147,8 @@ class GceLoadBalancer(LoadBalancer):
 
     subnetwork_name = ""
     """gce.conf's ``subnetwork-name`` (the provider sets it): internal load balancers' subnet."""
+    subnetwork_url = ""
+    """Its URL (``subnetwork-name`` may be one, in another project or region)."""
 
     def __init__(
         self,

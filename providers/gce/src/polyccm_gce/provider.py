@@ -3,11 +3,14 @@
 Built by the plugin when ``--provider gce`` is chosen (importing this module imports
 google-auth, not google-cloud-compute: :mod:`polyccm_gce.sdk` loads that in the background).
 :meth:`GceProvider.discover` finds what gce.conf leaves out as cloud-provider-gcp does:
-credentials are Google's application-default credentials (``GOOGLE_APPLICATION_
-CREDENTIALS``, gcloud's, or the metadata server's service account on a VM); the project is
-``project-id``, else the credentials' project, else the metadata server's; the local zone is
-``local-zone``, else the metadata server's ``instance/zone``. The cluster's zones are the local
-zone, or every zone of its region with ``multizone``; the load balancers live in its region.
+credentials are ``token-url``'s (:mod:`polyccm_gce.token_source`), else Google's
+application-default credentials (``GOOGLE_APPLICATION_CREDENTIALS``, gcloud's, or the metadata
+server's service account on a VM); the project is ``project-id`` (a project number turned into
+its name), else the credentials' project, else the metadata server's; the local zone is
+``local-zone``, else the metadata server's ``instance/zone``; the network is ``network-name``,
+else the metadata server's (:mod:`polyccm_gce.network`). The cluster's zones are the local zone,
+or every zone of its region with ``multizone`` or ``regional``, listed again when a node appears
+in a zone not yet known (:mod:`polyccm_gce.zones`); the load balancers live in its region.
 
 The cluster id (the ``<cluster-id>`` of the shared health check ``k8s-<cluster-id>-node``) is
 upstream's: the ``provider-uid`` of the ConfigMap ``kube-system/ingress-uid``, else its ``uid``,
@@ -24,13 +27,14 @@ The operator tools' parts are :mod:`polyccm_gce.planning` (``plan``) and
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import secrets
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from polyccm.cloud import CloudProvider, InstancesV2, LoadBalancer, ProviderContext, Routes
@@ -44,10 +48,19 @@ from polyccm_gce.config import CloudConfig, load_cloud_config
 from polyccm_gce.instances import GceInstances, InstanceLookup
 from polyccm_gce.load_balancer import GceLoadBalancer
 from polyccm_gce.naming import NodeDirectory, last, region_of
+from polyccm_gce.network import (
+    METADATA_NETWORK,
+    network_from_metadata,
+    network_url,
+    project_name,
+    subnetwork_url,
+)
 from polyccm_gce.orphans import GceOrphans
 from polyccm_gce.planning import GceLoadBalancerPlanner
 from polyccm_gce.routes import GceRoutes
 from polyccm_gce.sdk import compute_v1, load_in_background
+from polyccm_gce.token_source import credentials_for
+from polyccm_gce.zones import ManagedZones
 
 if TYPE_CHECKING:
     from polyccm.ops.contract import LoadBalancerPlanner, Orphans
@@ -148,7 +161,7 @@ class GceProvider(CloudProvider):
         *,
         api: GceApi,
         local_zone: str,
-        zones: tuple[str, ...] = (),
+        zones: Collection[str] = (),
         cluster_name: str = "kubernetes",
         route_inserts_per_second: float = 10.0,
         route_insert_burst: int = 20,
@@ -161,13 +174,13 @@ class GceProvider(CloudProvider):
         self.region = region_of(local_zone)
         network_project = config.network_project_id or api.project
         network = config.network_name or "default"
-        self.network_url = f"{api.endpoint}projects/{network_project}/global/networks/{network}"
+        self.network_url = network_url(api.endpoint, network_project, network)
         self._cluster_id: str | None = None
         self._cluster_id_lock = threading.Lock()
         self._cluster_id_source = cluster_id_source
         self.lookup = InstanceLookup(api, zones or (local_zone,))
         self.directory = NodeDirectory()
-        self._instances = GceInstances(self.lookup)
+        self._instances = GceInstances(self.lookup, config.stack_type)
         self._routes = GceRoutes(
             api,
             self.lookup,
@@ -186,7 +199,12 @@ class GceProvider(CloudProvider):
             cluster_id=self.cluster_id,
             network_project=network_project,
         )
-        self._load_balancer.subnetwork_name = config.subnetwork_name
+        if config.subnetwork_name:
+            subnet = subnetwork_url(
+                api.endpoint, network_project, self.region, config.subnetwork_name
+            )
+            self._load_balancer.subnetwork_name = last(subnet)
+            self._load_balancer.subnetwork_url = subnet
         self._planner = GceLoadBalancerPlanner(self._load_balancer)
         self._orphans = GceOrphans(self._load_balancer, self._routes)
 
@@ -221,11 +239,10 @@ class GceProvider(CloudProvider):
         """The provider with credentials, project and zones found as upstream finds them;
         google-cloud-compute starts loading in the background (:mod:`polyccm_gce.sdk`)."""
         load_in_background()
-        if config.token_url and config.token_url != "nil":
-            log.warning(
-                "gce.conf token-url is not supported; using application-default credentials"
-            )
-        credentials, adc_project = application_default_credentials()
+        credentials: Any = credentials_for(config.token_url, config.token_body, metadata)
+        adc_project: str | None = None
+        if credentials is None:
+            credentials, adc_project = application_default_credentials()
         project = config.project_id or adc_project or metadata("project/project-id")
         if not project:
             raise ConfigError("no GCE project: set project-id in [global] of gce.conf")
@@ -235,13 +252,28 @@ class GceProvider(CloudProvider):
                 "no GCE zone: set local-zone in [global] of gce.conf (not on a GCE VM whose "
                 "metadata server names one)"
             )
+        network = config.network_name or network_from_metadata(metadata(METADATA_NETWORK))
         api = GceApi(project, config.endpoint, credentials)
-        zones: tuple[str, ...] = (zone,)
-        if config.multizone:
-            listed: list[compute_v1.Zone] = api.items(
-                api.client(compute_v1.ZonesClient).list, filter=f'name eq "{region_of(zone)}-.*"'
-            )
-            zones = tuple(sorted(item.name for item in listed)) or zones
+        api.project = project_name(api, project)
+        network_project = config.network_project_id
+        if network_project and network_project != project:
+            network_project = project_name(api, network_project)
+        elif network_project:
+            network_project = api.project
+        config = dataclasses.replace(
+            config, network_name=network, network_project_id=network_project
+        )
+        zones: Collection[str] = (zone,)
+        if config.multizone or config.regional:
+            region = region_of(zone)
+
+            def listed() -> list[str]:
+                found: list[compute_v1.Zone] = api.items(
+                    api.client(compute_v1.ZonesClient).list, filter=f'name eq "{region}-.*"'
+                )
+                return sorted(item.name for item in found)
+
+            zones = ManagedZones(listed() or (zone,), listed)
         return cls(
             config,
             api=api,
@@ -283,6 +315,7 @@ class GceProvider(CloudProvider):
             self._cluster_id,
         )
         self.directory.follow(context.nodes)
+        self.lookup.managed.follow(context.nodes)
         self._load_balancer.kube = context.api
         self._load_balancer.recorder = context.recorder
 

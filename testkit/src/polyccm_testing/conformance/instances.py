@@ -1,10 +1,12 @@
 """Conformance of :class:`~polyccm.cloud.InstancesV2`: what the node controllers rely on.
 
 Proves, against the emulator and real Node objects: a running instance exists and is not shut
-down, a stopped one exists and is shut down, a deleted one does not exist (and its metadata is
-:class:`~polyccm.errors.InstanceNotFound`); a node is found by providerID whatever its name,
-and by name before it has a providerID; metadata names the instance (providerID, type, region,
-zone where the cloud has zones, an InternalIP); the bulk lookups answer as the single ones do.
+down, a stopped one exists and is shut down (or, for a provider that does not tell, as GCE's
+upstream, both say :class:`~polyccm.errors.CapabilityNotImplemented`), a deleted one does not
+exist (and its metadata is :class:`~polyccm.errors.InstanceNotFound`); a node is found by
+providerID whatever its name, and by name before it has a providerID; metadata names the
+instance (providerID, type, region, zone where the cloud has zones, an InternalIP); the bulk
+lookups answer as the single ones do.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import ClassVar
 
 import pytest
 from polyccm.cloud import INTERNAL_IP, InstanceMetadata, InstancesV2
-from polyccm.errors import InstanceNotFound
+from polyccm.errors import CapabilityNotImplemented, InstanceNotFound
 from polyccm.objects import Node
 
 from polyccm_testing.conformance.base import ConformanceBase, offered
@@ -30,6 +32,12 @@ class InstancesConformance(ConformanceBase):
     """Whether the cloud places instances in zones (metadata must then name one). Set it to
     ``False`` for a cloud without zones, such as DigitalOcean."""
 
+    tells_shutdown: ClassVar[bool] = True
+    """Whether the provider tells a stopped instance from a running one. Set it to ``False``
+    for a provider that, as its upstream, raises
+    :class:`~polyccm.errors.CapabilityNotImplemented` from the shutdown methods (GCE): the kit
+    then checks that it does, for one node and in bulk."""
+
     @pytest.fixture
     def kit_instances(self, cloud: CloudUnderTest) -> InstancesV2:
         return offered(
@@ -43,6 +51,10 @@ class InstancesConformance(ConformanceBase):
 
         for view in (node, kit_cluster.before_initialisation(node)):
             assert kit_instances.instance_exists(view), f"{_how(view)}: should exist"
+            if not self.tells_shutdown:
+                with pytest.raises(CapabilityNotImplemented):
+                    kit_instances.instance_shutdown(view)
+                continue
             assert not kit_instances.instance_shutdown(view), f"{_how(view)}: is running"
 
     def test_instances_a_stopped_instance_exists_and_is_shut_down(
@@ -54,6 +66,10 @@ class InstancesConformance(ConformanceBase):
 
         for view in (node, kit_cluster.before_initialisation(node)):
             assert kit_instances.instance_exists(view), f"{_how(view)}: a stopped one exists"
+            if not self.tells_shutdown:
+                with pytest.raises(CapabilityNotImplemented):
+                    kit_instances.instance_shutdown(view)
+                continue
             assert kit_instances.instance_shutdown(view), f"{_how(view)}: should be shut down"
 
     def test_instances_a_deleted_instance_does_not_exist(
@@ -118,7 +134,11 @@ class InstancesConformance(ConformanceBase):
 
         bulk_metadata = kit_instances.instances_metadata(nodes)
         bulk_exist = kit_instances.instances_exist(nodes)
-        bulk_shutdown = kit_instances.instances_shutdown(existing)
+        if self.tells_shutdown:
+            bulk_shutdown = kit_instances.instances_shutdown(existing)
+        else:
+            with pytest.raises(CapabilityNotImplemented):
+                kit_instances.instances_shutdown(existing)
 
         assert set(bulk_metadata) == set(bulk_exist) == {n.name for n in nodes}
         for node in nodes:
@@ -130,7 +150,7 @@ class InstancesConformance(ConformanceBase):
                 assert isinstance(bulk, InstanceNotFound), f"metadata of {_how(node)}: {bulk!r}"
             else:
                 assert bulk == single, f"metadata of {_how(node)}"
-        for node in existing:
+        for node in existing if self.tells_shutdown else ():
             single_shutdown = kit_instances.instance_shutdown(node)
             assert bulk_shutdown[node.name] == single_shutdown, f"shutdown of {_how(node)}"
         assert bulk_exist == {
@@ -140,7 +160,8 @@ class InstancesConformance(ConformanceBase):
             deleted.name: False,
             gone.name: False,
         }
-        assert bulk_shutdown == {running.name: False, fresh.name: False, stopped.name: True}
+        if self.tells_shutdown:
+            assert bulk_shutdown == {running.name: False, fresh.name: False, stopped.name: True}
 
 
 def _instance_facts(metadata: InstanceMetadata) -> InstanceMetadata:

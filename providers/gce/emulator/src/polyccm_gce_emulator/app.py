@@ -9,7 +9,8 @@ One application serves three things on one loopback port:
 * the control API under ``/_polyccm/`` (as the AWS emulator's): ``health``; ``calls`` (GET,
   ``?project=``; DELETE resets); ``faults`` and ``rate-limits`` (GET, POST one, DELETE all);
   ``settings`` (GET, PUT changes); ``reset`` (POST: every project, fault, limit, counter and
-  setting back to the start); ``methods`` (GET: the methods served);
+  setting back to the start); ``methods`` (GET: the methods served); ``zones`` (POST
+  ``{"zone": "us-central1-z"}``: Google opens a zone in an existing region, in every project);
 * the metadata server under ``/computeMetadata/v1/`` (:mod:`.metadata`).
 
 Observers (:attr:`ComputeEmulator.observers`) see every API exchange; the emulator's tests use
@@ -41,7 +42,7 @@ from polyccm_gce_emulator.errors import (
 )
 from polyccm_gce_emulator.faults import Fault, Misbehaviour, RateLimit
 from polyccm_gce_emulator.metadata import PREFIX as METADATA_PREFIX
-from polyccm_gce_emulator.metadata import MetadataServer
+from polyccm_gce_emulator.metadata import MetadataServer, numeric_project_id
 from polyccm_gce_emulator.models import ComputeBackends, ComputeProject, Operation, render
 from polyccm_gce_emulator.models.operations import OperationFault
 from polyccm_gce_emulator.responses import Call, WaitFor
@@ -164,7 +165,7 @@ class ComputeEmulator:
         base = request.host_url + "compute/v1/"
         request_id = request.args.get("requestId", "")
         with self.backends.lock:
-            project = self.backends.project(project_id)
+            project = self.backends.project(self._project_name(project_id))
             project.advance()
             if request_id:
                 _check_uuid(request_id)
@@ -204,6 +205,17 @@ class ComputeEmulator:
                     return render(operation.body, base)
                 wake = min(operation.next_step_at(), deadline)
             time.sleep(min(max(wake - now, 0.001), 1.0))
+
+    def _project_name(self, project_id: str) -> str:
+        """The project a request names: as GCE, a project's number stands for it (the
+        metadata server's ``numeric-project-id``) for the projects there are."""
+        if not project_id.isdigit():
+            return project_id
+        names = [p.project for p in self.backends.projects()] + [self.settings.project]
+        for name in names:
+            if numeric_project_id(name) == project_id:
+                return name
+        return project_id
 
     # -- the control API -------------------------------------------------------------------
 
@@ -249,6 +261,12 @@ class ComputeEmulator:
             with self.backends.lock:
                 self.backends.configure(self.settings.updated(_control_body(request)))
             return self.settings.to_json()
+        if name == "zones" and method == "POST":
+            zone = str(_control_body(request)["zone"])
+            with self.backends.lock:
+                for project in self.backends.projects():
+                    project.open_zone(zone)
+            return {"zone": zone}
         if name == "reset" and method == "POST":
             with self.backends.lock:
                 self.backends.reset(copy.deepcopy(self.launch_settings))

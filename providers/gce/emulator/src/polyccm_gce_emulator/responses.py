@@ -19,7 +19,9 @@ from typing import Any
 
 from polyccm_gce_emulator import filters
 from polyccm_gce_emulator.errors import BadRequest, Invalid
+from polyccm_gce_emulator.metadata import numeric_project_id
 from polyccm_gce_emulator.models import ComputeProject, Operation, Resource, render
+from polyccm_gce_emulator.models.common import Link
 from polyccm_gce_emulator.models.geography import REGIONS, all_zones
 from polyccm_gce_emulator.models.instances import INSTANCE_INPUT
 from polyccm_gce_emulator.models.internal import (
@@ -220,6 +222,22 @@ def aggregated_list_of(call: Call, kind: str, collection: str, zonal: bool) -> d
 # -- geography ------------------------------------------------------------------------------
 
 
+def projects_get(call: Call) -> Answer:
+    """The project (asked by name or, as GCE allows, by number): its name and number."""
+    name = call.project.project
+    body = {
+        "kind": "compute#project",
+        "id": numeric_project_id(name),
+        "creationTimestamp": "2020-01-01T00:00:00.000-08:00",
+        "name": name,
+        "defaultNetworkTier": "PREMIUM",
+        "xpnProjectStatus": "UNSPECIFIED_XPN_PROJECT_STATUS",
+        "selfLink": Link(f"projects/{name}"),
+    }
+    result: dict[str, Any] = render(body, call.base)
+    return result
+
+
 def zones_get(call: Call) -> Answer:
     return call.show(call.project.zone(call.params["zone"]))
 
@@ -317,7 +335,16 @@ def networks_delete(call: Call) -> Answer:
 def subnetworks_insert(call: Call) -> Answer:
     call.project.region(call.params["region"])
     body = call.fields(
-        ("name", "description", "network", "ipCidrRange", "privateIpGoogleAccess", "region")
+        (
+            "name",
+            "description",
+            "network",
+            "ipCidrRange",
+            "privateIpGoogleAccess",
+            "region",
+            "stackType",
+            "ipv6AccessType",
+        )
     )
     return call.project.insert_subnetwork(call.params["region"], body)
 

@@ -42,6 +42,7 @@ _CHECK = f"{_GLOBAL}/healthChecks/{{healthCheck}}"
 _BACKEND = f"{_REGION}/backendServices/{{backendService}}"
 
 METHODS: tuple[ApiMethod, ...] = (
+    ApiMethod("compute.projects.get", "GET", _P, r.projects_get),
     ApiMethod("compute.zones.list", "GET", f"{_P}/zones", r.zones_list),
     ApiMethod("compute.zones.get", "GET", _ZONE, r.zones_get),
     ApiMethod("compute.regions.list", "GET", f"{_P}/regions", r.regions_list),

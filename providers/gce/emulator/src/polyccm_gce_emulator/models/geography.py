@@ -75,24 +75,39 @@ class GeographyMixin(ProjectBase):
                 state="live",
             )
             for zone in zones:
-                self.collection("", "zones")[zone] = Resource(
-                    self.project,
-                    "",
-                    "zones",
-                    {
-                        "kind": "compute#zone",
-                        "id": new_id(),
-                        "creationTimestamp": timestamp(0),
-                        "name": zone,
-                        "description": zone,
-                        "status": "UP",
-                        "region": Link(f"projects/{self.project}/regions/{region}"),
-                        "selfLink": Link(f"projects/{self.project}/zones/{zone}"),
-                        "availableCpuPlatforms": ["Intel Broadwell", "AMD Rome"],
-                        "supportsPzs": False,
-                    },
-                    state="live",
-                )
+                self._seed_zone(region, zone)
+
+    def _seed_zone(self, region: str, zone: str) -> None:
+        self.collection("", "zones")[zone] = Resource(
+            self.project,
+            "",
+            "zones",
+            {
+                "kind": "compute#zone",
+                "id": new_id(),
+                "creationTimestamp": timestamp(0),
+                "name": zone,
+                "description": zone,
+                "status": "UP",
+                "region": Link(f"projects/{self.project}/regions/{region}"),
+                "selfLink": Link(f"projects/{self.project}/zones/{zone}"),
+                "availableCpuPlatforms": ["Intel Broadwell", "AMD Rome"],
+                "supportsPzs": False,
+            },
+            state="live",
+        )
+
+    def open_zone(self, zone: str) -> None:
+        """A zone Google opens in an existing region (the control API's ``zones``): listed by
+        ``zones.list`` and named by its region from now on."""
+        region = self.region(region_of(zone))
+        if zone in self.collection("", "zones"):
+            return
+        self._seed_zone(region.name, zone)
+        region.body["zones"] = [
+            *region.body["zones"],
+            Link(f"projects/{self.project}/zones/{zone}"),
+        ]
 
     def zone(self, name: str) -> Resource:
         """The zone (404 for a zone GCE does not have here)."""
