@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 from polyccm.cloud import EXTERNAL_IP, HOSTNAME, INTERNAL_IP
-from polyccm.errors import InstanceNotFound
+from polyccm.errors import CapabilityNotImplemented, InstanceNotFound
 from polyccm_gce_emulator.testing import (
     PROJECT,
+    REGION,
     ZONE,
     ComputeApi,
     RunningEmulator,
@@ -40,7 +41,11 @@ def test_metadata_has_upstreams_provider_id_type_zone_and_addresses(
     ]
 
 
-def test_gone_is_not_found_and_terminated_is_shut_down(provider: Any, api: ComputeApi) -> None:
+def test_gone_is_not_found_and_a_terminated_instance_exists_its_shutdown_untold(
+    provider: Any, api: ComputeApi
+) -> None:
+    # cloud-provider-gcp v36.3.8 providers/gce/gce_instances.go:277-285: InstanceShutdown and
+    # InstanceShutdownByProviderID return cloudprovider.NotImplemented, whatever the status.
     for name in ("gone", "stopped"):
         api.create_instance(name)
     api.delete_instance("gone")
@@ -51,7 +56,76 @@ def test_gone_is_not_found_and_terminated_is_shut_down(provider: Any, api: Compu
     with pytest.raises(InstanceNotFound):
         instances.instance_metadata(node_for("gone", provider_id=False))
     assert instances.instance_exists(node_for("stopped")) is True
-    assert instances.instance_shutdown(node_for("stopped")) is True
+    with pytest.raises(CapabilityNotImplemented):
+        instances.instance_shutdown(node_for("stopped"))
+    with pytest.raises(CapabilityNotImplemented):
+        instances.instances_shutdown([node_for("stopped")])
+
+
+def _dual_stack(api: ComputeApi, access: str) -> str:
+    """A dual-stack subnetwork with ``access`` IPv6 (EXTERNAL or INTERNAL); its path."""
+    api.do("POST", "global/networks", {"name": "v6", "autoCreateSubnetworks": False})
+    name = f"v6-{access.lower()}"
+    api.do(
+        "POST",
+        f"regions/{REGION}/subnetworks",
+        {
+            "name": name,
+            "network": "global/networks/v6",
+            "ipCidrRange": "10.20.0.0/24",
+            "stackType": "IPV4_IPV6",
+            "ipv6AccessType": access,
+        },
+    )
+    return f"regions/{REGION}/subnetworks/{name}"
+
+
+@pytest.mark.parametrize(
+    ("stack_type", "access", "ipv6_first"),
+    [
+        ("", "EXTERNAL", False),
+        ("IPV4_IPV6", "INTERNAL", False),
+        ("IPV6", "EXTERNAL", True),
+        ("IPV6", "INTERNAL", True),
+    ],
+)
+def test_an_interfaces_ipv6_address_is_an_internal_ip_ordered_by_stack_type(
+    emulator: RunningEmulator, api: ComputeApi, stack_type: str, access: str, ipv6_first: bool
+) -> None:
+    # cloud-provider-gcp v36.3.8 providers/gce/gce_instances.go:287-320: per interface its
+    # networkIP, each access config's natIP, then its IPv6 address (ipv6Address, else with
+    # ipv6AccessType EXTERNAL the ipv6AccessConfigs' externalIpv6) as InternalIP; :96-122
+    # orderAddresses puts IPv6 first only for stack-type IPV6 (gce.go:117-119).
+    made = api.create_instance("dual", subnetwork=_dual_stack(api, access), ipv6=access)
+    nic = made["networkInterfaces"][0]
+    ipv6 = nic.get("ipv6Address") or nic["ipv6AccessConfigs"][0]["externalIpv6"]
+    provider = gce_provider(emulator.endpoint, stack_type=stack_type)
+
+    metadata = provider.instances_v2().instance_metadata(node_for("dual"))
+
+    ipv4 = [(INTERNAL_IP, nic["networkIP"]), (EXTERNAL_IP, nic["accessConfigs"][0]["natIP"])]
+    ips = [(INTERNAL_IP, ipv6), *ipv4] if ipv6_first else [*ipv4, (INTERNAL_IP, ipv6)]
+    assert [(a.type, a.address) for a in metadata.node_addresses] == [*ips, (HOSTNAME, "dual")]
+    assert ":" in ipv6
+
+
+def test_a_node_named_by_its_hostname_is_its_instance_cut_at_the_first_dot(
+    provider: Any, api: ComputeApi
+) -> None:
+    # cloud-provider-gcp v36.3.8 providers/gce/gce_util.go:207-216 canonicalizeInstanceName,
+    # used by every lookup of gce_instances.go (:784-792 getInstanceFromProjectInZoneByName).
+    api.create_instance("worker-7")
+    fqdn = f"worker-7.c.{PROJECT}.internal"
+    instances = provider.instances_v2()
+
+    by_name = instances.instance_metadata(node_for(fqdn, provider_id=False))
+    by_id = node_for("worker-7")
+    by_id.raw["metadata"]["name"] = fqdn
+
+    assert by_name.provider_id == f"gce://{PROJECT}/{ZONE}/worker-7"
+    assert instances.instance_exists(node_for(fqdn, provider_id=False)) is True
+    assert instances.instances_exist([node_for(fqdn, provider_id=False)]) == {fqdn: True}
+    assert instances.instance_metadata(by_id).provider_id == by_name.provider_id
 
 
 def test_an_instance_outside_the_clusters_zones_is_not_found_by_name(

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from polyccm_gce_emulator.app import Exchange
+from polyccm_gce_emulator.metadata import numeric_project_id
 from polyccm_gce_emulator.testing import REGION, ZONE, ComputeApi, ComputeApiError, emulator_thread
 from polyccm_gce_emulator.urls import METHODS
 
@@ -42,6 +43,24 @@ def _scenario(api: ComputeApi) -> None:
     )
     api.get(f"{region}/subnetworks")
     api.get(f"{region}/subnetworks/nodes")
+    for access, cidr in (("EXTERNAL", "10.11.0.0/24"), ("INTERNAL", "10.12.0.0/24")):
+        api.do(
+            "POST",
+            f"{region}/subnetworks",
+            {
+                "name": f"dual-{access.lower()}",
+                "network": "global/networks/custom",
+                "ipCidrRange": cidr,
+                "stackType": "IPV4_IPV6",
+                "ipv6AccessType": access,
+            },
+        )
+        api.create_instance(
+            f"dual-{access.lower()}",
+            subnetwork=f"{region}/subnetworks/dual-{access.lower()}",
+            ipv6=access,
+        )
+    api.get(f"{api.endpoint}/compute/v1/projects/{numeric_project_id(api.project)}")
 
     # Instances, through their whole life.
     api.create_instance("node-a", labels={"env": "test"}, tags=["k8s-node"], metadata={"a": "b"})
@@ -182,6 +201,9 @@ def _scenario(api: ComputeApi) -> None:
     for name in ("node-a", "node-b", "node-c"):
         api.delete_instance(name)
     api.do("DELETE", f"{region}/subnetworks/nodes")
+    for dual in ("dual-external", "dual-internal"):
+        api.delete_instance(dual)
+        api.do("DELETE", f"{region}/subnetworks/{dual}")
     api.do("DELETE", "global/networks/custom")
     api.do("DELETE", "global/networks/legacy")
 

@@ -229,13 +229,20 @@ class ComputeApi:
         can_ip_forward: bool = True,
         network: str | None = None,
         subnetwork: str | None = None,
+        ipv6: str = "",
     ) -> dict[str, Any]:
-        """``instances.insert``, waited for; the instance as ``get`` shows it (RUNNING)."""
+        """``instances.insert``, waited for; the instance as ``get`` shows it (RUNNING).
+        ``ipv6`` (``INTERNAL`` or ``EXTERNAL``, the subnetwork's IPv6 access type) makes its
+        interface dual-stack."""
         nic: dict[str, Any] = {}
         if network:
             nic["network"] = network
         if subnetwork:
             nic["subnetwork"] = subnetwork
+        if ipv6:
+            nic["stackType"] = "IPV4_IPV6"
+        if ipv6 == "EXTERNAL":
+            nic["ipv6AccessConfigs"] = [{"type": "DIRECT_IPV6", "name": "external-ipv6"}]
         if external_ip:
             nic["accessConfigs"] = [{"type": "ONE_TO_ONE_NAT", "name": "External NAT"}]
         body: dict[str, Any] = {
@@ -308,6 +315,7 @@ def gce_provider(
     node_tags: tuple[str, ...] = (),
     route_inserts_per_second: float = 1000.0,
     network_project_id: str = "",
+    stack_type: str = "",
 ) -> Any:
     """A :class:`~polyccm_gce.provider.GceProvider` on the emulator at ``endpoint``, configured
     as gce.conf would configure it (project, network ``default``, ``local-zone``), with a fixed
@@ -324,6 +332,7 @@ def gce_provider(
         node_tags=node_tags,
         network_project_id=network_project_id,
         api_endpoint=f"{endpoint}/compute/v1/",
+        stack_type=stack_type,
     )
     credentials = Credentials(token=TEST_TOKEN)  # type: ignore[no-untyped-call]
     api = GceApi(PROJECT, config.endpoint, credentials, backoff=0.02)

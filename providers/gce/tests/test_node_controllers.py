@@ -1,0 +1,98 @@
+"""The node controllers on the GCE provider, against the real API server and the emulator: a
+node named by its hostname is initialised with its instance's providerID, and a stopped
+(TERMINATED) instance's node is never tainted as shut down, as upstream."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from polyccm.kube.api import NODES, KubeApi
+from polyccm.objects import SHUTDOWN_TAINT, UNINITIALIZED_TAINT, Node
+from polyccm_gce_emulator.testing import PROJECT, ZONE, ComputeApi, RunningEmulator, gce_provider
+from polyccm_testing.kubeobjects import make_node, stays, wait_for
+from polyccm_testing.manager import RunningManager, manager_options, start_manager
+
+
+@pytest.fixture
+def manager(control_plane: Any, clean_nodes: None, emulator: RunningEmulator) -> Iterator[Any]:
+    """Start the given controllers on a GCE provider on the emulator (fast periods)."""
+    running: list[RunningManager] = []
+
+    def start(*controllers: str, **provider: Any) -> RunningManager:
+        options = manager_options(
+            "gce",
+            control_plane.kubeconfig,
+            controllers=frozenset(controllers),
+            node_monitor_period=0.5,
+            node_status_update_frequency=1.0,
+        )
+        handle = start_manager(options, gce_provider(emulator.endpoint, **provider))
+        running.append(handle)
+        return handle
+
+    yield start
+    for handle in running:
+        handle.stop()
+
+
+def _node(kube_api: KubeApi, name: str) -> Node:
+    return Node(kube_api.get(NODES, name))
+
+
+@pytest.mark.timeout(120)
+def test_a_stopped_instances_not_ready_node_is_kept_and_never_tainted_shut_down(
+    manager: Any, kube_api: KubeApi, api: ComputeApi, emulator: RunningEmulator
+) -> None:
+    # cloud-provider-gcp v36.3.8 providers/gce/gce_instances.go:277-285: InstanceShutdown is
+    # cloudprovider.NotImplemented, which k8s.io/cloud-provider's node lifecycle controller
+    # reads as "not shut down": the node of a TERMINATED instance keeps no shutdown taint.
+    api.create_instance("sleeper")
+    api.stop_instance("sleeper")
+    assert api.get(f"zones/{ZONE}/instances/sleeper")["status"] == "TERMINATED"
+    make_node(
+        kube_api,
+        "sleeper",
+        tainted=False,
+        ready=False,
+        provider_id=f"gce://{PROJECT}/{ZONE}/sleeper",
+    )
+    emulator.control.reset_calls()
+
+    manager("cloud-node-lifecycle")
+
+    wait_for(
+        lambda: (
+            emulator.control.calls().get("compute.instances.aggregatedList", 0)
+            + emulator.control.calls().get("compute.instances.get", 0)
+            >= 3
+        ),
+        30,
+        "three monitor periods",
+    )
+    assert stays(lambda: not _node(kube_api, "sleeper").has_taint(SHUTDOWN_TAINT), 2.0)
+
+
+@pytest.mark.timeout(120)
+def test_a_node_registered_under_its_hostname_is_initialised_with_its_instance(
+    manager: Any, kube_api: KubeApi, api: ComputeApi
+) -> None:
+    # cloud-provider-gcp v36.3.8 providers/gce/gce_util.go:207-216 canonicalizeInstanceName:
+    # a kubelet registered as worker-9.c.<project>.internal is instance worker-9.
+    made = api.create_instance("worker-9")
+    fqdn = f"worker-9.c.{PROJECT}.internal"
+    make_node(kube_api, fqdn)
+
+    manager("cloud-node")
+
+    node = wait_for(
+        lambda: (n := _node(kube_api, fqdn)) and not n.has_taint(UNINITIALIZED_TAINT) and n,
+        30,
+        "the node initialised",
+    )
+    assert node.provider_id == f"gce://{PROJECT}/{ZONE}/worker-9"
+    addresses = node.raw["status"]["addresses"]
+    assert {"type": "InternalIP", "address": made["networkInterfaces"][0]["networkIP"]} in (
+        addresses
+    )
