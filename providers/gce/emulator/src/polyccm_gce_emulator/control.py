@@ -110,6 +110,11 @@ class EmulatorControl:
         result: list[dict[str, str]] = self._request("GET", "methods")
         return result
 
+    def open_zone(self, zone: str) -> None:
+        """Google opens ``zone`` (``us-central1-z``) in its existing region, in every project:
+        ``zones.list`` lists it from now on."""
+        self._request("POST", "zones", {"zone": zone})
+
     def reset(self) -> None:
         """Forget every project, fault, rate limit and counter; restore the launch settings."""
         self._request("POST", "reset")
