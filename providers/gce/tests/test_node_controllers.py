@@ -1,6 +1,7 @@
 """The node controllers on the GCE provider, against the real API server and the emulator: a
-node named by its hostname is initialised with its instance's providerID, and a stopped
-(TERMINATED) instance's node is never tainted as shut down, as upstream."""
+node named by its hostname is initialised with its instance's providerID, a stopped
+(TERMINATED) instance's node is never tainted as shut down, and a node in a zone opened after
+the start is found once it appears, as upstream."""
 
 from __future__ import annotations
 
@@ -8,9 +9,20 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from google.oauth2.credentials import Credentials
 from polyccm.kube.api import NODES, KubeApi
 from polyccm.objects import SHUTDOWN_TAINT, UNINITIALIZED_TAINT, Node
-from polyccm_gce_emulator.testing import PROJECT, ZONE, ComputeApi, RunningEmulator, gce_provider
+from polyccm_gce import provider as provider_module
+from polyccm_gce.config import CloudConfig
+from polyccm_gce.provider import GceProvider
+from polyccm_gce_emulator.testing import (
+    PROJECT,
+    TEST_TOKEN,
+    ZONE,
+    ComputeApi,
+    RunningEmulator,
+    gce_provider,
+)
 from polyccm_testing.kubeobjects import make_node, stays, wait_for
 from polyccm_testing.manager import RunningManager, manager_options, start_manager
 
@@ -20,7 +32,7 @@ def manager(control_plane: Any, clean_nodes: None, emulator: RunningEmulator) ->
     """Start the given controllers on a GCE provider on the emulator (fast periods)."""
     running: list[RunningManager] = []
 
-    def start(*controllers: str, **provider: Any) -> RunningManager:
+    def start(*controllers: str, built: Any = None, **provider: Any) -> RunningManager:
         options = manager_options(
             "gce",
             control_plane.kubeconfig,
@@ -28,7 +40,7 @@ def manager(control_plane: Any, clean_nodes: None, emulator: RunningEmulator) ->
             node_monitor_period=0.5,
             node_status_update_frequency=1.0,
         )
-        handle = start_manager(options, gce_provider(emulator.endpoint, **provider))
+        handle = start_manager(options, built or gce_provider(emulator.endpoint, **provider))
         running.append(handle)
         return handle
 
@@ -96,3 +108,42 @@ def test_a_node_registered_under_its_hostname_is_initialised_with_its_instance(
     assert {"type": "InternalIP", "address": made["networkInterfaces"][0]["networkIP"]} in (
         addresses
     )
+
+
+@pytest.mark.timeout(180)
+def test_a_node_in_a_zone_opened_after_the_start_is_found_once_it_appears(
+    manager: Any,
+    kube_api: KubeApi,
+    api: ComputeApi,
+    emulator: RunningEmulator,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # cloud-provider-gcp v36.3.8 providers/gce/gce.go:532-534 (multizone or regional: dynamic
+    # zones), :869-906 SetInformers and :934-963 updateNodeZones: a node in a zone not managed
+    # yet lists the region's zones again (refreshManagedZones, :1107-1130).
+    credentials: Any = Credentials(token=TEST_TOKEN)  # type: ignore[no-untyped-call]
+    monkeypatch.setattr(
+        provider_module, "application_default_credentials", lambda: (credentials, None)
+    )
+    config = CloudConfig(
+        project_id=PROJECT,
+        local_zone=ZONE,
+        network_name="default",
+        api_endpoint=f"{emulator.endpoint}/compute/v1/",
+        multizone=True,
+    )
+    built = GceProvider.discover(config)
+    assert "us-central1-z" not in built.lookup.zones
+    emulator.control.open_zone("us-central1-z")
+    api.create_instance("late", zone="us-central1-z")
+    make_node(kube_api, "late", labels={"topology.kubernetes.io/zone": "us-central1-z"})
+
+    manager("cloud-node", built=built)
+
+    node = wait_for(
+        lambda: (n := _node(kube_api, "late")) and not n.has_taint(UNINITIALIZED_TAINT) and n,
+        60,
+        "the node in the new zone initialised",
+    )
+    assert node.provider_id == f"gce://{PROJECT}/us-central1-z/late"
+    assert "us-central1-z" in built.lookup.zones

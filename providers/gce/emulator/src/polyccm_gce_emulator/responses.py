@@ -22,7 +22,6 @@ from polyccm_gce_emulator.errors import BadRequest, Invalid
 from polyccm_gce_emulator.metadata import numeric_project_id
 from polyccm_gce_emulator.models import ComputeProject, Operation, Resource, render
 from polyccm_gce_emulator.models.common import Link
-from polyccm_gce_emulator.models.geography import REGIONS, all_zones
 from polyccm_gce_emulator.models.instances import INSTANCE_INPUT
 from polyccm_gce_emulator.models.internal import (
     BACKEND_SERVICE_INPUT,
@@ -186,7 +185,9 @@ def aggregated_list_of(call: Call, kind: str, collection: str, zonal: bool) -> d
     """An ``*.aggregatedList`` answer: every zone's (or region's) items by scope and name,
     paginated together, with GCE's NO_RESULTS_ON_PAGE warning for each scope without items on
     this page."""
-    scopes = [f"zones/{z}" for z in all_zones()] if zonal else [f"regions/{r}" for r in REGIONS]
+    # The project's zones (those Google opened later included) or regions.
+    where = "zones" if zonal else "regions"
+    scopes = [f"{where}/{name}" for name in call.project.collection("", where)]
     keyed = []
     for scope in sorted(scopes):
         shown = _matching(call, call.project.visible(scope, collection))
