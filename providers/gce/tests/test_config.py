@@ -30,6 +30,7 @@ multizone = yes
 local-zone = europe-west1-b
 token-url = nil
 api-endpoint = http://127.0.0.1:9999/compute/v1/  # the emulator
+stack-type = IPV6
 """
 
 
@@ -48,6 +49,7 @@ def test_every_upstream_key_is_read() -> None:
         local_zone="europe-west1-b",
         token_url="nil",
         api_endpoint="http://127.0.0.1:9999/compute/v1/",
+        stack_type="IPV6",
     )
     assert config.endpoint == "http://127.0.0.1:9999/compute/v1/"
 
@@ -83,8 +85,8 @@ def test_unknown_sections_and_keys_are_warned_about_and_ignored_never_refused(
     # cloud-provider-gcp providers/gce/gce.go (commit 0315e7b) readConfig reads gce.conf with
     # gcfg.FatalOnly(gcfg.ReadInto(cfg, reader)): gopkg.in/gcfg.v1 v1.2.3 errors.go:5-20 drops
     # the extraData that set.go:226-229 and :269-273 report for an unknown section or key, so
-    # upstream starts. Its ConfigGlobal also has stack-type, secondary-range-name,
-    # container-api-endpoint and alpha-features, which polyccm does not implement.
+    # upstream starts. Its ConfigGlobal also has secondary-range-name, container-api-endpoint
+    # and alpha-features, which polyccm does not implement.
     text = (
         "[global]\n"
         "project-id = p\n"
