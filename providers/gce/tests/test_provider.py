@@ -62,14 +62,15 @@ def test_a_gce_conf_with_an_unknown_key_starts_with_a_warning_naming_it(
     config = tmp_path / "gce.conf"
     config.write_text(
         f"[global]\nproject-id = {PROJECT}\nlocal-zone = us-central1-b\n"
-        f"api-endpoint = {on_the_emulators_vm}\nnode-tag = typo-of-node-tags\n"
+        f"api-endpoint = {on_the_emulators_vm}\nnetwork-name = default\n"
+        "node-tag = typo-of-node-tags\n"
     )
 
     with caplog.at_level(logging.WARNING):
         built = polyccm_build_provider(plugins.ProviderSettings("gce", config, "kubernetes"))
 
     assert isinstance(built, GceProvider) and built.local_zone == "us-central1-b"
-    assert caplog.messages == [f"{config}:5: unknown key 'node-tag' in [global] is ignored"]
+    assert caplog.messages == [f"{config}:6: unknown key 'node-tag' in [global] is ignored"]
 
 
 def test_a_syntax_error_in_gce_conf_ends_the_start_with_one_line_and_exit_2(

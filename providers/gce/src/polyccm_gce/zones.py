@@ -6,8 +6,8 @@ alone, or, with ``multizone`` or ``regional`` in gce.conf (both mean the same he
 of the local zone's region, listed with ``zones.list`` at start. Such a list is dynamic: when a
 node appears labelled with a zone it does not hold (``topology.kubernetes.io/zone``, else the
 beta ``failure-domain`` label, as upstream's ``getZone``), the region's zones are listed again
-(upstream's ``updateNodeZones`` and ``refreshManagedZones``); a failed refresh is logged and the
-old list kept.
+(upstream's ``updateNodeZones`` and ``refreshManagedZones``), on a node's addition or a change
+of its zone, not on its other updates; a failed refresh is logged and the old list kept.
 """
 
 from __future__ import annotations
@@ -98,4 +98,9 @@ class ManagedZones(Collection[str]):
         def added(raw: JsonObject) -> None:
             self.saw(Node(raw))
 
-        nodes.add_handler(on_add=added, on_update=lambda _old, new: added(new))
+        def updated(old: JsonObject, new: JsonObject) -> None:
+            # Only a change of zone, as upstream's UpdateFunc (not every status update).
+            if node_zone(Node(old)) != node_zone(Node(new)):
+                self.saw(Node(new))
+
+        nodes.add_handler(on_add=added, on_update=updated)
