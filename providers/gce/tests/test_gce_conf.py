@@ -17,6 +17,7 @@ import pytest
 from google.oauth2.credentials import Credentials
 from polyccm import plugins
 from polyccm_gce import provider as provider_module
+from polyccm_gce.api import GceApiError
 from polyccm_gce.config import CloudConfig
 from polyccm_gce.internal_lb import InternalLoadBalancer
 from polyccm_gce.plugin import polyccm_build_provider
@@ -136,6 +137,10 @@ class _TokenServer(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.seen.append((self.path, self.headers.get("Authorization", ""), body))
+        if b"refuse" in body:
+            self.send_response(403)
+            self.end_headers()
+            return
         answer = json.dumps({"accessToken": ALT_TOKEN, "expireTime": "2099-01-01T00:00:00Z"})
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -188,6 +193,28 @@ def test_token_url_is_upstreams_token_source(
     assert path == "/v1/token"
     assert authorization.startswith(f"Bearer {TOKEN_PREFIX}")
     assert json.loads(body) == {"scope": ["https://www.googleapis.com/auth/compute"]}
+
+
+def test_a_token_url_that_refuses_fails_the_call_in_one_line_without_the_body(
+    endpoint: str, token_url: tuple[str, list[tuple[str, str, bytes]]]
+) -> None:
+    url, seen = token_url
+    config = CloudConfig(
+        project_id=PROJECT,
+        local_zone="us-central1-a",
+        network_name="default",
+        api_endpoint=endpoint,
+        token_url=url,
+        token_body='{"refuse": "s3cret-body-value"}',
+    )
+    built = GceProvider.discover(config)
+
+    with pytest.raises(GceApiError) as raised:
+        built.instances_v2().instance_exists(node_for("worker-1"))
+
+    assert f"token-url {url} answered 403" in str(raised.value)
+    assert "s3cret" not in str(raised.value)
+    assert seen
 
 
 def test_a_kube_up_gce_conf_with_every_key_starts(

@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 import requests
 from google.api_core import exceptions as core_exceptions
 from google.api_core.client_options import ClientOptions
+from google.auth.exceptions import RefreshError
 from google.auth.transport.requests import AuthorizedSession
 from polyccm import cloudcalls, logredact
 from polyccm.errors import CloudError, ConfigError
@@ -175,7 +176,8 @@ def compute_client(client_class: type[C], api_endpoint: str, credentials: Any) -
 
 
 def _translate(method: str, error: Exception, attempts: int) -> GceApiError:
-    """An SDK or transport error as :class:`GceApiError` (status 0: no HTTP answer)."""
+    """An SDK or transport error as :class:`GceApiError` (status 0: no HTTP answer; a token
+    that could not be had, from ``token-url`` or the metadata server, is one too)."""
     if isinstance(error, core_exceptions.GoogleAPICallError):
         reasons = [e.get("reason", "") for e in error.errors or () if isinstance(e, dict)]
         status = int(error.code or 0)
@@ -264,7 +266,11 @@ class GceApi:
             attempt += 1
             try:
                 return rpc(**fields, retry=None, timeout=self.timeout)
-            except (core_exceptions.GoogleAPICallError, requests.RequestException) as error:
+            except (
+                core_exceptions.GoogleAPICallError,
+                requests.RequestException,
+                RefreshError,
+            ) as error:
                 failure = _translate(method, error, attempt)
             finally:
                 self._guard_token()
@@ -359,7 +365,11 @@ class GceApi:
             )
         except requests.Timeout:
             return None
-        except (core_exceptions.GoogleAPICallError, requests.RequestException) as error:
+        except (
+            core_exceptions.GoogleAPICallError,
+            requests.RequestException,
+            RefreshError,
+        ) as error:
             cloudcalls.record_error("gce", method)
             failure = _translate(method, error, 1)
             if failure.retryable:
@@ -398,7 +408,7 @@ class GceApi:
                 response = self._session().request(  # type: ignore[no-untyped-call]
                     http_method, url, json=body, timeout=self.timeout
                 )
-            except requests.RequestException as error:
+            except (requests.RequestException, RefreshError) as error:
                 failure = _translate(method, error, attempt)
             else:
                 if response.status_code < 400:
