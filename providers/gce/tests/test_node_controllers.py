@@ -15,6 +15,7 @@ from polyccm.objects import SHUTDOWN_TAINT, UNINITIALIZED_TAINT, Node
 from polyccm_gce import provider as provider_module
 from polyccm_gce.config import CloudConfig
 from polyccm_gce.provider import GceProvider
+from polyccm_gce.zones import ManagedZones
 from polyccm_gce_emulator.testing import (
     PROJECT,
     TEST_TOKEN,
@@ -147,3 +148,43 @@ def test_a_node_in_a_zone_opened_after_the_start_is_found_once_it_appears(
     )
     assert node.provider_id == f"gce://{PROJECT}/us-central1-z/late"
     assert "us-central1-z" in built.lookup.zones
+
+
+class _Nodes:
+    """The node cache's handler registration, for :meth:`ManagedZones.follow`."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, Any] = {}
+
+    def add_handler(self, **handlers: Any) -> None:
+        self.handlers.update(handlers)
+
+
+def _labelled(name: str, zone: str, version: str = "1") -> dict[str, Any]:
+    labels = {"topology.kubernetes.io/zone": zone}
+    return {"metadata": {"name": name, "labels": labels, "resourceVersion": version}}
+
+
+def test_the_zones_are_listed_again_for_a_new_zone_not_for_every_node_update() -> None:
+    # cloud-provider-gcp v36.3.8 providers/gce/gce.go:878-885: an update whose zone is
+    # unchanged is ignored; :941-947: a node in a managed zone lists nothing.
+    listings: list[int] = []
+
+    def lister() -> list[str]:
+        listings.append(1)
+        return ["us-central1-a", "us-central1-b"]
+
+    zones = ManagedZones(["us-central1-a"], lister)
+    nodes = _Nodes()
+    zones.follow(nodes)  # type: ignore[arg-type]
+
+    nodes.handlers["on_add"](_labelled("a", "us-central1-a"))
+    assert listings == []
+    nodes.handlers["on_add"](_labelled("b", "us-central1-b"))
+    assert listings == [1] and "us-central1-b" in zones
+    nodes.handlers["on_add"](_labelled("x", "mars-1a"))
+    assert len(listings) == 2
+    old, new = _labelled("x", "mars-1a"), _labelled("x", "mars-1a", "2")
+    nodes.handlers["on_update"](old, new)
+    assert len(listings) == 2, "a status update of a node in an unknown zone lists nothing"
+    assert ManagedZones(["us-central1-a"]).dynamic is False
