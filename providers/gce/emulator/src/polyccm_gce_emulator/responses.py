@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polyccm_gce_emulator import filters
-from polyccm_gce_emulator.errors import BadRequest, Invalid
+from polyccm_gce_emulator.errors import BadRequest, Invalid, Required
 from polyccm_gce_emulator.models import ComputeProject, Operation, Resource, render
 from polyccm_gce_emulator.models.geography import REGIONS, all_zones
 from polyccm_gce_emulator.models.instances import INSTANCE_INPUT
@@ -287,6 +287,17 @@ def instances_set_labels(call: Call) -> Answer:
     return call.project.set_instance_labels(call.params["zone"], call.params["instance"], body)
 
 
+def instances_update_network_interface(call: Call) -> Answer:
+    body = call.fields(("name", "network", "subnetwork", "networkIP", "fingerprint", "kind",
+                        "aliasIpRanges", "accessConfigs", "stackType"), "resource")  # fmt: skip
+    interface = call.query.get("networkInterface", "")
+    if not interface:
+        raise Required("networkInterface")
+    return call.project.update_network_interface(
+        call.params["zone"], call.params["instance"], interface, body
+    )
+
+
 def instances_set_tags(call: Call) -> Answer:
     body = call.fields(("items", "fingerprint"), "resource")
     return call.project.set_instance_tags(call.params["zone"], call.params["instance"], body)
@@ -317,7 +328,15 @@ def networks_delete(call: Call) -> Answer:
 def subnetworks_insert(call: Call) -> Answer:
     call.project.region(call.params["region"])
     body = call.fields(
-        ("name", "description", "network", "ipCidrRange", "privateIpGoogleAccess", "region")
+        (
+            "name",
+            "description",
+            "network",
+            "ipCidrRange",
+            "privateIpGoogleAccess",
+            "region",
+            "secondaryIpRanges",
+        )
     )
     return call.project.insert_subnetwork(call.params["region"], body)
 

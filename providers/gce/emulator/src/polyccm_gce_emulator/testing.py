@@ -20,7 +20,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,9 +229,13 @@ class ComputeApi:
         can_ip_forward: bool = True,
         network: str | None = None,
         subnetwork: str | None = None,
+        alias_ip_ranges: Sequence[Mapping[str, str]] = (),
     ) -> dict[str, Any]:
-        """``instances.insert``, waited for; the instance as ``get`` shows it (RUNNING)."""
+        """``instances.insert``, waited for; the instance as ``get`` shows it (RUNNING).
+        ``alias_ip_ranges`` are the interface's ``aliasIpRanges`` (VPC-native pod ranges)."""
         nic: dict[str, Any] = {}
+        if alias_ip_ranges:
+            nic["aliasIpRanges"] = [dict(alias) for alias in alias_ip_ranges]
         if network:
             nic["network"] = network
         if subnetwork:

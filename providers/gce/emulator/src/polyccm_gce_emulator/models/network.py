@@ -19,6 +19,7 @@ from polyccm_gce_emulator.errors import (
     Required,
     ResourceInUse,
 )
+from polyccm_gce_emulator.models.aliases import secondary_ranges
 from polyccm_gce_emulator.models.base import ProjectBase, Resource, check_name, reference
 from polyccm_gce_emulator.models.common import Link, new_id, timestamp
 from polyccm_gce_emulator.models.geography import REGIONS
@@ -297,6 +298,9 @@ class NetworkMixin(ProjectBase):
             del stored[key]
         if "privateIpGoogleAccess" in body:
             stored["privateIpGoogleAccess"] = bool(body["privateIpGoogleAccess"])
+        secondary = secondary_ranges(stored, body.get("secondaryIpRanges"))
+        if secondary:
+            stored["secondaryIpRanges"] = secondary
         return self.create(f"regions/{region}", "subnetworks", stored, kind="compute#subnetwork")
 
     def delete_subnetwork(self, region: str, name: str) -> Operation:
