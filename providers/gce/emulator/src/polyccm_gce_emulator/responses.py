@@ -335,6 +335,8 @@ def subnetworks_insert(call: Call) -> Answer:
             "ipCidrRange",
             "privateIpGoogleAccess",
             "region",
+            "stackType",
+            "ipv6AccessType",
             "secondaryIpRanges",
         )
     )

@@ -229,17 +229,24 @@ class ComputeApi:
         can_ip_forward: bool = True,
         network: str | None = None,
         subnetwork: str | None = None,
+        ipv6: str = "",
         alias_ip_ranges: Sequence[Mapping[str, str]] = (),
     ) -> dict[str, Any]:
         """``instances.insert``, waited for; the instance as ``get`` shows it (RUNNING).
+        ``ipv6`` (``INTERNAL`` or ``EXTERNAL``, the subnetwork's IPv6 access type) makes its
+        interface dual-stack.
         ``alias_ip_ranges`` are the interface's ``aliasIpRanges`` (VPC-native pod ranges)."""
         nic: dict[str, Any] = {}
-        if alias_ip_ranges:
-            nic["aliasIpRanges"] = [dict(alias) for alias in alias_ip_ranges]
         if network:
             nic["network"] = network
         if subnetwork:
             nic["subnetwork"] = subnetwork
+        if ipv6:
+            nic["stackType"] = "IPV4_IPV6"
+        if ipv6 == "EXTERNAL":
+            nic["ipv6AccessConfigs"] = [{"type": "DIRECT_IPV6", "name": "external-ipv6"}]
+        if alias_ip_ranges:
+            nic["aliasIpRanges"] = [dict(alias) for alias in alias_ip_ranges]
         if external_ip:
             nic["accessConfigs"] = [{"type": "ONE_TO_ONE_NAT", "name": "External NAT"}]
         body: dict[str, Any] = {

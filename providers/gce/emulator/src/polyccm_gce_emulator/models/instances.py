@@ -19,6 +19,7 @@ from polyccm_gce_emulator.errors import (
     OperationFailure,
     ResourceNotReady,
 )
+from polyccm_gce_emulator.models import ipv6
 from polyccm_gce_emulator.models.aliases import alias_ranges, held_aliases
 from polyccm_gce_emulator.models.base import ProjectBase, Resource, check_name, reference
 from polyccm_gce_emulator.models.common import Link, fingerprint, timestamp
@@ -245,7 +246,9 @@ class InstancesMixin(GeographyMixin, NetworkMixin, ProjectBase):
             "network": network_link,
             "networkIP": address,
             "fingerprint": fingerprint([network_link, address]),
-            "stackType": "IPV4_ONLY",
+            **ipv6.interface_fields(
+                subnet.body if subnet is not None else None, nic, address, prefix
+            ),
         }
         if subnet is not None:
             interface["subnetwork"] = subnet.link

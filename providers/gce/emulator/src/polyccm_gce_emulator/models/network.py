@@ -19,6 +19,7 @@ from polyccm_gce_emulator.errors import (
     Required,
     ResourceInUse,
 )
+from polyccm_gce_emulator.models import ipv6
 from polyccm_gce_emulator.models.aliases import secondary_ranges
 from polyccm_gce_emulator.models.base import ProjectBase, Resource, check_name, reference
 from polyccm_gce_emulator.models.common import Link, new_id, timestamp
@@ -298,6 +299,9 @@ class NetworkMixin(ProjectBase):
             del stored[key]
         if "privateIpGoogleAccess" in body:
             stored["privateIpGoogleAccess"] = bool(body["privateIpGoogleAccess"])
+        stored.update(
+            ipv6.subnetwork_fields(body, self.path(f"regions/{region}", "subnetworks", name))
+        )
         secondary = secondary_ranges(stored, body.get("secondaryIpRanges"))
         if secondary:
             stored["secondaryIpRanges"] = secondary
