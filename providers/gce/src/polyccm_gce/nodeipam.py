@@ -186,8 +186,12 @@ class NodeIpamController(Controller):
         return True
 
     def _event(self, raw: JsonObject, reason: str) -> None:
-        name = Node(raw).name
-        self.recorder.event(raw, "Normal", reason, f"Node {name} status is now: {reason}")
+        """A Normal event on the node, as upstream's RecordNodeStatusChange
+        (pkg/util/controller_utils.go:30-42@4e24531)."""
+        node = Node(raw)
+        reference = {"apiVersion": "v1", "kind": "Node",
+                     "metadata": {"name": node.name, "uid": node.uid}}  # fmt: skip
+        self.recorder.event(reference, "Normal", reason, f"Node {node.name} status is now: {reason}")
 
     def sync(self, name: str) -> None:
         """Give node ``name`` its instance's pod CIDRs and ``NetworkUnavailable=False``."""
