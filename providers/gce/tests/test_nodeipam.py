@@ -220,8 +220,14 @@ def test_controllers_without_nodeipam_leave_pod_cidrs_empty(
     _instance(compute, "ipam-off")
     make_node(kube_api, "ipam-off")
 
-    with _polyccm(emulator, control_plane, tmp_path, "--allocate-node-cidrs",
-                  "--cidr-allocator-type=CloudAllocator", "--controllers=*,-nodeipam") as log:
+    with _polyccm(
+        emulator,
+        control_plane,
+        tmp_path,
+        "--allocate-node-cidrs",
+        "--cidr-allocator-type=CloudAllocator",
+        "--controllers=*,-nodeipam",
+    ) as log:
         wait_for(lambda: Node(kube_api.get(NODES, "ipam-off")).provider_id, 60,
                  f"the node initialised; log:\n{log.read_text()}")  # fmt: skip
         assert stays(lambda: _pod_cidrs(kube_api, "ipam-off") == (), 3.0)

@@ -191,7 +191,9 @@ class NodeIpamController(Controller):
         node = Node(raw)
         reference = {"apiVersion": "v1", "kind": "Node",
                      "metadata": {"name": node.name, "uid": node.uid}}  # fmt: skip
-        self.recorder.event(reference, "Normal", reason, f"Node {node.name} status is now: {reason}")
+        self.recorder.event(
+            reference, "Normal", reason, f"Node {node.name} status is now: {reason}"
+        )
 
     def sync(self, name: str) -> None:
         """Give node ``name`` its instance's pod CIDRs and ``NetworkUnavailable=False``."""
