@@ -205,6 +205,14 @@ def test_a_node_without_an_alias_range_gets_an_event_and_no_cidr(
         assert _pod_cidrs(kube_api, "ipam-none") == ()
         assert _network_unavailable(kube_api, "ipam-none") is None
 
+        # The failed node is retried with backoff (cloud_cidr_allocator.go:366-394, at most
+        # 15 s apart): an alias range given later through updateNetworkInterface is taken.
+        nic = compute.get(f"zones/{ZONE}/instances/ipam-none")["networkInterfaces"][0]
+        compute.do("PATCH", f"zones/{ZONE}/instances/ipam-none/updateNetworkInterface"
+                   "?networkInterface=nic0", {"fingerprint": nic["fingerprint"], "aliasIpRanges":
+                   [{"ipCidrRange": "10.64.9.0/24", "subnetworkRangeName": "pods"}]})  # fmt: skip
+        assert _wait_cidrs(kube_api, "ipam-none", log) == ("10.64.9.0/24",)
+
 
 def test_controllers_without_nodeipam_leave_pod_cidrs_empty(
     emulator: RunningEmulator,
