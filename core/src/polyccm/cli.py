@@ -134,6 +134,8 @@ def _warn_about_flags(options: ManagerOptions, provider: CloudProvider, *more: s
     """Say which flags set change nothing here, what upstream warns about the gates, and which
     values upstream accepts that do less than they seem to (``more``: other such warnings)."""
     for flag in options.ignored_flags:
+        if flag in provider.reads_flags:
+            continue
         log.warning("%s is accepted for compatibility and ignored: %s", flag, IGNORED_FLAGS[flag])
     for warning in options.feature_gates.warnings():
         log.warning("%s", warning)

@@ -290,6 +290,9 @@ class CloudProvider:
     """
 
     name: ClassVar[str] = ""
+    reads_flags: ClassVar[frozenset[str]] = frozenset()
+    """Upstream flags the core ignores (``polyccm.app.options.IGNORED_FLAGS``) that this
+    provider's own controllers act on: no "ignored" warning is given for them."""
 
     def initialize(self, context: ProviderContext) -> None:
         """Called once per leadership term, before the term's controllers start. Keep what you

@@ -165,8 +165,9 @@ def resolve_controllers(
 
 #: The upstream flags polyccm accepts, checks and otherwise ignores, with why.
 IGNORED_FLAGS: Mapping[str, str] = {
-    "--allocate-node-cidrs": "polyccm allocates no pod CIDRs (upstream's CCM does not either)",
-    "--cidr-allocator-type": "polyccm allocates no pod CIDRs",
+    "--allocate-node-cidrs": "the core allocates no pod CIDRs (upstream's core CCM does not "
+    "either); a provider's node IPAM controller may read it (GCE's nodeipam)",
+    "--cidr-allocator-type": "as --allocate-node-cidrs",
     "--use-service-account-credentials": "every controller uses polyccm's own credentials",
     "--external-cloud-volume-plugin": "only the kube-controller-manager's volume loops read it",
     "--controller-start-interval": "controllers start together",

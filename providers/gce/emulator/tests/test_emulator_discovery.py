@@ -92,6 +92,35 @@ def _scenario(api: ComputeApi) -> None:
     )
     api.stop_instance("node-c")
     api.start_instance("node-c")
+
+    # VPC-native: a subnetwork with secondary ranges, an instance with an alias range from
+    # one of them, its aliases replaced through updateNetworkInterface.
+    api.do(
+        "POST",
+        f"{region}/subnetworks",
+        {
+            "name": "pods",
+            "network": "global/networks/custom",
+            "ipCidrRange": "10.20.0.0/24",
+            "secondaryIpRanges": [{"rangeName": "pod-range", "ipCidrRange": "10.24.0.0/14"}],
+        },
+    )
+    aliased = api.create_instance(
+        "node-d",
+        subnetwork=f"{region}/subnetworks/pods",
+        external_ip=False,
+        alias_ip_ranges=[{"ipCidrRange": "/24", "subnetworkRangeName": "pod-range"}],
+    )
+    nic = aliased["networkInterfaces"][0]
+    api.do(
+        "PATCH",
+        f"{zone}/instances/node-d/updateNetworkInterface?networkInterface=nic0",
+        {
+            "fingerprint": nic["fingerprint"],
+            "aliasIpRanges": [{"ipCidrRange": "10.24.9.0/24", "subnetworkRangeName": "pod-range"}],
+        },
+    )
+    api.get(f"{zone}/instances/node-d")
     _expect_error(lambda: api.get(f"{zone}/instances/missing"), 404)
 
     # Routes, with a failing one.
@@ -198,12 +227,13 @@ def _scenario(api: ComputeApi) -> None:
     api.do("DELETE", "global/httpHealthChecks/k8s-cluster-node")
     api.do("DELETE", "global/routes/kubernetes-node-a")
     api.do("DELETE", "global/routes/kubernetes-node-b")
-    for name in ("node-a", "node-b", "node-c"):
+    for name in ("node-a", "node-b", "node-c", "node-d"):
         api.delete_instance(name)
     api.do("DELETE", f"{region}/subnetworks/nodes")
     for dual in ("dual-external", "dual-internal"):
         api.delete_instance(dual)
         api.do("DELETE", f"{region}/subnetworks/{dual}")
+    api.do("DELETE", f"{region}/subnetworks/pods")
     api.do("DELETE", "global/networks/custom")
     api.do("DELETE", "global/networks/legacy")
 

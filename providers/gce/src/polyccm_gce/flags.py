@@ -8,6 +8,11 @@ upstream starts polyccm (no SDK import here: the plugin adds them for every ``--
 * ``--enable-l4-deny-firewall``: upstream then makes that deny firewall (priority 1000) and the
   allow firewall at 999. polyccm does not make it: asked for, it refuses to start (a
   :class:`~polyccm.errors.ConfigError`, exit 2) instead of serving without the deny rule.
+* The ``nodeipam controller`` flag set (cmd/cloud-controller-manager/options/
+  nodeipamcontroller.go:34-44): ``--service-cluster-ip-range`` (its families give the pod
+  CIDRs' stack, :mod:`polyccm_gce.nodeipam_settings`), ``--node-cidr-mask-size*`` (checked as
+  upstream checks them; CloudAllocator does not use them), ``--enable-multi-subnet-cluster``
+  and ``--enable-multi-networking`` (GKE's, refused when true).
 """
 
 from __future__ import annotations
@@ -29,7 +34,39 @@ def _bool(value: str) -> bool:
     raise argparse.ArgumentTypeError(f"invalid boolean value {value!r}")
 
 
+def _mask(value: str) -> int:
+    try:
+        return int(value, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int32 value {value!r}") from None
+
+
 def add_flags(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--service-cluster-ip-range",
+        default="",
+        metavar="CIDRS",
+        help="the Services' CIDR, or one per family (IPv4,IPv6 or IPv6,IPv4): nodeipam gives "
+        "each node pod CIDRs of these families, in this order (default IPv4 only)",
+    )
+    for suffix in ("", "-ipv4", "-ipv6"):
+        group.add_argument(
+            f"--node-cidr-mask-size{suffix}",
+            type=_mask,
+            default=0,
+            metavar="N",
+            help="checked as upstream checks it; CloudAllocator takes the alias range's size",
+        )
+    for name in ("--enable-multi-subnet-cluster", "--enable-multi-networking"):
+        group.add_argument(
+            name,
+            type=_bool,
+            nargs="?",
+            const=True,
+            default=False,
+            metavar="BOOL",
+            help="GKE's multi-network IPAM: refused when true (default false)",
+        )
     for name, dest, help_text in (
         (DENY, "enable_l4_deny_firewall", "upstream's deny firewalls: refused (not made yet)"),
         (

@@ -11,10 +11,11 @@ import argparse
 from typing import TYPE_CHECKING
 
 from polyccm.hookspecs import hookimpl
-from polyccm.plugins import ProviderRegistry, ProviderSettings
+from polyccm.plugins import ControllerRegistry, ProviderRegistry, ProviderSettings
 
 if TYPE_CHECKING:
     from polyccm.cloud import CloudProvider
+    from polyccm.controllers import Controller, ControllerContext
     from polyccm.ops.contract import ServiceChecker
 
 PROVIDER = "gce"
@@ -27,8 +28,27 @@ def polyccm_register_providers(registry: ProviderRegistry) -> None:
 
 
 @hookimpl
+def polyccm_register_controllers(provider: str, registry: ControllerRegistry) -> None:
+    """Register ``nodeipam``, on by default as upstream's (cmd/cloud-controller-manager/
+    main.go:110-116,157-158@4e24531 registers it and is not among the disabled ones): pod CIDRs
+    from the instances' alias IP ranges, run with ``--allocate-node-cidrs`` and
+    ``--cidr-allocator-type=CloudAllocator`` (:mod:`polyccm_gce.nodeipam`). It patches nodes
+    and their status, which the core's rules already allow."""
+    if provider != PROVIDER:
+        return
+
+    def build(context: ControllerContext) -> Controller | None:
+        from polyccm_gce.nodeipam import NodeIpamController
+
+        return NodeIpamController.for_term(context)
+
+    registry.register("nodeipam", build, enabled_by_default=True)
+
+
+@hookimpl
 def polyccm_add_options(provider: str, group: argparse._ArgumentGroup) -> None:
-    """Upstream's deny-firewall flags, under upstream's names (:mod:`polyccm_gce.flags`)."""
+    """Upstream's deny-firewall and node IPAM flags, under upstream's names
+    (:mod:`polyccm_gce.flags`)."""
     if provider == PROVIDER:
         from polyccm_gce.flags import add_flags
 

@@ -66,6 +66,8 @@ if TYPE_CHECKING:
     from polyccm.ops.contract import LoadBalancerPlanner, Orphans
     from polyccm.plugins import ProviderSettings
 
+    from polyccm_gce.nodeipam_settings import NodeIpamSettings
+
 log = logging.getLogger(__name__)
 
 CLUSTER_ID_CONFIGMAP = ("kube-system", "ingress-uid")
@@ -154,6 +156,8 @@ class GceProvider(CloudProvider):
     """GCE instances, legacy network load balancers and routes of one project."""
 
     name = "gce"
+    #: Read by ``nodeipam`` (:mod:`polyccm_gce.nodeipam_settings`).
+    reads_flags = frozenset({"--allocate-node-cidrs", "--cidr-allocator-type"})
 
     def __init__(
         self,
@@ -207,16 +211,20 @@ class GceProvider(CloudProvider):
             self._load_balancer.subnetwork_url = subnet
         self._planner = GceLoadBalancerPlanner(self._load_balancer)
         self._orphans = GceOrphans(self._load_balancer, self._routes)
+        self.nodeipam: NodeIpamSettings | None = None
+        """How the ``nodeipam`` controller runs (:mod:`polyccm_gce.nodeipam`); ``None``: off."""
 
     @classmethod
     def from_settings(cls, settings: ProviderSettings) -> GceProvider:
-        """The provider ``polyccm --provider gce`` runs: the deny-firewall flags checked first
-        (a refused one stops start-up), gce.conf read, then :meth:`discover`, with the cluster
-        id read from the cluster the command line names."""
+        """The provider ``polyccm --provider gce`` runs: the deny-firewall and node IPAM flags
+        checked first (a refused one stops start-up), gce.conf read, then :meth:`discover`,
+        with the cluster id read from the cluster the command line names."""
         from polyccm_gce.flags import deny_cleanup
+        from polyccm_gce.nodeipam_settings import nodeipam_settings
 
         options = settings.options
         cleanup = deny_cleanup(options)
+        nodeipam = nodeipam_settings(options)
         provider = cls.discover(
             load_cloud_config(settings.cloud_config),
             cluster_name=settings.cluster_name,
@@ -226,6 +234,7 @@ class GceProvider(CloudProvider):
             ),
         )
         provider.load_balancer_impl.deny_cleanup = cleanup
+        provider.nodeipam = nodeipam
         return provider
 
     @classmethod

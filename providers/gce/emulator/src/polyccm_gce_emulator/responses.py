@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polyccm_gce_emulator import filters
-from polyccm_gce_emulator.errors import BadRequest, Invalid
+from polyccm_gce_emulator.errors import BadRequest, Invalid, Required
 from polyccm_gce_emulator.metadata import numeric_project_id
 from polyccm_gce_emulator.models import ComputeProject, Operation, Resource, render
 from polyccm_gce_emulator.models.common import Link
@@ -306,6 +306,17 @@ def instances_set_labels(call: Call) -> Answer:
     return call.project.set_instance_labels(call.params["zone"], call.params["instance"], body)
 
 
+def instances_update_network_interface(call: Call) -> Answer:
+    body = call.fields(("name", "network", "subnetwork", "networkIP", "fingerprint", "kind",
+                        "aliasIpRanges", "accessConfigs", "stackType"), "resource")  # fmt: skip
+    interface = call.query.get("networkInterface", "")
+    if not interface:
+        raise Required("networkInterface")
+    return call.project.update_network_interface(
+        call.params["zone"], call.params["instance"], interface, body
+    )
+
+
 def instances_set_tags(call: Call) -> Answer:
     body = call.fields(("items", "fingerprint"), "resource")
     return call.project.set_instance_tags(call.params["zone"], call.params["instance"], body)
@@ -345,6 +356,7 @@ def subnetworks_insert(call: Call) -> Answer:
             "region",
             "stackType",
             "ipv6AccessType",
+            "secondaryIpRanges",
         )
     )
     return call.project.insert_subnetwork(call.params["region"], body)

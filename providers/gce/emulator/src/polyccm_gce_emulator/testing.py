@@ -20,7 +20,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,10 +230,12 @@ class ComputeApi:
         network: str | None = None,
         subnetwork: str | None = None,
         ipv6: str = "",
+        alias_ip_ranges: Sequence[Mapping[str, str]] = (),
     ) -> dict[str, Any]:
         """``instances.insert``, waited for; the instance as ``get`` shows it (RUNNING).
         ``ipv6`` (``INTERNAL`` or ``EXTERNAL``, the subnetwork's IPv6 access type) makes its
-        interface dual-stack."""
+        interface dual-stack.
+        ``alias_ip_ranges`` are the interface's ``aliasIpRanges`` (VPC-native pod ranges)."""
         nic: dict[str, Any] = {}
         if network:
             nic["network"] = network
@@ -243,6 +245,8 @@ class ComputeApi:
             nic["stackType"] = "IPV4_IPV6"
         if ipv6 == "EXTERNAL":
             nic["ipv6AccessConfigs"] = [{"type": "DIRECT_IPV6", "name": "external-ipv6"}]
+        if alias_ip_ranges:
+            nic["aliasIpRanges"] = [dict(alias) for alias in alias_ip_ranges]
         if external_ip:
             nic["accessConfigs"] = [{"type": "ONE_TO_ONE_NAT", "name": "External NAT"}]
         body: dict[str, Any] = {

@@ -75,6 +75,12 @@ METHODS: tuple[ApiMethod, ...] = (
         r.instances_set_labels,
     ),
     ApiMethod(
+        "compute.instances.updateNetworkInterface",
+        "PATCH",
+        f"{_ZONE}/instances/{{instance}}/updateNetworkInterface",
+        r.instances_update_network_interface,
+    ),
+    ApiMethod(
         "compute.instances.setTags",
         "POST",
         f"{_ZONE}/instances/{{instance}}/setTags",

@@ -20,6 +20,7 @@ from polyccm_gce_emulator.errors import (
     ResourceNotReady,
 )
 from polyccm_gce_emulator.models import ipv6
+from polyccm_gce_emulator.models.aliases import alias_ranges, held_aliases
 from polyccm_gce_emulator.models.base import ProjectBase, Resource, check_name, reference
 from polyccm_gce_emulator.models.common import Link, fingerprint, timestamp
 from polyccm_gce_emulator.models.geography import GeographyMixin, region_of
@@ -91,7 +92,7 @@ class InstancesMixin(GeographyMixin, NetworkMixin, ProjectBase):
         interfaces: list[dict[str, Any]] = []
         try:
             for index, nic in enumerate(requested):
-                interfaces.append(self._interface(zone, index, nic))
+                interfaces.append(self._interface(zone, index, nic, interfaces))
         except Exception as error:
             # A later interface was refused: give back what the earlier ones took.
             self._release_interfaces(interfaces)
@@ -189,7 +190,9 @@ class InstancesMixin(GeographyMixin, NetworkMixin, ProjectBase):
 
         return both
 
-    def _interface(self, zone: str, index: int, nic: dict[str, Any]) -> dict[str, Any]:
+    def _interface(
+        self, zone: str, index: int, nic: dict[str, Any], siblings: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         prefix = f"resource.networkInterfaces[{index}]"
         region = region_of(zone)
         subnet: Resource | None = None
@@ -230,6 +233,12 @@ class InstancesMixin(GeographyMixin, NetworkMixin, ProjectBase):
                 "the interface's network."
             )
         pool = subnet if subnet is not None else network
+        in_use = held_aliases(self.every("instances")) + [
+            alias["ipCidrRange"] for other in siblings for alias in other.get("aliasIpRanges", [])
+        ]
+        aliases = alias_ranges(
+            subnet.body if subnet is not None else None, nic.get("aliasIpRanges"), prefix, in_use
+        )
         address = self.allocate_internal(pool, nic.get("networkIP"))
         interface: dict[str, Any] = {
             "kind": "compute#networkInterface",
@@ -243,6 +252,8 @@ class InstancesMixin(GeographyMixin, NetworkMixin, ProjectBase):
         }
         if subnet is not None:
             interface["subnetwork"] = subnet.link
+        if aliases:
+            interface["aliasIpRanges"] = aliases
         configs = nic.get("accessConfigs") or []
         if len(configs) > 1:
             raise Invalid(
@@ -411,6 +422,41 @@ class InstancesMixin(GeographyMixin, NetworkMixin, ProjectBase):
                 instance.body.pop("labels", None)
 
         return self.schedule(instance, "setLabels", on_done=apply)
+
+    def update_network_interface(
+        self, zone: str, name: str, interface: str, body: dict[str, Any]
+    ) -> Operation:
+        """``instances.updateNetworkInterface``: the interface's ``aliasIpRanges`` replaced
+        (the fields the method may change that the emulator models), its ``fingerprint`` the
+        one last read."""
+        instance = self.instance(zone, name)
+        nic = next((n for n in instance.body["networkInterfaces"] if n["name"] == interface), None)
+        if nic is None:
+            raise Invalid(
+                f"Invalid value for field 'networkInterface': '{interface}'. No such network "
+                "interface."
+            )
+        if body.get("fingerprint") != nic["fingerprint"]:
+            raise ConditionNotMet(
+                "Supplied fingerprint does not match current network interface fingerprint. "
+                "Please retry the request."
+            )
+        subnet = self.require_link(nic["subnetwork"]) if nic.get("subnetwork") else None
+        aliases = alias_ranges(
+            subnet.body if subnet is not None else None,
+            body.get("aliasIpRanges", []),
+            "resource",
+            held_aliases(self.every("instances"), skip=nic),
+        )
+
+        def apply() -> None:
+            if aliases:
+                nic["aliasIpRanges"] = aliases
+            else:
+                nic.pop("aliasIpRanges", None)
+            nic["fingerprint"] = fingerprint([nic["network"], nic["networkIP"], aliases])
+
+        return self.schedule(instance, "updateNetworkInterface", on_done=apply)
 
     def set_instance_tags(self, zone: str, name: str, body: dict[str, Any]) -> Operation:
         instance = self.instance(zone, name)

@@ -20,6 +20,7 @@ from polyccm_gce_emulator.errors import (
     ResourceInUse,
 )
 from polyccm_gce_emulator.models import ipv6
+from polyccm_gce_emulator.models.aliases import secondary_ranges
 from polyccm_gce_emulator.models.base import ProjectBase, Resource, check_name, reference
 from polyccm_gce_emulator.models.common import Link, new_id, timestamp
 from polyccm_gce_emulator.models.geography import REGIONS
@@ -301,6 +302,9 @@ class NetworkMixin(ProjectBase):
         stored.update(
             ipv6.subnetwork_fields(body, self.path(f"regions/{region}", "subnetworks", name))
         )
+        secondary = secondary_ranges(stored, body.get("secondaryIpRanges"))
+        if secondary:
+            stored["secondaryIpRanges"] = secondary
         return self.create(f"regions/{region}", "subnetworks", stored, kind="compute#subnetwork")
 
     def delete_subnetwork(self, region: str, name: str) -> Operation:
