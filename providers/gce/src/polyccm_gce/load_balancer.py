@@ -120,6 +120,11 @@ NODES_CHECK_TIMING = {
 }
 SERVICE_CHECK_TIMING = NODES_CHECK_TIMING
 POOL_CREATE_LIMIT = 200
+#: Firewall priorities as upstream's (gce_loadbalancer_external.go:48-50@v36.3.8): the deny
+#: firewall at GCE's default, the allow ones just above it while deny firewalls are made.
+DEFAULT_PRIORITY = 1000
+DENY_PRIORITY = DEFAULT_PRIORITY
+ALLOW_PRIORITY_WITH_DENY = DEFAULT_PRIORITY - 1
 POOL_ADD_CHUNK = 1000
 
 
@@ -136,8 +141,8 @@ def firewall_name(lb_name: str) -> str:
 
 
 def deny_name(lb_name: str) -> str:
-    """Upstream's deny firewall (``--enable-l4-deny-firewall``): never made here, left as it is
-    on adoption, deleted with the load balancer (always: its IP may go to someone else)."""
+    """The deny firewall (``--enable-l4-deny-firewall``, upstream's MakeFirewallDenyName),
+    deleted with the load balancer (always: its IP may go to someone else)."""
     return f"k8s-fw-{lb_name}-deny"
 
 
@@ -163,6 +168,9 @@ class GceLoadBalancer(LoadBalancer):
         self.network_project = network_project or api.project
         """Where the firewalls live: gce.conf's ``network-project-id`` (a Shared VPC's host
         project), else the cluster's project."""
+        self.deny_firewall = False
+        """``--enable-l4-deny-firewall``: each ensure makes the deny firewall ``k8s-fw-<lb>-deny``
+        and the allow firewalls at priority 999."""
         self.deny_cleanup = False
         """``--enable-l4-deny-firewall-rollback-cleanup``: each ensure deletes the deny
         firewall upstream's ``--enable-l4-deny-firewall`` made."""
@@ -251,7 +259,7 @@ class GceLoadBalancer(LoadBalancer):
             self._target_tags(nodes)  # an error before any write when no tag targets a node
         if asks_for_tier(service):
             existing = self._delete_wrong_tier(name, existing, tier)
-        if self.deny_cleanup:  # as upstream, gce_loadbalancer_external.go:217-223
+        if self.deny_cleanup and not self.deny_firewall:  # gce_loadbalancer_external.go:217-223
             self._delete_firewalls(deny_name(name))
         # No rule yet: a new load balancer, whose own pool and firewalls are most likely
         # absent too, so they are inserted straight away (an existing one answers 409 and is
@@ -290,6 +298,7 @@ class GceLoadBalancer(LoadBalancer):
             nodes=nodes,
             fresh=fresh and not shared,
             service=service,
+            priority=self._allow_priority,
         )
         self._ensure_firewall(
             firewall_name(name),
@@ -301,8 +310,58 @@ class GceLoadBalancer(LoadBalancer):
             nodes=nodes,
             fresh=fresh,
             service=service,
+            priority=self._allow_priority,
         )
+        # Last, once the allow firewalls are above it, as upstream (external.go:302-307).
+        if self.deny_firewall:
+            self._ensure_deny_firewall(name, service, address, nodes, fresh=fresh)
         return _status(rule)
+
+    @property
+    def _allow_priority(self) -> int:
+        return ALLOW_PRIORITY_WITH_DENY if self.deny_firewall else DEFAULT_PRIORITY
+
+    def _ensure_deny_firewall(
+        self, name: str, service: Service, address: str, nodes: Sequence[Node], *, fresh: bool
+    ) -> None:
+        """``k8s-fw-<lb>-deny``: every protocol from anywhere to the rule's address denied on
+        the nodes' tags, at priority 1000, as upstream's ensureDenyNodeFirewall
+        (gce_loadbalancer_external.go:1230-1295@v36.3.8); patched whole when what upstream's
+        firewallsEqual compares differs (not the target tags). A Shared VPC's host refusing
+        the write (403) is logged and the sync goes on, as upstream (no event)."""
+        fw_name = deny_name(name)
+        wanted = compute_v1.Firewall(
+            name=fw_name,
+            description=firewall_description(service.key, address),
+            network=self.network_url,
+            source_ranges=["0.0.0.0/0"],
+            target_tags=self._target_tags(nodes),
+            denied=[compute_v1.Denied(I_p_protocol="all")],
+            priority=DENY_PRIORITY,
+        )
+        if address:
+            wanted.destination_ranges = [address]
+        where = {"project": self.network_project}
+        try:
+            current = None if fresh else self._get(self._firewalls.get, **where, firewall=fw_name)
+            if current is None:
+                if self._inserted(self._firewalls.insert_unary, **where, firewall_resource=wanted):
+                    return
+                current = self._get(self._firewalls.get, **where, firewall=fw_name)
+                if current is None:
+                    raise GceApiError(
+                        "compute.firewalls.get", 404, "notFound", f"{fw_name} vanished"
+                    )
+            if _firewalls_equal(current, wanted):
+                return
+            self.api.run(
+                self._firewalls.patch_unary, **where, firewall=fw_name, firewall_resource=wanted
+            )
+        except GceApiError as error:
+            if error.status != 403 or self.network_project == self.api.project:
+                raise
+            log.info("service %s: no permission to write %s (Shared VPC): %s", service.key,
+                     fw_name, error)  # fmt: skip
 
     def _internal_route(
         self,
@@ -402,6 +461,7 @@ class GceLoadBalancer(LoadBalancer):
         nodes: Sequence[Node],
         fresh: bool = False,
         service: Service,
+        priority: int = DEFAULT_PRIORITY,
     ) -> None:
         """``destination``: the one address the firewall lets traffic to ("": any, and an
         existing firewall's destination is left as it is). ``fresh``: most likely absent, so
@@ -425,6 +485,7 @@ class GceLoadBalancer(LoadBalancer):
                 source_ranges=sorted(sources),
                 allowed=allowed,
                 target_tags=list(self.node_tags) or self._target_tags(nodes),
+                priority=priority,
             )
             if destination:
                 body.destination_ranges = [destination]
@@ -459,6 +520,8 @@ class GceLoadBalancer(LoadBalancer):
             changes.destination_ranges = [destination]
         if not says(current.description, description):
             changes.description = description
+        if current.priority != priority:  # as upstream's firewallNeedsUpdate (external.go:1028)
+            changes.priority = priority
         if changes != compute_v1.Firewall(name=name):
             try:
                 self.api.run(
@@ -891,6 +954,33 @@ class GceLoadBalancer(LoadBalancer):
 def _checks_path(name: str = "") -> str:
     """Legacy HTTP health checks below the project's URL (``global/httpHealthChecks/NAME``)."""
     return f"global/httpHealthChecks/{name}" if name else "global/httpHealthChecks"
+
+
+def _firewalls_equal(have: compute_v1.Firewall, want: compute_v1.Firewall) -> bool:
+    """Upstream's firewallsEqual (gce_loadbalancer_external.go:1319-1332@v36.3.8): source
+    ranges as networks, allowed and denied ports per protocol, priority, destination ranges and
+    description as they are; not the network nor the target tags."""
+    return (
+        normalised(have.source_ranges) == normalised(want.source_ranges)
+        and _effects(have.allowed) == _effects(want.allowed)
+        and _effects(have.denied) == _effects(want.denied)
+        and have.priority == want.priority
+        and list(have.destination_ranges) == list(want.destination_ranges)
+        and have.description == want.description
+    )
+
+
+def _effects(
+    rules: Sequence[compute_v1.Allowed] | Sequence[compute_v1.Denied],
+) -> dict[str, set[int]]:
+    """Ports per protocol (upper case), ranges spread, as upstream's portsPerProtocol."""
+    effects: dict[str, set[int]] = {}
+    for rule in rules:
+        ports = effects.setdefault(rule.I_p_protocol.upper(), set())
+        for port in rule.ports:
+            start, _, end = port.partition("-")
+            ports.update(range(int(start), int(end or start) + 1))
+    return effects
 
 
 def last_segment(url: str) -> str:

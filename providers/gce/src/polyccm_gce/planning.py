@@ -166,12 +166,20 @@ def _allowed(firewall: compute_v1.Firewall) -> str:
     return "; ".join(f"{a.I_p_protocol} {','.join(a.ports)}" for a in firewall.allowed)
 
 
+def _effect(firewall: compute_v1.Firewall) -> str:
+    """``allow ...`` or, for the deny firewall, ``deny ...``."""
+    if firewall.denied:
+        denied = "; ".join(f"{d.I_p_protocol} {','.join(d.ports)}".strip() for d in firewall.denied)
+        return f"deny {denied}"
+    return f"allow {_allowed(firewall)}"
+
+
 def _firewall_insert(name: str, request: Mapping[str, Any]) -> list[Difference]:
     body: compute_v1.Firewall = request["firewall_resource"]
     return [
         Difference(
             FIREWALL,
-            f"create {name}: allow {_allowed(body)} from {', '.join(body.source_ranges)} "
+            f"create {name}: {_effect(body)} from {', '.join(body.source_ranges)} "
             f"to tags {', '.join(body.target_tags) or 'none'}",
         )
     ]
@@ -188,8 +196,10 @@ def _firewall_patch(name: str, request: Mapping[str, Any]) -> list[Difference]:
         found.append(
             Difference(FIREWALL, f"{name}: destination {', '.join(body.destination_ranges)}")
         )
-    if body.allowed:
-        found.append(Difference(FIREWALL, f"{name}: allow {_allowed(body)}"))
+    if body.allowed or body.denied:
+        found.append(Difference(FIREWALL, f"{name}: {_effect(body)}"))
+    if body.priority:
+        found.append(Difference(FIREWALL, f"{name}: priority {body.priority}"))
     if body.target_tags:
         found.append(Difference(FIREWALL, f"{name}: target tags {', '.join(body.target_tags)}"))
     if body.description:

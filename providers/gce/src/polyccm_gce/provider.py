@@ -195,10 +195,10 @@ class GceProvider(CloudProvider):
         """The provider ``polyccm --provider gce`` runs: the deny-firewall flags checked first
         (a refused one stops start-up), gce.conf read, then :meth:`discover`, with the cluster
         id read from the cluster the command line names."""
-        from polyccm_gce.flags import deny_cleanup
+        from polyccm_gce.flags import deny_flags
 
         options = settings.options
-        cleanup = deny_cleanup(options)
+        deny, cleanup = deny_flags(options)
         provider = cls.discover(
             load_cloud_config(settings.cloud_config),
             cluster_name=settings.cluster_name,
@@ -207,6 +207,7 @@ class GceProvider(CloudProvider):
                 getattr(options, "kubeconfig", None), getattr(options, "master", None)
             ),
         )
+        provider.load_balancer_impl.deny_firewall = deny
         provider.load_balancer_impl.deny_cleanup = cleanup
         return provider
 
