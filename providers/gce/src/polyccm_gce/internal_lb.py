@@ -46,6 +46,7 @@ from polyccm.objects import Node, Service
 
 from polyccm_gce.api import GceApiError
 from polyccm_gce.descriptions import firewall_description, says, service_description
+from polyccm_gce.lb_metrics import IlbState
 from polyccm_gce.naming import InstanceRef, InvalidProviderID, parse_provider_id
 from polyccm_gce.sdk import compute_v1
 from polyccm_gce.service_spec import INTERNAL_ANNOTATIONS, port_ranges
@@ -181,6 +182,27 @@ class InternalLoadBalancer:
             if ILB_FINALIZER_V2 in service.finalizers:
                 raise ImplementedElsewhere(f"service {service.key}: finalizer {ILB_FINALIZER_V2}")
         protocol = self._protocol(service)
+        # Counted from here, as upstream's deferred SetL4ILBService (internal.go:90-96, 256-265).
+        state = IlbState()
+        try:
+            rule = self._ensure(cluster_name, service, nodes, existing, protocol)
+            state = IlbState(
+                success=True,
+                global_access=service.annotations.get(GLOBAL_ACCESS) == "true",
+                custom_subnet=bool(service.annotations.get(SUBNET)),
+            )
+            return rule
+        finally:
+            self.lb.metrics.set_ilb(service.key, state)
+
+    def _ensure(
+        self,
+        cluster_name: str,
+        service: Service,
+        nodes: Sequence[Node],
+        existing: compute_v1.ForwardingRule | None,
+        protocol: str,
+    ) -> compute_v1.ForwardingRule:
         self.set_finalizer(service, present=True)
 
         cluster_id = self.lb.cluster_id()
@@ -609,6 +631,7 @@ class InternalLoadBalancer:
                 self._groups.delete_unary, zone=zone, instance_group=group_name(cluster_id)
             )
         self.set_finalizer(service, present=False)
+        self.lb.metrics.forget_ilb(service.key)
 
     def _delete_unless_used(self, rpc: Any, **fields: Any) -> bool:
         """Delete; False when it was gone already or another resource still uses it."""

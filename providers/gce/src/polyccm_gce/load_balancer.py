@@ -81,6 +81,7 @@ from polyccm_gce.descriptions import (
     service_description,
 )
 from polyccm_gce.instances import InstanceLookup
+from polyccm_gce.lb_metrics import DENY_DISABLED, DENY_IPV4, DENY_NONE, ERROR, SUCCESS, L4Metrics
 from polyccm_gce.naming import InstanceRef, InvalidProviderID, instance_ref, parse_provider_id
 from polyccm_gce.sdk import compute_v1
 from polyccm_gce.service_options import (
@@ -187,6 +188,8 @@ class GceLoadBalancer(LoadBalancer):
         self.kube: KubeApi | None = None
         """The term's Kubernetes API (set by the provider's ``initialize``; None outside a
         term, where nothing is deleted)."""
+        self.metrics = L4Metrics()
+        """Upstream's number_of_l4_netlbs and number_of_l4_ilbs (:mod:`polyccm_gce.lb_metrics`)."""
         self.insert_first = True
         """A new load balancer's own pieces are inserted without a read first (False: read
         first, as ``polyccm plan`` needs, whose inserts are never sent for GCE to answer 409)."""
@@ -255,6 +258,33 @@ class GceLoadBalancer(LoadBalancer):
             reason = implemented_elsewhere(service, rule_backend_service=existing.backend_service)
             if reason is not None:
                 raise ImplementedElsewhere(f"service {service.key}: {reason}")
+        # Counted from here, as upstream's deferred SetL4NetLBService (external.go:76-85).
+        status, deny = (
+            ERROR,
+            DENY_DISABLED if self.deny_cleanup and not self.deny_firewall else DENY_NONE,
+        )
+        try:
+            made = self._ensure_external(
+                service, name, existing, nodes, protocol=protocol, ports=ports, sources=sources,
+                tier=tier,
+            )  # fmt: skip
+            status, deny = SUCCESS, DENY_IPV4 if self.deny_firewall else deny
+            return made
+        finally:
+            self.metrics.set_netlb(service.key, status, deny)
+
+    def _ensure_external(
+        self,
+        service: Service,
+        name: str,
+        existing: compute_v1.ForwardingRule | None,
+        nodes: Sequence[Node],
+        *,
+        protocol: str,
+        ports: list[str],
+        sources: list[str],
+        tier: str,
+    ) -> LoadBalancerStatus:
         if not self.node_tags:
             self._target_tags(nodes)  # an error before any write when no tag targets a node
         if asks_for_tier(service):
@@ -875,6 +905,7 @@ class GceLoadBalancer(LoadBalancer):
             self._delete_pool_and_checks(name, service)
             firewall.result()
         self._release_upstream_finalizer(service)
+        self.metrics.forget_netlb(service.key)
 
     def _delete_firewalls(self, *names: str, service: Service | None = None) -> None:
         """Delete firewalls; one a Shared VPC's host refuses (403) is asked of its admin by

@@ -29,6 +29,7 @@ from polyccm.ops.recording import (
 )
 
 from polyccm_gce.api import GceApi, GceApiError, Json, method_id
+from polyccm_gce.lb_metrics import L4Metrics
 from polyccm_gce.load_balancer import GceLoadBalancer
 from polyccm_gce.naming import last
 from polyccm_gce.sdk import compute_v1
@@ -126,6 +127,7 @@ class GceLoadBalancerPlanner(RecordingPlanner):
         planned = copy.copy(balancer)
         planned.api = self._api
         planned.insert_first = False  # a recorded insert meets no 409: every piece is read
+        planned.metrics = L4Metrics(export=False)  # a plan is no ensure upstream counts
         super().__init__(planned, recorder)
 
     def plan_load_balancer(
