@@ -47,7 +47,7 @@ from polyccm.objects import Node, Service
 from polyccm_gce.api import GceApiError
 from polyccm_gce.descriptions import firewall_description, says, service_description
 from polyccm_gce.lb_metrics import IlbState
-from polyccm_gce.naming import InstanceRef, InvalidProviderID, parse_provider_id
+from polyccm_gce.naming import InstanceRef, InvalidProviderID, last, parse_provider_id
 from polyccm_gce.sdk import compute_v1
 from polyccm_gce.service_spec import INTERNAL_ANNOTATIONS, port_ranges
 
@@ -98,10 +98,6 @@ def _path(url: str) -> str:
     """A resource URL without its endpoint (``projects/...``): what names the resource."""
     at = url.find("projects/")
     return url[at:] if at >= 0 else url
-
-
-def _last(url: str) -> str:
-    return url.rstrip("/").rsplit("/", 1)[-1]
 
 
 def group_name(cluster_id: str) -> str:
@@ -155,7 +151,7 @@ class InternalLoadBalancer:
         network's own subnetwork in the region (an auto-mode network's, named as it)."""
         network_project = _path(self.lb.network_url).split("/")[1]
         name = service.annotations.get(SUBNET) or self.lb.subnetwork_name
-        name = name or _last(self.lb.network_url)
+        name = name or last(self.lb.network_url)
         return f"{self._project_url(network_project)}regions/{self.region}/subnetworks/{name}"
 
     # -- ensure ----------------------------------------------------------------------------
@@ -219,7 +215,7 @@ class InternalLoadBalancer:
             previous_backend = self._get(
                 self._backends.get,
                 region=self.region,
-                backend_service=_last(existing.backend_service),
+                backend_service=last(existing.backend_service),
             )
         shared_check = not local
         check = health_check_name(name, cluster_id, shared=shared_check)
@@ -369,7 +365,7 @@ class InternalLoadBalancer:
     def _zoned(self, nodes: Sequence[Node]) -> dict[str, dict[str, InstanceRef]]:
         """The nodes' instances by zone, without nodes labelled with another subnetwork
         (gce_loadbalancer_internal.go:274-299)."""
-        default_subnet = self.lb.subnetwork_name or _last(self.lb.network_url)
+        default_subnet = self.lb.subnetwork_name or last(self.lb.network_url)
         zoned: dict[str, dict[str, InstanceRef]] = {}
         for node in nodes:
             label = node.labels.get(SUBNET_LABEL, "")
@@ -409,7 +405,7 @@ class InternalLoadBalancer:
                         compute_v1.InstanceGroupsListInstancesRequest(instance_state="ALL")
                     ),
                 )
-                have = {_last(item.instance) for item in listed}
+                have = {last(item.instance) for item in listed}
             gone = sorted(have - set(wanted))
             if gone:
                 self.api.run(
@@ -618,7 +614,7 @@ class InternalLoadBalancer:
             name, cluster_id, protocol, service.session_affinity or "None",
             shared=_shares_backend(service) and not local,
         )  # fmt: skip
-        self._delete_unless_used(self._backends.delete_unary, region=self.region,
+        self.lb._delete_unless_used(self._backends.delete_unary, region=self.region,
                                  backend_service=backend)  # fmt: skip
         lb._delete(lb._firewalls.delete_unary, firewall=f"k8s-fw-{name}")
         lb._delete(lb._firewalls.delete_unary, firewall=name)
@@ -627,26 +623,17 @@ class InternalLoadBalancer:
             self.api.client(compute_v1.ZonesClient).list, filter=f'name eq "{self.region}-.*"'
         )
         for zone in sorted(z.name for z in zones):
-            self._delete_unless_used(
+            self.lb._delete_unless_used(
                 self._groups.delete_unary, zone=zone, instance_group=group_name(cluster_id)
             )
         self.set_finalizer(service, present=False)
         self.lb.metrics.forget_ilb(service.key)
 
-    def _delete_unless_used(self, rpc: Any, **fields: Any) -> bool:
-        """Delete; False when it was gone already or another resource still uses it."""
-        try:
-            return self.lb._delete(rpc, **fields)
-        except GceApiError as error:
-            if error.reason == "resourceInUseByAnotherResource":
-                return False
-            raise
-
     def _delete_check_and_firewall(self, check: str) -> None:
         try:
             self.lb._delete(self._checks.delete_unary, health_check=check)
         except GceApiError as error:
-            if error.reason == "resourceInUseByAnotherResource":
+            if error.in_use:
                 return  # another load balancer's backend service uses it: both stay
             raise
         self.lb._delete(self.lb._firewalls.delete_unary, firewall=health_check_firewall_name(check))
@@ -663,11 +650,11 @@ class InternalLoadBalancer:
         ``clearPreviousInternalResources`` (failures are only logged)."""
         try:
             if previous.name != backend:
-                self._delete_unless_used(
+                self.lb._delete_unless_used(
                     self._backends.delete_unary, region=self.region, backend_service=previous.name
                 )
-            if len(previous.health_checks) == 1 and _last(previous.health_checks[0]) != check:
-                self._delete_check_and_firewall(_last(previous.health_checks[0]))
+            if len(previous.health_checks) == 1 and last(previous.health_checks[0]) != check:
+                self._delete_check_and_firewall(last(previous.health_checks[0]))
         except GceApiError as error:
             log.warning("service %s: previous pieces not deleted: %s", service.key, error)
 

@@ -82,7 +82,13 @@ from polyccm_gce.descriptions import (
 )
 from polyccm_gce.instances import InstanceLookup
 from polyccm_gce.lb_metrics import DENY_DISABLED, DENY_IPV4, DENY_NONE, ERROR, SUCCESS, L4Metrics
-from polyccm_gce.naming import InstanceRef, InvalidProviderID, instance_ref, parse_provider_id
+from polyccm_gce.naming import (
+    InstanceRef,
+    InvalidProviderID,
+    instance_ref,
+    last,
+    parse_provider_id,
+)
 from polyccm_gce.sdk import compute_v1
 from polyccm_gce.service_options import (
     DEFAULT_TIER,
@@ -526,7 +532,7 @@ class GceLoadBalancer(LoadBalancer):
                     firewall_resource=body,
                 )
             except GceApiError as error:
-                command = f"create {name} --network {last_segment(self.network_url)} "
+                command = f"create {name} --network {last(self.network_url)} "
                 self._ask_for_manual_change(service, error, command + self._gcloud_args(body))
                 return
             if inserted:
@@ -644,7 +650,7 @@ class GceLoadBalancer(LoadBalancer):
             self._make_pool(name, description, affinity, nodes, check_url)
             return remade
         self._sync_pool(pool, nodes)
-        checks = [instance_ref_or_name(url) for url in pool.health_checks]
+        checks = [last(url) for url in pool.health_checks]
         if checks != [check]:
             if pool.health_checks:
                 self.api.run(
@@ -843,6 +849,10 @@ class GceLoadBalancer(LoadBalancer):
             raise
         return True
 
+    def _delete_unless_used(self, rpc: Callable[..., compute_v1.Operation], **fields: Any) -> bool:
+        """Delete; False when it was already gone or another resource still uses it."""
+        return _unless_in_use(lambda: self._delete(rpc, **fields))
+
     def _check_requested_tier(self, ip: str, tier: str) -> None:
         """:class:`InvalidServiceSpec` when ``loadBalancerIP`` is a static address of another
         network tier than the Service's, with upstream's words (verifyUserRequestedIP)."""
@@ -961,13 +971,8 @@ class GceLoadBalancer(LoadBalancer):
     def _delete_shared_check_if_unused(self, service: Service | None = None) -> None:
         """The shared nodes check and its firewall, once no target pool uses the check."""
         shared = nodes_health_check_name(self.cluster_id())
-        try:
-            if not self._delete_check(shared):
-                return  # gone already
-        except GceApiError as error:
-            if error.reason == "resourceInUseByAnotherResource":
-                return  # another service's pool still uses it
-            raise
+        if not _unless_in_use(lambda: self._delete_check(shared)):
+            return  # gone already, or another service's pool still uses it
         fw = health_check_firewall_name(self.cluster_id(), shared, shared=True)
         self._delete_firewalls(fw, service=service)
 
@@ -1014,8 +1019,14 @@ def _effects(
     return effects
 
 
-def last_segment(url: str) -> str:
-    return url.rstrip("/").rsplit("/", 1)[-1]
+def _unless_in_use(delete: Callable[[], bool]) -> bool:
+    """Run ``delete`` (True: deleted); False when GCE answers that another resource uses it."""
+    try:
+        return delete()
+    except GceApiError as error:
+        if error.in_use:
+            return False
+        raise
 
 
 def _tier_word(tier: str) -> str:
@@ -1036,10 +1047,6 @@ def _naming_instances(request_class: type[R], urls: Sequence[str]) -> R:
     for url in urls:
         message.instances.add(instance=url)
     return request
-
-
-def instance_ref_or_name(url: str) -> str:
-    return url.rstrip("/").rsplit("/", 1)[-1]
 
 
 def _status(rule: compute_v1.ForwardingRule) -> LoadBalancerStatus:

@@ -78,7 +78,6 @@ ORDER = {FORWARDING_RULE: 0, ROUTE: 0, TARGET_POOL: 1, BACKEND_SERVICE: 1, HEALT
          CHECK: 2, INSTANCE_GROUP: 2, FIREWALL: 2}  # fmt: skip
 LOAD_BALANCER_NAME = re.compile(r"a[0-9a-f]{31}")
 NODE_UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-IN_USE = "resourceInUseByAnotherResource"
 IN_USE_RETRY_SECONDS = 5.0
 FIREWALL_PREFIX = firewall_name("")
 CHECK_FIREWALL_AROUND = tuple(health_check_firewall_name("", "\0", shared=False).split("\0"))
@@ -471,7 +470,7 @@ class GceOrphans(Orphans):
             else:
                 raise CloudError(f"unknown kind of resource {resource.kind!r}")
         except GceApiError as error:
-            if error.reason == IN_USE:
+            if error.in_use:
                 raise RetryAfter(str(error), IN_USE_RETRY_SECONDS) from error
             raise
 
