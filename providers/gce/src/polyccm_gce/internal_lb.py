@@ -25,6 +25,10 @@ cluster id ``<cid>``, in the order ensure makes them:
 * the firewalls ``k8s-fw-<lb>`` (the source ranges to the service ports at the rule's address)
   and ``k8s-<cid>-node-hc`` (shared check) or ``<lb>-hc``, from Google's prober ranges.
 
+With gce.conf's ``alpha-features = ILBSubsets``, a Service this controller never served (no
+``l4-ilb-v1`` finalizer, no forwarding rule, not of the legacy internal class) is left to
+GKE's ingress-gce (:class:`~polyccm.errors.ImplementedElsewhere`), as upstream.
+
 Each piece is read and written only when missing or different, compared as upstream compares
 it, so an internal load balancer upstream made is adopted with no write. Delete removes exactly
 upstream's pieces: the address ``<lb>``, the rule, the backend service (unless in use), the
@@ -73,6 +77,7 @@ NODES_HEALTH_CHECK_PORT = 10256
 HEALTH_CHECK_PATH = "/healthz"
 CHECK_TIMING = {"check_interval_sec": 8, "timeout_sec": 1, "healthy_threshold": 1,
                 "unhealthy_threshold": 3}  # fmt: skip
+SUBSETS_ELSEWHERE = "alpha feature ILBSubsets: GKE's ingress-gce serves it"
 MAX_PORTS = 5
 MAX_GROUP_SIZE = 1000
 
@@ -175,6 +180,8 @@ class InternalLoadBalancer:
                 raise ImplementedElsewhere(
                     f"service {service.key}: loadBalancerClass {service.load_balancer_class}"
                 )
+            if self.lb.ilb_subsets:  # gce_loadbalancer_internal.go:70-75
+                raise ImplementedElsewhere(f"service {service.key}: {SUBSETS_ELSEWHERE}")
             if ILB_FINALIZER_V2 in service.finalizers:
                 raise ImplementedElsewhere(f"service {service.key}: finalizer {ILB_FINALIZER_V2}")
         protocol = self._protocol(service)
@@ -565,6 +572,7 @@ class InternalLoadBalancer:
 
     def update(self, cluster_name: str, service: Service, nodes: Sequence[Node]) -> None:
         """The nodes changed: the instance groups, and the backend service's list of them."""
+        self._subsets_elsewhere(service)  # gce_loadbalancer_internal.go:353-356
         if service.load_balancer_class not in (None, INTERNAL_CLASS):
             raise ImplementedElsewhere(
                 f"service {service.key}: loadBalancerClass {service.load_balancer_class}"
@@ -594,6 +602,7 @@ class InternalLoadBalancer:
     def delete(self, cluster_name: str, service: Service) -> None:
         """Exactly upstream's pieces (gce_loadbalancer_internal.go:384-471), then the
         finalizer."""
+        self._subsets_elsewhere(service)  # gce_loadbalancer_internal.go:388-391
         if service.load_balancer_class not in (None, INTERNAL_CLASS):
             raise ImplementedElsewhere(
                 f"service {service.key}: loadBalancerClass {service.load_balancer_class}"
@@ -628,6 +637,16 @@ class InternalLoadBalancer:
             )
         self.set_finalizer(service, present=False)
         self.lb.metrics.forget_ilb(service.key)
+
+    def _subsets_elsewhere(self, service: Service) -> None:
+        """:class:`ImplementedElsewhere` with ILBSubsets for a Service this controller never
+        served (no v1 finalizer, not of the legacy internal class), as upstream."""
+        if (
+            self.lb.ilb_subsets
+            and ILB_FINALIZER not in service.finalizers
+            and service.load_balancer_class != INTERNAL_CLASS
+        ):
+            raise ImplementedElsewhere(f"service {service.key}: {SUBSETS_ELSEWHERE}")
 
     def _delete_check_and_firewall(self, check: str) -> None:
         try:

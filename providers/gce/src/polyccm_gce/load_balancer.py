@@ -159,6 +159,9 @@ class GceLoadBalancer(LoadBalancer):
 
     subnetwork_name = ""
     """gce.conf's ``subnetwork-name`` (the provider sets it): internal load balancers' subnet."""
+    ilb_subsets = False
+    """gce.conf's ``alpha-features = ILBSubsets`` (the provider sets it): GKE's ingress-gce
+    builds new internal load balancers (:mod:`polyccm_gce.internal_lb`)."""
 
     def __init__(
         self,

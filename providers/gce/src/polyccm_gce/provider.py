@@ -40,7 +40,7 @@ from polyccm.kube.api import CONFIGMAPS, ApiError, KubeApi, load_configuration
 from polyccm.urls import plain_url
 
 from polyccm_gce.api import SCOPES, GceApi
-from polyccm_gce.config import CloudConfig, load_cloud_config
+from polyccm_gce.config import ILB_SUBSETS, CloudConfig, load_cloud_config
 from polyccm_gce.instances import GceInstances, InstanceLookup
 from polyccm_gce.load_balancer import GceLoadBalancer
 from polyccm_gce.naming import NodeDirectory, last, region_of
@@ -187,6 +187,7 @@ class GceProvider(CloudProvider):
             network_project=network_project,
         )
         self._load_balancer.subnetwork_name = config.subnetwork_name
+        self._load_balancer.ilb_subsets = ILB_SUBSETS in config.alpha_features
         self._planner = GceLoadBalancerPlanner(self._load_balancer)
         self._orphans = GceOrphans(self._load_balancer, self._routes)
 
