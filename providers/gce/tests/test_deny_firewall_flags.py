@@ -180,3 +180,20 @@ def test_rolled_back_the_deny_firewall_goes_and_the_allow_ones_return_to_1000(
 
     assert f"k8s-fw-{name}-deny" not in firewall_names(api)
     assert firewall(api, f"k8s-fw-{name}")["priority"] == 1000
+
+
+def test_the_rollback_cleanup_reads_before_it_deletes(
+    provider: Any, nodes: list[Any], emulator: RunningEmulator
+) -> None:
+    # gce_loadbalancer_external.go:1297-1317@v36.3.8 ensureFirewallDeleted: a GET first, a
+    # DELETE only for a deny firewall that is there. Before: a DELETE (answered 404) on every
+    # sync, so a settled load balancer was written to on each one.
+    lb = provider.load_balancer()
+    lb.deny_cleanup = True
+    service = service_for()
+    lb.ensure_load_balancer("c", service, nodes)
+    emulator.control.reset_calls()
+
+    lb.ensure_load_balancer("c", service, nodes)
+
+    assert write_calls(emulator.control.calls()) == 0

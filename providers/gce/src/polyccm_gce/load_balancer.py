@@ -299,7 +299,7 @@ class GceLoadBalancer(LoadBalancer):
         if asks_for_tier(service):
             existing = self._delete_wrong_tier(name, existing, tier)
         if self.deny_cleanup and not self.deny_firewall:  # gce_loadbalancer_external.go:217-223
-            self._delete_firewalls(deny_name(name))
+            self._delete_deny_firewall(name)
         # No rule yet: a new load balancer, whose own pool and firewalls are most likely
         # absent too, so they are inserted straight away (an existing one answers 409 and is
         # read and corrected then) instead of read first.
@@ -919,6 +919,19 @@ class GceLoadBalancer(LoadBalancer):
             firewall.result()
         self._release_upstream_finalizer(service)
         self.metrics.forget_netlb(service.key)
+
+    def _delete_deny_firewall(self, name: str) -> None:
+        """The rollback cleanup: ``k8s-fw-<lb>-deny`` read first and deleted only when there
+        (no 404 in the audit log, no write on a sync that finds none), a Shared VPC's host
+        refusing (403) skipped, as upstream's ensureFirewallDeleted (external.go:1297-1317)."""
+        where = {"project": self.network_project, "firewall": deny_name(name)}
+        try:
+            if self._get(self._firewalls.get, **where) is not None:
+                self._delete(self._firewalls.delete_unary, **where)
+        except GceApiError as error:
+            if error.status != 403 or self.network_project == self.api.project:
+                raise
+            log.info("no permission to delete %s (Shared VPC): %s", where["firewall"], error)
 
     def _delete_firewalls(self, *names: str, service: Service | None = None) -> None:
         """Delete firewalls; one a Shared VPC's host refuses (403) is asked of its admin by
