@@ -124,16 +124,23 @@ class GceLoadBalancerPlanner(RecordingPlanner):
     def __init__(self, balancer: GceLoadBalancer) -> None:
         recorder = WriteRecorder()
         self._api = RecordingApi(balancer.api, recorder)
-        planned = copy.copy(balancer)
+        self._source = balancer
+        super().__init__(self._copy(), recorder)
+
+    def _copy(self) -> GceLoadBalancer:
+        """The balancer as it is now (the deny-firewall flags are set on it after this planner
+        is made), over the recording API."""
+        planned = copy.copy(self._source)
         planned.api = self._api
         planned.insert_first = False  # a recorded insert meets no 409: every piece is read
         planned.metrics = L4Metrics(export=False)  # a plan is no ensure upstream counts
-        super().__init__(planned, recorder)
+        return planned
 
     def plan_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> LoadBalancerPlan:
         self._api.forget()
+        self.balancer = self._copy()
         return super().plan_load_balancer(cluster_name, service, nodes)
 
     def describe(self, calls: Sequence[RecordedCall]) -> list[Difference]:
