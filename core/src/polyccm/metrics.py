@@ -193,3 +193,20 @@ events_dropped_total = Counter(
     "Kubernetes Events that could not be recorded (queue full or API errors).",
     registry=REGISTRY,
 )
+
+# -- cloud-provider-gcp's L4 load-balancer usage (providers/gce/gce_loadbalancer_metrics.go) ----
+# No subsystem upstream: exposed under these names. Only the GCE provider sets them.
+
+number_of_l4_ilbs = Gauge(
+    "number_of_l4_ilbs",
+    "Number of L4 ILBs",
+    ["feature"],
+    registry=REGISTRY,
+)
+
+number_of_l4_netlbs = Gauge(
+    "number_of_l4_netlbs",
+    "Metric containing the number of NetLBs that can be filtered by feature labels and status",
+    ["status", "deny_firewall"],
+    registry=REGISTRY,
+)

@@ -85,8 +85,9 @@ def test_unknown_sections_and_keys_are_warned_about_and_ignored_never_refused(
     # cloud-provider-gcp providers/gce/gce.go (commit 0315e7b) readConfig reads gce.conf with
     # gcfg.FatalOnly(gcfg.ReadInto(cfg, reader)): gopkg.in/gcfg.v1 v1.2.3 errors.go:5-20 drops
     # the extraData that set.go:226-229 and :269-273 report for an unknown section or key, so
-    # upstream starts. Its ConfigGlobal also has secondary-range-name, container-api-endpoint
-    # and alpha-features, which polyccm does not implement.
+    # upstream starts. Its ConfigGlobal also has secondary-range-name and container-api-endpoint,
+    # which polyccm does not implement, and alpha-features, of which polyccm implements
+    # ILBSubsets alone (gce_alpha.go:22-30@v36.3.8).
     text = (
         "[global]\n"
         "project-id = p\n"
@@ -103,8 +104,7 @@ def test_unknown_sections_and_keys_are_warned_about_and_ignored_never_refused(
     assert caplog.messages == [
         "/etc/gce.conf:5: unknown section [aws] is ignored, with its keys",
         "/etc/gce.conf:3: unknown key 'project' in [global] is ignored",
-        "/etc/gce.conf:4: key 'Alpha-Features' in [global] is ignored: polyccm does not "
-        "implement it",
+        "/etc/gce.conf:4: alpha feature in [global] is ignored: polyccm implements only ILBSubsets",
     ]
     assert "t0ken" not in caplog.text and "NetLB" not in caplog.text, "no value is logged"
 
@@ -261,3 +261,13 @@ def test_a_metadata_host_that_is_no_host_is_one_line(
         metadata("project/project-id")
 
     assert str(raised.value) == f"{variable} {value!r} is no host[:port]"
+
+
+def test_alpha_features_are_a_list_as_gcfg_reads_them() -> None:
+    # gce.go:452@v36.3.8 NewAlphaFeatureGate(configFile.Global.AlphaFeatures), a []string:
+    # one feature a line. Before: the key was ignored (ILBSubsets too).
+    config = parse_cloud_config(
+        "[global]\nalpha-features = ILBSubsets\nalpha-features = SkipIGsManagement\n"
+    )
+
+    assert config.alpha_features == ("ILBSubsets", "SkipIGsManagement")

@@ -337,3 +337,51 @@ def test_an_internal_load_balancer_turned_external_loses_its_internal_pieces(
     assert names(api, f"regions/{REGION}/backendServices") == set()
     assert names(api, "global/healthChecks") == set()
     assert names(api, f"zones/{ZONE}/instanceGroups") == set()
+
+
+def test_with_ilb_subsets_a_new_internal_service_is_left_to_ingress_gce(
+    provider: Any, nodes: list[Any], api: ComputeApi
+) -> None:
+    # gce.conf alpha-features = ILBSubsets: upstream answers ImplementedElsewhere for a new
+    # internal Service (gce_loadbalancer_internal.go:70-75), and for update and delete of one
+    # without its v1 finalizer (:353-356, :388-391). Before: polyccm built it, beside the
+    # subsetting load balancer GKE's ingress-gce builds.
+    from polyccm.errors import ImplementedElsewhere
+
+    lb = provider.load_balancer()
+    lb.ilb_subsets = True
+    new = service_for("new", annotations=INTERNAL)
+
+    with pytest.raises(ImplementedElsewhere, match="ILBSubsets"):
+        lb.ensure_load_balancer("c", new, nodes)
+    with pytest.raises(ImplementedElsewhere):
+        lb.update_load_balancer("c", new, nodes)
+    with pytest.raises(ImplementedElsewhere):
+        lb.ensure_load_balancer_deleted("c", new)
+    assert everything(api) == {key: set() for key in everything(api)}
+
+    # One this controller served (its v1 finalizer) is still served.
+    served = Service({**new.raw, "metadata": {**new.raw["metadata"],
+                                              "finalizers": [ILB_FINALIZER]}})  # fmt: skip
+    lb.ensure_load_balancer("c", served, nodes)
+    assert names(api, f"regions/{REGION}/backendServices") == {
+        lb.get_load_balancer_name("c", served)
+    }
+
+
+def test_ilb_subsets_comes_from_gce_conf(emulator: RunningEmulator) -> None:
+    from google.oauth2.credentials import Credentials
+    from polyccm_gce.api import GceApi
+    from polyccm_gce.config import parse_cloud_config
+    from polyccm_gce.provider import GceProvider
+    from polyccm_gce_emulator.testing import PROJECT, TEST_TOKEN
+
+    config = parse_cloud_config(
+        f"[global]\nproject-id = {PROJECT}\nlocal-zone = {ZONE}\n"
+        f"api-endpoint = {emulator.endpoint}/compute/v1/\nalpha-features = ILBSubsets\n"
+    )
+    credentials = Credentials(token=TEST_TOKEN)  # type: ignore[no-untyped-call]
+    api = GceApi(PROJECT, config.endpoint, credentials)
+    provider = GceProvider(config, api=api, local_zone=ZONE, cluster_name="c")
+
+    assert provider.load_balancer().ilb_subsets is True

@@ -156,7 +156,9 @@ def test_leaked_resources_are_found_and_deleted_and_look_alikes_are_not(
     before = everything(compute)
     emulator.control.reset_calls()
 
-    listed = orphans(gce_conf, control_plane.kubeconfig, "-o", "json")
+    # Upstream's deny flags together are taken (main.go:105-106@v36.3.8; before: exit 2).
+    deny_flags = ("--enable-l4-deny-firewall", "--enable-l4-deny-firewall-rollback-cleanup")
+    listed = orphans(gce_conf, control_plane.kubeconfig, "-o", "json", *deny_flags)
 
     assert listed.status == 1, listed
     found = {(r["kind"], r["id"]) for r in listed_orphans(listed)}
@@ -238,3 +240,104 @@ def test_a_resource_that_lost_its_marks_since_it_was_listed_is_kept(
     provider.orphans().delete_orphan(CLUSTER, rule)  # still marked: deleted
     provider.orphans().delete_orphan(CLUSTER, rule)  # already gone: fine
     assert ("forwarding-rule", name) not in everything(compute)
+
+
+# -- internal load balancers and the deny firewall (issue 27) -------------------------------------
+
+INTERNAL = {"networking.gke.io/load-balancer-type": "Internal"}
+
+
+def with_internal(compute: ComputeApi) -> set[tuple[str, str]]:
+    """:func:`everything` and the internal load balancers' pieces."""
+    found = everything(compute)
+    found |= {
+        ("backend-service", b["name"])
+        for b in compute.list_all(f"regions/{REGION}/backendServices")
+    }
+    found |= {("health-check", c["name"]) for c in compute.list_all("global/healthChecks")}
+    found |= {
+        ("instance-group", f"{ZONE}/{g['name']}")
+        for g in compute.list_all(f"zones/{ZONE}/instanceGroups")
+    }
+    return found
+
+
+def internal_pieces(name: str, *, local: bool = False) -> set[tuple[str, str]]:
+    made = {("forwarding-rule", name), ("backend-service", name), ("firewall", f"k8s-fw-{name}")}
+    if local:
+        made |= {("health-check", name), ("firewall", f"{name}-hc")}
+    return made
+
+
+def leak_internal(compute: ComputeApi, cluster_id: str = "cafe0123") -> tuple[str, str]:
+    """Two internal load balancers cloud-provider-gcp made (gce_loadbalancer_internal.go:59-272
+    @v36.3.8) for Services deleted since: one Cluster, one Local."""
+    ours = dict(cluster_id=cluster_id, instances=["ops-a"], tags=[TAG], firewall_ports=["80"])
+    cluster = upstream_made.internal_load_balancer(
+        compute, gone_service("ilb", annotations=INTERNAL), **ours
+    )
+    local = upstream_made.internal_load_balancer(
+        compute,
+        gone_service("ilb-local", annotations=INTERNAL, externalTrafficPolicy="Local",
+                     healthCheckNodePort=31600),
+        **ours,
+    )  # fmt: skip
+    return cluster, local
+
+
+def test_a_deleted_services_internal_and_deny_pieces_are_found_and_deleted(
+    provider: Any, emulator: RunningEmulator
+) -> None:
+    # Before: only the external pieces were listed; the backend services, the healthChecks
+    # API's checks, the instance group, <lb>-hc, k8s-<cid>-node-hc and k8s-fw-<lb>-deny leaked.
+    compute = emulator.api()
+    compute.create_instance("other-vm", tags=["other-node"])
+    # Another cluster's internal load balancer: none of this cluster's marks.
+    theirs = upstream_made.internal_load_balancer(
+        compute, gone_service("theirs", annotations=INTERNAL), cluster_id="othercluster",
+        instances=["other-vm"], tags=["other-node"], firewall_ports=["80"],
+    )  # fmt: skip
+    before = with_internal(compute)
+    cluster, local = leak_internal(compute)
+    external = upstream_made.network_load_balancer(
+        compute, gone_service("web"), cluster_id="cafe0123", instances=["ops-a"], tags=[TAG],
+        firewall_ports=["80"], deny=True,
+    )  # fmt: skip
+    emulator.control.reset_calls()
+
+    found = orphan_tools.find(provider.orphans(), CLUSTER, [], [node_for("ops-a")])
+
+    assert {(r.kind, r.id) for r in found} == (
+        internal_pieces(cluster) | internal_pieces(local, local=True) | pieces(external)
+        | {("firewall", f"k8s-fw-{external}-deny"),
+           ("instance-group", f"{ZONE}/k8s-ig--cafe0123"),
+           ("health-check", "k8s-cafe0123-node"), ("firewall", "k8s-cafe0123-node-hc"),
+           ("http-health-check", "k8s-cafe0123-node"),
+           ("firewall", "k8s-cafe0123-node-http-hc")}
+    )  # fmt: skip
+    assert write_calls(emulator.control.calls()) == 0
+    assert theirs not in {r.id for r in found}
+
+    outcomes = orphan_tools.delete_all(provider.orphans(), CLUSTER, found)
+
+    assert [o.error for o in outcomes] == [""] * len(found)
+    assert with_internal(compute) == before
+
+
+def test_a_live_internal_service_keeps_the_shared_pieces(
+    provider: Any, emulator: RunningEmulator
+) -> None:
+    compute = emulator.api()
+    cluster, local = leak_internal(compute)
+    live = service_for("live", annotations=INTERNAL)
+    live_lb = upstream_made.internal_load_balancer(
+        compute, live, cluster_id="cafe0123", instances=["ops-a"], tags=[TAG],
+        firewall_ports=["80"],
+    )  # fmt: skip
+
+    found = orphan_tools.find(provider.orphans(), CLUSTER, [live], [node_for("ops-a")])
+
+    assert {(r.kind, r.id) for r in found} == (
+        internal_pieces(cluster) | internal_pieces(local, local=True)
+    )
+    assert live_lb not in {r.id for r in found}

@@ -436,3 +436,24 @@ def test_every_served_method_is_classified_read_or_write_for_the_guard(
     ]
 
     assert misjudged == []
+
+
+def test_turning_the_deny_firewall_on_plans_it_and_the_allow_priorities(
+    provider: Any, emulator: RunningEmulator
+) -> None:
+    # --enable-l4-deny-firewall on a load balancer made without it: upstream lowers the allow
+    # firewalls to 999 and makes k8s-fw-<lb>-deny (gce_loadbalancer_external.go:1200-1228,
+    # 1043-1072, 1230-1270@v36.3.8); plan says so before ensure does it. Before: the planner
+    # copied the load balancer before the flags were set, and planned without them.
+    web, name = ensured(provider)
+    provider.load_balancer().deny_firewall = True
+    provider.load_balancer().deny_cleanup = True
+
+    result = planned(provider, emulator, web)
+
+    assert result.action == UPDATE
+    assert [d.detail for d in result.differences if d.aspect == "firewall"] == [
+        "k8s-cafe0123-node-http-hc: priority 999",
+        f"k8s-fw-{name}: priority 999",
+        f"create k8s-fw-{name}-deny: deny all from 0.0.0.0/0 to tags {TAG}",
+    ]

@@ -159,6 +159,21 @@ def _scenario(api: ComputeApi) -> None:
     api.do(
         "PATCH", "global/firewalls/k8s-fw-a1", {"name": "k8s-fw-a1", "sourceRanges": ["10.0.0.0/8"]}
     )
+    # The deny firewall (cloud-provider-gcp's ensureDenyNodeFirewall): denied, priority and
+    # destinationRanges, in and out, held to the document too.
+    deny = {
+        "name": "k8s-fw-a1-deny",
+        "network": "global/networks/default",
+        "sourceRanges": ["0.0.0.0/0"],
+        "destinationRanges": ["203.0.113.7"],
+        "targetTags": ["k8s-node"],
+        "denied": [{"IPProtocol": "all"}],
+        "priority": 1000,
+    }
+    api.do("POST", "global/firewalls", deny)
+    moved = {"name": "k8s-fw-a1-deny", "destinationRanges": ["203.0.113.8"], "priority": 999}
+    api.do("PATCH", "global/firewalls/k8s-fw-a1-deny", moved)
+    api.get("global/firewalls/k8s-fw-a1-deny")
 
     # The network load balancer's parts.
     api.do(

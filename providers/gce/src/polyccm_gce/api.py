@@ -90,6 +90,11 @@ class GceApiError(CloudError):
         return self.status == 404 or self.reason == "RESOURCE_NOT_FOUND"
 
     @property
+    def in_use(self) -> bool:
+        """Another resource still uses the one this call would delete."""
+        return self.reason == "resourceInUseByAnotherResource"
+
+    @property
     def already_exists(self) -> bool:
         return self.status == 409 or self.reason == "RESOURCE_ALREADY_EXISTS"
 

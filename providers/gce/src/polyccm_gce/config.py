@@ -3,7 +3,8 @@
 :func:`parse_cloud_config` is a pure function of the file's text: every mistake is a
 :class:`~polyccm.errors.ConfigError` naming the file and the line. The keys are the ones
 cloud-provider-gcp reads (gcfg syntax: ``key = value``, ``;`` or ``#`` comments, a key given
-twice is a list for ``node-tags``, booleans ``true``/``false``/``yes``/``no``/``1``/``0``, a
+twice is a list for ``node-tags`` and ``alpha-features`` (of which polyccm honours
+``ILBSubsets``, warning about any other), booleans ``true``/``false``/``yes``/``no``/``1``/``0``, a
 bare key meaning true). As upstream (gcfg read through ``gcfg.FatalOnly``), a section or key it
 does not know is no error: it is ignored, with one warning naming it
 (:func:`polyccm.configkeys.warn_unknown_keys`), and so are the keys upstream reads that polyccm
@@ -32,6 +33,7 @@ read by :func:`polyccm.inputs.read_text`; an echoed value is cut (:func:`polyccm
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +43,8 @@ from polyccm.configkeys import warn_repeated, warn_unknown_keys
 from polyccm.errors import ConfigError
 from polyccm.inputs import quoted
 from polyccm.urls import plain_url
+
+log = logging.getLogger(__name__)
 
 #: Upstream's compute base URL; ``api-endpoint`` replaces it.
 DEFAULT_API_ENDPOINT = "https://compute.googleapis.com/compute/v1/"
@@ -58,9 +62,13 @@ _STRINGS = {
     "stack-type": "stack_type",
 }
 _BOOLEANS = {"regional": "regional", "multizone": "multizone"}
-_LISTS = {"node-tags": "node_tags"}
+_LISTS = {"node-tags": "node_tags", "alpha-features": "alpha_features"}
+#: upstream's alpha features (gce_alpha.go@v36.3.8) polyccm honours: with ILBSubsets, GKE's
+#: ingress-gce builds new internal load balancers (gce_loadbalancer_internal.go:70-75).
+ILB_SUBSETS = "ILBSubsets"
+KNOWN_ALPHA_FEATURES = frozenset({ILB_SUBSETS})
 #: Keys of upstream's ConfigGlobal that polyccm reads and does nothing with (warned about).
-UNUSED = frozenset({"secondary-range-name", "container-api-endpoint", "alpha-features"})
+UNUSED = frozenset({"secondary-range-name", "container-api-endpoint"})
 _TRUE = frozenset({"true", "yes", "on", "1"})
 _FALSE = frozenset({"false", "no", "off", "0"})
 _SECTION = re.compile(r"\[\s*([A-Za-z0-9_-]+)\s*\]")
@@ -85,6 +93,8 @@ class CloudConfig:
     network_name: str = ""
     subnetwork_name: str = ""
     node_tags: tuple[str, ...] = ()
+    alpha_features: tuple[str, ...] = ()
+    """``alpha-features`` (one a line, as gcfg reads a list): only ILBSubsets does anything."""
     node_instance_prefix: str = ""
     regional: bool = False
     multizone: bool = False
@@ -123,6 +133,7 @@ def parse_cloud_config(text: str, path: str = "<gce.conf>") -> CloudConfig:
     ignored_keys: list[tuple[str, int]] = []
     repeated_keys: list[tuple[str, int, int]] = []
     global_lines: list[tuple[str, int]] = []
+    ignored_alpha: list[int] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line[0] in ";#":
@@ -153,10 +164,8 @@ def parse_cloud_config(text: str, path: str = "<gce.conf>") -> CloudConfig:
         if section != "global":
             continue
         if key in _LISTS:
-            if value:
-                current = values.setdefault(_LISTS[key], [])
-                assert isinstance(current, list)
-                current.append(value)
+            if value and _append(values, key, value):
+                ignored_alpha.append(number)
             continue
         if key not in _STRINGS and key not in _BOOLEANS:
             ignored_keys.append((match.group(1), number))
@@ -180,9 +189,28 @@ def parse_cloud_config(text: str, path: str = "<gce.conf>") -> CloudConfig:
         what="section",
     )  # fmt: skip
     warn_repeated(path, "[global]", repeated_keys)
+    return _config(values, path, ignored_alpha)
+
+
+def _config(values: dict[str, object], path: str, ignored_alpha: list[int]) -> CloudConfig:
+    """The config of the values read, with a warning for each alpha feature left aside."""
+    for number in ignored_alpha:
+        log.warning(
+            "%s:%d: alpha feature in [global] is ignored: polyccm implements only %s",
+            path, number, ", ".join(sorted(KNOWN_ALPHA_FEATURES)),
+        )  # fmt: skip
     tags = values.pop("node_tags", [])
-    assert isinstance(tags, list)
-    return CloudConfig(node_tags=tuple(tags), **values)  # type: ignore[arg-type]
+    alpha = values.pop("alpha_features", [])
+    assert isinstance(tags, list) and isinstance(alpha, list)
+    return CloudConfig(node_tags=tuple(tags), alpha_features=tuple(alpha), **values)  # type: ignore[arg-type]
+
+
+def _append(values: dict[str, object], key: str, value: str) -> bool:
+    """Add ``value`` to list key ``key``'s; True for an alpha feature polyccm ignores."""
+    current = values.setdefault(_LISTS[key], [])
+    assert isinstance(current, list)
+    current.append(value)
+    return key == "alpha-features" and value not in KNOWN_ALPHA_FEATURES
 
 
 def _store(values: dict[str, object], key: str, value: str | None, where: tuple[str, int]) -> None:

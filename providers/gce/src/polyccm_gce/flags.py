@@ -2,12 +2,14 @@
 upstream's names (cmd/cloud-controller-manager/main.go@v36.3.8), so a command line written for
 upstream starts polyccm (no SDK import here: the plugin adds them for every ``--provider gce``).
 
-* ``--enable-l4-deny-firewall-rollback-cleanup``: each ensure deletes the load balancer's deny
-  firewall ``k8s-fw-<lb>-deny`` as upstream does with the flag and without the next one (the
-  deny firewall goes with the load balancer in any case).
-* ``--enable-l4-deny-firewall``: upstream then makes that deny firewall (priority 1000) and the
-  allow firewall at 999. polyccm does not make it: asked for, it refuses to start (a
-  :class:`~polyccm.errors.ConfigError`, exit 2) instead of serving without the deny rule.
+* ``--enable-l4-deny-firewall``: each external load balancer gets the deny firewall
+  ``k8s-fw-<lb>-deny`` (every protocol from anywhere to the rule's address, priority 1000) and
+  its allow firewalls ``k8s-fw-<lb>`` and health-check ones at priority 999, as upstream
+  (gce_loadbalancer_external.go:48-50, 302-307, 1230-1295@v36.3.8). Upstream refuses it without
+  the next flag (main.go:228-229); so does polyccm, with one line (exit 2).
+* ``--enable-l4-deny-firewall-rollback-cleanup``: without the first flag, each ensure deletes
+  the load balancer's deny firewall, as upstream (gce_loadbalancer_external.go:217-223). (The
+  deny firewall goes with the load balancer in any case: its address may go to someone else.)
 * The ``nodeipam controller`` flag set (cmd/cloud-controller-manager/options/
   nodeipamcontroller.go:34-44): ``--service-cluster-ip-range`` (its families give the pod
   CIDRs' stack, :mod:`polyccm_gce.nodeipam_settings`), ``--node-cidr-mask-size*`` (checked as
@@ -68,7 +70,12 @@ def add_flags(group: argparse._ArgumentGroup) -> None:
             help="GKE's multi-network IPAM: refused when true (default false)",
         )
     for name, dest, help_text in (
-        (DENY, "enable_l4_deny_firewall", "upstream's deny firewalls: refused (not made yet)"),
+        (
+            DENY,
+            "enable_l4_deny_firewall",
+            "make a deny firewall k8s-fw-<lb>-deny per external load balancer (needs "
+            f"{DENY_CLEANUP})",
+        ),
         (
             DENY_CLEANUP,
             "enable_l4_deny_firewall_rollback_cleanup",
@@ -87,12 +94,11 @@ def add_flags(group: argparse._ArgumentGroup) -> None:
         )
 
 
-def deny_cleanup(options: argparse.Namespace) -> bool:
-    """Whether ensure deletes the deny firewall; :class:`ConfigError` for ``--enable-l4-deny-
-    firewall``, which polyccm does not implement."""
-    if getattr(options, "enable_l4_deny_firewall", False):
-        raise ConfigError(
-            f"{DENY}: polyccm's GCE provider does not make upstream's deny firewalls; start "
-            f"without it (with {DENY_CLEANUP} to delete those upstream made)"
-        )
-    return bool(getattr(options, "enable_l4_deny_firewall_rollback_cleanup", False))
+def deny_flags(options: argparse.Namespace) -> tuple[bool, bool]:
+    """(make deny firewalls, clean them up), as the two flags ask; :class:`ConfigError` for
+    the first without the second, as upstream refuses it (main.go:228-229@v36.3.8)."""
+    deny = bool(getattr(options, "enable_l4_deny_firewall", False))
+    cleanup = bool(getattr(options, "enable_l4_deny_firewall_rollback_cleanup", False))
+    if deny and not cleanup:
+        raise ConfigError(f"{DENY} requires {DENY_CLEANUP} to be true")
+    return deny, cleanup

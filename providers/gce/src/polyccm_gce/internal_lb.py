@@ -25,6 +25,10 @@ cluster id ``<cid>``, in the order ensure makes them:
 * the firewalls ``k8s-fw-<lb>`` (the source ranges to the service ports at the rule's address)
   and ``k8s-<cid>-node-hc`` (shared check) or ``<lb>-hc``, from Google's prober ranges.
 
+With gce.conf's ``alpha-features = ILBSubsets``, a Service this controller never served (no
+``l4-ilb-v1`` finalizer, no forwarding rule, not of the legacy internal class) is left to
+GKE's ingress-gce (:class:`~polyccm.errors.ImplementedElsewhere`), as upstream.
+
 Each piece is read and written only when missing or different, compared as upstream compares
 it, so an internal load balancer upstream made is adopted with no write. Delete removes exactly
 upstream's pieces: the address ``<lb>``, the rule, the backend service (unless in use), the
@@ -46,7 +50,8 @@ from polyccm.objects import Node, Service
 
 from polyccm_gce.api import GceApiError
 from polyccm_gce.descriptions import firewall_description, says, service_description
-from polyccm_gce.naming import InstanceRef, InvalidProviderID, parse_provider_id
+from polyccm_gce.lb_metrics import IlbState
+from polyccm_gce.naming import InstanceRef, InvalidProviderID, last, parse_provider_id
 from polyccm_gce.sdk import compute_v1
 from polyccm_gce.service_spec import INTERNAL_ANNOTATIONS, port_ranges
 
@@ -72,6 +77,7 @@ NODES_HEALTH_CHECK_PORT = 10256
 HEALTH_CHECK_PATH = "/healthz"
 CHECK_TIMING = {"check_interval_sec": 8, "timeout_sec": 1, "healthy_threshold": 1,
                 "unhealthy_threshold": 3}  # fmt: skip
+SUBSETS_ELSEWHERE = "alpha feature ILBSubsets: GKE's ingress-gce serves it"
 MAX_PORTS = 5
 MAX_GROUP_SIZE = 1000
 
@@ -97,10 +103,6 @@ def _path(url: str) -> str:
     """A resource URL without its endpoint (``projects/...``): what names the resource."""
     at = url.find("projects/")
     return url[at:] if at >= 0 else url
-
-
-def _last(url: str) -> str:
-    return url.rstrip("/").rsplit("/", 1)[-1]
 
 
 def group_name(cluster_id: str) -> str:
@@ -156,7 +158,7 @@ class InternalLoadBalancer:
             return self.lb.subnetwork_url
         network_project = _path(self.lb.network_url).split("/")[1]
         name = service.annotations.get(SUBNET) or self.lb.subnetwork_name
-        name = name or _last(self.lb.network_url)
+        name = name or last(self.lb.network_url)
         return f"{self._project_url(network_project)}regions/{self.region}/subnetworks/{name}"
 
     # -- ensure ----------------------------------------------------------------------------
@@ -180,9 +182,32 @@ class InternalLoadBalancer:
                 raise ImplementedElsewhere(
                     f"service {service.key}: loadBalancerClass {service.load_balancer_class}"
                 )
+            if self.lb.ilb_subsets:  # gce_loadbalancer_internal.go:70-75
+                raise ImplementedElsewhere(f"service {service.key}: {SUBSETS_ELSEWHERE}")
             if ILB_FINALIZER_V2 in service.finalizers:
                 raise ImplementedElsewhere(f"service {service.key}: finalizer {ILB_FINALIZER_V2}")
         protocol = self._protocol(service)
+        # Counted from here, as upstream's deferred SetL4ILBService (internal.go:90-96, 256-265).
+        state = IlbState()
+        try:
+            rule = self._ensure(cluster_name, service, nodes, existing, protocol)
+            state = IlbState(
+                success=True,
+                global_access=service.annotations.get(GLOBAL_ACCESS) == "true",
+                custom_subnet=bool(service.annotations.get(SUBNET)),
+            )
+            return rule
+        finally:
+            self.lb.metrics.set_ilb(service.key, state)
+
+    def _ensure(
+        self,
+        cluster_name: str,
+        service: Service,
+        nodes: Sequence[Node],
+        existing: compute_v1.ForwardingRule | None,
+        protocol: str,
+    ) -> compute_v1.ForwardingRule:
         self.set_finalizer(service, present=True)
 
         cluster_id = self.lb.cluster_id()
@@ -199,7 +224,7 @@ class InternalLoadBalancer:
             previous_backend = self._get(
                 self._backends.get,
                 region=self.region,
-                backend_service=_last(existing.backend_service),
+                backend_service=last(existing.backend_service),
             )
         shared_check = not local
         check = health_check_name(name, cluster_id, shared=shared_check)
@@ -349,7 +374,7 @@ class InternalLoadBalancer:
     def _zoned(self, nodes: Sequence[Node]) -> dict[str, dict[str, InstanceRef]]:
         """The nodes' instances by zone, without nodes labelled with another subnetwork
         (gce_loadbalancer_internal.go:274-299)."""
-        default_subnet = self.lb.subnetwork_name or _last(self.lb.network_url)
+        default_subnet = self.lb.subnetwork_name or last(self.lb.network_url)
         zoned: dict[str, dict[str, InstanceRef]] = {}
         for node in nodes:
             label = node.labels.get(SUBNET_LABEL, "")
@@ -389,7 +414,7 @@ class InternalLoadBalancer:
                         compute_v1.InstanceGroupsListInstancesRequest(instance_state="ALL")
                     ),
                 )
-                have = {_last(item.instance) for item in listed}
+                have = {last(item.instance) for item in listed}
             gone = sorted(have - set(wanted))
             if gone:
                 self.api.run(
@@ -549,6 +574,7 @@ class InternalLoadBalancer:
 
     def update(self, cluster_name: str, service: Service, nodes: Sequence[Node]) -> None:
         """The nodes changed: the instance groups, and the backend service's list of them."""
+        self._subsets_elsewhere(service)  # gce_loadbalancer_internal.go:353-356
         if service.load_balancer_class not in (None, INTERNAL_CLASS):
             raise ImplementedElsewhere(
                 f"service {service.key}: loadBalancerClass {service.load_balancer_class}"
@@ -578,6 +604,7 @@ class InternalLoadBalancer:
     def delete(self, cluster_name: str, service: Service) -> None:
         """Exactly upstream's pieces (gce_loadbalancer_internal.go:384-471), then the
         finalizer."""
+        self._subsets_elsewhere(service)  # gce_loadbalancer_internal.go:388-391
         if service.load_balancer_class not in (None, INTERNAL_CLASS):
             raise ImplementedElsewhere(
                 f"service {service.key}: loadBalancerClass {service.load_balancer_class}"
@@ -598,7 +625,7 @@ class InternalLoadBalancer:
             name, cluster_id, protocol, service.session_affinity or "None",
             shared=_shares_backend(service) and not local,
         )  # fmt: skip
-        self._delete_unless_used(self._backends.delete_unary, region=self.region,
+        self.lb._delete_unless_used(self._backends.delete_unary, region=self.region,
                                  backend_service=backend)  # fmt: skip
         lb._delete(lb._firewalls.delete_unary, firewall=f"k8s-fw-{name}")
         lb._delete(lb._firewalls.delete_unary, firewall=name)
@@ -607,25 +634,27 @@ class InternalLoadBalancer:
             self.api.client(compute_v1.ZonesClient).list, filter=f'name eq "{self.region}-.*"'
         )
         for zone in sorted(z.name for z in zones):
-            self._delete_unless_used(
+            self.lb._delete_unless_used(
                 self._groups.delete_unary, zone=zone, instance_group=group_name(cluster_id)
             )
         self.set_finalizer(service, present=False)
+        self.lb.metrics.forget_ilb(service.key)
 
-    def _delete_unless_used(self, rpc: Any, **fields: Any) -> bool:
-        """Delete; False when it was gone already or another resource still uses it."""
-        try:
-            return self.lb._delete(rpc, **fields)
-        except GceApiError as error:
-            if error.reason == "resourceInUseByAnotherResource":
-                return False
-            raise
+    def _subsets_elsewhere(self, service: Service) -> None:
+        """:class:`ImplementedElsewhere` with ILBSubsets for a Service this controller never
+        served (no v1 finalizer, not of the legacy internal class), as upstream."""
+        if (
+            self.lb.ilb_subsets
+            and ILB_FINALIZER not in service.finalizers
+            and service.load_balancer_class != INTERNAL_CLASS
+        ):
+            raise ImplementedElsewhere(f"service {service.key}: {SUBSETS_ELSEWHERE}")
 
     def _delete_check_and_firewall(self, check: str) -> None:
         try:
             self.lb._delete(self._checks.delete_unary, health_check=check)
         except GceApiError as error:
-            if error.reason == "resourceInUseByAnotherResource":
+            if error.in_use:
                 return  # another load balancer's backend service uses it: both stay
             raise
         self.lb._delete(self.lb._firewalls.delete_unary, firewall=health_check_firewall_name(check))
@@ -642,11 +671,11 @@ class InternalLoadBalancer:
         ``clearPreviousInternalResources`` (failures are only logged)."""
         try:
             if previous.name != backend:
-                self._delete_unless_used(
+                self.lb._delete_unless_used(
                     self._backends.delete_unary, region=self.region, backend_service=previous.name
                 )
-            if len(previous.health_checks) == 1 and _last(previous.health_checks[0]) != check:
-                self._delete_check_and_firewall(_last(previous.health_checks[0]))
+            if len(previous.health_checks) == 1 and last(previous.health_checks[0]) != check:
+                self._delete_check_and_firewall(last(previous.health_checks[0]))
         except GceApiError as error:
             log.warning("service %s: previous pieces not deleted: %s", service.key, error)
 

@@ -81,7 +81,14 @@ from polyccm_gce.descriptions import (
     service_description,
 )
 from polyccm_gce.instances import InstanceLookup
-from polyccm_gce.naming import InstanceRef, InvalidProviderID, instance_ref, parse_provider_id
+from polyccm_gce.lb_metrics import DENY_DISABLED, DENY_IPV4, DENY_NONE, ERROR, SUCCESS, L4Metrics
+from polyccm_gce.naming import (
+    InstanceRef,
+    InvalidProviderID,
+    instance_ref,
+    last,
+    parse_provider_id,
+)
 from polyccm_gce.sdk import compute_v1
 from polyccm_gce.service_options import (
     DEFAULT_TIER,
@@ -120,6 +127,11 @@ NODES_CHECK_TIMING = {
 }
 SERVICE_CHECK_TIMING = NODES_CHECK_TIMING
 POOL_CREATE_LIMIT = 200
+#: Firewall priorities as upstream's (gce_loadbalancer_external.go:48-50@v36.3.8): the deny
+#: firewall at GCE's default, the allow ones just above it while deny firewalls are made.
+DEFAULT_PRIORITY = 1000
+DENY_PRIORITY = DEFAULT_PRIORITY
+ALLOW_PRIORITY_WITH_DENY = DEFAULT_PRIORITY - 1
 POOL_ADD_CHUNK = 1000
 
 
@@ -136,8 +148,8 @@ def firewall_name(lb_name: str) -> str:
 
 
 def deny_name(lb_name: str) -> str:
-    """Upstream's deny firewall (``--enable-l4-deny-firewall``): never made here, left as it is
-    on adoption, deleted with the load balancer (always: its IP may go to someone else)."""
+    """The deny firewall (``--enable-l4-deny-firewall``, upstream's MakeFirewallDenyName),
+    deleted with the load balancer (always: its IP may go to someone else)."""
     return f"k8s-fw-{lb_name}-deny"
 
 
@@ -149,6 +161,9 @@ class GceLoadBalancer(LoadBalancer):
     """gce.conf's ``subnetwork-name`` (the provider sets it): internal load balancers' subnet."""
     subnetwork_url = ""
     """Its URL (``subnetwork-name`` may be one, in another project or region)."""
+    ilb_subsets = False
+    """gce.conf's ``alpha-features = ILBSubsets`` (the provider sets it): GKE's ingress-gce
+    builds new internal load balancers (:mod:`polyccm_gce.internal_lb`)."""
 
     def __init__(
         self,
@@ -165,6 +180,9 @@ class GceLoadBalancer(LoadBalancer):
         self.network_project = network_project or api.project
         """Where the firewalls live: gce.conf's ``network-project-id`` (a Shared VPC's host
         project), else the cluster's project."""
+        self.deny_firewall = False
+        """``--enable-l4-deny-firewall``: each ensure makes the deny firewall ``k8s-fw-<lb>-deny``
+        and the allow firewalls at priority 999."""
         self.deny_cleanup = False
         """``--enable-l4-deny-firewall-rollback-cleanup``: each ensure deletes the deny
         firewall upstream's ``--enable-l4-deny-firewall`` made."""
@@ -181,6 +199,8 @@ class GceLoadBalancer(LoadBalancer):
         self.kube: KubeApi | None = None
         """The term's Kubernetes API (set by the provider's ``initialize``; None outside a
         term, where nothing is deleted)."""
+        self.metrics = L4Metrics()
+        """Upstream's number_of_l4_netlbs and number_of_l4_ilbs (:mod:`polyccm_gce.lb_metrics`)."""
         self.insert_first = True
         """A new load balancer's own pieces are inserted without a read first (False: read
         first, as ``polyccm plan`` needs, whose inserts are never sent for GCE to answer 409)."""
@@ -249,12 +269,39 @@ class GceLoadBalancer(LoadBalancer):
             reason = implemented_elsewhere(service, rule_backend_service=existing.backend_service)
             if reason is not None:
                 raise ImplementedElsewhere(f"service {service.key}: {reason}")
+        # Counted from here, as upstream's deferred SetL4NetLBService (external.go:76-85).
+        status, deny = (
+            ERROR,
+            DENY_DISABLED if self.deny_cleanup and not self.deny_firewall else DENY_NONE,
+        )
+        try:
+            made = self._ensure_external(
+                service, name, existing, nodes, protocol=protocol, ports=ports, sources=sources,
+                tier=tier,
+            )  # fmt: skip
+            status, deny = SUCCESS, DENY_IPV4 if self.deny_firewall else deny
+            return made
+        finally:
+            self.metrics.set_netlb(service.key, status, deny)
+
+    def _ensure_external(
+        self,
+        service: Service,
+        name: str,
+        existing: compute_v1.ForwardingRule | None,
+        nodes: Sequence[Node],
+        *,
+        protocol: str,
+        ports: list[str],
+        sources: list[str],
+        tier: str,
+    ) -> LoadBalancerStatus:
         if not self.node_tags:
             self._target_tags(nodes)  # an error before any write when no tag targets a node
         if asks_for_tier(service):
             existing = self._delete_wrong_tier(name, existing, tier)
-        if self.deny_cleanup:  # as upstream, gce_loadbalancer_external.go:217-223
-            self._delete_firewalls(deny_name(name))
+        if self.deny_cleanup and not self.deny_firewall:  # gce_loadbalancer_external.go:217-223
+            self._delete_deny_firewall(name)
         # No rule yet: a new load balancer, whose own pool and firewalls are most likely
         # absent too, so they are inserted straight away (an existing one answers 409 and is
         # read and corrected then) instead of read first.
@@ -292,6 +339,7 @@ class GceLoadBalancer(LoadBalancer):
             nodes=nodes,
             fresh=fresh and not shared,
             service=service,
+            priority=self._allow_priority,
         )
         self._ensure_firewall(
             firewall_name(name),
@@ -303,8 +351,58 @@ class GceLoadBalancer(LoadBalancer):
             nodes=nodes,
             fresh=fresh,
             service=service,
+            priority=self._allow_priority,
         )
+        # Last, once the allow firewalls are above it, as upstream (external.go:302-307).
+        if self.deny_firewall:
+            self._ensure_deny_firewall(name, service, address, nodes, fresh=fresh)
         return _status(rule)
+
+    @property
+    def _allow_priority(self) -> int:
+        return ALLOW_PRIORITY_WITH_DENY if self.deny_firewall else DEFAULT_PRIORITY
+
+    def _ensure_deny_firewall(
+        self, name: str, service: Service, address: str, nodes: Sequence[Node], *, fresh: bool
+    ) -> None:
+        """``k8s-fw-<lb>-deny``: every protocol from anywhere to the rule's address denied on
+        the nodes' tags, at priority 1000, as upstream's ensureDenyNodeFirewall
+        (gce_loadbalancer_external.go:1230-1295@v36.3.8); patched whole when what upstream's
+        firewallsEqual compares differs (not the target tags). A Shared VPC's host refusing
+        the write (403) is logged and the sync goes on, as upstream (no event)."""
+        fw_name = deny_name(name)
+        wanted = compute_v1.Firewall(
+            name=fw_name,
+            description=firewall_description(service.key, address),
+            network=self.network_url,
+            source_ranges=["0.0.0.0/0"],
+            target_tags=self._target_tags(nodes),
+            denied=[compute_v1.Denied(I_p_protocol="all")],
+            priority=DENY_PRIORITY,
+        )
+        if address:
+            wanted.destination_ranges = [address]
+        where = {"project": self.network_project}
+        try:
+            current = None if fresh else self._get(self._firewalls.get, **where, firewall=fw_name)
+            if current is None:
+                if self._inserted(self._firewalls.insert_unary, **where, firewall_resource=wanted):
+                    return
+                current = self._get(self._firewalls.get, **where, firewall=fw_name)
+                if current is None:
+                    raise GceApiError(
+                        "compute.firewalls.get", 404, "notFound", f"{fw_name} vanished"
+                    )
+            if _firewalls_equal(current, wanted):
+                return
+            self.api.run(
+                self._firewalls.patch_unary, **where, firewall=fw_name, firewall_resource=wanted
+            )
+        except GceApiError as error:
+            if error.status != 403 or self.network_project == self.api.project:
+                raise
+            log.info("service %s: no permission to write %s (Shared VPC): %s", service.key,
+                     fw_name, error)  # fmt: skip
 
     def _internal_route(
         self,
@@ -404,6 +502,7 @@ class GceLoadBalancer(LoadBalancer):
         nodes: Sequence[Node],
         fresh: bool = False,
         service: Service,
+        priority: int = DEFAULT_PRIORITY,
     ) -> None:
         """``destination``: the one address the firewall lets traffic to ("": any, and an
         existing firewall's destination is left as it is). ``fresh``: most likely absent, so
@@ -427,6 +526,7 @@ class GceLoadBalancer(LoadBalancer):
                 source_ranges=sorted(sources),
                 allowed=allowed,
                 target_tags=list(self.node_tags) or self._target_tags(nodes),
+                priority=priority,
             )
             if destination:
                 body.destination_ranges = [destination]
@@ -437,7 +537,7 @@ class GceLoadBalancer(LoadBalancer):
                     firewall_resource=body,
                 )
             except GceApiError as error:
-                command = f"create {name} --network {last_segment(self.network_url)} "
+                command = f"create {name} --network {last(self.network_url)} "
                 self._ask_for_manual_change(service, error, command + self._gcloud_args(body))
                 return
             if inserted:
@@ -461,6 +561,8 @@ class GceLoadBalancer(LoadBalancer):
             changes.destination_ranges = [destination]
         if not says(current.description, description):
             changes.description = description
+        if current.priority != priority:  # as upstream's firewallNeedsUpdate (external.go:1028)
+            changes.priority = priority
         if changes != compute_v1.Firewall(name=name):
             try:
                 self.api.run(
@@ -553,7 +655,7 @@ class GceLoadBalancer(LoadBalancer):
             self._make_pool(name, description, affinity, nodes, check_url)
             return remade
         self._sync_pool(pool, nodes)
-        checks = [instance_ref_or_name(url) for url in pool.health_checks]
+        checks = [last(url) for url in pool.health_checks]
         if checks != [check]:
             if pool.health_checks:
                 self.api.run(
@@ -752,6 +854,10 @@ class GceLoadBalancer(LoadBalancer):
             raise
         return True
 
+    def _delete_unless_used(self, rpc: Callable[..., compute_v1.Operation], **fields: Any) -> bool:
+        """Delete; False when it was already gone or another resource still uses it."""
+        return _unless_in_use(lambda: self._delete(rpc, **fields))
+
     def _check_requested_tier(self, ip: str, tier: str) -> None:
         """:class:`InvalidServiceSpec` when ``loadBalancerIP`` is a static address of another
         network tier than the Service's, with upstream's words (verifyUserRequestedIP)."""
@@ -814,6 +920,20 @@ class GceLoadBalancer(LoadBalancer):
             self._delete_pool_and_checks(name, service)
             firewall.result()
         self._release_upstream_finalizer(service)
+        self.metrics.forget_netlb(service.key)
+
+    def _delete_deny_firewall(self, name: str) -> None:
+        """The rollback cleanup: ``k8s-fw-<lb>-deny`` read first and deleted only when there
+        (no 404 in the audit log, no write on a sync that finds none), a Shared VPC's host
+        refusing (403) skipped, as upstream's ensureFirewallDeleted (external.go:1297-1317)."""
+        where = {"project": self.network_project, "firewall": deny_name(name)}
+        try:
+            if self._get(self._firewalls.get, **where) is not None:
+                self._delete(self._firewalls.delete_unary, **where)
+        except GceApiError as error:
+            if error.status != 403 or self.network_project == self.api.project:
+                raise
+            log.info("no permission to delete %s (Shared VPC): %s", where["firewall"], error)
 
     def _delete_firewalls(self, *names: str, service: Service | None = None) -> None:
         """Delete firewalls; one a Shared VPC's host refuses (403) is asked of its admin by
@@ -869,13 +989,8 @@ class GceLoadBalancer(LoadBalancer):
     def _delete_shared_check_if_unused(self, service: Service | None = None) -> None:
         """The shared nodes check and its firewall, once no target pool uses the check."""
         shared = nodes_health_check_name(self.cluster_id())
-        try:
-            if not self._delete_check(shared):
-                return  # gone already
-        except GceApiError as error:
-            if error.reason == "resourceInUseByAnotherResource":
-                return  # another service's pool still uses it
-            raise
+        if not _unless_in_use(lambda: self._delete_check(shared)):
+            return  # gone already, or another service's pool still uses it
         fw = health_check_firewall_name(self.cluster_id(), shared, shared=True)
         self._delete_firewalls(fw, service=service)
 
@@ -895,8 +1010,41 @@ def _checks_path(name: str = "") -> str:
     return f"global/httpHealthChecks/{name}" if name else "global/httpHealthChecks"
 
 
-def last_segment(url: str) -> str:
-    return url.rstrip("/").rsplit("/", 1)[-1]
+def _firewalls_equal(have: compute_v1.Firewall, want: compute_v1.Firewall) -> bool:
+    """Upstream's firewallsEqual (gce_loadbalancer_external.go:1319-1332@v36.3.8): source
+    ranges as networks, allowed and denied ports per protocol, priority, destination ranges and
+    description as they are; not the network nor the target tags."""
+    return (
+        normalised(have.source_ranges) == normalised(want.source_ranges)
+        and _effects(have.allowed) == _effects(want.allowed)
+        and _effects(have.denied) == _effects(want.denied)
+        and have.priority == want.priority
+        and list(have.destination_ranges) == list(want.destination_ranges)
+        and have.description == want.description
+    )
+
+
+def _effects(
+    rules: Sequence[compute_v1.Allowed] | Sequence[compute_v1.Denied],
+) -> dict[str, set[int]]:
+    """Ports per protocol (upper case), ranges spread, as upstream's portsPerProtocol."""
+    effects: dict[str, set[int]] = {}
+    for rule in rules:
+        ports = effects.setdefault(rule.I_p_protocol.upper(), set())
+        for port in rule.ports:
+            start, _, end = port.partition("-")
+            ports.update(range(int(start), int(end or start) + 1))
+    return effects
+
+
+def _unless_in_use(delete: Callable[[], bool]) -> bool:
+    """Run ``delete`` (True: deleted); False when GCE answers that another resource uses it."""
+    try:
+        return delete()
+    except GceApiError as error:
+        if error.in_use:
+            return False
+        raise
 
 
 def _tier_word(tier: str) -> str:
@@ -917,10 +1065,6 @@ def _naming_instances(request_class: type[R], urls: Sequence[str]) -> R:
     for url in urls:
         message.instances.add(instance=url)
     return request
-
-
-def instance_ref_or_name(url: str) -> str:
-    return url.rstrip("/").rsplit("/", 1)[-1]
 
 
 def _status(rule: compute_v1.ForwardingRule) -> LoadBalancerStatus:

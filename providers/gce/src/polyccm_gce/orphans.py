@@ -1,5 +1,6 @@
-"""``polyccm orphans`` for GCE: the cluster's forwarding rules, target pools, firewalls, HTTP
-health checks and routes that no Service or Node accounts for.
+"""``polyccm orphans`` for GCE: the cluster's forwarding rules, target pools, backend services,
+firewalls, health checks (legacy HTTP ones and the ``healthChecks`` API's), instance groups
+and routes that no Service or Node accounts for.
 
 GCE resources carry no tags, so the marks are names, descriptions and what a piece points at,
 as upstream and polyccm make them:
@@ -11,7 +12,20 @@ as upstream and polyccm make them:
   for this cluster's only when one of them shows it: the pool uses this cluster's shared health
   check ``k8s-<cluster-id>-node``, or holds the instance of one of its Nodes, or a firewall
   targets only its nodes' network tags (``node-tags``, else the tags its instances carry). They
-  are orphans, all together, when no Service claims ``<lb>``.
+  are orphans, all together, when no Service claims ``<lb>``. The deny firewall
+  ``k8s-fw-<lb>-deny`` (``--enable-l4-deny-firewall``) is one of them.
+* **An internal load balancer** ``<lb>``: the forwarding rule, the regional backend service
+  and (``externalTrafficPolicy: Local``) the health check ``<lb>`` of the ``healthChecks`` API,
+  described as above, the firewall ``k8s-fw-<lb>``, and ``<lb>-hc`` (upstream gives it no
+  description: its name and its targets mark it); the backend service using this cluster's
+  instance group ``k8s-ig--<cluster-id>`` or shared check ``k8s-<cluster-id>-node`` shows the
+  cluster.
+* **The internal load balancers' shared pieces** (upstream's gce_loadbalancer_internal.go):
+  the instance groups ``k8s-ig--<cluster-id>`` in the region's zones, the ``healthChecks`` API's
+  ``k8s-<cluster-id>-node`` with its firewall ``k8s-<cluster-id>-node-hc``, and the shared
+  backend services ``k8s-<cluster-id>-internal-...``: orphans when no backend service (or, for
+  those, forwarding rule) outside the orphans uses them and no claiming Service is internal
+  (whatever nodes the groups hold: no load balancer needs them).
 * **The shared health check** ``k8s-<cluster-id>-node`` and its firewall
   ``k8s-<cluster-id>-node-http-hc``: orphans when no target pool outside the orphans uses the
   check and no claiming Service would (``externalTrafficPolicy: Cluster``).
@@ -19,9 +33,9 @@ as upstream and polyccm make them:
   cluster's network (the route controller's own listing): orphans when their next-hop instance
   is no Node's (the route controller's mapping, from providerIDs).
 
-Deletion order: forwarding rules and routes, then target pools, then health checks and
-firewalls. Each piece is read again first and kept (an error) when it no longer carries its
-marks; "in use" is retried shortly.
+Deletion order: forwarding rules and routes, then target pools and backend services, then
+health checks, instance groups and firewalls. Each piece is read again first and kept (an
+error) when it no longer carries its marks; "in use" is retried shortly.
 """
 
 from __future__ import annotations
@@ -39,8 +53,11 @@ from polyccm.ops.orphans import unclaimed_reason
 
 from polyccm_gce.api import GceApi, GceApiError, Json
 from polyccm_gce.descriptions import SERVICE_NAME, decoded
+from polyccm_gce.internal_lb import group_name, is_internal
+from polyccm_gce.internal_lb import health_check_firewall_name as internal_check_firewall
 from polyccm_gce.load_balancer import (
     GceLoadBalancer,
+    deny_name,
     firewall_name,
     health_check_firewall_name,
     nodes_health_check_name,
@@ -56,13 +73,18 @@ FORWARDING_RULE, TARGET_POOL, HEALTH_CHECK, FIREWALL, ROUTE = (
     "firewall",
     "route",
 )
-ORDER = {FORWARDING_RULE: 0, ROUTE: 0, TARGET_POOL: 1, HEALTH_CHECK: 2, FIREWALL: 2}
+BACKEND_SERVICE, CHECK, INSTANCE_GROUP = "backend-service", "health-check", "instance-group"
+ORDER = {FORWARDING_RULE: 0, ROUTE: 0, TARGET_POOL: 1, BACKEND_SERVICE: 1, HEALTH_CHECK: 2,
+         CHECK: 2, INSTANCE_GROUP: 2, FIREWALL: 2}  # fmt: skip
 LOAD_BALANCER_NAME = re.compile(r"a[0-9a-f]{31}")
 NODE_UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-IN_USE = "resourceInUseByAnotherResource"
 IN_USE_RETRY_SECONDS = 5.0
 FIREWALL_PREFIX = firewall_name("")
 CHECK_FIREWALL_AROUND = tuple(health_check_firewall_name("", "\0", shared=False).split("\0"))
+DENY_SUFFIX = deny_name("").removeprefix(FIREWALL_PREFIX)
+INTERNAL_CHECK_SUFFIX = internal_check_firewall("")
+BY_NAME = "markedByName"
+"""A detail of a piece upstream gives no description: its name is its mark."""
 
 
 def described_service(description: str) -> str | None:
@@ -72,10 +94,15 @@ def described_service(description: str) -> str | None:
 
 
 def _load_balancer_of_firewall(name: str) -> str | None:
-    """``<lb>`` of ``k8s-fw-<lb>`` or ``k8s-<lb>-http-hc``."""
+    """``<lb>`` of ``k8s-fw-<lb>``, ``k8s-fw-<lb>-deny``, ``k8s-<lb>-http-hc`` or (internal)
+    ``<lb>-hc``."""
     head, tail = CHECK_FIREWALL_AROUND
     if name.startswith(FIREWALL_PREFIX):
         inner = name.removeprefix(FIREWALL_PREFIX)
+        if inner.endswith(DENY_SUFFIX):
+            inner = inner.removesuffix(DENY_SUFFIX)
+    elif name.endswith(INTERNAL_CHECK_SUFFIX) and not name.startswith("k8s-"):
+        inner = name.removesuffix(INTERNAL_CHECK_SUFFIX)
     elif name.startswith(head) and name.endswith(tail):
         inner = name[len(head) : len(name) - len(tail)]
     else:
@@ -89,6 +116,8 @@ class _LoadBalancer:
 
     name: str
     pieces: list[tuple[str, str]] = field(default_factory=list)
+    by_name: set[tuple[str, str]] = field(default_factory=set)
+    """Pieces marked by their name alone (no description)."""
     services: list[str] = field(default_factory=list)
     marks: list[str] = field(default_factory=list)
 
@@ -97,6 +126,44 @@ class _LoadBalancer:
         """The Service the pieces were made for (upstream describes a health check by its own
         name, not the Service's)."""
         return next((s for s in self.services if "/" in s), "")
+
+
+class _Groups:
+    """The load balancers' pieces by ``<lb>`` name."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, _LoadBalancer] = {}
+
+    def piece(
+        self, kind: str, name: str, lb_name: str, description: str, *, by_name: bool = False
+    ) -> _LoadBalancer | None:
+        """Count a piece under ``<lb>`` when its description names a Service (or ``by_name``:
+        its name is its mark); the group, or None when it is no load balancer's."""
+        service = described_service(description)
+        if not LOAD_BALANCER_NAME.fullmatch(lb_name) or (service is None and not by_name):
+            return None
+        group = self.found.setdefault(lb_name, _LoadBalancer(lb_name))
+        group.pieces.append((kind, name))
+        if service is None:
+            group.by_name.add((kind, name))
+        else:
+            group.services.append(service)
+        return group
+
+    def internal(self, backends: Sequence[Any], checks: Sequence[Any], cluster_id: str) -> None:
+        """Internal load balancers' backend services (marked by this cluster's instance group
+        or shared check) and per-Service health checks."""
+        instance_group, shared = group_name(cluster_id), nodes_health_check_name(cluster_id)
+        for backend in backends:
+            group = self.piece(BACKEND_SERVICE, backend.name, backend.name, backend.description)
+            if group is None:
+                continue
+            if instance_group in {last(b.group) for b in backend.backends}:
+                group.marks.append(f"backend service uses instance group {instance_group}")
+            if shared in {last(url) for url in backend.health_checks}:
+                group.marks.append(f"backend service uses health check {shared}")
+        for check in checks:
+            self.piece(CHECK, check.name, check.name, check.description)
 
 
 class GceOrphans(Orphans):
@@ -130,6 +197,27 @@ class GceOrphans(Orphans):
             self._health_checks(),
         )
 
+    def _internal_listed(self, group: str) -> tuple[list[Any], list[Any], list[tuple[str, Any]]]:
+        """The region's backend services, the ``healthChecks`` API's checks, and the instance
+        groups named ``group`` in the region's zones (zone, group)."""
+        lb = self._lb
+        backends = self._api.items(
+            self._api.client(compute_v1.RegionBackendServicesClient).list, region=lb.region
+        )
+        checks = self._api.items(self._api.client(compute_v1.HealthChecksClient).list)
+        zones = self._api.items(
+            self._api.client(compute_v1.ZonesClient).list, filter=f'name eq "{lb.region}-.*"'
+        )
+        groups_client = self._api.client(compute_v1.InstanceGroupsClient)
+        groups = [
+            (zone.name, item)
+            for zone in sorted(zones, key=lambda z: str(z.name))
+            for item in self._api.items(
+                groups_client.list, zone=zone.name, filter=f'name eq "{group}"'
+            )
+        ]
+        return backends, checks, groups
+
     # -- finding ----------------------------------------------------------------------------------
 
     def find_orphans(
@@ -142,16 +230,10 @@ class GceOrphans(Orphans):
         tags = frozenset(lb._target_tags(nodes)) if nodes else frozenset()
         shared = nodes_health_check_name(lb.cluster_id())
         rules, pools, firewalls, checks = self._listed()
-        groups: dict[str, _LoadBalancer] = {}
-
-        def piece(kind: str, name: str, lb_name: str, description: str) -> _LoadBalancer | None:
-            service = described_service(description)
-            if service is None or not LOAD_BALANCER_NAME.fullmatch(lb_name):
-                return None
-            group = groups.setdefault(lb_name, _LoadBalancer(lb_name))
-            group.pieces.append((kind, name))
-            group.services.append(service)
-            return group
+        cluster_id = lb.cluster_id()
+        backends, checks_v2, instance_groups = self._internal_listed(group_name(cluster_id))
+        groups = _Groups()
+        piece = groups.piece
 
         for rule in rules:
             piece(FORWARDING_RULE, rule.name, rule.name, rule.description)
@@ -167,9 +249,12 @@ class GceOrphans(Orphans):
                 if node is not None:
                     group.marks.append(f"pool holds node {node}'s instance")
                     break
+        groups.internal(backends, checks_v2, cluster_id)
         for firewall in firewalls:
             owner = _load_balancer_of_firewall(firewall.name)
-            group = piece(FIREWALL, firewall.name, owner or "", firewall.description)
+            internal_hc = firewall.name == internal_check_firewall(owner or "")
+            group = piece(FIREWALL, firewall.name, owner or "", firewall.description,
+                          by_name=internal_hc and not firewall.description)  # fmt: skip
             targets = set(firewall.target_tags)
             if group is not None and targets and targets <= tags:
                 group.marks.append(f"firewall targets node tags {', '.join(sorted(targets))}")
@@ -179,7 +264,7 @@ class GceOrphans(Orphans):
 
         found: list[CloudResource] = []
         orphaned: set[str] = set()
-        for group in groups.values():
+        for group in groups.found.values():
             if group.name in claimed or not group.marks:
                 continue
             orphaned.add(group.name)
@@ -195,8 +280,75 @@ class GceOrphans(Orphans):
             checks=checks,
             firewalls=firewalls,
         )
+        found += self._internal_shared(
+            cluster_id,
+            claiming=claiming,
+            orphaned=orphaned,
+            rules=rules,
+            backends=backends,
+            checks=checks_v2,
+            groups=instance_groups,
+            firewalls=firewalls,
+        )
         found += self._orphan_routes(cluster_name, nodes, directory)
         return found
+
+    def _internal_shared(
+        self,
+        cluster_id: str,
+        *,
+        claiming: Sequence[Service],
+        orphaned: set[str],
+        rules: Sequence[Any],
+        backends: Sequence[Any],
+        checks: Sequence[Any],
+        groups: Sequence[tuple[str, Any]],
+        firewalls: Sequence[Any],
+    ) -> list[CloudResource]:
+        """The internal load balancers' shared pieces no live one uses or would use."""
+        internal = [s for s in claiming if is_internal(s)]
+        kept_backends = [b for b in backends if b.name not in orphaned]
+        used_groups = {last(b.group) for bs in kept_backends for b in bs.backends}
+        used_checks = {last(url) for bs in kept_backends for url in bs.health_checks}
+        used_backends = {last(r.backend_service) for r in rules if r.name not in orphaned}
+        shared_check = nodes_health_check_name(cluster_id)
+        found: list[tuple[str, str, str, dict[str, str]]] = []
+        mark = f"(cluster id {cluster_id})"
+        if not internal:
+            found += [
+                (INSTANCE_GROUP, f"{zone}/{item.name}", "no internal load balancer uses it",
+                 {"zone": zone, "instanceGroup": item.name})
+                for zone, item in groups if item.name not in used_groups
+            ]  # fmt: skip
+        check_needed = shared_check in used_checks or any(
+            s.external_traffic_policy != "Local" for s in internal
+        )
+        if not check_needed:
+            reason = "no internal load balancer uses the shared health check"
+            if any(c.name == shared_check for c in checks):
+                found.append((CHECK, shared_check, reason, {}))
+            firewall = internal_check_firewall(shared_check)
+            if any(f.name == firewall for f in firewalls):
+                found.append((FIREWALL, firewall, reason, {}))
+        prefix = f"k8s-{cluster_id}-internal-"
+        found += [
+            (BACKEND_SERVICE, b.name, "no internal forwarding rule uses the shared backend "
+             "service", {})
+            for b in backends
+            if b.name.startswith(prefix) and b.name not in used_backends and not internal
+        ]  # fmt: skip
+        return [
+            CloudResource(
+                kind=kind,
+                id=name,
+                mark=f"name {details.get('instanceGroup', name)} {mark}",
+                reason=reason,
+                delete_order=ORDER[kind],
+                name=details.get("instanceGroup", ""),
+                details={"clusterId": cluster_id, **details},
+            )
+            for kind, name, reason, details in found
+        ]
 
     def _resources(
         self, group: _LoadBalancer, services: Sequence[Service]
@@ -207,13 +359,14 @@ class GceOrphans(Orphans):
         )
         mark = f"{group.marks[0]}, {SERVICE_NAME}={service or group.name}"
         for kind, name in group.pieces:
+            by_name = {BY_NAME: "true"} if (kind, name) in group.by_name else {}
             yield CloudResource(
                 kind=kind,
                 id=name,
                 mark=mark,
                 reason=reason,
                 delete_order=ORDER[kind],
-                details={"loadBalancer": group.name, "service": service},
+                details={"loadBalancer": group.name, "service": service, **by_name},
             )
 
     def _shared(
@@ -293,12 +446,31 @@ class GceOrphans(Orphans):
                 if check is not None:
                     _still_marked(resource, str(check.get("description", "")))
                     lb._delete_check(name)
+            elif resource.kind == BACKEND_SERVICE:
+                backends = self._api.client(compute_v1.RegionBackendServicesClient)
+                backend = lb._get(backends.get, region=lb.region, backend_service=name)
+                if backend is not None:
+                    _still_marked(resource, backend.description)
+                    lb._delete(backends.delete_unary, region=lb.region, backend_service=name)
+            elif resource.kind == CHECK:
+                checks = self._api.client(compute_v1.HealthChecksClient)
+                check_v2 = lb._get(checks.get, health_check=name)
+                if check_v2 is not None:
+                    _still_marked(resource, check_v2.description)
+                    lb._delete(checks.delete_unary, health_check=name)
+            elif resource.kind == INSTANCE_GROUP:
+                zone, group = resource.details["zone"], resource.details["instanceGroup"]
+                lb._delete(
+                    self._api.client(compute_v1.InstanceGroupsClient).delete_unary,
+                    zone=zone,
+                    instance_group=group,
+                )
             elif resource.kind == ROUTE:
                 self._delete_route(cluster_name, name)
             else:
                 raise CloudError(f"unknown kind of resource {resource.kind!r}")
         except GceApiError as error:
-            if error.reason == IN_USE:
+            if error.in_use:
                 raise RetryAfter(str(error), IN_USE_RETRY_SECONDS) from error
             raise
 
@@ -326,7 +498,7 @@ _CHECKS = "global/httpHealthChecks"
 def _still_marked(resource: CloudResource, description: str) -> None:
     """A load-balancer piece still describes its Service (the shared pieces are marked by their
     name, which is what was read)."""
-    if resource.details.get("clusterId"):
+    if resource.details.get("clusterId") or resource.details.get(BY_NAME):
         return
     if described_service(description) is None:
         raise CloudError(

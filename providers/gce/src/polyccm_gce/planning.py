@@ -29,6 +29,7 @@ from polyccm.ops.recording import (
 )
 
 from polyccm_gce.api import GceApi, GceApiError, Json, method_id
+from polyccm_gce.lb_metrics import L4Metrics
 from polyccm_gce.load_balancer import GceLoadBalancer
 from polyccm_gce.naming import last
 from polyccm_gce.sdk import compute_v1
@@ -123,15 +124,23 @@ class GceLoadBalancerPlanner(RecordingPlanner):
     def __init__(self, balancer: GceLoadBalancer) -> None:
         recorder = WriteRecorder()
         self._api = RecordingApi(balancer.api, recorder)
-        planned = copy.copy(balancer)
+        self._source = balancer
+        super().__init__(self._copy(), recorder)
+
+    def _copy(self) -> GceLoadBalancer:
+        """The balancer as it is now (the deny-firewall flags are set on it after this planner
+        is made), over the recording API."""
+        planned = copy.copy(self._source)
         planned.api = self._api
         planned.insert_first = False  # a recorded insert meets no 409: every piece is read
-        super().__init__(planned, recorder)
+        planned.metrics = L4Metrics(export=False)  # a plan is no ensure upstream counts
+        return planned
 
     def plan_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> LoadBalancerPlan:
         self._api.forget()
+        self.balancer = self._copy()
         return super().plan_load_balancer(cluster_name, service, nodes)
 
     def describe(self, calls: Sequence[RecordedCall]) -> list[Difference]:
@@ -166,12 +175,20 @@ def _allowed(firewall: compute_v1.Firewall) -> str:
     return "; ".join(f"{a.I_p_protocol} {','.join(a.ports)}" for a in firewall.allowed)
 
 
+def _effect(firewall: compute_v1.Firewall) -> str:
+    """``allow ...`` or, for the deny firewall, ``deny ...``."""
+    if firewall.denied:
+        denied = "; ".join(f"{d.I_p_protocol} {','.join(d.ports)}".strip() for d in firewall.denied)
+        return f"deny {denied}"
+    return f"allow {_allowed(firewall)}"
+
+
 def _firewall_insert(name: str, request: Mapping[str, Any]) -> list[Difference]:
     body: compute_v1.Firewall = request["firewall_resource"]
     return [
         Difference(
             FIREWALL,
-            f"create {name}: allow {_allowed(body)} from {', '.join(body.source_ranges)} "
+            f"create {name}: {_effect(body)} from {', '.join(body.source_ranges)} "
             f"to tags {', '.join(body.target_tags) or 'none'}",
         )
     ]
@@ -188,8 +205,10 @@ def _firewall_patch(name: str, request: Mapping[str, Any]) -> list[Difference]:
         found.append(
             Difference(FIREWALL, f"{name}: destination {', '.join(body.destination_ranges)}")
         )
-    if body.allowed:
-        found.append(Difference(FIREWALL, f"{name}: allow {_allowed(body)}"))
+    if body.allowed or body.denied:
+        found.append(Difference(FIREWALL, f"{name}: {_effect(body)}"))
+    if body.priority:
+        found.append(Difference(FIREWALL, f"{name}: priority {body.priority}"))
     if body.target_tags:
         found.append(Difference(FIREWALL, f"{name}: target tags {', '.join(body.target_tags)}"))
     if body.description:

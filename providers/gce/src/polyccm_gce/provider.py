@@ -44,7 +44,7 @@ from polyccm.kube.api import CONFIGMAPS, ApiError, KubeApi, load_configuration
 from polyccm.urls import plain_url
 
 from polyccm_gce.api import SCOPES, GceApi
-from polyccm_gce.config import CloudConfig, load_cloud_config
+from polyccm_gce.config import ILB_SUBSETS, CloudConfig, load_cloud_config
 from polyccm_gce.instances import GceInstances, InstanceLookup
 from polyccm_gce.load_balancer import GceLoadBalancer
 from polyccm_gce.naming import NodeDirectory, last, region_of
@@ -209,6 +209,7 @@ class GceProvider(CloudProvider):
             )
             self._load_balancer.subnetwork_name = last(subnet)
             self._load_balancer.subnetwork_url = subnet
+        self._load_balancer.ilb_subsets = ILB_SUBSETS in config.alpha_features
         self._planner = GceLoadBalancerPlanner(self._load_balancer)
         self._orphans = GceOrphans(self._load_balancer, self._routes)
         self.nodeipam: NodeIpamSettings | None = None
@@ -219,11 +220,11 @@ class GceProvider(CloudProvider):
         """The provider ``polyccm --provider gce`` runs: the deny-firewall and node IPAM flags
         checked first (a refused one stops start-up), gce.conf read, then :meth:`discover`,
         with the cluster id read from the cluster the command line names."""
-        from polyccm_gce.flags import deny_cleanup
+        from polyccm_gce.flags import deny_flags
         from polyccm_gce.nodeipam_settings import nodeipam_settings
 
         options = settings.options
-        cleanup = deny_cleanup(options)
+        deny, cleanup = deny_flags(options)
         nodeipam = nodeipam_settings(options)
         provider = cls.discover(
             load_cloud_config(settings.cloud_config),
@@ -233,6 +234,7 @@ class GceProvider(CloudProvider):
                 getattr(options, "kubeconfig", None), getattr(options, "master", None)
             ),
         )
+        provider.load_balancer_impl.deny_firewall = deny
         provider.load_balancer_impl.deny_cleanup = cleanup
         provider.nodeipam = nodeipam
         return provider

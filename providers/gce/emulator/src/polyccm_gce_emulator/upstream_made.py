@@ -8,7 +8,9 @@ What upstream's ``ensureExternalLoadBalancer`` leaves: the HTTP health check (sh
 instances and the check; the forwarding rule ``<lb>``; the firewall ``k8s-fw-<lb>`` to the
 rule's address, described by the Service and that address; the check's firewall from Google's
 prober ranges (described by the cluster id when shared), made with the first load balancer
-that needed the check. Descriptions are upstream's exact
+that needed the check; with ``deny`` (upstream's ``--enable-l4-deny-firewall``) the allow
+firewalls at priority 999 and the deny firewall ``k8s-fw-<lb>-deny`` last, at 1000
+(gce_loadbalancer_external.go:1230-1270@v36.3.8). Descriptions are upstream's exact
 strings. Upstream reserves the address first and releases it once the rule holds it; here the
 rule takes an ephemeral address directly, which ends in the same state.
 """
@@ -50,6 +52,7 @@ def _firewall(
     ports: Sequence[str],
     tags: Sequence[str],
     destination: str = "",
+    priority: int = 1000,
 ) -> None:
     body = {
         "name": name,
@@ -58,6 +61,7 @@ def _firewall(
         "sourceRanges": list(sources),
         "targetTags": list(tags),
         "allowed": [{"IPProtocol": protocol, "ports": list(ports)}],
+        "priority": priority,
     }
     if destination:
         body["destinationRanges"] = [destination]
@@ -72,6 +76,7 @@ def network_load_balancer(
     instances: Sequence[str],
     tags: Sequence[str],
     firewall_ports: Sequence[str],
+    deny: bool = False,
 ) -> str:
     """Make ``service``'s load balancer as upstream would for ``instances`` (names in
     :data:`ZONE`) with nodes tagged ``tags``; ``firewall_ports`` as upstream writes them (ports,
@@ -133,6 +138,7 @@ def network_load_balancer(
         ports=firewall_ports,
         tags=tags,
         destination=address,
+        priority=999 if deny else 1000,
     )
     if new_check:
         _firewall(
@@ -144,7 +150,14 @@ def network_load_balancer(
             ports=[str(check_port)],
             tags=tags,
             destination=address,
+            priority=999 if deny else 1000,
         )
+    if deny:
+        compute.do("POST", "global/firewalls", {
+            "name": f"k8s-fw-{name}-deny", "description": with_address,
+            "network": "global/networks/default", "sourceRanges": ["0.0.0.0/0"],
+            "destinationRanges": [address], "targetTags": list(tags),
+            "denied": [{"IPProtocol": "all"}], "priority": 1000})  # fmt: skip
     return name
 
 

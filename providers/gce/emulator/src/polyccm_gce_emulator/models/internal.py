@@ -15,7 +15,11 @@ from typing import Any
 from polyccm_gce_emulator.errors import ConditionNotMet, Invalid, Required
 from polyccm_gce_emulator.models.base import check_name, reference
 from polyccm_gce_emulator.models.common import Link, fingerprint
-from polyccm_gce_emulator.models.loadbalancing import LoadBalancingMixin, in_use
+from polyccm_gce_emulator.models.loadbalancing import (
+    HEALTH_CHECKS,
+    LoadBalancingMixin,
+    in_use,
+)
 from polyccm_gce_emulator.models.operations import Operation
 
 HEALTH_CHECK_V1_INPUT = (
@@ -207,34 +211,19 @@ class InternalLoadBalancingMixin(LoadBalancingMixin):
         return fields
 
     def insert_health_check(self, body: dict[str, Any]) -> Operation:
-        stored = {
-            "name": check_name(body.get("name")),
-            **_HEALTH_CHECK_V1_DEFAULTS,
-            **self._health_check_v1_fields(body),
-        }
-        return self.create("global", "healthChecks", stored, kind="compute#healthCheck")
+        return self.insert_any_health_check(
+            HEALTH_CHECKS, body, defaults=_HEALTH_CHECK_V1_DEFAULTS,
+            fields_of=self._health_check_v1_fields,
+        )  # fmt: skip
 
     def change_health_check(self, name: str, body: dict[str, Any], *, replace: bool) -> Operation:
-        check = self.find("global", "healthChecks", name)
-        if "name" in body and body["name"] != name:
-            raise Invalid(f"Invalid value for field 'resource.name': '{body['name']}'.")
-        merged = body if replace else {**check.body, **body}
-        fields = self._health_check_v1_fields(merged)
-
-        def apply() -> None:
-            for key in HEALTH_CHECK_V1_INPUT:
-                check.body.pop(key, None)
-            check.body.update(_HEALTH_CHECK_V1_DEFAULTS)
-            check.body.update(fields)
-
-        return self.modify(check, "update" if replace else "patch", apply)
+        return self.change_any_health_check(
+            HEALTH_CHECKS, name, body, replace=replace, inputs=HEALTH_CHECK_V1_INPUT,
+            defaults=_HEALTH_CHECK_V1_DEFAULTS, fields_of=self._health_check_v1_fields,
+        )  # fmt: skip
 
     def delete_health_check(self, name: str) -> Operation:
-        check = self.find("global", "healthChecks", name)
-        for service in self.every("backendServices"):
-            if check.link in service.body.get("healthChecks", []):
-                raise in_use(check, service)
-        return self.delete(check)
+        return self.delete_any_health_check(HEALTH_CHECKS, name, users="backendServices")
 
     # -- regional backend services ---------------------------------------------------------
 

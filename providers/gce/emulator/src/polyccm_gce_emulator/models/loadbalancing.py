@@ -9,6 +9,8 @@ check, and a forwarding rule without ``IPAddress`` gets an ephemeral one.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from polyccm_gce_emulator.errors import Invalid, ResourceInUse
@@ -38,6 +40,18 @@ HEALTH_CHECK_DEFAULTS: dict[str, Any] = {
     "unhealthyThreshold": 2,
     "healthyThreshold": 2,
 }
+
+
+@dataclass(frozen=True)
+class HealthCheckKind:
+    """A health-check collection and the ``kind`` of its resources."""
+
+    collection: str
+    kind: str
+
+
+HTTP_HEALTH_CHECKS = HealthCheckKind("httpHealthChecks", "compute#httpHealthCheck")
+HEALTH_CHECKS = HealthCheckKind("healthChecks", "compute#healthCheck")
 
 
 def in_use(resource: Resource, user: Resource) -> ResourceInUse:
@@ -179,35 +193,68 @@ class LoadBalancingMixin(GeographyMixin, NetworkMixin, ProjectBase):
         return fields
 
     def insert_http_health_check(self, body: dict[str, Any]) -> Operation:
-        stored = {
-            "name": check_name(body.get("name")),
-            **HEALTH_CHECK_DEFAULTS,
-            **self._health_check_fields(body),
-        }
-        return self.create("global", "httpHealthChecks", stored, kind="compute#httpHealthCheck")
+        return self.insert_any_health_check(
+            HTTP_HEALTH_CHECKS, body, defaults=HEALTH_CHECK_DEFAULTS,
+            fields_of=self._health_check_fields,
+        )  # fmt: skip
 
     def change_http_health_check(
         self, name: str, body: dict[str, Any], *, replace: bool
     ) -> Operation:
-        check = self.find("global", "httpHealthChecks", name)
+        return self.change_any_health_check(
+            HTTP_HEALTH_CHECKS, name, body, replace=replace, inputs=HEALTH_CHECK_INPUT,
+            defaults=HEALTH_CHECK_DEFAULTS, fields_of=self._health_check_fields,
+        )  # fmt: skip
+
+    def delete_http_health_check(self, name: str) -> Operation:
+        return self.delete_any_health_check(HTTP_HEALTH_CHECKS, name, users="targetPools")
+
+    # -- both kinds of health check (httpHealthChecks here, healthChecks: models.internal) -
+
+    def insert_any_health_check(
+        self,
+        kind: HealthCheckKind,
+        body: dict[str, Any],
+        *,
+        defaults: Mapping[str, Any],
+        fields_of: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> Operation:
+        stored = {"name": check_name(body.get("name")), **defaults, **fields_of(body)}
+        return self.create("global", kind.collection, stored, kind=kind.kind)
+
+    def change_any_health_check(
+        self,
+        kind: HealthCheckKind,
+        name: str,
+        body: dict[str, Any],
+        *,
+        replace: bool,
+        inputs: Sequence[str],
+        defaults: Mapping[str, Any],
+        fields_of: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> Operation:
+        """``update`` (``replace``: the body is the whole check) or ``patch`` (the body over
+        the stored check); the result is validated whole and stored over the defaults."""
+        check = self.find("global", kind.collection, name)
         if "name" in body and body["name"] != name:
             raise Invalid(f"Invalid value for field 'resource.name': '{body['name']}'.")
-        fields = self._health_check_fields(body)
+        fields = fields_of(body if replace else {**check.body, **body})
 
         def apply() -> None:
-            if replace:
-                for key in HEALTH_CHECK_INPUT:
-                    check.body.pop(key, None)
-                check.body.update(HEALTH_CHECK_DEFAULTS)
+            for key in inputs:
+                check.body.pop(key, None)
+            check.body.update(defaults)
             check.body.update(fields)
 
         return self.modify(check, "update" if replace else "patch", apply)
 
-    def delete_http_health_check(self, name: str) -> Operation:
-        check = self.find("global", "httpHealthChecks", name)
-        for pool in self.every("targetPools"):
-            if check.link in pool.body.get("healthChecks", []):
-                raise in_use(check, pool)
+    def delete_any_health_check(self, kind: HealthCheckKind, name: str, *, users: str) -> Operation:
+        """Delete, unless a resource of the collection ``users`` names it in its
+        ``healthChecks`` (400 resourceInUseByAnotherResource)."""
+        check = self.find("global", kind.collection, name)
+        for user in self.every(users):
+            if check.link in user.body.get("healthChecks", []):
+                raise in_use(check, user)
         return self.delete(check)
 
     # -- target pools ----------------------------------------------------------------------
