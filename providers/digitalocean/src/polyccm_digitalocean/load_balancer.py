@@ -28,7 +28,11 @@ or called: its status stays as it is, its load balancer neither changed nor dele
 The backends are the nodes :func:`~polyccm_digitalocean.backends.backends` keeps (a
 REGIONAL_NETWORK EXTERNAL load balancer takes only nodes with a public address). When
 DigitalOcean renewed a Let's Encrypt certificate (a new id, the same name) the load balancer's
-id is kept and written to the ``certificate-id`` annotation, as upstream does.
+id is kept and written to the ``certificate-id`` annotation, as upstream does, for a service
+naming its certificate with ``certificate-name`` too (the id annotation then wins, as upstream's).
+Every request carries the ``k8s:<DO_CLUSTER_ID>`` tag, an update's as a create's (upstream's
+buildLoadBalancerRequest serves both); DigitalOcean sets tags at creation only, so a tag missing
+on an existing load balancer is the ``cluster-tags`` controller's to add, never a PUT's.
 
 A new load balancer's type is the ``type`` annotation's, else ``DEFAULT_LB_TYPE``'s
 (``REGIONAL_NETWORK`` unless it says ``REGIONAL``); an existing one keeps its own, and its type
