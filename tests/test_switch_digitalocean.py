@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -161,29 +160,8 @@ def services_view(kube: KubeApi) -> dict[str, Any]:
             for name, s in state.items()}  # fmt: skip
 
 
-#: Values the replay may bind: ids (UUIDs, droplet and action numbers), addresses, and the
-#: ``a<uid>`` load-balancer names. Not words: a status read as ``active`` when recorded and
-#: ``new`` when replayed (faster) would otherwise rewrite every ``active`` in the states compared.
-_BINDABLE = re.compile(
-    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\d{6,}|a[0-9a-f]{31}"
-    r"|\d+\.\d+\.\d+\.\d+|[0-9a-f:]*::[0-9a-f:]*"
-)
-
-
-class Replay(Replayer):
-    """A replayer that binds only ids, addresses and load-balancer names, and never to an empty
-    value (a load balancer upstream read when active may still be ``new``, without an IP, when
-    read again here)."""
-
-    def learn(self, recorded: Any, actual: Any) -> None:
-        if isinstance(recorded, (dict, list)) or (
-            actual not in ("", None) and _BINDABLE.fullmatch(str(recorded))
-        ):
-            super().learn(recorded, actual)
-
-
-def replay_to(env: Mapping[str, str], bindings: dict[str, str]) -> Replay:
-    return Replay(env["DO_OVERRIDE_URL"], Path(env[CA_BUNDLE_VARIABLE]), bindings,
+def replay_to(env: Mapping[str, str], bindings: dict[str, str]) -> Replayer:
+    return Replayer(env["DO_OVERRIDE_URL"], Path(env[CA_BUNDLE_VARIABLE]), bindings,
                   {"Authorization": f"Bearer {env['DO_ACCESS_TOKEN']}"})  # fmt: skip
 
 

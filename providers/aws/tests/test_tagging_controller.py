@@ -5,7 +5,6 @@ of tags, nodes labelled with the checksum, tags taken off the instance of a dele
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,10 +13,7 @@ from typing import Any
 
 import pytest
 from polyccm.app.commandline import parse_command_line
-from polyccm.app.options import ManagerOptions
-from polyccm.controllers import ControllerContext, EventRecorder, Informer
-from polyccm.kube.api import MERGE_PATCH, NODES, SERVICES, KubeApi
-from polyccm.kube.informer import slim_node
+from polyccm.kube.api import MERGE_PATCH, NODES, KubeApi
 from polyccm.plugins import plugin_manager
 from polyccm_aws.config import CloudConfig
 from polyccm_aws.provider import AwsProvider
@@ -25,6 +21,7 @@ from polyccm_aws.tagging_controller import CHECKSUM_LABEL, TaggingController
 from polyccm_aws.tagging_options import TaggingOptions, tagging_options
 from polyccm_aws_emulator.control import EmulatorControl
 from polyccm_aws_emulator.testing import CLUSTER, World
+from polyccm_testing.controllers import provider_controllers
 from polyccm_testing.kubeobjects import make_node, wait_for
 from polyccm_testing.opstools import run_polyccm
 
@@ -109,26 +106,8 @@ def test_selected_with_good_flags_the_start_goes_past_them(
 @contextmanager
 def tagging(kube_api: KubeApi, provider: AwsProvider) -> Iterator[TaggingController]:
     """The controller in a term of its own, as the manager runs it."""
-    nodes = Informer(kube_api, NODES, slim=slim_node)
-    services = Informer(kube_api, SERVICES)
-    recorder = EventRecorder(kube_api)
-    context = ControllerContext(api=kube_api, provider=provider,
-                                options=ManagerOptions(provider="aws"), nodes=nodes,
-                                services=services, recorder=recorder)  # fmt: skip
-    controller = TaggingController.for_term(context)
-    assert controller is not None
-    stop = threading.Event()
-    thread = threading.Thread(target=controller.run, args=(stop,), daemon=True)
-    for informer in (nodes, services):
-        informer.start()
-    thread.start()
-    try:
+    with provider_controllers(kube_api, provider, TaggingController.for_term) as (controller,):
         yield controller
-    finally:
-        stop.set()
-        thread.join(10)
-        for informer in (nodes, services):
-            informer.stop()
 
 
 def instance_tags(world: World, instance: dict[str, Any]) -> dict[str, str]:

@@ -170,7 +170,6 @@ def test_override_health_check_uses_the_healthcheck_annotations() -> None:
         ({ann.HTTP_PORTS: "80", ann.TLS_PORTS: "80", ann.CERTIFICATE_ID: "c"}, ann.TLS_PORTS),
         ({ann.HTTP_PORTS: "8080"}, ann.HTTP_PORTS),
         ({ann.TLS_PASSTHROUGH: "true", ann.CERTIFICATE_ID: "c"}, ann.TLS_PASSTHROUGH),
-        ({ann.CERTIFICATE_ID: "c", ann.CERTIFICATE_NAME: "n"}, ann.CERTIFICATE_NAME),
         ({ann.SIZE_SLUG: "lb-small", ann.SIZE_UNIT: "2"}, ann.SIZE_UNIT),
         ({ann.SIZE_SLUG: "lb-huge"}, ann.SIZE_SLUG),
         ({ann.SIZE_UNIT: "0"}, ann.SIZE_UNIT),

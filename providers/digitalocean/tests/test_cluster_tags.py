@@ -5,25 +5,21 @@ others are left alone."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from polyccm.app.options import ManagerOptions
 from polyccm.cloud import default_load_balancer_name
-from polyccm.controllers import ControllerContext, EventRecorder, Informer
-from polyccm.kube.api import NODES, SERVICES, KubeApi
-from polyccm.kube.informer import slim_node
+from polyccm.kube.api import KubeApi
 from polyccm.objects import Service
-from polyccm.plugins import installed_providers, plugin_manager, provider_controllers
 from polyccm_digitalocean import annotations as ann
 from polyccm_digitalocean_emulator.testing import (
     DigitalOceanApi,
     provider_for,
     upstream_load_balancer,
 )
+from polyccm_testing.controllers import provider_controllers, registered_controller
 from polyccm_testing.kubeobjects import make_service, wait_for
 
 CLUSTER_ID = "c0ffee00-0000-4000-8000-000000000001"
@@ -34,30 +30,9 @@ TAG = f"k8s:{CLUSTER_ID}"
 def tags_term(kube_api: KubeApi, provider: Any) -> Iterator[Any]:
     """The provider's ``cluster-tags`` controller, as the plugin registers it, in a term of
     its own as the manager runs it."""
-    manager = plugin_manager()
-    info = provider_controllers(manager, installed_providers(manager)["digitalocean"])[
-        "cluster-tags"
-    ]
-    assert info.enabled_by_default
-    nodes = Informer(kube_api, NODES, slim=slim_node)
-    services = Informer(kube_api, SERVICES)
-    context = ControllerContext(api=kube_api, provider=provider,
-                                options=ManagerOptions(provider="digitalocean"), nodes=nodes,
-                                services=services, recorder=EventRecorder(kube_api))  # fmt: skip
-    controller = info.constructor(context)
-    assert controller is not None
-    stop = threading.Event()
-    thread = threading.Thread(target=controller.run, args=(stop,), daemon=True)
-    for informer in (nodes, services):
-        informer.start()
-    thread.start()
-    try:
+    constructor = registered_controller("digitalocean", "cluster-tags")
+    with provider_controllers(kube_api, provider, constructor) as (controller,):
         yield controller
-    finally:
-        stop.set()
-        thread.join(10)
-        for informer in (nodes, services):
-            informer.stop()
 
 
 def tags_of(cloud: DigitalOceanApi, lb_id: str) -> list[str]:

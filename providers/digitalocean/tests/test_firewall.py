@@ -6,20 +6,16 @@ the Services as they change, and is made again when deleted by hand."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from polyccm.app.options import ManagerOptions
-from polyccm.controllers import ControllerContext, EventRecorder, Informer
-from polyccm.kube.api import NODES, SERVICES, KubeApi
-from polyccm.kube.informer import slim_node
+from polyccm.kube.api import SERVICES, KubeApi
 from polyccm.objects import Service
-from polyccm.plugins import installed_providers, plugin_manager, provider_controllers
 from polyccm_digitalocean import annotations as ann
 from polyccm_digitalocean.firewall import FIREWALL_MANAGED
 from polyccm_digitalocean_emulator.testing import DigitalOceanApi, provider_for
+from polyccm_testing.controllers import provider_controllers, registered_controller
 from polyccm_testing.kubeobjects import make_service, wait_for
 
 FIREWALL = "k8s-public-access"
@@ -28,31 +24,11 @@ TAGS = "k8s:c1:worker,k8s-worker"
 
 @contextmanager
 def firewall_term(kube_api: KubeApi, provider: Any) -> Iterator[Any]:
-    """The provider's ``firewall`` controller, as the plugin registers it, in a term of its
-    own as the manager runs it."""
-    manager = plugin_manager()
-    controllers = provider_controllers(manager, installed_providers(manager)["digitalocean"])
-    info = controllers["firewall"]
-    assert info.enabled_by_default
-    nodes = Informer(kube_api, NODES, slim=slim_node)
-    services = Informer(kube_api, SERVICES)
-    context = ControllerContext(api=kube_api, provider=provider,
-                                options=ManagerOptions(provider="digitalocean"), nodes=nodes,
-                                services=services, recorder=EventRecorder(kube_api))  # fmt: skip
-    controller = info.constructor(context)
-    assert controller is not None
-    stop = threading.Event()
-    thread = threading.Thread(target=controller.run, args=(stop,), daemon=True)
-    for informer in (nodes, services):
-        informer.start()
-    thread.start()
-    try:
+    """The provider's ``firewall`` controller, as the plugin registers it, in a term of
+    its own as the manager runs it."""
+    constructor = registered_controller("digitalocean", "firewall")
+    with provider_controllers(kube_api, provider, constructor) as (controller,):
         yield controller
-    finally:
-        stop.set()
-        thread.join(10)
-        for informer in (nodes, services):
-            informer.stop()
 
 
 def firewall(cloud: DigitalOceanApi) -> dict[str, Any] | None:

@@ -546,10 +546,40 @@ def test_a_renewed_lets_encrypt_certificate_is_followed_for_a_certificate_name_t
     svc = with_annotations(svc, {ann.LOAD_BALANCER_ID: made["id"]})
     control(do).reset_calls()
 
-    provider_for(do).load_balancer().ensure_load_balancer("k", svc, backends)
+    status = provider_for(do).load_balancer().ensure_load_balancer("k", svc, backends)
 
     assert writes(do) == {}
     assert [r["certificate_id"] for r in balancers(api)[0]["forwarding_rules"]] == [new["id"]]
+    # The id annotation is written for a name too (updateServiceAnnotation, 334), and the
+    # Service then carries both: the id wins (findCertificateID, 1548-1551), nothing refused.
+    assert status.service_annotations[ann.CERTIFICATE_ID] == new["id"]
+    both = with_annotations(svc, status.service_annotations)
+    provider_for(do).load_balancer().ensure_load_balancer("k", both, backends)
+    assert writes(do) == {}
+
+
+def test_with_both_certificate_annotations_the_id_wins_as_upstream(
+    do: Mapping[str, str],
+) -> None:
+    # findCertificateID (loadbalancers.go:1547-1551@v0.1.68) returns the certificate-id
+    # annotation when set and only else looks the certificate-name up: both together are no
+    # conflict, the name is not read.
+    api = DigitalOceanApi(do)
+    named, chosen = (api.ok("POST", "/v2/certificates", {
+        "name": name, "type": "custom", "private_key": "k", "leaf_certificate": "c",
+    })["certificate"] for name in ("named", "chosen"))  # fmt: skip
+    svc = service({ann.TYPE: "REGIONAL", ann.CERTIFICATE_ID: chosen["id"],
+                   ann.CERTIFICATE_NAME: "named"})  # fmt: skip
+    svc.raw["spec"]["ports"] = [{"name": "https", "protocol": "TCP", "port": 443,
+                                 "nodePort": 30443}]  # fmt: skip
+
+    status = provider_for(do).load_balancer().ensure_load_balancer("k", svc, nodes(api))
+
+    (made,) = balancers(api)
+    assert [(r["entry_protocol"], r["certificate_id"]) for r in made["forwarding_rules"]] == [
+        ("https", chosen["id"])
+    ]
+    assert not status.warnings and named["id"] != chosen["id"]
 
 
 def test_an_upstream_dualstack_regional_load_balancer_is_adopted_without_a_write(
@@ -625,3 +655,33 @@ def test_a_new_load_balancer_is_made_with_the_cluster_tag(do: Mapping[str, str])
     made = api.ok("GET", f"/v2/load_balancers/{lb_id}")["load_balancer"]
     assert made["tags"] == [f"k8s:{cluster_id}"]
     assert writes(do) == {"loadBalancers_create": 1}  # no tag call after it
+
+
+def test_an_update_sends_the_cluster_tag_as_upstreams_does(do: Mapping[str, str]) -> None:
+    # updateLoadBalancer PUTs the request of buildLoadBalancerRequest (loadbalancers.go:359-366
+    # @v0.1.68), which carries buildK8sTag(clusterID) in its tags (985-989) for an update as for
+    # a create. DigitalOcean keeps a load balancer's tags on a PUT (set at creation, godo
+    # load_balancers.go:53), so tags alone are no reason for a PUT.
+    api = DigitalOceanApi(do)
+    backends = nodes(api)
+    cluster_id = "c0ffee00-0000-4000-8000-000000000003"
+    provider = provider_for(do, DO_CLUSTER_ID=cluster_id)
+    svc = service()
+    status = provider.load_balancer().ensure_load_balancer("k", svc, backends)
+    svc = with_annotations(svc, status.service_annotations)
+    sent: list[tuple[str, Any]] = []
+    call = provider.api.call
+
+    def spy(operation: str, **params: Any) -> Any:
+        sent.append((operation, params.get("body")))
+        return call(operation, **params)
+
+    provider.api.call = spy
+    provider.load_balancer().ensure_load_balancer("k", svc, backends)
+    assert [op for op, _ in sent if op == "load_balancers.update"] == [], "a PUT for nothing"
+    changed = with_annotations(svc, {ann.PROXY_PROTOCOL: "true"})
+    provider.load_balancer().ensure_load_balancer("k", changed, backends)
+
+    (put,) = [body for op, body in sent if op == "load_balancers.update"]
+    assert put["tags"] == [f"k8s:{cluster_id}"]
+    assert balancers(api)[0]["tags"] == [f"k8s:{cluster_id}"]

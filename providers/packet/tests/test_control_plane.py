@@ -20,7 +20,8 @@ from polyccm_packet.control_plane import (
     ControlPlaneEndpoint,
     health_check,
 )
-from polyccm_packet_emulator.testing import MetalApi, provider_controllers, provider_for
+from polyccm_packet_emulator.testing import MetalApi, provider_for
+from polyccm_testing.controllers import provider_controllers
 from polyccm_testing.kubeobjects import make_node, stays, wait_for
 
 TAG = "cluster-api-provider-packet:cluster-id:c1"

@@ -26,7 +26,8 @@ from polyccm_packet.metallb import (
     MetalLbController,
     wanted_pools,
 )
-from polyccm_packet_emulator.testing import MetalApi, provider_controllers, provider_for
+from polyccm_packet_emulator.testing import MetalApi, provider_for
+from polyccm_testing.controllers import provider_controllers
 from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
 
 PASSWORD = "MetalLbMd5Pass7"

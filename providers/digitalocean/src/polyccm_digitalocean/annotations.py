@@ -429,9 +429,10 @@ def _forwarding_rules(service: Service) -> tuple[list[dict[str, Any]], list[str]
     http, tls, http2 = _port_lists(annotations, numbers)
     http3 = _int(annotations, HTTP3_PORT, 1, 65535)
     certificate_id = annotations.get(CERTIFICATE_ID, "").strip()
-    certificate_name = annotations.get(CERTIFICATE_NAME, "").strip()
-    if certificate_id and certificate_name:
-        raise InvalidServiceSpec(f"annotations {CERTIFICATE_ID} and {CERTIFICATE_NAME} conflict")
+    # The id wins over the name, as upstream's findCertificateID (loadbalancers.go:1547-1551
+    # @v0.1.68): both are there once a renewed certificate of that name was followed (the id
+    # annotation written then, 299-337), and the name is not looked up again.
+    certificate_name = "" if certificate_id else annotations.get(CERTIFICATE_NAME, "").strip()
     has_certificate = bool(certificate_id or certificate_name)
     passthrough = _bool(annotations, TLS_PASSTHROUGH)
     if passthrough and has_certificate:

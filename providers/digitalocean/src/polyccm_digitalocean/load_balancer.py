@@ -28,7 +28,11 @@ or called: its status stays as it is, its load balancer neither changed nor dele
 The backends are the nodes :func:`~polyccm_digitalocean.backends.backends` keeps (a
 REGIONAL_NETWORK EXTERNAL load balancer takes only nodes with a public address). When
 DigitalOcean renewed a Let's Encrypt certificate (a new id, the same name) the load balancer's
-id is kept and written to the ``certificate-id`` annotation, as upstream does.
+id is kept and written to the ``certificate-id`` annotation, as upstream does, for a service
+naming its certificate with ``certificate-name`` too (the id annotation then wins, as upstream's).
+Every request carries the ``k8s:<DO_CLUSTER_ID>`` tag, an update's as a create's (upstream's
+buildLoadBalancerRequest serves both); DigitalOcean sets tags at creation only, so a tag missing
+on an existing load balancer is the ``cluster-tags`` controller's to add, never a PUT's.
 
 A new load balancer's type is the ``type`` annotation's, else ``DEFAULT_LB_TYPE``'s
 (``REGIONAL_NETWORK`` unless it says ``REGIONAL``); an existing one keeps its own, and its type
@@ -80,6 +84,9 @@ DROPPED_FOR = 120.0
 SHARED_SETS = 8
 
 Balancer = Mapping[str, Any]
+#: Request fields an update sends but DigitalOcean does not change (tags: set at creation, then
+#: through the tags API), so never a difference worth a PUT.
+UNCHANGEABLE = frozenset({"tags"})
 
 
 def droplet_ids(nodes: Sequence[Node]) -> list[int]:
@@ -98,6 +105,8 @@ def differences(desired: Mapping[str, Any], current: Balancer) -> list[str]:
     """The fields of ``desired`` that ``current`` (as DigitalOcean reports it) does not have."""
     changed: list[str] = []
     for key, want in desired.items():
+        if key in UNCHANGEABLE:
+            continue
         have = current.get(key)
         if key == "forwarding_rules":
             same = sorted(map(rule_key, want)) == sorted(map(rule_key, have or ()))
@@ -294,19 +303,14 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         spec = self._spec(service)  # every check before any cloud call
         balancer = self._find(service, spec)
         extra: dict[str, str] = {}
+        certificate = ""
         if balancer is not None:
             spec = self._spec(service, balancer)  # of the type and stack it has
-            extra = self._renewed_certificate(service, balancer)
-        body = self._body(spec, nodes, certificate=extra.get(CERTIFICATE_ID, ""),
-                          in_use=used_certificate(balancer or {}))  # fmt: skip
+            if spec.certificate_name:
+                certificate = self._certificate_id(spec.certificate_name)
+            extra = self._renewed_certificate(service, certificate, balancer)
+        body = self._body(spec, nodes, certificate=extra.get(CERTIFICATE_ID, certificate))
         if balancer is None:
-            # Tagged for this cluster as it is made, as upstream's buildLoadBalancerRequest does
-            # (loadbalancers.go:985-989@v0.1.68): no window where the syncer must tag it.
-            from polyccm_digitalocean.orphans import cluster_tag  # orphans imports this module
-
-            tag = cluster_tag(self.api.config.cluster_id)
-            if tag:
-                body["tags"] = [tag]
             balancer = self.api.call("load_balancers.create", body=body)["load_balancer"]
             self._names.put(str(balancer["id"]), str(balancer.get("name") or ""))
             self._dropped.wrote(balancer)
@@ -398,22 +402,30 @@ class DigitalOceanLoadBalancer(LoadBalancer):
     # -- helpers ----------------------------------------------------------------------------
 
     def _body(self, spec: LoadBalancerSpec, nodes: Sequence[Node], *,
-              certificate: str = "", in_use: str = "") -> dict[str, Any]:  # fmt: skip
+              certificate: str = "") -> dict[str, Any]:  # fmt: skip
         """The request: the spec's body with the backends among ``nodes`` (checked for the type
         the load balancer has or gets: before any write), the network stack they allow, the
         certificate (``certificate``: the one the load balancer was renewed to; else the named
-        one's id, ``in_use`` when that is the named one renewed), region and VPC."""
+        one's id), the cluster's tag, region and VPC."""
         body = dict(spec.body)
         kept = backends(nodes, body["type"], body["network"])
         body["network_stack"] = network_stack(body["network_stack"], spec.stack_from_nodes,
                                               kept, body["type"])  # fmt: skip
         if spec.certificate_name and not certificate:
-            certificate = self._certificate_id(spec.certificate_name, in_use)
+            certificate = self._certificate_id(spec.certificate_name)
         if certificate:
             body["forwarding_rules"] = [
                 {**rule, "certificate_id": certificate} if "certificate_id" in rule else rule
                 for rule in body["forwarding_rules"]
             ]
+        # The cluster's tag in every request, create and update alike, as upstream's
+        # buildLoadBalancerRequest (loadbalancers.go:985-989@v0.1.68, used by both): a new load
+        # balancer is this cluster's from its first moment. DigitalOcean sets tags at creation
+        # only (godo load_balancers.go:53), so an update's are no difference to PUT for.
+        from polyccm_digitalocean.orphans import cluster_tag  # orphans imports this module
+
+        if tag := cluster_tag(self.api.config.cluster_id):
+            body["tags"] = [tag]
         body["region"] = self.region
         body["droplet_ids"] = self._dropped.wanted(self._droplet_ids(kept.nodes))
         if self.vpc_id:
@@ -441,28 +453,28 @@ class DigitalOceanLoadBalancer(LoadBalancer):
                 log.warning("no droplet found for nodes %s", ", ".join(sorted(missing)[:3]))
         return sorted(ids)
 
-    def _certificate_id(self, name: str, in_use: str = "") -> str:
-        """The id of the certificate named ``name``: ``in_use`` (the load balancer's) when it is
-        a Let's Encrypt certificate of that name, DigitalOcean's renewal, which upstream follows
-        for a name too (findCertificateID gives recordUpdatedLetsEncryptCert the named one,
-        loadbalancers.go:348-357, 299-337@v0.1.68); else the first of that name."""
-        named = [c for c in self.api.pages("certificates.list", "certificates", name=name)
-                 if c.get("name") == name]  # fmt: skip
-        for certificate in named:
-            if str(certificate["id"]) == in_use and certificate.get("type") == "lets_encrypt":
-                return in_use
-        if named:
-            return str(named[0]["id"])
+    def _certificate_id(self, name: str) -> str:
+        """The id of the certificate named ``name``: the first DigitalOcean lists under that
+        name, as upstream's findCertificateID (loadbalancers.go:1547-1566@v0.1.68)."""
+        for certificate in self.api.pages("certificates.list", "certificates", name=name):
+            if certificate.get("name") == name:
+                return str(certificate["id"])
         raise InvalidServiceSpec(f"annotation {CERTIFICATE_NAME}: no certificate named {name!r}")
 
-    def _renewed_certificate(self, service: Service, balancer: Balancer) -> dict[str, str]:
+    def _renewed_certificate(self, service: Service, named: str,
+                             balancer: Balancer) -> dict[str, str]:  # fmt: skip
         """``{certificate-id: new id}`` when DigitalOcean renewed the service's Let's Encrypt
         certificate on ``balancer`` (a new id, the same name), as upstream's
-        recordUpdatedLetsEncryptCert: the annotation is rewritten and the old id never sent
-        back. Read from one listing of the account's certificates."""
-        annotated = service.annotations.get(CERTIFICATE_ID, "").strip()
+        recordUpdatedLetsEncryptCert (loadbalancers.go:299-337@v0.1.68) given the id of
+        findCertificateID (348-357): the ``certificate-id`` annotation's, else ``named`` (the
+        id of the ``certificate-name`` annotation's certificate). The id annotation is then
+        written (for a name too, as upstream writes it) and the old id never sent back. Read
+        from one listing of the account's certificates."""
         used = used_certificate(balancer)
-        if not annotated or not used or used == annotated:
+        if not used:
+            return {}
+        annotated = service.annotations.get(CERTIFICATE_ID, "").strip() or named
+        if not annotated or used == annotated:
             return {}
         wanted = {annotated, used}
         found = {str(c["id"]): c for c in self.api.pages("certificates.list", "certificates")

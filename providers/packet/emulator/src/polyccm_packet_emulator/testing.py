@@ -8,9 +8,8 @@ Nothing here talks to anything but the loopback emulator it is pointed at.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -144,44 +143,6 @@ def provider_for(env: Mapping[str, str], **overrides: str) -> Any:
     from polyccm_packet.provider import MetalProvider
 
     return MetalProvider.from_environment({"METAL_CLUSTER_ID": "kubernetes", **env, **overrides})
-
-
-@contextmanager
-def provider_controllers(
-    kube_api: Any, provider: Any, *factories: Callable[[Any], Any]
-) -> Iterator[list[Any]]:
-    """The provider controllers ``factories`` make (``BgpController.for_term``...) running in
-    a term of their own, as the manager runs them: node and service caches on ``kube_api``, an
-    event recorder, each controller in its thread; all stopped on leaving."""
-    from polyccm.app.options import ManagerOptions
-    from polyccm.controllers import ControllerContext, EventRecorder, Informer
-    from polyccm.kube.api import NODES, SERVICES
-    from polyccm.kube.informer import slim_node
-
-    nodes = Informer(kube_api, NODES, slim=slim_node)
-    services = Informer(kube_api, SERVICES)
-    recorder = EventRecorder(kube_api)
-    context = ControllerContext(api=kube_api, provider=provider,
-                                options=ManagerOptions(provider="packet"), nodes=nodes,
-                                services=services, recorder=recorder)  # fmt: skip
-    controllers = [factory(context) for factory in factories]
-    assert all(c is not None for c in controllers), "a controller was not made"
-    stop = threading.Event()
-    threads = [threading.Thread(target=c.run, args=(stop,), daemon=True) for c in controllers]
-    recorder.start()
-    for informer in (nodes, services):
-        informer.start()
-    for thread in threads:
-        thread.start()
-    try:
-        yield controllers
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(10)
-        for informer in (nodes, services):
-            informer.stop()
-        recorder.stop()
 
 
 class MetalCloudUnderTest:
