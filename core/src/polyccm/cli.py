@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import pluggy
 
-from polyccm import logredact, plugins, rbac
+from polyccm import logredact, plugins, rbac, version
 from polyccm.app.commandline import (
     PROG,
     USAGE_ERROR,
@@ -217,7 +217,13 @@ def _command(args: list[str], manager: pluggy.PluginManager | None, signals: Sig
     except (UsageError, ConfigError, plugins.PluginError, KubeconfigError) as error:
         print(logredact.error_line(PROG, error), file=sys.stderr)
         return USAGE_ERROR
-    configure_logging(options.verbosity, configuration, authentication, authorization)
+    configure_logging(
+        options.verbosity,
+        configuration,
+        authentication,
+        authorization,
+        logging_format=options.logging_format,
+    )
     _warn_about_flags(options, provider, *serving_warnings)
     if not provider.has_cluster_id():
         log.warning(
@@ -267,7 +273,13 @@ def _run_manager(
             except (UsageError, ConfigError) as error:
                 print(logredact.error_line(PROG, error), file=sys.stderr)
                 return USAGE_ERROR
-            log.info("polyccm %s starting (pid %d)", options.provider, os.getpid())
+            version.export_build_info(options.provider)
+            log.info(
+                "polyccm v%s %s starting (pid %d)",
+                version.version(),
+                options.provider,
+                os.getpid(),
+            )
             signals.manager_started()
             return manager.run(signals.stop)
     finally:

@@ -155,7 +155,7 @@ def _connect(
     # credentials (STS included), before its read_only_call can be asked.
     provider = build_checked_provider(parsed, manager)
     configuration = load_kube_configuration(options.kubeconfig, options.master)
-    configure_logging(options.verbosity, configuration)
+    configure_logging(options.verbosity, configuration, logging_format=options.logging_format)
     if options.verbosity < 4:
         # The provider's own progress lines (what it would create...) are not this output.
         logging.getLogger().setLevel(logging.WARNING)
