@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 from polyccm import logredact, plugins, rbac, version
+from polyccm.app import helptext
 from polyccm.app.commandline import (
     PROG,
     USAGE_ERROR,
@@ -79,10 +80,7 @@ def print_rbac(argv: Sequence[str], manager: pluggy.PluginManager) -> None:
     parser = Parser(
         prog=f"{PROG} rbac",
         allow_abbrev=False,
-        description="Print the ClusterRole polyccm needs for one provider: the core's rules "
-        "(those of deploy/kustomize/base/rbac.yaml) plus those of the provider's selected "
-        "controllers. Apply it after the provider's overlay (deploy/kustomize/overlays), whose "
-        "ClusterRole it replaces.",
+        description=helptext.RBAC,
     )
     parser.add_argument("command", choices=["rbac"], help=argparse.SUPPRESS)
     parser.add_argument(

@@ -220,6 +220,9 @@ rest_client_requests_total = Counter(
 )
 
 # -- cloud API calls under upstream's names (fed by polyccm.cloudcalls) --------------------------
+# Upstream's two error counters have no "_total" (client_golang adds none); prometheus_client
+# would add it to a Counter, so they are Gauges under the exact name, only ever increased.
+#
 # cloud-provider-aws pkg/providers/v1/aws_metrics.go (63ec440c, lines 30-53): default buckets
 # (component-base's HistogramOpts without Buckets takes prometheus.DefBuckets), the request label
 # the snake_case action ("describe_instances"), the throttles by the SDK's operation name.
@@ -230,7 +233,7 @@ aws_api_request_duration_seconds = Histogram(
     ["request"],
     registry=REGISTRY,
 )
-aws_api_request_errors = Counter(
+aws_api_request_errors = Gauge(
     "cloudprovider_aws_api_request_errors",
     "AWS API errors",
     ["request"],
@@ -255,7 +258,7 @@ gce_api_request_duration_seconds = Histogram(
     _GCE_LABELS,
     registry=REGISTRY,
 )
-gce_api_request_errors = Counter(
+gce_api_request_errors = Gauge(
     "cloudprovider_gce_api_request_errors",
     "Number of errors for an API call",
     _GCE_LABELS,

@@ -27,6 +27,7 @@ from typing import NoReturn
 import pluggy
 
 from polyccm import flagtypes, logformat, logredact, plugins, version
+from polyccm.app import helptext
 from polyccm.app.options import (
     ManagerOptions,
     add_manager_flags,
@@ -64,6 +65,15 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help, with the epilog's lines (the list of commands) kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" not in text:
+            return super()._fill_text(text, width, indent)
+        return "\n".join(indent + line for line in text.splitlines())
 
 
 _HELP_VALUE = re.compile(r"(-h|--help)=(.*)", re.DOTALL)
@@ -108,14 +118,17 @@ def _full_parser(
     controllers: Mapping[str, plugins.ControllerInfo],
     *,
     prog: str = PROG,
+    description: str = helptext.MANAGER,
     extra: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> Parser:
+    installed = f"installed providers: {', '.join(available) or 'none'}"
     parser = Parser(
         prog=prog,
         allow_abbrev=False,
-        description="A Kubernetes cloud-controller-manager. Runs the cloud-node, "
-        "cloud-node-lifecycle, service and route controllers for one cloud provider.",
-        epilog=f"installed providers: {', '.join(available) or 'none'}",
+        usage=f"{PROG} [COMMAND] --provider NAME [flags]" if prog == PROG else None,
+        description=description,
+        epilog=f"{helptext.commands_epilog()}\n\n{installed}" if prog == PROG else installed,
+        formatter_class=_Formatter,
     )
     parser.add_argument(
         "--provider",
@@ -191,14 +204,18 @@ def parse_command_line(
     manager: pluggy.PluginManager,
     *,
     prog: str = PROG,
+    description: str = helptext.MANAGER,
     extra: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> CommandLine:
     """Parse ``argv``, asking the chosen provider for its controllers; raise
-    :class:`UsageError` for any user mistake. ``extra`` adds a subcommand's own flags."""
+    :class:`UsageError` for any user mistake. ``description`` is what ``--help`` says of the
+    command; ``extra`` adds a subcommand's own flags."""
     provider, _, installed = chosen_provider(argv, manager)
     available = sorted(installed)
     controllers = controllers_of(manager, installed.get(provider) if provider else None)
-    parser = _full_parser(manager, provider, available, controllers, prog=prog, extra=extra)
+    parser = _full_parser(
+        manager, provider, available, controllers, prog=prog, description=description, extra=extra
+    )
     namespace = parser.parse_args(_help_values_resolved(argv))
     if namespace.version in ("true", "raw"):
         # As upstream, before any check: the version is printed whatever else is missing.
