@@ -15,8 +15,17 @@ from typing import Any
 from polyccm.kube.api import KubeApi
 from polyccm_aws_emulator.control import EmulatorControl
 from polyccm_aws_emulator.testing import CLUSTER, World, isolated_environment
+from polyccm_gce_emulator.testing import CLUSTER as GCE_CLUSTER
+from polyccm_gce_emulator.testing import REGION as GCE_REGION
+from polyccm_gce_emulator.testing import emulator_process, operator_config
 from polyccm_testing.kubeobjects import make_node, make_service, wait_for
 from polyccm_testing.scrape import Running, running_polyccm, samples, value
+
+AWS_LATENCY = "cloudprovider_aws_api_request_duration_seconds"
+AWS_ERRORS = "cloudprovider_aws_api_request_errors"
+AWS_THROTTLED = "cloudprovider_aws_api_throttled_requests_total"
+GCE_LATENCY = "cloudprovider_gce_api_request_duration_seconds"
+GCE_ERRORS = "cloudprovider_gce_api_request_errors"
 
 
 def aws_command(control_plane: Any) -> list[str]:
@@ -62,10 +71,10 @@ def test_aws_metrics_under_upstreams_names(
         def scraped() -> list[Any] | None:
             found = samples(ccm.scrape())
             wanted = (
-                value(found, "cloudprovider_aws_api_request_errors", request="describe_load_balancers"),
-                value(found, "cloudprovider_aws_api_request_duration_seconds_count", request="describe_instances"),
-                value(found, "cloudprovider_aws_api_throttled_requests_total", operation_name="DescribeInstances"),
-            )  # fmt: skip
+                value(found, AWS_ERRORS, request="describe_load_balancers"),
+                value(found, f"{AWS_LATENCY}_count", request="describe_instances"),
+                value(found, AWS_THROTTLED, operation_name="DescribeInstances"),
+            )
             return found if all(wanted) else None
 
         found = wait_for(scraped, timeout=60, what=f"the AWS call metrics (log: {ccm.log})")
@@ -76,7 +85,7 @@ def test_aws_metrics_under_upstreams_names(
         value(found, "cloudprovider_aws_api_request_errors", request="describe_load_balancers") == 1
     )
     # retry_handler.go lines 190-193: a RequestLimitExceeded counts under the SDK's name.
-    assert value(found, "cloudprovider_aws_api_throttled_requests_total", operation_name="DescribeInstances") == 1  # fmt: skip
+    assert value(found, AWS_THROTTLED, operation_name="DescribeInstances") == 1
     # polyccm's own, for every provider alike.
     assert value(found, "polyccm_cloud_api_request_duration_seconds_count", provider="aws")
     assert (
@@ -123,3 +132,53 @@ def _api_host(control_plane: Any) -> str:
     from polyccm.kube.api import load_configuration
 
     return urlsplit(load_configuration(str(control_plane.kubeconfig)).host).netloc
+
+
+def gce_command(control_plane: Any, cloud_config: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "polyccm.cli",
+        "--provider=gce",
+        f"--cloud-config={cloud_config}",
+        f"--kubeconfig={control_plane.kubeconfig}",
+        f"--cluster-name={GCE_CLUSTER}",
+        "--leader-elect=false",
+        "--configure-cloud-routes=false",
+    ]
+
+
+def test_gce_metrics_under_upstreams_names(
+    kube_api: KubeApi, namespace: str, control_plane: Any, clean_nodes: None, tmp_path: Path
+) -> None:
+    with emulator_process(tmp_path) as gce:
+        compute = gce.api()
+        for name in ("metrics-a", "metrics-b"):
+            compute.create_instance(name, tags=["metrics"])
+            make_node(kube_api, name)
+        make_service(kube_api, namespace, "web")
+        # Each forwarding rule is looked for (404: an error, as upstream counts it) first.
+        env = {**os.environ, **gce.env}
+        command = gce_command(control_plane, operator_config(gce, tmp_path))
+        with running_polyccm(command, env, tmp_path / "polyccm.log") as ccm:
+
+            def scraped() -> list[Any] | None:
+                found = samples(ccm.scrape())
+                wanted = (
+                    value(found, GCE_ERRORS, request="forwarding_rules_get"),
+                    value(found, f"{GCE_LATENCY}_count", request="forwarding_rules_insert"),
+                )
+                return found if all(wanted) else None
+
+            found = wait_for(scraped, timeout=90, what=f"the GCE call metrics (log: {ccm.log})")
+    # cloud-provider-gcp providers/gce/metrics.go (4e245312) lines 38-43 and 88-105: request,
+    # region, zone ("<n/a>" when the call names none: line 52) and version.
+    regional = {"region": GCE_REGION, "zone": "<n/a>", "version": "v1"}
+    assert value(found, GCE_ERRORS, request="forwarding_rules_get", **regional)
+    # Upstream observes the latency of failed calls too (metrics.go lines 58-66).
+    assert value(found, f"{GCE_LATENCY}_count", request="forwarding_rules_get", **regional)
+    assert value(found, f"{GCE_LATENCY}_count", request="forwarding_rules_insert", **regional)
+    nowhere = {"region": "<n/a>", "zone": "<n/a>", "version": "v1"}
+    assert value(found, f"{GCE_LATENCY}_count", request="instances_aggregated_list", **nowhere)
+    assert value(found, "cloudprovider_gce_api_request_duration_seconds_bucket", le="+Inf")
+    _common(found, ccm, "gce", control_plane)

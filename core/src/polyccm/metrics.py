@@ -12,7 +12,18 @@ Counter names here omit ``_total``: prometheus_client appends it when exposing t
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
+
+# No "<name>_created" series beside each counter and histogram: client_golang, which every
+# upstream component uses, exports none, and they double the series a scrape stores.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 REGISTRY = CollectorRegistry()
 
