@@ -14,6 +14,7 @@ import json
 import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,8 @@ def test_the_aws_image_holds_the_core_and_boto3_alone_and_runs_as_non_root(
     print(f"polyccm-aws: {megabytes(built.size)} unpacked, archive {megabytes(built.archive_size)}")
     assert config.entrypoint == ("polyccm", "--provider=aws")
     assert config.user == "65532:65532"
+    # The version from its one place (core/pyproject.toml), as `polyccm --version` prints it.
+    assert config.labels["org.opencontainers.image.version"] == metadata.version("polyccm")
 
     with Container(aws_image.id) as container:
         whoami = container.run(["id", "-u"])

@@ -528,11 +528,11 @@ def test_values_upstream_accepts_start_with_a_warning_saying_what_they_do(tmp_pa
     warnings = [
         # cloud-provider v0.35.4 app/controllermanager.go:305-307 starts with every controller
         # disabled (controller-manager's Validate finds no unknown name in an empty list).
-        "W polyccm] --controllers selects no controller: polyccm starts, as upstream does, but "
+        "] --controllers selects no controller: polyccm starts, as upstream does, but "
         "no controller will run",
-        "W polyccm] --kube-api-qps=-1: no client-side limit on requests to the API server",
+        "] --kube-api-qps=-1: no client-side limit on requests to the API server",
         # cloud-provider v0.35.4 options/kubecloudshared.go:101-111 validates nothing of it.
-        "W polyccm] --cluster-name is empty: accepted, as upstream accepts it",
+        "] --cluster-name is empty: accepted, as upstream accepts it",
     ]
     output = _stderr_until(
         [

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING
 
 import pluggy
 
-from polyccm import logredact, plugins, rbac
+from polyccm import logredact, plugins, rbac, version
+from polyccm.app import helptext
 from polyccm.app.commandline import (
     PROG,
     USAGE_ERROR,
@@ -79,10 +80,7 @@ def print_rbac(argv: Sequence[str], manager: pluggy.PluginManager) -> None:
     parser = Parser(
         prog=f"{PROG} rbac",
         allow_abbrev=False,
-        description="Print the ClusterRole polyccm needs for one provider: the core's rules "
-        "(those of deploy/kustomize/base/rbac.yaml) plus those of the provider's selected "
-        "controllers. Apply it after the provider's overlay (deploy/kustomize/overlays), whose "
-        "ClusterRole it replaces.",
+        description=helptext.RBAC,
     )
     parser.add_argument("command", choices=["rbac"], help=argparse.SUPPRESS)
     parser.add_argument(
@@ -219,7 +217,13 @@ def _command(args: list[str], manager: pluggy.PluginManager | None, signals: Sig
     except (UsageError, ConfigError, plugins.PluginError, KubeconfigError) as error:
         print(logredact.error_line(PROG, error), file=sys.stderr)
         return USAGE_ERROR
-    configure_logging(options.verbosity, configuration, authentication, authorization)
+    configure_logging(
+        options.verbosity,
+        configuration,
+        authentication,
+        authorization,
+        logging_format=options.logging_format,
+    )
     _warn_about_flags(options, provider, *serving_warnings)
     if not provider.has_cluster_id():
         log.warning(
@@ -269,7 +273,13 @@ def _run_manager(
             except (UsageError, ConfigError) as error:
                 print(logredact.error_line(PROG, error), file=sys.stderr)
                 return USAGE_ERROR
-            log.info("polyccm %s starting (pid %d)", options.provider, os.getpid())
+            version.export_build_info(options.provider)
+            log.info(
+                "polyccm v%s %s starting (pid %d)",
+                version.version(),
+                options.provider,
+                os.getpid(),
+            )
             signals.manager_started()
             return manager.run(signals.stop)
     finally:

@@ -5,7 +5,9 @@ AWS provider does it from botocore's ``before-send`` event, so retries count too
 things:
 
 * counts the call in ``polyccm_cloud_api_calls_total{provider, operation}`` (the figure
-  benchmarks and users read to see what polyccm costs);
+  benchmarks and users read to see what polyccm costs) and starts its clock: the provider says
+  how it ended with :func:`record_answer` or :func:`record_error` (on the same thread), which
+  feed the latency and error metrics, upstream's names included (:mod:`polyccm.cloudmetrics`);
 * checks the process-wide :data:`FENCE`. With leader election on, the fence is open only while
   this process holds a lease it renewed less than ``renew_deadline`` ago, judged by the
   monotonic clock at the moment of the call, not by whether the renewing thread has noticed
@@ -30,7 +32,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from polyccm import metrics
+from polyccm import cloudmetrics, metrics
 from polyccm.errors import LeadershipLost, WriteRefused
 
 
@@ -95,8 +97,20 @@ def reads_only(is_read: Callable[[str], bool]) -> Iterator[None]:
         _only_reads = previous
 
 
-def record(provider: str, operation: str) -> None:
+class _Started(threading.local):
+    """The calls this thread has sent and not yet seen end: ``(provider, operation)`` to the
+    monotonic time of the send and the call's region and zone."""
+
+    def __init__(self) -> None:
+        self.calls: dict[tuple[str, str], tuple[float, str, str]] = {}
+
+
+_started = _Started()
+
+
+def record(provider: str, operation: str, *, region: str = "", zone: str = "") -> None:
     """Count one call of ``operation`` to ``provider``'s cloud, or refuse it (see module doc).
+    ``region`` and ``zone``: where the call goes, for the clouds whose metrics say it.
 
     Raises :class:`~polyccm.errors.LeadershipLost` (without counting) when the fence is shut,
     and :class:`~polyccm.errors.WriteRefused` for a write within :func:`reads_only`."""
@@ -108,11 +122,31 @@ def record(provider: str, operation: str) -> None:
             "code made a call that is not a read)"
         )
     metrics.cloud_api_calls_total.labels(provider=provider, operation=operation).inc()
+    _started.calls[provider, operation] = (time.monotonic(), region, zone)
+
+
+def record_answer(provider: str, operation: str) -> None:
+    """``operation``, sent by this thread, was answered: its latency is observed."""
+    started = _started.calls.pop((provider, operation), None)
+    if started is not None:
+        when, region, zone = started
+        cloudmetrics.answered(provider, operation, time.monotonic() - when, region, zone)
 
 
 def record_error(provider: str, operation: str) -> None:
     """Count one failed call (the cloud answered with an error, or none came)."""
     metrics.cloud_api_errors_total.labels(provider=provider, operation=operation).inc()
+    started = _started.calls.pop((provider, operation), None)
+    seconds, region, zone = None, "", ""
+    if started is not None:
+        seconds, region, zone = time.monotonic() - started[0], started[1], started[2]
+    cloudmetrics.failed(provider, operation, seconds, region, zone)
+
+
+def record_throttled(provider: str, operation: str) -> None:
+    """The cloud refused ``operation`` for the rate of requests (counted where upstream
+    counts it: AWS's ``cloudprovider_aws_api_throttled_requests_total``)."""
+    cloudmetrics.throttled(provider, operation)
 
 
 def calls_made(provider: str, operation: str | None = None) -> float:

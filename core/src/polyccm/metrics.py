@@ -12,7 +12,18 @@ Counter names here omit ``_total``: prometheus_client appends it when exposing t
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
+
+# No "<name>_created" series beside each counter and histogram: client_golang, which every
+# upstream component uses, exports none, and they double the series a scrape stores.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 REGISTRY = CollectorRegistry()
 
@@ -208,5 +219,96 @@ number_of_l4_netlbs = Gauge(
     "number_of_l4_netlbs",
     "Metric containing the number of NetLBs that can be filtered by feature labels and status",
     ["status", "deny_firewall"],
+    registry=REGISTRY,
+)
+
+# -- the process (prometheus_client's collector: process_cpu_seconds_total,
+# process_resident_memory_bytes, process_open_fds, process_start_time_seconds...), as every
+# Kubernetes component exports them through component-base's legacy registry ----------------
+
+ProcessCollector(registry=REGISTRY)
+
+# -- the Kubernetes API client (k8s.io/component-base metrics/prometheus/restclient/metrics.go,
+# kubernetes-1.14.0-beta.0-2016-g349fbe0: lines 36-41 and 90-94; client-go's labels: code is the
+# HTTP status or "<error>" when no answer came, method and verb the HTTP method, host the API
+# server's host:port) ---------------------------------------------------------------------------
+
+rest_client_request_duration_seconds = Histogram(
+    "rest_client_request_duration_seconds",
+    "Request latency in seconds. Broken down by verb, and host.",
+    ["verb", "host"],
+    buckets=[0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0],
+    registry=REGISTRY,
+)
+rest_client_requests_total = Counter(
+    "rest_client_requests",
+    "Number of HTTP requests, partitioned by status code, method, and host.",
+    ["code", "method", "host"],
+    registry=REGISTRY,
+)
+
+# -- cloud API calls under upstream's names (fed by polyccm.cloudcalls) --------------------------
+# Upstream's two error counters have no "_total" (client_golang adds none); prometheus_client
+# would add it to a Counter, so they are Gauges under the exact name, only ever increased.
+#
+# cloud-provider-aws pkg/providers/v1/aws_metrics.go (63ec440c, lines 30-53): default buckets
+# (component-base's HistogramOpts without Buckets takes prometheus.DefBuckets), the request label
+# the snake_case action ("describe_instances"), the throttles by the SDK's operation name.
+
+aws_api_request_duration_seconds = Histogram(
+    "cloudprovider_aws_api_request_duration_seconds",
+    "Latency of AWS API calls",
+    ["request"],
+    registry=REGISTRY,
+)
+aws_api_request_errors = Gauge(
+    "cloudprovider_aws_api_request_errors",
+    "AWS API errors",
+    ["request"],
+    registry=REGISTRY,
+)
+aws_api_throttled_requests_total = Counter(
+    "cloudprovider_aws_api_throttled_requests",
+    "AWS API throttled requests",
+    ["operation_name"],
+    registry=REGISTRY,
+)
+
+# cloud-provider-gcp providers/gce/metrics.go (4e245312, lines 33-40 and 88-105): labels request
+# ("<resource>_<verb>", "instances_get"), region and zone ("<n/a>" when the call has none),
+# version (the API version, "v1").
+
+GCE_UNUSED_LABEL = "<n/a>"
+_GCE_LABELS = ["request", "region", "zone", "version"]
+gce_api_request_duration_seconds = Histogram(
+    "cloudprovider_gce_api_request_duration_seconds",
+    "Latency of a GCE API call",
+    _GCE_LABELS,
+    registry=REGISTRY,
+)
+gce_api_request_errors = Gauge(
+    "cloudprovider_gce_api_request_errors",
+    "Number of errors for an API call",
+    _GCE_LABELS,
+    registry=REGISTRY,
+)
+
+# Latency of every cloud's calls, for the clouds whose upstream has no such metric
+# (DigitalOcean, Equinix Metal) and for dashboards that cover every provider alike.
+cloud_api_request_duration_seconds = Histogram(
+    "polyccm_cloud_api_request_duration_seconds",
+    "Latency of cloud provider API calls that were answered, by provider and operation.",
+    ["provider", "operation"],
+    registry=REGISTRY,
+)
+
+# -- the build (as component-base's kubernetes_build_info: a constant 1 whose labels say what
+# runs; set once the provider is known) ---------------------------------------------------------
+
+build_info = Gauge(
+    "polyccm_build_info",
+    "A metric with a constant '1' value labeled by the polyccm version, the Python version "
+    "and platform it runs on, and the cloud provider it runs for.",
+    ["version", "python_version", "platform", "provider"],
     registry=REGISTRY,
 )

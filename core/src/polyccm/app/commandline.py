@@ -20,14 +20,14 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from types import TracebackType
 from typing import NoReturn
 
 import pluggy
 
-from polyccm import flagtypes, logredact, plugins
+from polyccm import flagtypes, logformat, logredact, plugins, version
+from polyccm.app import helptext
 from polyccm.app.options import (
     ManagerOptions,
     add_manager_flags,
@@ -65,6 +65,15 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help, with the epilog's lines (the list of commands) kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" not in text:
+            return super()._fill_text(text, width, indent)
+        return "\n".join(indent + line for line in text.splitlines())
 
 
 _HELP_VALUE = re.compile(r"(-h|--help)=(.*)", re.DOTALL)
@@ -109,14 +118,17 @@ def _full_parser(
     controllers: Mapping[str, plugins.ControllerInfo],
     *,
     prog: str = PROG,
+    description: str = helptext.MANAGER,
     extra: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> Parser:
+    installed = f"installed providers: {', '.join(available) or 'none'}"
     parser = Parser(
         prog=prog,
         allow_abbrev=False,
-        description="A Kubernetes cloud-controller-manager. Runs the cloud-node, "
-        "cloud-node-lifecycle, service and route controllers for one cloud provider.",
-        epilog=f"installed providers: {', '.join(available) or 'none'}",
+        usage=f"{PROG} [COMMAND] --provider NAME [flags]" if prog == PROG else None,
+        description=description,
+        epilog=f"{helptext.commands_epilog()}\n\n{installed}" if prog == PROG else installed,
+        formatter_class=_Formatter,
     )
     parser.add_argument(
         "--provider",
@@ -192,14 +204,18 @@ def parse_command_line(
     manager: pluggy.PluginManager,
     *,
     prog: str = PROG,
+    description: str = helptext.MANAGER,
     extra: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> CommandLine:
     """Parse ``argv``, asking the chosen provider for its controllers; raise
-    :class:`UsageError` for any user mistake. ``extra`` adds a subcommand's own flags."""
+    :class:`UsageError` for any user mistake. ``description`` is what ``--help`` says of the
+    command; ``extra`` adds a subcommand's own flags."""
     provider, _, installed = chosen_provider(argv, manager)
     available = sorted(installed)
     controllers = controllers_of(manager, installed.get(provider) if provider else None)
-    parser = _full_parser(manager, provider, available, controllers, prog=prog, extra=extra)
+    parser = _full_parser(
+        manager, provider, available, controllers, prog=prog, description=description, extra=extra
+    )
     namespace = parser.parse_args(_help_values_resolved(argv))
     if namespace.version in ("true", "raw"):
         # As upstream, before any check: the version is printed whatever else is missing.
@@ -226,13 +242,13 @@ def parse_command_line(
 
 def _version_text(*, raw: bool) -> str:
     """``--version``: polyccm's version; ``--version=raw``: with the Python running it."""
-    version = metadata.version("polyccm")
+    current = version.version()
     if not raw:
-        return f"{PROG} v{version}"
+        return f"{PROG} v{current}"
     info = {
-        "gitVersion": f"v{version}",
+        "gitVersion": f"v{current}",
         "pythonVersion": platform.python_version(),
-        "platform": f"{sys.platform}/{platform.machine()}",
+        "platform": version.platform_name(),
     }
     return json.dumps(info)
 
@@ -298,29 +314,46 @@ def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
     )
 
 
-_LOG_FORMAT = "%(asctime)s %(levelname).1s %(name)s] %(message)s"
+_HANDLER = "polyccm-stderr"
+"""The name of the stderr handler :func:`start_logging` sets up."""
 
 
 def start_logging() -> None:
-    """Before anything is read: log to stderr (warnings only until ``--v`` is known), every
-    record through :mod:`polyccm.logredact`, the secrets of the environment known to it, and
-    uncaught exceptions through the same masked handlers instead of straight to stderr."""
-    logging.basicConfig(level=logging.WARNING, format=_LOG_FORMAT, stream=sys.stderr)
+    """Before anything is read: log to stderr in klog's text format (warnings only until
+    ``--v`` is known), every record through :mod:`polyccm.logredact`, the secrets of the
+    environment known to it, and uncaught exceptions through the same masked handlers instead
+    of straight to stderr."""
+    root = logging.getLogger()
+    if not root.handlers:  # as logging.basicConfig: a host's own handlers are left alone
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logformat.formatter("text"))
+        handler.set_name(_HANDLER)
+        root.addHandler(handler)
+        root.setLevel(logging.WARNING)
     for value in logredact.secrets_in_environment(os.environ):
         logredact.add_secret(value, guessed=True)
-    logredact.install(logging.getLogger().handlers)
+    logredact.install(root.handlers)
     sys.excepthook = _log_uncaught
     threading.excepthook = _log_uncaught_in_thread
 
 
-def configure_logging(verbosity: int, *configurations: Configuration | None) -> None:
-    """Log to stderr; ``--v>=4`` is DEBUG, ``--v>=6`` adds the libraries' wire logs.
+def configure_logging(
+    verbosity: int, *configurations: Configuration | None, logging_format: str = "text"
+) -> None:
+    """Log to stderr in ``logging_format`` (``--logging-format``: klog's text or
+    component-base's JSON, :mod:`polyccm.logformat`); ``--v>=4`` is DEBUG, ``--v>=6`` adds the
+    libraries' wire logs.
 
-    Whatever the level, records pass :mod:`polyccm.logredact` on the way out, so no credential
-    is printed: the secrets in the environment and of the Kubernetes connections are masked by
-    value, anything shaped like a secret (an STS answer, a signed request's headers) by shape."""
+    Whatever the level and format, records pass :mod:`polyccm.logredact` on the way out, so no
+    credential is printed: the secrets in the environment and of the Kubernetes connections are
+    masked by value, anything shaped like a secret (an STS answer, a signed request's headers)
+    by shape."""
     start_logging()
-    logging.getLogger().setLevel(logging.DEBUG if verbosity >= 4 else logging.INFO)
+    root = logging.getLogger()
+    root.setLevel(logging.DEBUG if verbosity >= 4 else logging.INFO)
+    for handler in root.handlers:
+        if handler.get_name() == _HANDLER:
+            handler.setFormatter(logformat.formatter(logging_format))
     for configuration in configurations:
         for value in _kube_secrets(configuration) if configuration is not None else ():
             logredact.add_secret(value)

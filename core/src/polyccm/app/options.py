@@ -100,6 +100,8 @@ class ManagerOptions:
     secure_port: int = 10258
     leader_election: LeaderElection = field(default_factory=LeaderElection)
     verbosity: int = 2
+    logging_format: str = "text"
+    """``--logging-format``: ``text`` (klog's) or ``json`` (component-base's)."""
     tls_cert_file: str | None = None
     tls_private_key_file: str | None = None
     cert_dir: str = ""
@@ -199,13 +201,12 @@ IGNORED_FLAGS: Mapping[str, str] = {
     "--authentication-skip-lookup": "polyccm never reads the client CA from the "
     "extension-apiserver-authentication ConfigMap",
     "--authentication-tolerate-lookup-failure": "as --authentication-skip-lookup",
-    "--logging-format": "polyccm logs text to stderr",
     "--log-flush-frequency": "log lines are written at once",
     "--vmodule": "verbosity is per process (--v)",
     "--log-text-split-stream": "every line goes to stderr",
     "--log-text-info-buffer-size": "log lines are not buffered",
-    "--log-json-split-stream": "polyccm logs text to stderr",
-    "--log-json-info-buffer-size": "polyccm logs text to stderr",
+    "--log-json-split-stream": "every line goes to stderr",
+    "--log-json-info-buffer-size": "log lines are not buffered",
     "--version": "a version to report (--version=vX.Y.Z) is ignored; --version and "
     "--version=raw print polyccm's",
 }
@@ -672,7 +673,14 @@ def _add_logging_flags(parser: argparse.ArgumentParser) -> None:
         help="log verbosity, as klog: 4 and up debug, 6 and up the libraries' wire logs "
         "(default 2)",
     )
-    _ignored_value(logs, "--logging-format", "text", metavar="FORMAT")
+    logs.add_argument(
+        "--logging-format",
+        action=_Store,
+        default="text",
+        metavar="FORMAT",
+        help="log format: text (klog's header, 'I1203 04:05:06.123456   12345 file.py:12] ') "
+        "or json (component-base's JSON lines: ts, caller, msg, v or err) (default text)",
+    )
     _ignored_value(
         logs, "--log-flush-frequency", 5.0, kind=flagtypes.parse_duration, metavar="DURATION"
     )
@@ -843,6 +851,7 @@ def options_from_namespace(provider: str, ns: argparse.Namespace) -> ManagerOpti
             resource_namespace=ns.leader_elect_resource_namespace,
         ),
         verbosity=ns.v,
+        logging_format=ns.logging_format,
         tls_cert_file=ns.tls_cert_file,
         tls_private_key_file=ns.tls_private_key_file,
         cert_dir=ns.cert_dir,

@@ -46,9 +46,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import urllib3
+
+from polyccm import metrics
 
 # Re-exported (explicitly, for mypy): callers load their connection settings from here.
 from polyccm.kube.config import Configuration as Configuration  # noqa: PLC0414
@@ -288,6 +290,7 @@ class KubeApi:
         credential = credentials.current(wait=wait)
         sent_again = False
         while True:
+            started = time.monotonic()
             try:
                 response = self._rest().request(
                     method,
@@ -297,8 +300,10 @@ class KubeApi:
                     _request_timeout=timeout,
                 )
             except urllib3.exceptions.HTTPError:
+                _count_request(method, url, None, started)
                 raise
             except Exception as error:
+                _count_request(method, url, None, started)
                 # The package's ApiException(status=0) around a urllib3 SSLError.
                 cause = error.__context__
                 if isinstance(cause, urllib3.exceptions.HTTPError) and not getattr(
@@ -306,6 +311,7 @@ class KubeApi:
                 ):
                     raise cause from None
                 raise
+            _count_request(method, url, response.status, started)
             if response.status != 401 or sent_again:
                 return response
             fresh = credentials.refused(credential, wait=wait)
@@ -492,6 +498,18 @@ class KubeApi:
         with self._client_lock:
             if self._client is not None:
                 self._client.close()
+
+
+def _count_request(method: str, url: str, status: int | None, started: float) -> None:
+    """One request to the API server in client-go's metrics (``rest_client_requests_total``
+    by code, method and host; ``rest_client_request_duration_seconds`` by verb and host, to
+    the answer's headers as client-go times it); ``code`` ``<error>`` when no answer came."""
+    host = urlsplit(url).netloc
+    code = "<error>" if status is None else str(status)
+    metrics.rest_client_requests_total.labels(code=code, method=method, host=host).inc()
+    metrics.rest_client_request_duration_seconds.labels(verb=method, host=host).observe(
+        time.monotonic() - started
+    )
 
 
 def _body(response: Any) -> bytes:

@@ -32,6 +32,7 @@ import pluggy
 import urllib3
 
 from polyccm import cloudcalls, inputs, logredact, plugins
+from polyccm.app import helptext
 from polyccm.app.commandline import (
     PROG,
     USAGE_ERROR,
@@ -62,6 +63,7 @@ from polyccm.ops.contract import ServiceChecker
 from polyccm.ops.plan import PlanNotSupported, make_plan
 
 COMMANDS = ("plan", "orphans", "check-service")
+_DESCRIPTIONS = {"plan": helptext.PLAN, "orphans": helptext.ORPHANS}
 NOTHING, SOMETHING = 0, 1
 PAGE = 500
 REQUEST_TIMEOUT = "10s"
@@ -149,13 +151,15 @@ def _connect(
     extra: Callable[[argparse.ArgumentParser], None],
 ) -> tuple[ManagerOptions, argparse.Namespace, CloudProvider, KubeApi]:
     """Parse the flags, build the provider as the manager does and connect to the cluster."""
-    parsed = parse_command_line(argv, manager, prog=f"{PROG} {command}", extra=extra)
+    parsed = parse_command_line(
+        argv, manager, prog=f"{PROG} {command}", description=_DESCRIPTIONS[command], extra=extra
+    )
     options = parsed.options
     # As at start-up: building may read the cloud (the cluster id), with the provider's own
     # credentials (STS included), before its read_only_call can be asked.
     provider = build_checked_provider(parsed, manager)
     configuration = load_kube_configuration(options.kubeconfig, options.master)
-    configure_logging(options.verbosity, configuration)
+    configure_logging(options.verbosity, configuration, logging_format=options.logging_format)
     if options.verbosity < 4:
         # The provider's own progress lines (what it would create...) are not this output.
         logging.getLogger().setLevel(logging.WARNING)
@@ -326,9 +330,7 @@ def _check_parser(names: str) -> argparse.ArgumentParser:
     parser = Parser(
         prog=f"{PROG} check-service",
         allow_abbrev=False,
-        description="Check a Service manifest for one provider, offline (no cloud, no "
-        "cluster), with the validation and messages of its service controller. Prints one "
-        "line per problem; exit status 1 when there is any, 0 when there is none.",
+        description=helptext.CHECK_SERVICE,
     )
     parser.add_argument(
         "--provider", "--cloud-provider", dest="provider", metavar="NAME", help=f"({names})"

@@ -233,21 +233,48 @@ def sign_as(client: Any, signing_name: str) -> None:
     client.meta.events.register("before-sign", rename)
 
 
+_THROTTLED = frozenset(
+    {"RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException"}
+)
+"""Error codes that say the request rate was too high: upstream counts EC2's
+``RequestLimitExceeded`` (cloud-provider-aws pkg/providers/v1/retry_handler.go, 63ec440c,
+lines 190-193); ELB's and the others' throttling codes are counted alike."""
+
+
 def count_calls(client: Any) -> None:
     """Pass every request ``client`` sends (retries included) through
     :func:`polyccm.cloudcalls.record`: it is counted by operation (``ec2:DescribeInstances``),
-    and refused before it leaves once this process has lost leadership."""
+    and refused before it leaves once this process has lost leadership. Its end is recorded
+    too: answered, failed (an error answer or none) and throttled (each attempt the cloud
+    refused for the request rate), for upstream's ``cloudprovider_aws_api_*`` metrics."""
     service = client.meta.service_model.endpoint_prefix
     if service == "elasticloadbalancing":
         service = "elbv2" if client.meta.service_model.api_version == "2015-12-01" else "elb"
 
+    def operation(event_name: str) -> str:
+        return f"{service}:{event_name.rsplit('.', 1)[-1]}"
+
     def before_send(event_name: str, **_: Any) -> None:
-        cloudcalls.record("aws", f"{service}:{event_name.rsplit('.', 1)[-1]}")
+        cloudcalls.record("aws", operation(event_name))
+
+    def needs_retry(event_name: str, response: Any = None, **_: Any) -> None:
+        if response is not None:
+            code = (response[1] or {}).get("Error", {}).get("Code")
+            if code in _THROTTLED:
+                cloudcalls.record_throttled("aws", operation(event_name))
+
+    def after_call(event_name: str, http_response: Any = None, **_: Any) -> None:
+        if http_response is not None and http_response.status_code >= 300:
+            cloudcalls.record_error("aws", operation(event_name))
+        else:
+            cloudcalls.record_answer("aws", operation(event_name))
 
     def after_call_error(event_name: str, **_: Any) -> None:
-        cloudcalls.record_error("aws", f"{service}:{event_name.rsplit('.', 1)[-1]}")
+        cloudcalls.record_error("aws", operation(event_name))
 
     client.meta.events.register("before-send", before_send)
+    client.meta.events.register("needs-retry", needs_retry)
+    client.meta.events.register("after-call", after_call)
     client.meta.events.register("after-call-error", after_call_error)
 
 

@@ -71,6 +71,8 @@ class BudgetPolicy(HTTPPolicy[Any, Any]):
             raise
         if response.http_response.status_code >= 400:
             cloudcalls.record_error(PROVIDER, operation)
+        else:
+            cloudcalls.record_answer(PROVIDER, operation)
         return response
 
 

@@ -122,6 +122,14 @@ def method_id(client_class: type[Any], rpc: str) -> str:
     return f"compute.{resource[:1].lower()}{resource[1:]}.{_camel(rpc)}"
 
 
+def _where(request: Any) -> tuple[str, str]:
+    """The region and zone a request names ("" where it names none), for upstream's
+    ``cloudprovider_gce_api_*`` labels."""
+    region = getattr(request, "region", "")
+    zone = getattr(request, "zone", "")
+    return (region if isinstance(region, str) else ""), (zone if isinstance(zone, str) else "")
+
+
 class _Fence:
     """The REST interceptor of one client: each request, before it is sent, passes
     :func:`cloudcalls.record` (counted; :class:`~polyccm.errors.LeadershipLost` once the term
@@ -136,14 +144,21 @@ class _Fence:
             method = method_id(self.client_class, name[4:])
 
             def record(request: Any, metadata: Any) -> tuple[Any, Any]:
-                cloudcalls.record("gce", method)
+                region, zone = _where(request)
+                cloudcalls.record("gce", method, region=region, zone=zone)
                 return request, metadata
 
             return record
         if name.startswith("post_") and name.endswith("_with_metadata"):
             return lambda response, metadata: (response, metadata)
         if name.startswith("post_"):
-            return lambda response: response
+            answered = method_id(self.client_class, name[5:])
+
+            def answer(response: Any) -> Any:
+                cloudcalls.record_answer("gce", answered)
+                return response
+
+            return answer
         raise AttributeError(name)
 
 
@@ -418,6 +433,7 @@ class GceApi:
             else:
                 if response.status_code < 400:
                     self._guard_token()
+                    cloudcalls.record_answer("gce", method)
                     answer: Json = response.json() if response.content else {}
                     return answer
                 failure = _rest_error(method, response, attempt)

@@ -240,6 +240,7 @@ class MetalClient:
         if self.config.debug:
             _log_exchange(method, {**dict(enumerate(args)), **params}, status, body, raw)
         if status < 400:
+            cloudcalls.record_answer(PROVIDER, method)
             return body
         cloudcalls.record_error(PROVIDER, method)
         raise self._error(method, status, body, response.headers)

@@ -12,6 +12,7 @@ import os
 import subprocess
 import time
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 
 from polyccm_testing.images.base import base_image
@@ -108,6 +109,10 @@ def build_image(
         f"PYTHON_IMAGE={base}",
         "--tag",
         name,
+        # polyccm's version from its one place (core/pyproject.toml, read back from the installed
+        # package's metadata as `polyccm --version` and polyccm_build_info read it).
+        "--label",
+        f"org.opencontainers.image.version={metadata.version('polyccm')}",
     ]
     bundle = host_ca_bundle()
     if bundle is not None:

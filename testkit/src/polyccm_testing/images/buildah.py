@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -57,6 +57,7 @@ class ImageConfig:
     env: Mapping[str, str]
     layers: tuple[str, ...]
     """Digests of the layers' contents (``diff_ids``), the same however they are shipped."""
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 def inspect_image(name: str) -> ImageConfig:
@@ -68,6 +69,7 @@ def inspect_image(name: str) -> ImageConfig:
         entrypoint=tuple(config.get("Entrypoint") or ()),
         env=dict(pair.partition("=")[::2] for pair in config.get("Env") or ()),
         layers=tuple(data["OCIv1"]["rootfs"]["diff_ids"]),
+        labels=dict(config.get("Labels") or {}),
     )
 
 
