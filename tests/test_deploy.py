@@ -44,7 +44,7 @@ from polyccm.app.options import LeaderElection
 from polyccm.kube.api import EVENTS, LEASES, NODES, SECRETS, SERVICES, ApiError, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT
 from polyccm.plugins import plugin_manager
-from polyccm_testing.devenv.binaries import BinaryError, kustomize_path
+from polyccm_testing.devenv.binaries import BinaryError, kube_scheduler_path, kustomize_path
 from polyccm_testing.devenv.processes import free_ports
 from polyccm_testing.kubeobjects import (
     make_node,
@@ -62,9 +62,10 @@ KUSTOMIZE = ROOT / "deploy" / "kustomize"
 BASE = KUSTOMIZE / "base"
 OVERLAYS = KUSTOMIZE / "overlays"
 METRICS_READER = KUSTOMIZE / "metrics-reader"
+SINGLE_REPLICA = KUSTOMIZE / "components" / "single-replica"
 DOCKERFILE = ROOT / "deploy" / "images" / "Dockerfile"
 KUBE_SYSTEM = "kube-system"
-SERVICE_ACCOUNT = "cloud-controller-manager"
+SERVICE_ACCOUNT = "polyccm-cloud-controller-manager"
 SERVICE_ACCOUNT_USER = f"system:serviceaccount:{KUBE_SYSTEM}:{SERVICE_ACCOUNT}"
 SHUTDOWN_TAINT = "node.cloudprovider.kubernetes.io/shutdown"
 FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
@@ -86,7 +87,7 @@ SECRET_ENV = {
 }
 CREDENTIAL_FILES = {"digitalocean": "digitalocean.env", "packet": "metal-cloud-config.env"}
 #: The base's binding of the ServiceAccount to system:auth-delegator (the secure port's reviews).
-AUTH_DELEGATOR_BINDING = "cloud-controller-manager:auth-delegator"
+AUTH_DELEGATOR_BINDING = "polyccm:cloud-controller-manager:auth-delegator"
 PLACEHOLDER = "REPLACE_WITH_"
 
 
@@ -137,6 +138,25 @@ def flag_values(args: list[str]) -> dict[str, str]:
         key, _, value = arg.partition("=")
         values[key] = value
     return values
+
+
+#: Quantity suffixes of memory, in MiB.
+_MEMORY_UNITS = {"Mi": 1.0, "Gi": 1024.0, "M": 1e6 / 2**20, "G": 1e9 / 2**20}
+
+
+def mebibytes(quantity: str) -> float:
+    number, unit = re.fullmatch(r"(\d+(?:\.\d+)?)([A-Za-z]*)", quantity).groups()  # type: ignore[union-attr]
+    return float(number) * _MEMORY_UNITS[unit]
+
+
+def benchmark_peak_rss() -> list[int]:
+    """The peak RSS column of the README's benchmark table, in MiB."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Benchmarks") :]
+    return [int(m) for m in re.findall(r"\| (\d+) MiB(?: \(Go \d+\))? \|", section)]
+
+
+BENCHMARK_PEAK_RSS_MIB = benchmark_peak_rss()
 
 
 def test_there_is_one_overlay_per_provider() -> None:
@@ -328,6 +348,9 @@ def test_base_has_two_replicas_under_leader_election_probed_limited_and_tolerant
         UNINITIALIZED_TAINT,
         "node-role.kubernetes.io/control-plane",
         "node-role.kubernetes.io/master",
+        "CriticalAddonsOnly",
+        "node.kubernetes.io/network-unavailable",
+        "node.kubernetes.io/not-ready",
     } <= tolerated
     assert pod["priorityClassName"] == "system-cluster-critical"
     assert pod["serviceAccountName"] == SERVICE_ACCOUNT
@@ -335,6 +358,18 @@ def test_base_has_two_replicas_under_leader_election_probed_limited_and_tolerant
     (anti,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert anti["topologyKey"] == "kubernetes.io/hostname"
     assert anti["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    # The role label matched whatever its value ("" from kubeadm, "true" elsewhere): a
+    # nodeSelector would match one value only.
+    assert "nodeSelector" not in pod
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [
+        {"matchExpressions": [{"key": key, "operator": "Exists"}]}
+        for key in ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
+    ]
+
+    # Memory above the benchmark's largest peak RSS (README "Benchmarks": Equinix Metal,
+    # 586 MiB at 5,000 nodes and 500 Services).
+    assert mebibytes(main["resources"]["limits"]["memory"]) > max(BENCHMARK_PEAK_RSS_MIB)
 
     # Non-root (the image's user), read-only root filesystem, no privileges.
     (image_user,) = re.findall(r"^USER (\S+)$", DOCKERFILE.read_text(), re.MULTILINE)
@@ -1274,6 +1309,370 @@ def test_upstream_controller_roles_are_those_this_api_server_has(kube_api: KubeA
     for name, table in UPSTREAM_CONTROLLER_ROLES.items():
         role = kube_api.request("GET", f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}")
         assert api_grants(role["rules"]) == table_grants(table), name
+
+
+# -- RBAC: beside an upstream CCM's --------------------------------------------------------
+#
+# Upstream's RBAC objects, as cloud-provider-aws's chart names them (v1.35.2,
+# charts/aws-cloud-controller-manager/values.yaml: clusterRoleName
+# system:cloud-controller-manager, serviceAccountName cloud-controller-manager, roleBindingName
+# cloud-controller-manager:apiserver-authentication-reader; templates/clusterrole.yaml,
+# cluserrolebinding.yaml, rolebinding.yaml, serviceaccount.yaml). DigitalOcean's release
+# manifest (releases/digitalocean-cloud-controller-manager/v0.1.68.yml) uses the same
+# ServiceAccount, ClusterRole and ClusterRoleBinding names.
+UPSTREAM_ACCOUNT = "cloud-controller-manager"
+
+
+def upstream_rbac() -> list[dict[str, Any]]:
+    """The objects cloud-provider-aws's chart installs for its CCM (its rules from
+    :data:`UPSTREAM_CLUSTER_ROLE`)."""
+    subject = {"kind": "ServiceAccount", "name": UPSTREAM_ACCOUNT, "namespace": KUBE_SYSTEM}
+    rules = [
+        {"apiGroups": [group], "resources": [resource], "verbs": verbs.split()}
+        for group, resource, verbs in UPSTREAM_CLUSTER_ROLE
+    ]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": UPSTREAM_ACCOUNT, "namespace": KUBE_SYSTEM},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "system:cloud-controller-manager"},
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "system:cloud-controller-manager"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "system:cloud-controller-manager",
+            },
+            "subjects": [subject],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {
+                "name": "cloud-controller-manager:apiserver-authentication-reader",
+                "namespace": KUBE_SYSTEM,
+            },
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "extension-apiserver-authentication-reader",
+            },
+            "subjects": [subject],
+        },
+    ]
+
+
+def stored(api: KubeApi, obj: dict[str, Any]) -> dict[str, Any]:
+    """What the API server holds of ``obj``: its rules, roleRef and subjects."""
+    current = api.request("GET", f"{collection_path(api, obj)}/{obj['metadata']['name']}")
+    return {k: current.get(k) for k in ("rules", "roleRef", "subjects")}
+
+
+def server_side_apply(api: KubeApi, objects: list[dict[str, Any]], manager: str) -> None:
+    """``kubectl apply --server-side`` of ``objects``, as field manager ``manager``."""
+    for obj in objects:
+        api.request(
+            "PATCH",
+            f"{collection_path(api, obj)}/{obj['metadata']['name']}",
+            query={"fieldManager": manager, "force": "true"},
+            body=obj,
+            content_type="application/apply-patch+yaml",
+        )
+
+
+@pytest.mark.parametrize("overlay", PROVIDERS)
+def test_installs_beside_upstream_without_touching_its_rbac(
+    kube_api: KubeApi, overlay: str
+) -> None:
+    """An upstream CCM's RBAC is installed first (cloud-provider-aws's chart's names); polyccm's
+    overlay applied after it changes none of upstream's objects, and once upstream is
+    uninstalled (its objects deleted, as ``helm uninstall`` does) polyccm's ServiceAccount still
+    has every grant of its roles; the reverse holds too."""
+    ours = [o for o in rendered(OVERLAYS / overlay) if o["kind"] not in ("Deployment",)]
+    theirs = upstream_rbac()
+    ensure_namespace(kube_api, KUBE_SYSTEM)
+    remove(kube_api, ours)
+    remove(kube_api, theirs)
+    try:
+        server_side_apply(kube_api, theirs, "helm")
+        before = {o["metadata"]["name"] + o["kind"]: stored(kube_api, o) for o in theirs}
+        server_side_apply(kube_api, ours, "kubectl")
+        names = {(o["kind"], o["metadata"]["name"]) for o in ours}
+        shared = names & {(o["kind"], o["metadata"]["name"]) for o in theirs}
+        assert not shared, f"polyccm's objects take upstream's names: {sorted(shared)}"
+        after = {o["metadata"]["name"] + o["kind"]: stored(kube_api, o) for o in theirs}
+        assert after == before, "applying polyccm changed upstream's RBAC"
+
+        # helm uninstall of upstream: polyccm keeps every grant.
+        remove(kube_api, theirs)
+        roles = [o for o in ours if o["kind"] in ("ClusterRole", "Role")]
+        for role in roles:
+            scope = role["metadata"].get("namespace", "")
+            for rule in role["rules"]:
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        for verb in rule["verbs"]:
+                            name = (rule.get("resourceNames") or [""])[0]
+                            where = {"namespace": scope, "name": name}
+                            assert wait_for(
+                                lambda g=group, r=resource, v=verb, w=where: account_may(
+                                    kube_api, g, r, v, **w
+                                ),
+                                10,
+                                f"{verb} {resource} still granted to polyccm",
+                            )
+        assert account_may(kube_api, "authentication.k8s.io", "tokenreviews", "create")
+
+        # And polyccm's removal leaves upstream's objects alone.
+        server_side_apply(kube_api, theirs, "helm")
+        remove(kube_api, ours)
+        after = {o["metadata"]["name"] + o["kind"]: stored(kube_api, o) for o in theirs}
+        assert after == before, "removing polyccm changed upstream's RBAC"
+    finally:
+        remove(kube_api, ours)
+        remove(kube_api, theirs)
+
+
+# -- Scheduling: the real kube-scheduler places the pods -------------------------------------
+#
+# No kubelet: a Node object is all the scheduler reads (labels, taints, allocatable). Each pod
+# is one the Deployment's ReplicaSet would make from the rendered template (no
+# kube-controller-manager runs here), and kube-scheduler binds it or records why not.
+
+CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"
+
+
+@functools.cache
+def _composed(overlay: Path, component: Path | None, directory: Path) -> tuple[Any, ...]:
+    """``kustomize build`` of a kustomization of ``overlay`` with ``component`` added."""
+    directory.mkdir(parents=True, exist_ok=True)
+    body: dict[str, Any] = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(overlay, directory)],
+    }
+    if component:
+        body["components"] = [os.path.relpath(component, directory)]
+    (directory / "kustomization.yaml").write_text(yaml.safe_dump(body))
+    return tuple(rendered(directory))
+
+
+def with_single_replica(provider: str, tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
+    """The provider's overlay with the single-replica component, as the component's comment
+    says to compose them."""
+    where = tmp_path_factory.getbasetemp() / f"single-replica-{provider}"
+    return copy.deepcopy(list(_composed(OVERLAYS / provider, SINGLE_REPLICA, where)))
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_single_replica_component_changes_only_the_replica_count(
+    provider: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    single = with_single_replica(provider, tmp_path_factory)
+    plain = rendered(OVERLAYS / provider)
+    assert only(single, "Deployment")["spec"]["replicas"] == 1
+    only(single, "Deployment")["spec"]["replicas"] = only(plain, "Deployment")["spec"]["replicas"]
+    assert single == plain
+
+
+def control_plane_node(
+    api: KubeApi,
+    name: str,
+    *,
+    role_value: str = "",
+    taints: tuple[tuple[str, str], ...] = (),
+    labels: dict[str, str] | None = None,
+) -> None:
+    """A Node as a kubelet registers it (allocatable included) on a control-plane machine:
+    kubeadm's role label (``role_value`` ``""``; other installers set ``"true"``) and taint,
+    plus ``taints`` ``(key, effect)``; ``role_value=None``-like workers pass ``labels``."""
+    node_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}
+    node_labels.update(labels if labels is not None else {CONTROL_PLANE_ROLE: role_value})
+    all_taints = [{"key": key, "effect": effect} for key, effect in taints]
+    if labels is None:
+        all_taints.insert(0, {"key": CONTROL_PLANE_ROLE, "effect": "NoSchedule"})
+    api.create(
+        NODES,
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": node_labels},
+            "spec": {"taints": all_taints},
+        },
+    )
+    resources = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    api.request(
+        "PATCH",
+        f"/api/v1/nodes/{name}/status",
+        body={"status": {"capacity": resources, "allocatable": resources}},
+        content_type="application/merge-patch+json",
+    )
+
+
+@pytest.fixture
+def scheduler(control_plane: Any, kube_api: KubeApi, tmp_path: Path) -> Iterator[None]:
+    """kube-scheduler of the kube-apiserver's release on the control plane (admin
+    credentials, no leader election, no serving port), stopped after the test."""
+    try:
+        binary = kube_scheduler_path()
+    except BinaryError as error:
+        pytest.fail(f"no kube-scheduler: {error}", pytrace=False)
+    log = tmp_path / "kube-scheduler.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                str(binary),
+                f"--kubeconfig={control_plane.kubeconfig}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--v=2",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        time.sleep(0.5)
+        assert process.poll() is None, log.read_text(errors="replace")[-3000:]
+        yield
+    finally:
+        stop(process)
+        for pod in kube_api.request("GET", f"/api/v1/namespaces/{KUBE_SYSTEM}/pods")["items"]:
+            if pod["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "polyccm":
+                try:
+                    kube_api.request(
+                        "DELETE",
+                        f"/api/v1/namespaces/{KUBE_SYSTEM}/pods/{pod['metadata']['name']}",
+                        query={"gracePeriodSeconds": "0"},
+                    )
+                except ApiError as error:
+                    if not error.not_found:
+                        raise
+
+
+def replicas_of(api: KubeApi, deploy: dict[str, Any]) -> list[str]:
+    """Create the pods the Deployment's ReplicaSet would (``spec.replicas`` of them, from its
+    template) and return their names."""
+    template = deploy["spec"]["template"]
+    names = []
+    for _ in range(deploy["spec"]["replicas"]):
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                **template["metadata"],
+                "generateName": f"{deploy['metadata']['name']}-",
+                "namespace": KUBE_SYSTEM,
+            },
+            "spec": template["spec"],
+        }
+        created = api.request("POST", f"/api/v1/namespaces/{KUBE_SYSTEM}/pods", body=pod)
+        names.append(created["metadata"]["name"])
+    return names
+
+
+def placement(api: KubeApi, name: str) -> tuple[str, str]:
+    """``(node, "")`` once the pod is bound, ``("", message)`` once the scheduler has
+    recorded it unschedulable, ``("", "")`` before either."""
+    pod = api.request("GET", f"/api/v1/namespaces/{KUBE_SYSTEM}/pods/{name}")
+    if pod["spec"].get("nodeName"):
+        return pod["spec"]["nodeName"], ""
+    for condition in pod.get("status", {}).get("conditions") or ():
+        if condition["type"] == "PodScheduled" and condition.get("reason") == "Unschedulable":
+            return "", str(condition.get("message", "Unschedulable"))
+    return "", ""
+
+
+#: The taints a fresh control-plane node has before polyccm and the pod network run: the
+#: kubelet's (--cloud-provider=external), and the node lifecycle's while the node is not ready.
+FRESH_NODE_TAINTS = (
+    (UNINITIALIZED_TAINT, "NoSchedule"),
+    ("node.kubernetes.io/not-ready", "NoSchedule"),
+)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("role_value", "taints"),
+    [
+        pytest.param("", FRESH_NODE_TAINTS, id="kubeadm"),
+        pytest.param(
+            "true",
+            (
+                ("CriticalAddonsOnly", "NoSchedule"),
+                ("node.kubernetes.io/network-unavailable", "NoSchedule"),
+            ),
+            id="role-true-critical-addons",
+        ),
+    ],
+)
+def test_single_replica_is_scheduled_on_the_one_control_plane_node(
+    kube_api: KubeApi,
+    applied_rbac: list[dict[str, Any]],
+    clean_nodes: None,
+    scheduler: None,
+    tmp_path_factory: pytest.TempPathFactory,
+    role_value: str,
+    taints: tuple[tuple[str, str], ...],
+) -> None:
+    """One control-plane node (kubeadm's label and taint, or a role label "true" and the
+    CriticalAddonsOnly taint), tainted as before any CCM and pod network ran, and a worker
+    with room: the single-replica Deployment's one pod is bound to the control-plane node,
+    so a rollout completes."""
+    suffix = secrets.token_hex(3)
+    control, worker = f"control-{suffix}", f"worker-{suffix}"
+    control_plane_node(kube_api, control, role_value=role_value, taints=taints)
+    control_plane_node(kube_api, worker, labels={})
+    deploy = only(with_single_replica("aws", tmp_path_factory), "Deployment")
+    (pod,) = replicas_of(kube_api, deploy)
+    node, why = wait_for(lambda: any(placement(kube_api, pod)) and placement(kube_api, pod), 60)
+    assert (node, why) == (control, "")
+
+
+@pytest.mark.timeout(120)
+def test_base_spreads_two_replicas_over_two_control_plane_nodes_and_waits_on_one(
+    kube_api: KubeApi,
+    applied_rbac: list[dict[str, Any]],
+    clean_nodes: None,
+    scheduler: None,
+) -> None:
+    """The base's two replicas land on two control-plane nodes, never together; with one
+    control-plane node the second stays Pending (the host port keeps it off the node whatever
+    the affinity), which is what the single-replica component is for."""
+    suffix = secrets.token_hex(3)
+    first, second = f"control-a-{suffix}", f"control-b-{suffix}"
+    control_plane_node(kube_api, first, taints=FRESH_NODE_TAINTS)
+    control_plane_node(kube_api, f"worker-{suffix}", labels={})
+    deploy = deployment("aws")
+    pods = replicas_of(kube_api, deploy)
+    assert len(pods) == 2
+    placed = wait_for(
+        lambda: (
+            all(any(placement(kube_api, p)) for p in pods)
+            and [placement(kube_api, p) for p in pods]
+        ),
+        60,
+        "both pods bound or unschedulable",
+    )
+    assert sorted(node for node, _ in placed) == ["", first]
+    (why,) = [message for node, message in placed if not node]
+    assert "free ports" in why or "anti-affinity" in why, why
+
+    # A second control-plane node: the pending replica goes there.
+    control_plane_node(kube_api, second, taints=FRESH_NODE_TAINTS)
+    wait_for(
+        lambda: sorted(placement(kube_api, p)[0] for p in pods) == [first, second],
+        60,
+        "the second replica on the second control-plane node",
+    )
 
 
 if __name__ == "__main__":
