@@ -63,6 +63,7 @@ BASE = KUSTOMIZE / "base"
 OVERLAYS = KUSTOMIZE / "overlays"
 METRICS_READER = KUSTOMIZE / "metrics-reader"
 SINGLE_REPLICA = KUSTOMIZE / "components" / "single-replica"
+PLAN_JOBS = ROOT / "deploy" / "migrate" / "plan"
 DOCKERFILE = ROOT / "deploy" / "images" / "Dockerfile"
 KUBE_SYSTEM = "kube-system"
 SERVICE_ACCOUNT = "polyccm-cloud-controller-manager"
@@ -107,7 +108,7 @@ def _built(directory: Path) -> tuple[dict[str, Any], ...]:
         check=False,
         timeout=120,
     )
-    where = directory.relative_to(ROOT)
+    where = os.path.relpath(directory, ROOT)
     assert completed.returncode == 0, f"kustomize build {where}:\n{completed.stderr}"
     return tuple(doc for doc in yaml.safe_load_all(completed.stdout) if doc)
 
@@ -210,6 +211,7 @@ KUSTOMIZATIONS = {
     "base": BASE,
     **{f"overlays/{p}": OVERLAYS / p for p in PROVIDERS},
     "metrics-reader": METRICS_READER,
+    **{f"migrate/plan/{p}": PLAN_JOBS / p for p in PROVIDERS},
 }
 
 
@@ -1442,6 +1444,90 @@ def test_installs_beside_upstream_without_touching_its_rbac(
         remove(kube_api, theirs)
 
 
+# -- The read-only plan Job of the migration runbooks ----------------------------------------
+
+READ_VERBS = {"get", "list", "watch"}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_plan_job_runs_plan_in_the_provider_image_on_a_read_only_account(provider: str) -> None:
+    """deploy/migrate/plan/<provider>: a Job running ``plan`` in the provider's image, once, on
+    the polyccm-plan ServiceAccount, whose every rule only reads; its flags parse."""
+    objects = rendered(PLAN_JOBS / provider)
+    job = only(objects, "Job")
+    pod = job["spec"]["template"]["spec"]
+    (main,) = pod["containers"]
+    assert main["image"] == f"ghcr.io/polyccm/polyccm-{provider}:0.1.0"
+    assert main["args"][0] == "plan" and "command" not in main
+    assert (job["spec"]["backoffLimit"], pod["restartPolicy"]) == (0, "Never")
+    assert "ports" not in main, "plan serves nothing"
+    account = only(objects, "ServiceAccount")["metadata"]["name"]
+    assert pod["serviceAccountName"] == account == "polyccm-plan"
+    for role in (o for o in objects if o["kind"] in ("ClusterRole", "Role")):
+        for rule in role["rules"]:
+            assert set(rule["verbs"]) <= READ_VERBS, (role["metadata"]["name"], rule)
+    bindings = [o for o in objects if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+    assert bindings and all(
+        b["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": KUBE_SYSTEM}]
+        for b in bindings
+    )
+    # The controller's objects are not there: applying the Job starts no polyccm.
+    assert not [o for o in objects if o["kind"] in ("Deployment", "DaemonSet")]
+    arguments = [a for a in main["args"][1:] if not a.startswith("--cloud-config=")]
+    options, _ = commandline.parse([f"--provider={provider}", *arguments], plugin_manager())
+    assert options.provider == provider
+
+
+@pytest.mark.timeout(120)
+def test_plan_runs_on_the_plan_account_with_nothing_refused(
+    kube_api: KubeApi, control_plane: Any, namespace: str, clean_nodes: None, tmp_path: Path
+) -> None:
+    """``polyccm plan`` on a token of the plan Job's ServiceAccount reads the cluster with no
+    request refused, and writes nothing."""
+    objects = [o for o in rendered(PLAN_JOBS / "packet") if o["kind"] != "Job"]
+    ensure_namespace(kube_api, KUBE_SYSTEM)
+    remove(kube_api, objects)
+    for obj in objects:
+        kube_api.request("POST", collection_path(kube_api, obj), body=obj)
+    try:
+        node = f"plan-{secrets.token_hex(3)}"
+        make_node(kube_api, node, tainted=True)
+        make_service(kube_api, namespace, "web")
+        kubeconfig = service_account_kubeconfig(
+            kube_api, control_plane, tmp_path, namespace=KUBE_SYSTEM, name="polyccm-plan"
+        )
+        (tmp_path / "scenario.json").write_text(
+            json.dumps({"instances": [node], "hold": {}, "gates": str(tmp_path)})
+        )
+        completed = subprocess.run(
+            [
+                *RECORDED_POLYCCM,
+                "plan",
+                "--configure-cloud-routes=false",
+                f"--kubeconfig={kubeconfig}",
+            ],
+            env={
+                **os.environ,
+                RECORD_VARIABLE: str(tmp_path / RECORD_FILE),
+                SCENARIO_VARIABLE: str(tmp_path / "scenario.json"),
+            },
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+    finally:
+        remove(kube_api, objects)
+    # Something to do (a node to initialise, a load balancer to create): exit 1, as the Job
+    # then fails and its log says what.
+    assert completed.returncode == 1, completed.stderr[-3000:]
+    assert node in completed.stdout and "web" in completed.stdout
+    requests = recorded_requests(tmp_path / RECORD_FILE)
+    assert requests
+    assert not [str(r) for r in requests if r.status in (401, 403)]
+    assert {r.verb for r in requests} <= READ_VERBS, sorted({str(r) for r in requests})
+
+
 # -- Scheduling: the real kube-scheduler places the pods -------------------------------------
 #
 # No kubelet: a Node object is all the scheduler reads (labels, taints, allocatable). Each pod
@@ -1497,7 +1583,12 @@ def control_plane_node(
     plus ``taints`` ``(key, effect)``; ``role_value=None``-like workers pass ``labels``."""
     node_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}
     node_labels.update(labels if labels is not None else {CONTROL_PLANE_ROLE: role_value})
-    all_taints = [{"key": key, "effect": effect} for key, effect in taints]
+    # The kubelet registers the uninitialized taint with the value "true" (kubernetes v1.35,
+    # pkg/kubelet/kubelet_node_status.go:325-330, initialNode), which the toleration names.
+    all_taints = [
+        {"key": key, "effect": effect, **({"value": "true"} if key == UNINITIALIZED_TAINT else {})}
+        for key, effect in taints
+    ]
     if labels is None:
         all_taints.insert(0, {"key": CONTROL_PLANE_ROLE, "effect": "NoSchedule"})
     api.create(
@@ -1634,7 +1725,7 @@ def test_single_replica_is_scheduled_on_the_one_control_plane_node(
     deploy = only(with_single_replica("aws", tmp_path_factory), "Deployment")
     (pod,) = replicas_of(kube_api, deploy)
     node, why = wait_for(lambda: any(placement(kube_api, pod)) and placement(kube_api, pod), 60)
-    assert (node, why) == (control, "")
+    assert (node, why) == (control, ""), why
 
 
 @pytest.mark.timeout(120)
