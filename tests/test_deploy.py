@@ -44,7 +44,12 @@ from polyccm.app.options import LeaderElection
 from polyccm.kube.api import EVENTS, LEASES, NODES, SECRETS, SERVICES, ApiError, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT
 from polyccm.plugins import plugin_manager
-from polyccm_testing.devenv.binaries import BinaryError, kube_scheduler_path, kustomize_path
+from polyccm_testing.devenv.binaries import (
+    BinaryError,
+    helm_path,
+    kube_scheduler_path,
+    kustomize_path,
+)
 from polyccm_testing.devenv.processes import free_ports
 from polyccm_testing.kubeobjects import (
     make_node,
@@ -64,6 +69,7 @@ OVERLAYS = KUSTOMIZE / "overlays"
 METRICS_READER = KUSTOMIZE / "metrics-reader"
 SINGLE_REPLICA = KUSTOMIZE / "components" / "single-replica"
 PLAN_JOBS = ROOT / "deploy" / "migrate" / "plan"
+CHART = ROOT / "deploy" / "helm" / "polyccm"
 DOCKERFILE = ROOT / "deploy" / "images" / "Dockerfile"
 KUBE_SYSTEM = "kube-system"
 SERVICE_ACCOUNT = "polyccm-cloud-controller-manager"
@@ -269,9 +275,13 @@ def base_rbac() -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def applied_rbac(kube_api: KubeApi) -> Iterator[list[dict[str, Any]]]:
-    """The base's RBAC created for real (cluster-scoped objects too), removed after the test."""
-    objects = base_rbac()
+def applied_rbac(
+    kube_api: KubeApi, request: pytest.FixtureRequest
+) -> Iterator[list[dict[str, Any]]]:
+    """The base's RBAC created for real (cluster-scoped objects too), removed after the test;
+    the Helm chart's instead when the test is parametrized with ``rbac_source="helm"``."""
+    source = getattr(request, "param", "kustomize")
+    objects = base_rbac() if source == "kustomize" else chart_rbac("aws")
     ensure_namespace(kube_api, KUBE_SYSTEM)
     remove(kube_api, objects)  # anything an interrupted run left behind
     delete_lease(kube_api)
@@ -793,6 +803,7 @@ def event_count(api: KubeApi, namespace: str, name: str, reason: str) -> int:
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.parametrize("applied_rbac", ["kustomize", "helm"], indirect=True)
 def test_service_account_alone_runs_every_controller_and_nothing_more(
     kube_api: KubeApi,
     control_plane: Any,
@@ -1764,6 +1775,282 @@ def test_base_spreads_two_replicas_over_two_control_plane_nodes_and_waits_on_one
         60,
         "the second replica on the second control-plane node",
     )
+
+
+# -- The Helm chart (deploy/helm/polyccm) ----------------------------------------------------
+#
+# Rendered by the pinned helm (``polyccm_testing.devenv.binaries.helm_path``, built from the Go
+# module proxy like kustomize), then held to what the kustomize overlays are held to.
+
+#: Values a release of each provider needs (credentials for the two that take a Secret).
+CHART_VALUES: dict[str, dict[str, Any]] = {
+    "aws": {"cloudConfig": (OVERLAYS / "aws" / "cloud.conf").read_text()},
+    "gce": {
+        "cloudConfig": (OVERLAYS / "gce" / "gce.conf").read_text(),
+        "routes": {"enabled": True, "clusterCIDR": "10.244.0.0/16"},
+    },
+    "digitalocean": {"credentials": {"existingSecret": "digitalocean"}},
+    "packet": {"credentials": {"values": {"api-key": "REPLACE_WITH_KEY", "project-id": "p"}}},
+}
+
+
+def helm_binary() -> Path:
+    try:
+        return helm_path()
+    except BinaryError as error:
+        pytest.skip(f"no helm (it is built with Go): {str(error).splitlines()[0]}")
+
+
+def helm_template(
+    values: dict[str, Any], tmp_dir: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``helm template`` of the chart with ``values`` (a values file), as ``helm install``
+    would render it."""
+    directory = tmp_dir or Path(os.environ.get("TMPDIR", "/tmp"))
+    values_file = directory / f"values-{secrets.token_hex(4)}.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    try:
+        return subprocess.run(
+            [
+                str(helm_binary()),
+                "template",
+                "polyccm",
+                str(CHART),
+                "--namespace",
+                KUBE_SYSTEM,
+                "--values",
+                str(values_file),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+    finally:
+        values_file.unlink()
+
+
+@functools.cache
+def _chart(values_json: str) -> tuple[dict[str, Any], ...]:
+    completed = helm_template(json.loads(values_json))
+    assert completed.returncode == 0, completed.stderr
+    return tuple(doc for doc in yaml.safe_load_all(completed.stdout) if doc)
+
+
+def chart(provider: str, **values: Any) -> list[dict[str, Any]]:
+    """The chart's objects for ``provider`` with its :data:`CHART_VALUES` and ``values``."""
+    merged = {"provider": provider, **CHART_VALUES[provider], **values}
+    return copy.deepcopy(list(_chart(json.dumps(merged, sort_keys=True))))
+
+
+def chart_rbac(provider: str) -> list[dict[str, Any]]:
+    kinds = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+    return [o for o in chart(provider) if o["kind"] in kinds]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_chart_passes_server_side_dry_run(kube_api: KubeApi, provider: str) -> None:
+    """Every object the chart renders for the provider (two replicas: the
+    PodDisruptionBudget too) is accepted by the real API server, strictly validated, and its
+    pod passes admission."""
+    objects = chart(provider)
+    assert {"Deployment", "PodDisruptionBudget", "ClusterRole", "Role"} <= {
+        o["kind"] for o in objects
+    }
+    ensure_namespace(kube_api, KUBE_SYSTEM)
+    for obj in objects:
+        assert obj["metadata"].get("namespace", KUBE_SYSTEM) == KUBE_SYSTEM
+        path = collection_path(kube_api, obj)
+        url = f"{path}/{obj['metadata']['name']}"
+        assert not exists(kube_api, url), f"{url} left by another test"
+        try:
+            kube_api.request("POST", path, query=DRY_RUN, body=obj)
+        except ApiError as error:
+            pytest.fail(f"{provider}: {obj['kind']} {obj['metadata']['name']}: {error}")
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_chart_deployment_is_the_overlays(provider: str, tmp_path: Path) -> None:
+    """The chart's Deployment runs the same pod as the provider's kustomize overlay: image,
+    scheduling, probes, limits, security, and flags polyccm's parser reads alike."""
+    deploy = only(chart(provider), "Deployment")
+    overlay = deployment(provider)
+    assert deploy["metadata"]["name"] == overlay["metadata"]["name"]
+    assert deploy["spec"]["replicas"] == overlay["spec"]["replicas"] == 2
+    pod, overlay_pod = deploy["spec"]["template"]["spec"], overlay["spec"]["template"]["spec"]
+    for key in (
+        "serviceAccountName",
+        "priorityClassName",
+        "hostNetwork",
+        "dnsPolicy",
+        "affinity",
+        "tolerations",
+        "securityContext",
+    ):
+        assert pod[key] == overlay_pod[key], key
+    main, overlay_main = container(deploy), container(overlay)
+    for key in (
+        "image",
+        "ports",
+        "livenessProbe",
+        "readinessProbe",
+        "resources",
+        "securityContext",
+    ):
+        assert main[key] == overlay_main[key], key
+    args = [
+        f"--cloud-config={tmp_path / 'cloud.conf'}" if a.startswith("--cloud-config=") else a
+        for a in main["args"]
+    ]
+    if provider in CLOUD_CONFIG_FILES:
+        config_map = only(chart(provider), "ConfigMap")
+        (tmp_path / "cloud.conf").write_text(config_map["data"]["cloud.conf"])
+    options, _ = commandline.parse([f"--provider={provider}", *args], plugin_manager())
+    assert options.provider == provider and options.leader_election.enabled
+    assert options.configure_cloud_routes == (provider == "gce")
+    assert ("--cloud-config" in flag_values(main["args"])) == (provider in CLOUD_CONFIG_FILES)
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in main.get("env", [])}
+    expected = {
+        name: {
+            "name": "digitalocean" if provider == "digitalocean" else "polyccm-cloud-credentials",
+            "key": key,
+        }
+        for name, (_, key) in SECRET_ENV[provider].items()
+    }
+    assert env == expected
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_chart_rbac_is_the_overlays(provider: str) -> None:
+    """Same names, same rules, same bindings as the kustomize overlay (whose every grant the
+    ServiceAccount scenario uses, and whose every rule the rule-by-rule runs need), and a
+    ClusterRole equal to what ``polyccm rbac --provider NAME`` prints."""
+
+    def essence(objects: list[dict[str, Any]]) -> list[Any]:
+        kept = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+        return sorted(
+            (
+                o["kind"],
+                o["metadata"]["name"],
+                o["metadata"].get("namespace"),
+                o.get("rules"),
+                o.get("roleRef"),
+                o.get("subjects"),
+            )
+            for o in objects
+            if o["kind"] in kept
+        )
+
+    assert essence(chart_rbac(provider)) == essence(rendered(OVERLAYS / provider))
+
+
+def test_chart_single_replica_has_no_disruption_budget() -> None:
+    one = chart("aws", replicas=1)
+    assert only(one, "Deployment")["spec"]["replicas"] == 1
+    assert not [o for o in one if o["kind"] == "PodDisruptionBudget"]
+    (budget,) = [o for o in chart("aws") if o["kind"] == "PodDisruptionBudget"]
+    assert budget["spec"]["maxUnavailable"] == 1
+    labels = only(chart("aws"), "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+def test_chart_takes_replicas_affinity_tolerations_resources_and_extra_args() -> None:
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["cp"]}]}
+                ]
+            }
+        }
+    }
+    tolerations = [{"key": "dedicated", "operator": "Exists"}]
+    resources = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "2Gi"}}
+    deploy = only(
+        chart(
+            "aws",
+            replicas=3,
+            affinity=affinity,
+            tolerations=tolerations,
+            resources=resources,
+            extraArgs=["--kube-api-qps=1000", "--concurrent-service-syncs=4"],
+            image={"repository": "registry.example.com/polyccm-aws", "tag": "1.2.3"},
+        ),
+        "Deployment",
+    )
+    pod = deploy["spec"]["template"]["spec"]
+    assert deploy["spec"]["replicas"] == 3
+    assert (pod["affinity"], pod["tolerations"]) == (affinity, tolerations)
+    main = container(deploy)
+    assert main["resources"] == resources
+    assert main["image"] == "registry.example.com/polyccm-aws:1.2.3"
+    assert main["args"][-2:] == ["--kube-api-qps=1000", "--concurrent-service-syncs=4"]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({}, "provider must be one of aws, gce, digitalocean, packet"),
+        ({"provider": "azure"}, "provider must be one of"),
+        ({"provider": "digitalocean"}, "provider digitalocean needs credentials"),
+        (
+            {
+                "provider": "packet",
+                "credentials": {"existingSecret": "m"},
+                "routes": {"enabled": True},
+            },
+            "provider packet has no cloud routes",
+        ),
+        (
+            {"provider": "aws", "routes": {"enabled": True}},
+            "routes.enabled needs routes.clusterCIDR",
+        ),
+    ],
+)
+def test_chart_refuses_incomplete_values_with_one_line(
+    values: dict[str, Any], message: str, tmp_path: Path
+) -> None:
+    completed = helm_template(values, tmp_path)
+    assert completed.returncode != 0
+    assert message in completed.stderr, completed.stderr
+
+
+def test_chart_pod_monitor_scrapes_the_https_port_with_a_metrics_reader_token(
+    kube_api: KubeApi,
+) -> None:
+    """podMonitor.enabled: a PodMonitor on the pods' https port with a bearer token from a
+    ServiceAccount the chart makes, which the API server lets get /metrics (what polyccm's
+    secure port asks it)."""
+    objects = chart("aws", podMonitor={"enabled": True})
+    monitor = only(objects, "PodMonitor")
+    deploy = only(objects, "Deployment")
+    labels = deploy["spec"]["template"]["metadata"]["labels"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] in {p["name"] for p in container(deploy)["ports"]}
+    assert (endpoint["scheme"], endpoint["path"]) == ("https", "/metrics")
+    secret = only(objects, "Secret", endpoint["authorization"]["credentials"]["name"])
+    account = secret["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+    reader = [
+        o
+        for o in objects
+        if o["kind"] != "PodMonitor" and "metrics-reader" in o["metadata"]["name"]
+    ]
+    remove(kube_api, reader)
+    try:
+        for obj in reader:
+            kube_api.request("POST", collection_path(kube_api, obj), body=obj)
+        user = f"system:serviceaccount:{KUBE_SYSTEM}:{account}"
+        groups = service_account_groups(KUBE_SYSTEM)
+        metrics = {"path": "/metrics", "verb": "get"}
+        wait_for(
+            lambda: access_review(kube_api, user, groups, metrics, resource=False),
+            10,
+            "the chart's metrics reader allowed /metrics",
+        )
+    finally:
+        remove(kube_api, reader)
+    assert not [o for o in chart("aws") if o["kind"] == "PodMonitor"], "off by default"
 
 
 if __name__ == "__main__":

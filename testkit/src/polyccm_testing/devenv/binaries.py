@@ -1,6 +1,6 @@
 """Locate or build the control-plane binaries (kube-apiserver and etcd), the kube-scheduler that
-tests the manifests' scheduling constraints, and the pinned kustomize that renders
-deploy/kustomize, for local work and tests.
+tests the manifests' scheduling constraints, the pinned kustomize that renders
+deploy/kustomize and the pinned helm that renders deploy/helm, for local work and tests.
 
 Lookup order follows the envtest convention: ``TEST_ASSET_KUBE_APISERVER`` / ``TEST_ASSET_ETCD``
 / ``TEST_ASSET_KUSTOMIZE``, then (for the control plane) ``$KUBEBUILDER_ASSETS/<name>``, then a
@@ -42,6 +42,10 @@ ETCD_VERSIONS: tuple[str, ...] = ("v3.6.16", "v3.6.15", "v3.6.13")
 #: asks for Go 1.27.
 KUSTOMIZE_VERSIONS: tuple[str, ...] = ("v5.8.2", "v5.8.1")
 KUSTOMIZE_MODULE = "sigs.k8s.io/kustomize/kustomize/v5"
+#: Helm renders deploy/helm/polyccm in the chart's tests; v3.21.4's go.mod asks for Go 1.26.0
+#: and has no replace lines, so ``go install`` builds it.
+HELM_VERSIONS: tuple[str, ...] = ("v3.21.4",)
+HELM_MODULE = "helm.sh/helm/v3"
 
 _STAGING_LINE = re.compile(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", re.MULTILINE)
 _GODEBUG_LINE = re.compile(r"^godebug .*$", re.MULTILINE)
@@ -280,6 +284,25 @@ def build_kustomize(version: str, target: Path) -> None:
     (work / "gobin" / "kustomize").replace(target)
 
 
+def build_helm(version: str, target: Path) -> None:
+    """Build helm ``version`` (``v3.Y.Z``) into ``target`` with ``go install``, its version
+    stamped as its release Makefile stamps it."""
+    work = cache_dir() / "build" / f"helm-{version}"
+    work.mkdir(parents=True, exist_ok=True)
+    log_file = work / "build.log"
+    too_new = _requires_newer_go(_module_go_mod(HELM_MODULE, version, work, log_file))
+    if too_new:
+        raise BinaryError(f"helm {version} needs Go {too_new}")
+    _log(f"building helm {version}; log: {log_file}")
+    stamp = f"-s -w -X {HELM_MODULE}/internal/version.version={version}"
+    _run_go(
+        ["install", "-trimpath", "-ldflags", stamp, f"{HELM_MODULE}/cmd/helm@{version}"],
+        cwd=work,
+        log_file=log_file,
+    )
+    (work / "gobin" / "helm").replace(target)
+
+
 def _cached(bin_dir: Path, name: str, versions: Sequence[str]) -> Path | None:
     for version in versions:
         candidate = bin_dir / f"{name}-{version}"
@@ -358,6 +381,13 @@ def kustomize_path() -> Path:
     return found or _cached_or_built("kustomize", KUSTOMIZE_VERSIONS, build_kustomize)
 
 
+def helm_path() -> Path:
+    """Path of the pinned helm, building it when none is available (``TEST_ASSET_HELM``
+    overrides it)."""
+    found = _from_environment("helm", "TEST_ASSET_HELM", assets_dir=False)
+    return found or _cached_or_built("helm", HELM_VERSIONS, build_helm)
+
+
 def ensure_binaries() -> ControlPlaneBinaries:
     """Find or build both binaries."""
     return ControlPlaneBinaries(kube_apiserver=kube_apiserver_path(), etcd=etcd_path())
@@ -370,6 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         binaries = ensure_binaries()
         kustomize = kustomize_path()
         scheduler = kube_scheduler_path()
+        helm = helm_path()
     except BinaryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -377,6 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"etcd={binaries.etcd}")
     print(f"kustomize={kustomize}")
     print(f"kube-scheduler={scheduler}")
+    print(f"helm={helm}")
     return 0
 
 
