@@ -1539,6 +1539,34 @@ def test_plan_runs_on_the_plan_account_with_nothing_refused(
     assert {r.verb for r in requests} <= READ_VERBS, sorted({str(r) for r in requests})
 
 
+RUNBOOKS = ROOT / "docs" / "migrate"
+#: Upstream's paths the runbooks name (in their repositories, not this one).
+UPSTREAM_PATHS = {
+    "deploy/template/deployment.yaml",  # kubernetes-sigs/cloud-provider-equinix-metal
+    "deploy/packages/default/manifest.yaml",  # kubernetes/cloud-provider-gcp
+}
+
+
+def test_each_provider_has_a_migration_runbook_naming_what_exists() -> None:
+    """docs/migrate: a runbook per provider; every repository path a runbook names exists, and
+    the label selectors its commands use for polyccm's pods select the Deployment's pods."""
+    assert sorted(p.stem for p in RUNBOOKS.glob("*.md") if p.stem != "README") == PROVIDERS
+    labels = deployment("aws")["spec"]["template"]["metadata"]["labels"]
+    for runbook in RUNBOOKS.glob("*.md"):
+        text = runbook.read_text()
+        for path in re.findall(r"(?<![\w/.-])((?:deploy|docs|providers)/[\w./-]*[\w])", text):
+            concrete = path.replace("<provider>", "aws")
+            if concrete in UPSTREAM_PATHS:
+                continue
+            assert (ROOT / concrete).exists(), f"{runbook.name}: {path}"
+        for selector in re.findall(r"-l (app\.kubernetes\.io/name=polyccm\S*)", text):
+            wanted = dict(pair.split("=") for pair in selector.split(","))
+            assert wanted.items() <= labels.items(), f"{runbook.name}: {selector}"
+        if runbook.stem in PROVIDERS:
+            assert f"deploy/migrate/plan/{runbook.stem}" in text
+            assert f"deploy/kustomize/overlays/{runbook.stem}" in text
+
+
 # -- Scheduling: the real kube-scheduler places the pods -------------------------------------
 #
 # No kubelet: a Node object is all the scheduler reads (labels, taints, allocatable). Each pod
