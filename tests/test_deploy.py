@@ -2008,9 +2008,21 @@ def test_chart_takes_replicas_affinity_tolerations_resources_and_extra_args() ->
     )
     pod = deploy["spec"]["template"]["spec"]
     assert deploy["spec"]["replicas"] == 3
-    assert (pod["affinity"], pod["tolerations"]) == (affinity, tolerations)
+    # Lists replace the defaults; maps merge with them (helm's rule), so the default
+    # anti-affinity stays beside the given node affinity until it is set to null.
+    assert pod["tolerations"] == tolerations
+    assert pod["affinity"]["nodeAffinity"] == affinity["nodeAffinity"]
+    assert (
+        pod["affinity"]["podAntiAffinity"]
+        == deployment("aws")["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    )
+    without = only(chart("aws", affinity={**affinity, "podAntiAffinity": None}), "Deployment")
+    assert without["spec"]["template"]["spec"]["affinity"] == affinity
     main = container(deploy)
-    assert main["resources"] == resources
+    assert main["resources"] == {  # merged too: the default CPU limit stays
+        "requests": {"cpu": "50m", "memory": "64Mi"},
+        "limits": {"cpu": "1", "memory": "2Gi"},
+    }
     assert main["image"] == "registry.example.com/polyccm-aws:1.2.3"
     assert main["args"][-2:] == ["--kube-api-qps=1000", "--concurrent-service-syncs=4"]
 

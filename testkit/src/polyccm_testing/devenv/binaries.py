@@ -290,11 +290,27 @@ def build_helm(version: str, target: Path) -> None:
     work = cache_dir() / "build" / f"helm-{version}"
     work.mkdir(parents=True, exist_ok=True)
     log_file = work / "build.log"
-    too_new = _requires_newer_go(_module_go_mod(HELM_MODULE, version, work, log_file))
+    go_mod = _module_go_mod(HELM_MODULE, version, work, log_file)
+    too_new = _requires_newer_go(go_mod)
     if too_new:
         raise BinaryError(f"helm {version} needs Go {too_new}")
+    # The Kubernetes release helm assumes without a cluster (`helm template`: a chart's
+    # kubeVersion is checked against it) is its client-go's, as its Makefile stamps it;
+    # unstamped, it would be 1.20.
+    client_go = re.search(r"^\s*k8s\.io/client-go v0\.(\d+)\.", go_mod, re.MULTILINE)
+    if not client_go:
+        raise BinaryError(f"helm {version}: no k8s.io/client-go in its go.mod")
     _log(f"building helm {version}; log: {log_file}")
-    stamp = f"-s -w -X {HELM_MODULE}/internal/version.version={version}"
+    stamp = " ".join(
+        [
+            f"-s -w -X {HELM_MODULE}/internal/version.version={version}",
+            *(
+                f"-X {HELM_MODULE}/pkg/{package}.k8sVersion{part}={value}"
+                for package in ("chartutil", "lint/rules")
+                for part, value in (("Major", "1"), ("Minor", client_go.group(1)))
+            ),
+        ]
+    )
     _run_go(
         ["install", "-trimpath", "-ldflags", stamp, f"{HELM_MODULE}/cmd/helm@{version}"],
         cwd=work,
