@@ -1972,6 +1972,28 @@ def test_chart_rbac_is_the_overlays(provider: str) -> None:
     assert essence(chart_rbac(provider)) == essence(rendered(OVERLAYS / provider))
 
 
+def test_chart_runs_metal_on_upstreams_cloud_sa_json(kube_api: KubeApi) -> None:
+    """Equinix Metal with upstream's own Secret metal-cloud-config (key cloud-sa.json, as
+    cloud-provider-equinix-metal's deploy/template/secret.yaml names it) as the cloud config:
+    no credentials Secret of polyccm's, the file mounted where --cloud-config points, and the
+    render passes a server-side dry run."""
+    existing = {"kind": "Secret", "name": "metal-cloud-config", "key": "cloud-sa.json"}
+    values = {"provider": "packet", "existingCloudConfig": existing}
+    objects = copy.deepcopy(list(_chart(json.dumps(values, sort_keys=True))))
+    assert not [o for o in objects if o["kind"] == "Secret"]
+    deploy = only(objects, "Deployment")
+    main = container(deploy)
+    assert "env" not in main
+    mount = next(m for m in main["volumeMounts"] if m["name"] == "cloud-config")
+    assert mount["mountPath"] == flag_values(main["args"])["--cloud-config"]
+    assert mount["subPath"] == "cloud-sa.json"
+    (volume,) = [
+        v for v in deploy["spec"]["template"]["spec"]["volumes"] if v["name"] == "cloud-config"
+    ]
+    assert volume["secret"]["secretName"] == "metal-cloud-config"
+    kube_api.request("POST", collection_path(kube_api, deploy), query=DRY_RUN, body=deploy)
+
+
 def test_chart_single_replica_has_no_disruption_budget() -> None:
     one = chart("aws", replicas=1)
     assert only(one, "Deployment")["spec"]["replicas"] == 1
@@ -2033,6 +2055,7 @@ def test_chart_takes_replicas_affinity_tolerations_resources_and_extra_args() ->
         ({}, "provider must be one of aws, gce, digitalocean, packet"),
         ({"provider": "azure"}, "provider must be one of"),
         ({"provider": "digitalocean"}, "provider digitalocean needs credentials"),
+        ({"provider": "packet"}, "provider packet needs credentials"),
         (
             {
                 "provider": "packet",
