@@ -45,13 +45,18 @@ test: lint binaries peers image-tools
 
 # `make image PROVIDER=<name>` builds that provider's image with buildah on a local Debian base
 # (no Docker engine needed) into dist/polyccm-<name>.oci.tar; see deploy/images/README.md.
-image: sync
-	$(UV) run --no-sync python -m polyccm_testing.images build $(PROVIDER)
+# polyccm_testing.images uses the standard library only, so it runs from the test kit's sources
+# on any Python 3.11+ uv finds, without syncing the development workspace: the image build
+# installs what the image needs, from uv.lock, inside the image.
+IMAGE_TOOL = PYTHONPATH=$(CURDIR)/testkit/src $(UV) run --no-project --python '>=3.11' \
+	python -m polyccm_testing.images
+image: uv
+	$(IMAGE_TOOL) build $(PROVIDER)
 
 # buildah and debootstrap, installed with apt-get when missing and we are root; when they cannot
 # be, this says why and tests/test_image.py is skipped.
-image-tools: sync
-	$(UV) run --no-sync python -m polyccm_testing.images tools --if-possible
+image-tools: uv
+	$(IMAGE_TOOL) tools --if-possible
 
 demo: binaries
 	$(UV) run --no-sync python -m polyccm_$(PROVIDER)_emulator.demo

@@ -44,7 +44,12 @@ from polyccm.app.options import LeaderElection
 from polyccm.kube.api import EVENTS, LEASES, NODES, SECRETS, SERVICES, ApiError, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT
 from polyccm.plugins import plugin_manager
-from polyccm_testing.devenv.binaries import BinaryError, kustomize_path
+from polyccm_testing.devenv.binaries import (
+    BinaryError,
+    helm_path,
+    kube_scheduler_path,
+    kustomize_path,
+)
 from polyccm_testing.devenv.processes import free_ports
 from polyccm_testing.kubeobjects import (
     make_node,
@@ -62,9 +67,12 @@ KUSTOMIZE = ROOT / "deploy" / "kustomize"
 BASE = KUSTOMIZE / "base"
 OVERLAYS = KUSTOMIZE / "overlays"
 METRICS_READER = KUSTOMIZE / "metrics-reader"
+SINGLE_REPLICA = KUSTOMIZE / "components" / "single-replica"
+PLAN_JOBS = ROOT / "deploy" / "migrate" / "plan"
+CHART = ROOT / "deploy" / "helm" / "polyccm"
 DOCKERFILE = ROOT / "deploy" / "images" / "Dockerfile"
 KUBE_SYSTEM = "kube-system"
-SERVICE_ACCOUNT = "cloud-controller-manager"
+SERVICE_ACCOUNT = "polyccm-cloud-controller-manager"
 SERVICE_ACCOUNT_USER = f"system:serviceaccount:{KUBE_SYSTEM}:{SERVICE_ACCOUNT}"
 SHUTDOWN_TAINT = "node.cloudprovider.kubernetes.io/shutdown"
 FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
@@ -86,7 +94,7 @@ SECRET_ENV = {
 }
 CREDENTIAL_FILES = {"digitalocean": "digitalocean.env", "packet": "metal-cloud-config.env"}
 #: The base's binding of the ServiceAccount to system:auth-delegator (the secure port's reviews).
-AUTH_DELEGATOR_BINDING = "cloud-controller-manager:auth-delegator"
+AUTH_DELEGATOR_BINDING = "polyccm:cloud-controller-manager:auth-delegator"
 PLACEHOLDER = "REPLACE_WITH_"
 
 
@@ -106,7 +114,7 @@ def _built(directory: Path) -> tuple[dict[str, Any], ...]:
         check=False,
         timeout=120,
     )
-    where = directory.relative_to(ROOT)
+    where = os.path.relpath(directory, ROOT)
     assert completed.returncode == 0, f"kustomize build {where}:\n{completed.stderr}"
     return tuple(doc for doc in yaml.safe_load_all(completed.stdout) if doc)
 
@@ -137,6 +145,25 @@ def flag_values(args: list[str]) -> dict[str, str]:
         key, _, value = arg.partition("=")
         values[key] = value
     return values
+
+
+#: Quantity suffixes of memory, in MiB.
+_MEMORY_UNITS = {"Mi": 1.0, "Gi": 1024.0, "M": 1e6 / 2**20, "G": 1e9 / 2**20}
+
+
+def mebibytes(quantity: str) -> float:
+    number, unit = re.fullmatch(r"(\d+(?:\.\d+)?)([A-Za-z]*)", quantity).groups()  # type: ignore[union-attr]
+    return float(number) * _MEMORY_UNITS[unit]
+
+
+def benchmark_peak_rss() -> list[int]:
+    """The peak RSS column of the README's benchmark table, in MiB."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Benchmarks") :]
+    return [int(m) for m in re.findall(r"\| (\d+) MiB(?: \(Go \d+\))? \|", section)]
+
+
+BENCHMARK_PEAK_RSS_MIB = benchmark_peak_rss()
 
 
 def test_there_is_one_overlay_per_provider() -> None:
@@ -190,6 +217,7 @@ KUSTOMIZATIONS = {
     "base": BASE,
     **{f"overlays/{p}": OVERLAYS / p for p in PROVIDERS},
     "metrics-reader": METRICS_READER,
+    **{f"migrate/plan/{p}": PLAN_JOBS / p for p in PROVIDERS},
 }
 
 
@@ -247,9 +275,13 @@ def base_rbac() -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def applied_rbac(kube_api: KubeApi) -> Iterator[list[dict[str, Any]]]:
-    """The base's RBAC created for real (cluster-scoped objects too), removed after the test."""
-    objects = base_rbac()
+def applied_rbac(
+    kube_api: KubeApi, request: pytest.FixtureRequest
+) -> Iterator[list[dict[str, Any]]]:
+    """The base's RBAC created for real (cluster-scoped objects too), removed after the test;
+    the Helm chart's instead when the test is parametrized with ``rbac_source="helm"``."""
+    source = getattr(request, "param", "kustomize")
+    objects = base_rbac() if source == "kustomize" else chart_rbac("aws")
     ensure_namespace(kube_api, KUBE_SYSTEM)
     remove(kube_api, objects)  # anything an interrupted run left behind
     delete_lease(kube_api)
@@ -328,6 +360,9 @@ def test_base_has_two_replicas_under_leader_election_probed_limited_and_tolerant
         UNINITIALIZED_TAINT,
         "node-role.kubernetes.io/control-plane",
         "node-role.kubernetes.io/master",
+        "CriticalAddonsOnly",
+        "node.kubernetes.io/network-unavailable",
+        "node.kubernetes.io/not-ready",
     } <= tolerated
     assert pod["priorityClassName"] == "system-cluster-critical"
     assert pod["serviceAccountName"] == SERVICE_ACCOUNT
@@ -335,6 +370,18 @@ def test_base_has_two_replicas_under_leader_election_probed_limited_and_tolerant
     (anti,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert anti["topologyKey"] == "kubernetes.io/hostname"
     assert anti["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    # The role label matched whatever its value ("" from kubeadm, "true" elsewhere): a
+    # nodeSelector would match one value only.
+    assert "nodeSelector" not in pod
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [
+        {"matchExpressions": [{"key": key, "operator": "Exists"}]}
+        for key in ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
+    ]
+
+    # Memory above the benchmark's largest peak RSS (README "Benchmarks": Equinix Metal,
+    # 586 MiB at 5,000 nodes and 500 Services).
+    assert mebibytes(main["resources"]["limits"]["memory"]) > max(BENCHMARK_PEAK_RSS_MIB)
 
     # Non-root (the image's user), read-only root filesystem, no privileges.
     (image_user,) = re.findall(r"^USER (\S+)$", DOCKERFILE.read_text(), re.MULTILINE)
@@ -756,6 +803,7 @@ def event_count(api: KubeApi, namespace: str, name: str, reason: str) -> int:
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.parametrize("applied_rbac", ["kustomize", "helm"], indirect=True)
 def test_service_account_alone_runs_every_controller_and_nothing_more(
     kube_api: KubeApi,
     control_plane: Any,
@@ -1274,6 +1322,806 @@ def test_upstream_controller_roles_are_those_this_api_server_has(kube_api: KubeA
     for name, table in UPSTREAM_CONTROLLER_ROLES.items():
         role = kube_api.request("GET", f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}")
         assert api_grants(role["rules"]) == table_grants(table), name
+
+
+# -- RBAC: beside an upstream CCM's --------------------------------------------------------
+#
+# Upstream's RBAC objects, as cloud-provider-aws's chart names them (v1.35.2,
+# charts/aws-cloud-controller-manager/values.yaml: clusterRoleName
+# system:cloud-controller-manager, serviceAccountName cloud-controller-manager, roleBindingName
+# cloud-controller-manager:apiserver-authentication-reader; templates/clusterrole.yaml,
+# cluserrolebinding.yaml, rolebinding.yaml, serviceaccount.yaml). DigitalOcean's release
+# manifest (releases/digitalocean-cloud-controller-manager/v0.1.68.yml) uses the same
+# ServiceAccount, ClusterRole and ClusterRoleBinding names.
+UPSTREAM_ACCOUNT = "cloud-controller-manager"
+
+
+def upstream_rbac() -> list[dict[str, Any]]:
+    """The objects cloud-provider-aws's chart installs for its CCM (its rules from
+    :data:`UPSTREAM_CLUSTER_ROLE`)."""
+    subject = {"kind": "ServiceAccount", "name": UPSTREAM_ACCOUNT, "namespace": KUBE_SYSTEM}
+    rules = [
+        {"apiGroups": [group], "resources": [resource], "verbs": verbs.split()}
+        for group, resource, verbs in UPSTREAM_CLUSTER_ROLE
+    ]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": UPSTREAM_ACCOUNT, "namespace": KUBE_SYSTEM},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "system:cloud-controller-manager"},
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "system:cloud-controller-manager"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "system:cloud-controller-manager",
+            },
+            "subjects": [subject],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {
+                "name": "cloud-controller-manager:apiserver-authentication-reader",
+                "namespace": KUBE_SYSTEM,
+            },
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "extension-apiserver-authentication-reader",
+            },
+            "subjects": [subject],
+        },
+    ]
+
+
+def stored(api: KubeApi, obj: dict[str, Any]) -> dict[str, Any]:
+    """What the API server holds of ``obj``: its rules, roleRef and subjects."""
+    current = api.request("GET", f"{collection_path(api, obj)}/{obj['metadata']['name']}")
+    return {k: current.get(k) for k in ("rules", "roleRef", "subjects")}
+
+
+def server_side_apply(api: KubeApi, objects: list[dict[str, Any]], manager: str) -> None:
+    """``kubectl apply --server-side`` of ``objects``, as field manager ``manager``."""
+    for obj in objects:
+        api.request(
+            "PATCH",
+            f"{collection_path(api, obj)}/{obj['metadata']['name']}",
+            query={"fieldManager": manager, "force": "true"},
+            body=obj,
+            content_type="application/apply-patch+yaml",
+        )
+
+
+@pytest.mark.parametrize("overlay", PROVIDERS)
+def test_installs_beside_upstream_without_touching_its_rbac(
+    kube_api: KubeApi, overlay: str
+) -> None:
+    """An upstream CCM's RBAC is installed first (cloud-provider-aws's chart's names); polyccm's
+    overlay applied after it changes none of upstream's objects, and once upstream is
+    uninstalled (its objects deleted, as ``helm uninstall`` does) polyccm's ServiceAccount still
+    has every grant of its roles; the reverse holds too."""
+    ours = [o for o in rendered(OVERLAYS / overlay) if o["kind"] not in ("Deployment",)]
+    theirs = upstream_rbac()
+    ensure_namespace(kube_api, KUBE_SYSTEM)
+    remove(kube_api, ours)
+    remove(kube_api, theirs)
+    try:
+        server_side_apply(kube_api, theirs, "helm")
+        before = {o["metadata"]["name"] + o["kind"]: stored(kube_api, o) for o in theirs}
+        server_side_apply(kube_api, ours, "kubectl")
+        names = {(o["kind"], o["metadata"]["name"]) for o in ours}
+        shared = names & {(o["kind"], o["metadata"]["name"]) for o in theirs}
+        assert not shared, f"polyccm's objects take upstream's names: {sorted(shared)}"
+        after = {o["metadata"]["name"] + o["kind"]: stored(kube_api, o) for o in theirs}
+        assert after == before, "applying polyccm changed upstream's RBAC"
+
+        # helm uninstall of upstream: polyccm keeps every grant.
+        remove(kube_api, theirs)
+        roles = [o for o in ours if o["kind"] in ("ClusterRole", "Role")]
+        for role in roles:
+            scope = role["metadata"].get("namespace", "")
+            for rule in role["rules"]:
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        for verb in rule["verbs"]:
+                            name = (rule.get("resourceNames") or [""])[0]
+                            where = {"namespace": scope, "name": name}
+                            assert wait_for(
+                                lambda g=group, r=resource, v=verb, w=where: account_may(
+                                    kube_api, g, r, v, **w
+                                ),
+                                10,
+                                f"{verb} {resource} still granted to polyccm",
+                            )
+        assert account_may(kube_api, "authentication.k8s.io", "tokenreviews", "create")
+
+        # And polyccm's removal leaves upstream's objects alone.
+        server_side_apply(kube_api, theirs, "helm")
+        remove(kube_api, ours)
+        after = {o["metadata"]["name"] + o["kind"]: stored(kube_api, o) for o in theirs}
+        assert after == before, "removing polyccm changed upstream's RBAC"
+    finally:
+        remove(kube_api, ours)
+        remove(kube_api, theirs)
+
+
+# -- The read-only plan Job of the migration runbooks ----------------------------------------
+
+READ_VERBS = {"get", "list", "watch"}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_plan_job_runs_plan_in_the_provider_image_on_a_read_only_account(provider: str) -> None:
+    """deploy/migrate/plan/<provider>: a Job running ``plan`` in the provider's image, once, on
+    the polyccm-plan ServiceAccount, whose every rule only reads; its flags parse."""
+    objects = rendered(PLAN_JOBS / provider)
+    job = only(objects, "Job")
+    pod = job["spec"]["template"]["spec"]
+    (main,) = pod["containers"]
+    assert main["image"] == f"ghcr.io/polyccm/polyccm-{provider}:0.1.0"
+    assert main["args"][0] == "plan" and "command" not in main
+    assert (job["spec"]["backoffLimit"], pod["restartPolicy"]) == (0, "Never")
+    assert "ports" not in main, "plan serves nothing"
+    account = only(objects, "ServiceAccount")["metadata"]["name"]
+    assert pod["serviceAccountName"] == account == "polyccm-plan"
+    for role in (o for o in objects if o["kind"] in ("ClusterRole", "Role")):
+        for rule in role["rules"]:
+            assert set(rule["verbs"]) <= READ_VERBS, (role["metadata"]["name"], rule)
+    bindings = [o for o in objects if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+    assert bindings and all(
+        b["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": KUBE_SYSTEM}]
+        for b in bindings
+    )
+    # The controller's objects are not there: applying the Job starts no polyccm.
+    assert not [o for o in objects if o["kind"] in ("Deployment", "DaemonSet")]
+    arguments = [a for a in main["args"][1:] if not a.startswith("--cloud-config=")]
+    options, _ = commandline.parse([f"--provider={provider}", *arguments], plugin_manager())
+    assert options.provider == provider
+
+
+@pytest.mark.timeout(120)
+def test_plan_runs_on_the_plan_account_with_nothing_refused(
+    kube_api: KubeApi, control_plane: Any, namespace: str, clean_nodes: None, tmp_path: Path
+) -> None:
+    """``polyccm plan`` on a token of the plan Job's ServiceAccount reads the cluster with no
+    request refused, and writes nothing."""
+    objects = [o for o in rendered(PLAN_JOBS / "packet") if o["kind"] != "Job"]
+    ensure_namespace(kube_api, KUBE_SYSTEM)
+    remove(kube_api, objects)
+    for obj in objects:
+        kube_api.request("POST", collection_path(kube_api, obj), body=obj)
+    try:
+        node = f"plan-{secrets.token_hex(3)}"
+        make_node(kube_api, node, tainted=True)
+        make_service(kube_api, namespace, "web")
+        kubeconfig = service_account_kubeconfig(
+            kube_api, control_plane, tmp_path, namespace=KUBE_SYSTEM, name="polyccm-plan"
+        )
+        (tmp_path / "scenario.json").write_text(
+            json.dumps({"instances": [node], "hold": {}, "gates": str(tmp_path)})
+        )
+        completed = subprocess.run(
+            [
+                *RECORDED_POLYCCM,
+                "plan",
+                "--configure-cloud-routes=false",
+                f"--kubeconfig={kubeconfig}",
+            ],
+            env={
+                **os.environ,
+                RECORD_VARIABLE: str(tmp_path / RECORD_FILE),
+                SCENARIO_VARIABLE: str(tmp_path / "scenario.json"),
+            },
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+    finally:
+        remove(kube_api, objects)
+    # Something to do (a node to initialise, a load balancer to create): exit 1, as the Job
+    # then fails and its log says what.
+    assert completed.returncode == 1, completed.stderr[-3000:]
+    assert node in completed.stdout and "web" in completed.stdout
+    requests = recorded_requests(tmp_path / RECORD_FILE)
+    assert requests
+    assert not [str(r) for r in requests if r.status in (401, 403)]
+    assert {r.verb for r in requests} <= READ_VERBS, sorted({str(r) for r in requests})
+
+
+RUNBOOKS = ROOT / "docs" / "migrate"
+#: Upstream's paths the runbooks name (in their repositories, not this one).
+UPSTREAM_PATHS = {
+    "deploy/template/deployment.yaml",  # kubernetes-sigs/cloud-provider-equinix-metal
+    "deploy/packages/default/manifest.yaml",  # kubernetes/cloud-provider-gcp
+}
+
+
+def test_each_provider_has_a_migration_runbook_naming_what_exists() -> None:
+    """docs/migrate: a runbook per provider; every repository path a runbook names exists, and
+    the label selectors its commands use for polyccm's pods select the Deployment's pods."""
+    assert sorted(p.stem for p in RUNBOOKS.glob("*.md") if p.stem != "README") == PROVIDERS
+    labels = deployment("aws")["spec"]["template"]["metadata"]["labels"]
+    for runbook in RUNBOOKS.glob("*.md"):
+        text = runbook.read_text()
+        for path in re.findall(r"(?<![\w/.-])((?:deploy|docs|providers)/[\w./-]*[\w])", text):
+            concrete = path.replace("<provider>", "aws")
+            if concrete in UPSTREAM_PATHS:
+                continue
+            assert (ROOT / concrete).exists(), f"{runbook.name}: {path}"
+        for selector in re.findall(r"-l (app\.kubernetes\.io/name=polyccm\S*)", text):
+            wanted = dict(pair.split("=") for pair in selector.split(","))
+            assert wanted.items() <= labels.items(), f"{runbook.name}: {selector}"
+        if runbook.stem in PROVIDERS:
+            assert f"deploy/migrate/plan/{runbook.stem}" in text
+            assert f"deploy/kustomize/overlays/{runbook.stem}" in text
+
+
+# -- Scheduling: the real kube-scheduler places the pods -------------------------------------
+#
+# No kubelet: a Node object is all the scheduler reads (labels, taints, allocatable). Each pod
+# is one the Deployment's ReplicaSet would make from the rendered template (no
+# kube-controller-manager runs here), and kube-scheduler binds it or records why not.
+
+CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"
+
+
+@functools.cache
+def _composed(overlay: Path, component: Path | None, directory: Path) -> tuple[Any, ...]:
+    """``kustomize build`` of a kustomization of ``overlay`` with ``component`` added."""
+    directory.mkdir(parents=True, exist_ok=True)
+    body: dict[str, Any] = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(overlay, directory)],
+    }
+    if component:
+        body["components"] = [os.path.relpath(component, directory)]
+    (directory / "kustomization.yaml").write_text(yaml.safe_dump(body))
+    return tuple(rendered(directory))
+
+
+def with_single_replica(provider: str, tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
+    """The provider's overlay with the single-replica component, as the component's comment
+    says to compose them."""
+    where = tmp_path_factory.getbasetemp() / f"single-replica-{provider}"
+    return copy.deepcopy(list(_composed(OVERLAYS / provider, SINGLE_REPLICA, where)))
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_single_replica_component_changes_only_the_replica_count(
+    provider: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    single = with_single_replica(provider, tmp_path_factory)
+    plain = rendered(OVERLAYS / provider)
+    assert only(single, "Deployment")["spec"]["replicas"] == 1
+    only(single, "Deployment")["spec"]["replicas"] = only(plain, "Deployment")["spec"]["replicas"]
+    assert single == plain
+
+
+def control_plane_node(
+    api: KubeApi,
+    name: str,
+    *,
+    role_value: str = "",
+    taints: tuple[tuple[str, str], ...] = (),
+    labels: dict[str, str] | None = None,
+) -> None:
+    """A Node as a kubelet registers it (allocatable included) on a control-plane machine:
+    kubeadm's role label (``role_value`` ``""``; other installers set ``"true"``) and taint,
+    plus ``taints`` ``(key, effect)``; ``role_value=None``-like workers pass ``labels``."""
+    node_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}
+    node_labels.update(labels if labels is not None else {CONTROL_PLANE_ROLE: role_value})
+    # The kubelet registers the uninitialized taint with the value "true" (kubernetes v1.35,
+    # pkg/kubelet/kubelet_node_status.go:325-330, initialNode), which the toleration names.
+    all_taints = [
+        {"key": key, "effect": effect, **({"value": "true"} if key == UNINITIALIZED_TAINT else {})}
+        for key, effect in taints
+    ]
+    if labels is None:
+        all_taints.insert(0, {"key": CONTROL_PLANE_ROLE, "effect": "NoSchedule"})
+    api.create(
+        NODES,
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": node_labels},
+            "spec": {"taints": all_taints},
+        },
+    )
+    resources = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    api.request(
+        "PATCH",
+        f"/api/v1/nodes/{name}/status",
+        body={"status": {"capacity": resources, "allocatable": resources}},
+        content_type="application/merge-patch+json",
+    )
+
+
+@pytest.fixture
+def scheduler(control_plane: Any, kube_api: KubeApi, tmp_path: Path) -> Iterator[None]:
+    """kube-scheduler of the kube-apiserver's release on the control plane (admin
+    credentials, no leader election, no serving port), stopped after the test."""
+    try:
+        binary = kube_scheduler_path()
+    except BinaryError as error:
+        pytest.fail(f"no kube-scheduler: {error}", pytrace=False)
+    log = tmp_path / "kube-scheduler.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                str(binary),
+                f"--kubeconfig={control_plane.kubeconfig}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--v=2",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        time.sleep(0.5)
+        assert process.poll() is None, log.read_text(errors="replace")[-3000:]
+        yield
+    finally:
+        stop(process)
+        for pod in kube_api.request("GET", f"/api/v1/namespaces/{KUBE_SYSTEM}/pods")["items"]:
+            if pod["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "polyccm":
+                try:
+                    kube_api.request(
+                        "DELETE",
+                        f"/api/v1/namespaces/{KUBE_SYSTEM}/pods/{pod['metadata']['name']}",
+                        query={"gracePeriodSeconds": "0"},
+                    )
+                except ApiError as error:
+                    if not error.not_found:
+                        raise
+
+
+def replicas_of(api: KubeApi, deploy: dict[str, Any]) -> list[str]:
+    """Create the pods the Deployment's ReplicaSet would (``spec.replicas`` of them, from its
+    template) and return their names."""
+    template = deploy["spec"]["template"]
+    names = []
+    for _ in range(deploy["spec"]["replicas"]):
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                **template["metadata"],
+                "generateName": f"{deploy['metadata']['name']}-",
+                "namespace": KUBE_SYSTEM,
+            },
+            "spec": template["spec"],
+        }
+        created = api.request("POST", f"/api/v1/namespaces/{KUBE_SYSTEM}/pods", body=pod)
+        names.append(created["metadata"]["name"])
+    return names
+
+
+def placement(api: KubeApi, name: str) -> tuple[str, str]:
+    """``(node, "")`` once the pod is bound, ``("", message)`` once the scheduler has
+    recorded it unschedulable, ``("", "")`` before either."""
+    pod = api.request("GET", f"/api/v1/namespaces/{KUBE_SYSTEM}/pods/{name}")
+    if pod["spec"].get("nodeName"):
+        return pod["spec"]["nodeName"], ""
+    for condition in pod.get("status", {}).get("conditions") or ():
+        if condition["type"] == "PodScheduled" and condition.get("reason") == "Unschedulable":
+            return "", str(condition.get("message", "Unschedulable"))
+    return "", ""
+
+
+#: The taints a fresh control-plane node has before polyccm and the pod network run: the
+#: kubelet's (--cloud-provider=external), and the node lifecycle's while the node is not ready.
+FRESH_NODE_TAINTS = (
+    (UNINITIALIZED_TAINT, "NoSchedule"),
+    ("node.kubernetes.io/not-ready", "NoSchedule"),
+)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("role_value", "taints"),
+    [
+        pytest.param("", FRESH_NODE_TAINTS, id="kubeadm"),
+        pytest.param(
+            "true",
+            (
+                ("CriticalAddonsOnly", "NoSchedule"),
+                ("node.kubernetes.io/network-unavailable", "NoSchedule"),
+            ),
+            id="role-true-critical-addons",
+        ),
+    ],
+)
+def test_single_replica_is_scheduled_on_the_one_control_plane_node(
+    kube_api: KubeApi,
+    applied_rbac: list[dict[str, Any]],
+    clean_nodes: None,
+    scheduler: None,
+    tmp_path_factory: pytest.TempPathFactory,
+    role_value: str,
+    taints: tuple[tuple[str, str], ...],
+) -> None:
+    """One control-plane node (kubeadm's label and taint, or a role label "true" and the
+    CriticalAddonsOnly taint), tainted as before any CCM and pod network ran, and a worker
+    with room: the single-replica Deployment's one pod is bound to the control-plane node,
+    so a rollout completes."""
+    suffix = secrets.token_hex(3)
+    control, worker = f"control-{suffix}", f"worker-{suffix}"
+    control_plane_node(kube_api, control, role_value=role_value, taints=taints)
+    control_plane_node(kube_api, worker, labels={})
+    deploy = only(with_single_replica("aws", tmp_path_factory), "Deployment")
+    (pod,) = replicas_of(kube_api, deploy)
+    node, why = wait_for(lambda: any(placement(kube_api, pod)) and placement(kube_api, pod), 60)
+    assert (node, why) == (control, ""), why
+
+
+@pytest.mark.timeout(120)
+def test_base_spreads_two_replicas_over_two_control_plane_nodes_and_waits_on_one(
+    kube_api: KubeApi,
+    applied_rbac: list[dict[str, Any]],
+    clean_nodes: None,
+    scheduler: None,
+) -> None:
+    """The base's two replicas land on two control-plane nodes, never together; with one
+    control-plane node the second stays Pending (the host port keeps it off the node whatever
+    the affinity), which is what the single-replica component is for."""
+    suffix = secrets.token_hex(3)
+    first, second = f"control-a-{suffix}", f"control-b-{suffix}"
+    control_plane_node(kube_api, first, taints=FRESH_NODE_TAINTS)
+    control_plane_node(kube_api, f"worker-{suffix}", labels={})
+    deploy = deployment("aws")
+    pods = replicas_of(kube_api, deploy)
+    assert len(pods) == 2
+    placed = wait_for(
+        lambda: (
+            all(any(placement(kube_api, p)) for p in pods)
+            and [placement(kube_api, p) for p in pods]
+        ),
+        60,
+        "both pods bound or unschedulable",
+    )
+    assert sorted(node for node, _ in placed) == ["", first]
+    (why,) = [message for node, message in placed if not node]
+    assert "free ports" in why or "anti-affinity" in why, why
+
+    # A second control-plane node: the pending replica goes there.
+    control_plane_node(kube_api, second, taints=FRESH_NODE_TAINTS)
+    wait_for(
+        lambda: sorted(placement(kube_api, p)[0] for p in pods) == [first, second],
+        60,
+        "the second replica on the second control-plane node",
+    )
+
+
+# -- The Helm chart (deploy/helm/polyccm) ----------------------------------------------------
+#
+# Rendered by the pinned helm (``polyccm_testing.devenv.binaries.helm_path``, built from the Go
+# module proxy like kustomize), then held to what the kustomize overlays are held to.
+
+#: Values a release of each provider needs (credentials for the two that take a Secret).
+CHART_VALUES: dict[str, dict[str, Any]] = {
+    "aws": {"cloudConfig": (OVERLAYS / "aws" / "cloud.conf").read_text()},
+    "gce": {
+        "cloudConfig": (OVERLAYS / "gce" / "gce.conf").read_text(),
+        "routes": {"enabled": True, "clusterCIDR": "10.244.0.0/16"},
+    },
+    "digitalocean": {"credentials": {"existingSecret": "digitalocean"}},
+    "packet": {"credentials": {"values": {"api-key": "REPLACE_WITH_KEY", "project-id": "p"}}},
+}
+
+
+def helm_binary() -> Path:
+    try:
+        return helm_path()
+    except BinaryError as error:
+        pytest.skip(f"no helm (it is built with Go): {str(error).splitlines()[0]}")
+
+
+def helm_template(
+    values: dict[str, Any], tmp_dir: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``helm template`` of the chart with ``values`` (a values file), as ``helm install``
+    would render it."""
+    directory = tmp_dir or Path(os.environ.get("TMPDIR", "/tmp"))
+    values_file = directory / f"values-{secrets.token_hex(4)}.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    try:
+        return subprocess.run(
+            [
+                str(helm_binary()),
+                "template",
+                "polyccm",
+                str(CHART),
+                "--namespace",
+                KUBE_SYSTEM,
+                "--values",
+                str(values_file),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+    finally:
+        values_file.unlink()
+
+
+@functools.cache
+def _chart(values_json: str) -> tuple[dict[str, Any], ...]:
+    completed = helm_template(json.loads(values_json))
+    assert completed.returncode == 0, completed.stderr
+    return tuple(doc for doc in yaml.safe_load_all(completed.stdout) if doc)
+
+
+def chart(provider: str, **values: Any) -> list[dict[str, Any]]:
+    """The chart's objects for ``provider`` with its :data:`CHART_VALUES` and ``values``."""
+    merged = {"provider": provider, **CHART_VALUES[provider], **values}
+    return copy.deepcopy(list(_chart(json.dumps(merged, sort_keys=True))))
+
+
+def chart_rbac(provider: str) -> list[dict[str, Any]]:
+    kinds = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+    return [o for o in chart(provider) if o["kind"] in kinds]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_chart_passes_server_side_dry_run(kube_api: KubeApi, provider: str) -> None:
+    """Every object the chart renders for the provider (two replicas: the
+    PodDisruptionBudget too) is accepted by the real API server, strictly validated, and its
+    pod passes admission."""
+    objects = chart(provider)
+    assert {"Deployment", "PodDisruptionBudget", "ClusterRole", "Role"} <= {
+        o["kind"] for o in objects
+    }
+    ensure_namespace(kube_api, KUBE_SYSTEM)
+    for obj in objects:
+        assert obj["metadata"].get("namespace", KUBE_SYSTEM) == KUBE_SYSTEM
+        path = collection_path(kube_api, obj)
+        url = f"{path}/{obj['metadata']['name']}"
+        try:
+            if exists(kube_api, url):  # a dev control plane it was applied to: as an update
+                kube_api.request(
+                    "PATCH",
+                    url,
+                    query={**DRY_RUN, "fieldManager": "polyccm-tests", "force": True},
+                    body=obj,
+                    content_type="application/apply-patch+yaml",
+                )
+            else:
+                kube_api.request("POST", path, query=DRY_RUN, body=obj)
+        except ApiError as error:
+            pytest.fail(f"{provider}: {obj['kind']} {obj['metadata']['name']}: {error}")
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_chart_deployment_is_the_overlays(provider: str, tmp_path: Path) -> None:
+    """The chart's Deployment runs the same pod as the provider's kustomize overlay: image,
+    scheduling, probes, limits, security, and flags polyccm's parser reads alike."""
+    deploy = only(chart(provider), "Deployment")
+    overlay = deployment(provider)
+    assert deploy["metadata"]["name"] == overlay["metadata"]["name"]
+    assert deploy["spec"]["replicas"] == overlay["spec"]["replicas"] == 2
+    pod, overlay_pod = deploy["spec"]["template"]["spec"], overlay["spec"]["template"]["spec"]
+    for key in (
+        "serviceAccountName",
+        "priorityClassName",
+        "hostNetwork",
+        "dnsPolicy",
+        "affinity",
+        "tolerations",
+        "securityContext",
+    ):
+        assert pod[key] == overlay_pod[key], key
+    main, overlay_main = container(deploy), container(overlay)
+    for key in (
+        "image",
+        "ports",
+        "livenessProbe",
+        "readinessProbe",
+        "resources",
+        "securityContext",
+    ):
+        assert main[key] == overlay_main[key], key
+    args = [
+        f"--cloud-config={tmp_path / 'cloud.conf'}" if a.startswith("--cloud-config=") else a
+        for a in main["args"]
+    ]
+    if provider in CLOUD_CONFIG_FILES:
+        config_map = only(chart(provider), "ConfigMap")
+        (tmp_path / "cloud.conf").write_text(config_map["data"]["cloud.conf"])
+    options, _ = commandline.parse([f"--provider={provider}", *args], plugin_manager())
+    assert options.provider == provider and options.leader_election.enabled
+    assert options.configure_cloud_routes == (provider == "gce")
+    assert ("--cloud-config" in flag_values(main["args"])) == (provider in CLOUD_CONFIG_FILES)
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in main.get("env", [])}
+    expected = {
+        name: {
+            "name": "digitalocean" if provider == "digitalocean" else "polyccm-cloud-credentials",
+            "key": key,
+        }
+        for name, (_, key) in SECRET_ENV[provider].items()
+    }
+    assert env == expected
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_chart_rbac_is_the_overlays(provider: str) -> None:
+    """Same names, same rules, same bindings as the kustomize overlay (whose every grant the
+    ServiceAccount scenario uses, and whose every rule the rule-by-rule runs need), and a
+    ClusterRole equal to what ``polyccm rbac --provider NAME`` prints."""
+
+    def essence(objects: list[dict[str, Any]]) -> list[Any]:
+        kept = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+        return sorted(
+            (
+                o["kind"],
+                o["metadata"]["name"],
+                o["metadata"].get("namespace"),
+                o.get("rules"),
+                o.get("roleRef"),
+                o.get("subjects"),
+            )
+            for o in objects
+            if o["kind"] in kept
+        )
+
+    assert essence(chart_rbac(provider)) == essence(rendered(OVERLAYS / provider))
+
+
+def test_chart_runs_metal_on_upstreams_cloud_sa_json(kube_api: KubeApi) -> None:
+    """Equinix Metal with upstream's own Secret metal-cloud-config (key cloud-sa.json, as
+    cloud-provider-equinix-metal's deploy/template/secret.yaml names it) as the cloud config:
+    no credentials Secret of polyccm's, the file mounted where --cloud-config points, and the
+    render passes a server-side dry run."""
+    existing = {"kind": "Secret", "name": "metal-cloud-config", "key": "cloud-sa.json"}
+    values = {"provider": "packet", "existingCloudConfig": existing}
+    objects = copy.deepcopy(list(_chart(json.dumps(values, sort_keys=True))))
+    assert not [o for o in objects if o["kind"] == "Secret"]
+    deploy = only(objects, "Deployment")
+    main = container(deploy)
+    assert "env" not in main
+    mount = next(m for m in main["volumeMounts"] if m["name"] == "cloud-config")
+    assert mount["mountPath"] == flag_values(main["args"])["--cloud-config"]
+    assert mount["subPath"] == "cloud-sa.json"
+    (volume,) = [
+        v for v in deploy["spec"]["template"]["spec"]["volumes"] if v["name"] == "cloud-config"
+    ]
+    assert volume["secret"]["secretName"] == "metal-cloud-config"
+    kube_api.request("POST", collection_path(kube_api, deploy), query=DRY_RUN, body=deploy)
+
+
+def test_chart_single_replica_has_no_disruption_budget() -> None:
+    one = chart("aws", replicas=1)
+    assert only(one, "Deployment")["spec"]["replicas"] == 1
+    assert not [o for o in one if o["kind"] == "PodDisruptionBudget"]
+    (budget,) = [o for o in chart("aws") if o["kind"] == "PodDisruptionBudget"]
+    assert budget["spec"]["maxUnavailable"] == 1
+    labels = only(chart("aws"), "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+def test_chart_takes_replicas_affinity_tolerations_resources_and_extra_args() -> None:
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["cp"]}]}
+                ]
+            }
+        }
+    }
+    tolerations = [{"key": "dedicated", "operator": "Exists"}]
+    resources = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "2Gi"}}
+    deploy = only(
+        chart(
+            "aws",
+            replicas=3,
+            affinity=affinity,
+            tolerations=tolerations,
+            resources=resources,
+            extraArgs=["--kube-api-qps=1000", "--concurrent-service-syncs=4"],
+            image={"repository": "registry.example.com/polyccm-aws", "tag": "1.2.3"},
+        ),
+        "Deployment",
+    )
+    pod = deploy["spec"]["template"]["spec"]
+    assert deploy["spec"]["replicas"] == 3
+    # Lists replace the defaults; maps merge with them (helm's rule), so the default
+    # anti-affinity stays beside the given node affinity until it is set to null.
+    assert pod["tolerations"] == tolerations
+    assert pod["affinity"]["nodeAffinity"] == affinity["nodeAffinity"]
+    assert (
+        pod["affinity"]["podAntiAffinity"]
+        == deployment("aws")["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    )
+    without = only(chart("aws", affinity={**affinity, "podAntiAffinity": None}), "Deployment")
+    assert without["spec"]["template"]["spec"]["affinity"] == affinity
+    main = container(deploy)
+    assert main["resources"] == {  # merged too: the default CPU limit stays
+        "requests": {"cpu": "50m", "memory": "64Mi"},
+        "limits": {"cpu": "1", "memory": "2Gi"},
+    }
+    assert main["image"] == "registry.example.com/polyccm-aws:1.2.3"
+    assert main["args"][-2:] == ["--kube-api-qps=1000", "--concurrent-service-syncs=4"]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({}, "provider must be one of aws, gce, digitalocean, packet"),
+        ({"provider": "azure"}, "provider must be one of"),
+        ({"provider": "digitalocean"}, "provider digitalocean needs credentials"),
+        ({"provider": "packet"}, "provider packet needs credentials"),
+        (
+            {
+                "provider": "packet",
+                "credentials": {"existingSecret": "m"},
+                "routes": {"enabled": True},
+            },
+            "provider packet has no cloud routes",
+        ),
+        (
+            {"provider": "aws", "routes": {"enabled": True}},
+            "routes.enabled needs routes.clusterCIDR",
+        ),
+    ],
+)
+def test_chart_refuses_incomplete_values_with_one_line(
+    values: dict[str, Any], message: str, tmp_path: Path
+) -> None:
+    completed = helm_template(values, tmp_path)
+    assert completed.returncode != 0
+    assert message in completed.stderr, completed.stderr
+
+
+def test_chart_pod_monitor_scrapes_the_https_port_with_a_metrics_reader_token(
+    kube_api: KubeApi,
+) -> None:
+    """podMonitor.enabled: a PodMonitor on the pods' https port with a bearer token from a
+    ServiceAccount the chart makes, which the API server lets get /metrics (what polyccm's
+    secure port asks it)."""
+    objects = chart("aws", podMonitor={"enabled": True})
+    monitor = only(objects, "PodMonitor")
+    deploy = only(objects, "Deployment")
+    labels = deploy["spec"]["template"]["metadata"]["labels"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] in {p["name"] for p in container(deploy)["ports"]}
+    assert (endpoint["scheme"], endpoint["path"]) == ("https", "/metrics")
+    secret = only(objects, "Secret", endpoint["authorization"]["credentials"]["name"])
+    account = secret["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+    reader = [
+        o
+        for o in objects
+        if o["kind"] != "PodMonitor" and "metrics-reader" in o["metadata"]["name"]
+    ]
+    remove(kube_api, reader)
+    try:
+        for obj in reader:
+            kube_api.request("POST", collection_path(kube_api, obj), body=obj)
+        user = f"system:serviceaccount:{KUBE_SYSTEM}:{account}"
+        groups = service_account_groups(KUBE_SYSTEM)
+        metrics = {"path": "/metrics", "verb": "get"}
+        wait_for(
+            lambda: access_review(kube_api, user, groups, metrics, resource=False),
+            10,
+            "the chart's metrics reader allowed /metrics",
+        )
+    finally:
+        remove(kube_api, reader)
+    assert not [o for o in chart("aws") if o["kind"] == "PodMonitor"], "off by default"
 
 
 if __name__ == "__main__":

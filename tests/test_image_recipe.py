@@ -394,3 +394,31 @@ def test_build_stage_commands_install_one_provider_from_a_copy_of_the_context(
         text=True,
     )
     assert refused.returncode != 0 and "azure" in refused.stderr
+
+
+# -- make image ------------------------------------------------------------------------------
+
+
+def test_make_image_runs_from_the_test_kit_sources_without_syncing_the_workspace(
+    tmp_path: Path,
+) -> None:
+    """``make image`` runs ``polyccm_testing.images`` on the standard library alone (no
+    site-packages, only testkit/src on the path), so it needs no ``uv sync`` of the
+    development workspace: what the image needs is installed inside the build, from uv.lock."""
+    makefile = (ROOT / "Makefile").read_text()
+    for target in ("image", "image-tools"):
+        (line,) = re.findall(rf"^{target}:(.*)$", makefile, re.MULTILINE)
+        assert "sync" not in line.split(), f"make {target} depends on {line.strip()}"
+    assert "PYTHONPATH=$(CURDIR)/testkit/src" in makefile
+    completed = subprocess.run(
+        [sys.executable, "-S", "-m", "polyccm_testing.images", "build", "not-a-provider"],
+        env={"PYTHONPATH": str(ROOT / "testkit" / "src"), "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    # Imported and run (an unknown provider is refused before any tool is looked for).
+    assert completed.returncode == 2, completed.stderr
+    assert "not-a-provider" in completed.stderr and "Traceback" not in completed.stderr

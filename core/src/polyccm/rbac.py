@@ -17,7 +17,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-CLUSTER_ROLE_NAME = "system:cloud-controller-manager"
+CLUSTER_ROLE_NAME = "polyccm:cloud-controller-manager"
+"""Not upstream's ``system:cloud-controller-manager``: polyccm's RBAC must survive an upstream
+CCM's uninstall, and installing polyccm must not rewrite upstream's (deploy/kustomize/base)."""
 LABELS = {
     "app.kubernetes.io/name": "polyccm",
     "app.kubernetes.io/component": "cloud-controller-manager",

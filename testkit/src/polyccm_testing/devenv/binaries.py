@@ -1,15 +1,16 @@
-"""Locate or build the control-plane binaries (kube-apiserver and etcd) and the pinned kustomize
-that renders deploy/kustomize, for local work and tests.
+"""Locate or build the control-plane binaries (kube-apiserver and etcd), the kube-scheduler that
+tests the manifests' scheduling constraints, the pinned kustomize that renders
+deploy/kustomize and the pinned helm that renders deploy/helm, for local work and tests.
 
 Lookup order follows the envtest convention: ``TEST_ASSET_KUBE_APISERVER`` / ``TEST_ASSET_ETCD``
 / ``TEST_ASSET_KUSTOMIZE``, then (for the control plane) ``$KUBEBUILDER_ASSETS/<name>``, then a
 cache keyed by version under ``$POLYCCM_CACHE_DIR`` (default ``~/.cache/polyccm``). On a cache
 miss the binary is built from the Go module proxy with the machine's Go:
 
-* kube-apiserver comes from the module ``k8s.io/kubernetes``. That module requires its staging
-  modules (``k8s.io/api`` and friends) at ``v0.0.0`` and points them at ``./staging`` with replace
-  lines, which Go ignores in a dependency; a small wrapper module replaces each one with its
-  matching ``v0.Y.Z`` release instead.
+* kube-apiserver and kube-scheduler come from the module ``k8s.io/kubernetes``. That module
+  requires its staging modules (``k8s.io/api`` and friends) at ``v0.0.0`` and points them at
+  ``./staging`` with replace lines, which Go ignores in a dependency; a small wrapper module
+  replaces each one with its matching ``v0.Y.Z`` release instead.
 * etcd comes from ``go.etcd.io/etcd/server/v3``, whose root package is the etcd main, also
   through a wrapper module (its own replace lines are likewise ignored).
 * kustomize comes from ``sigs.k8s.io/kustomize/kustomize/v5``, built with ``go install
@@ -41,6 +42,10 @@ ETCD_VERSIONS: tuple[str, ...] = ("v3.6.16", "v3.6.15", "v3.6.13")
 #: asks for Go 1.27.
 KUSTOMIZE_VERSIONS: tuple[str, ...] = ("v5.8.2", "v5.8.1")
 KUSTOMIZE_MODULE = "sigs.k8s.io/kustomize/kustomize/v5"
+#: Helm renders deploy/helm/polyccm in the chart's tests; v3.21.4's go.mod asks for Go 1.26.0
+#: and has no replace lines, so ``go install`` builds it.
+HELM_VERSIONS: tuple[str, ...] = ("v3.21.4",)
+HELM_MODULE = "helm.sh/helm/v3"
 
 _STAGING_LINE = re.compile(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", re.MULTILINE)
 _GODEBUG_LINE = re.compile(r"^godebug .*$", re.MULTILINE)
@@ -157,7 +162,18 @@ def _requires_newer_go(go_mod: str) -> str | None:
 
 def build_kube_apiserver(version: str, target: Path) -> None:
     """Build kube-apiserver ``version`` (``vX.Y.Z``) into ``target`` through a wrapper module."""
-    work = cache_dir() / "build" / f"kube-apiserver-{version}"
+    _build_kubernetes_command("kube-apiserver", version, target)
+
+
+def build_kube_scheduler(version: str, target: Path) -> None:
+    """Build kube-scheduler ``version`` (``vX.Y.Z``) into ``target``, as kube-apiserver is built
+    (most of its packages are kube-apiserver's, so Go's build cache makes it quick after it)."""
+    _build_kubernetes_command("kube-scheduler", version, target)
+
+
+def _build_kubernetes_command(command: str, version: str, target: Path) -> None:
+    """Build ``k8s.io/kubernetes/cmd/<command>`` at ``version`` through a wrapper module."""
+    work = cache_dir() / "build" / f"{command}-{version}"
     work.mkdir(parents=True, exist_ok=True)
     log_file = work / "build.log"
     upstream = _module_go_mod("k8s.io/kubernetes", version, work, log_file)
@@ -171,7 +187,7 @@ def build_kube_apiserver(version: str, target: Path) -> None:
     godebug = _GODEBUG_LINE.search(upstream)
     go_line = _GO_LINE.search(upstream)
     lines = [
-        "module polyccm.local/kube-apiserver-build",
+        f"module polyccm.local/{command}-build",
         "",
         f"go {go_line.group(1) if go_line else '1.24'}",
         "",
@@ -184,10 +200,10 @@ def build_kube_apiserver(version: str, target: Path) -> None:
     (work / "go.mod").write_text("\n".join(lines))
     (work / "go.sum").touch()
     _log(
-        f"building kube-apiserver {version} ({len(staging)} staging modules replaced); "
+        f"building {command} {version} ({len(staging)} staging modules replaced); "
         f"the first build takes several minutes, log: {log_file}"
     )
-    _run_go(["get", f"k8s.io/kubernetes/cmd/kube-apiserver@{version}"], cwd=work, log_file=log_file)
+    _run_go(["get", f"k8s.io/kubernetes/cmd/{command}@{version}"], cwd=work, log_file=log_file)
     ldflags = " ".join(
         [
             "-s -w",
@@ -208,7 +224,7 @@ def build_kube_apiserver(version: str, target: Path) -> None:
             ldflags,
             "-o",
             str(partial),
-            "k8s.io/kubernetes/cmd/kube-apiserver",
+            f"k8s.io/kubernetes/cmd/{command}",
         ],
         cwd=work,
         log_file=log_file,
@@ -268,6 +284,41 @@ def build_kustomize(version: str, target: Path) -> None:
     (work / "gobin" / "kustomize").replace(target)
 
 
+def build_helm(version: str, target: Path) -> None:
+    """Build helm ``version`` (``v3.Y.Z``) into ``target`` with ``go install``, its version
+    stamped as its release Makefile stamps it."""
+    work = cache_dir() / "build" / f"helm-{version}"
+    work.mkdir(parents=True, exist_ok=True)
+    log_file = work / "build.log"
+    go_mod = _module_go_mod(HELM_MODULE, version, work, log_file)
+    too_new = _requires_newer_go(go_mod)
+    if too_new:
+        raise BinaryError(f"helm {version} needs Go {too_new}")
+    # The Kubernetes release helm assumes without a cluster (`helm template`: a chart's
+    # kubeVersion is checked against it) is its client-go's, as its Makefile stamps it;
+    # unstamped, it would be 1.20.
+    client_go = re.search(r"^\s*k8s\.io/client-go v0\.(\d+)\.", go_mod, re.MULTILINE)
+    if not client_go:
+        raise BinaryError(f"helm {version}: no k8s.io/client-go in its go.mod")
+    _log(f"building helm {version}; log: {log_file}")
+    stamp = " ".join(
+        [
+            f"-s -w -X {HELM_MODULE}/internal/version.version={version}",
+            *(
+                f"-X {HELM_MODULE}/pkg/{package}.k8sVersion{part}={value}"
+                for package in ("chartutil", "lint/rules")
+                for part, value in (("Major", "1"), ("Minor", client_go.group(1)))
+            ),
+        ]
+    )
+    _run_go(
+        ["install", "-trimpath", "-ldflags", stamp, f"{HELM_MODULE}/cmd/helm@{version}"],
+        cwd=work,
+        log_file=log_file,
+    )
+    (work / "gobin" / "helm").replace(target)
+
+
 def _cached(bin_dir: Path, name: str, versions: Sequence[str]) -> Path | None:
     for version in versions:
         candidate = bin_dir / f"{name}-{version}"
@@ -322,6 +373,17 @@ def kube_apiserver_path() -> Path:
     return found or _cached_or_built("kube-apiserver", KUBERNETES_VERSIONS, build_kube_apiserver)
 
 
+def kube_scheduler_path() -> Path:
+    """Path of a kube-scheduler binary (the manifests' scheduling tests), building one when none
+    is available: the release of the kube-apiserver in use first, so both agree."""
+    found = _from_environment("kube-scheduler", "TEST_ASSET_KUBE_SCHEDULER")
+    if found:
+        return found
+    apiserver = kube_apiserver_path().name.removeprefix("kube-apiserver-")
+    versions = sorted(KUBERNETES_VERSIONS, key=lambda version: version != apiserver)
+    return _cached_or_built("kube-scheduler", versions, build_kube_scheduler)
+
+
 def etcd_path() -> Path:
     """Path of an etcd binary, building one when none is available."""
     found = _from_environment("etcd", "TEST_ASSET_ETCD")
@@ -335,6 +397,13 @@ def kustomize_path() -> Path:
     return found or _cached_or_built("kustomize", KUSTOMIZE_VERSIONS, build_kustomize)
 
 
+def helm_path() -> Path:
+    """Path of the pinned helm, building it when none is available (``TEST_ASSET_HELM``
+    overrides it)."""
+    found = _from_environment("helm", "TEST_ASSET_HELM", assets_dir=False)
+    return found or _cached_or_built("helm", HELM_VERSIONS, build_helm)
+
+
 def ensure_binaries() -> ControlPlaneBinaries:
     """Find or build both binaries."""
     return ControlPlaneBinaries(kube_apiserver=kube_apiserver_path(), etcd=etcd_path())
@@ -346,12 +415,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         binaries = ensure_binaries()
         kustomize = kustomize_path()
+        scheduler = kube_scheduler_path()
+        helm = helm_path()
     except BinaryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(f"kube-apiserver={binaries.kube_apiserver}")
     print(f"etcd={binaries.etcd}")
     print(f"kustomize={kustomize}")
+    print(f"kube-scheduler={scheduler}")
+    print(f"helm={helm}")
     return 0
 
 
