@@ -144,7 +144,7 @@ class ComputeEmulator:
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         if settings.require_auth and (scheme != "Bearer" or not token.strip()):
             raise Unauthenticated()
-        fault = self.misbehaviour.take_fault(method.id)
+        fault = self.misbehaviour.take_fault(method.id, write=method.http_method != "GET")
         if fault is not None and fault.latency:
             time.sleep(fault.latency)
         if fault is not None and fault.status is not None:
