@@ -1,7 +1,8 @@
 """Conformance under faults: :class:`FaultConformance`, what every provider must survive.
 
 * **Crash cycles** (``test_fault_crash_cycles_leave_nothing_behind``): ``polyccm`` runs as a
-  process against the emulator and is SIGKILLed, again and again, at seeded random points
+  process against the emulator (each one's imports done while the one before runs:
+  :mod:`polyccm_testing.warm_start`) and is SIGKILLed, again and again, at seeded random points
   (after a random number, 1 to 5, of the cloud's write calls, or a random time up to 1.5 s
   after its first write) while Services are
   created, edited and deleted through the API. A last process then settles every Service and
@@ -59,7 +60,7 @@ SEED_VARIABLE = "POLYCCM_FAULT_SEED"
 DEFAULT_CYCLES = 25
 DEFAULT_SEED = 32
 SERVICE_NAMES = ("crash-a", "crash-b", "crash-c")
-FIRST_WRITE_TIMEOUT = 10.0
+FIRST_WRITE_TIMEOUT = 8.0
 """Seconds a crash cycle waits for the process's first write before killing it anyway (an
 edit that changes nothing in the cloud makes none)."""
 SETTLE_TIMEOUT = 120.0
@@ -131,18 +132,40 @@ class Processes:
     def start(
         self, name: str, *flags: str, kubeconfig: str | None = None
     ) -> subprocess.Popen[bytes]:
+        """Start ``polyccm`` (``name`` names its log)."""
+        return self._spawn(name, flags, kubeconfig, warm=False)
+
+    def prepare(self, name: str, *flags: str) -> subprocess.Popen[bytes]:
+        """A ``polyccm`` process that has done its imports and waits for :meth:`go`
+        (:mod:`polyccm_testing.warm_start`)."""
+        return self._spawn(name, flags, None, warm=True)
+
+    @staticmethod
+    def go(process: subprocess.Popen[bytes]) -> None:
+        """Let a prepared process run ``polyccm``."""
+        assert process.stdin is not None
+        process.stdin.write(b"go\n")
+        process.stdin.flush()
+
+    def _spawn(
+        self, name: str, flags: Sequence[str], kubeconfig: str | None, *, warm: bool
+    ) -> subprocess.Popen[bytes]:
         launch = self.cloud.launch(self.directory)
+        argv = list(launch.argv)
+        if warm and argv[1:2] == ["-m"]:
+            argv[1:2] = ["-m", "polyccm_testing.warm_start"]
         log = self.directory / f"{name}.log"
         with log.open("wb") as output:
             process = subprocess.Popen(
                 [
-                    *launch.argv,
+                    *argv,
                     f"--kubeconfig={kubeconfig or self.kubeconfig}",
                     "--secure-port=0",
                     "--configure-cloud-routes=false",
                     *flags,
                 ],
                 env=dict(launch.env),
+                stdin=subprocess.PIPE if warm else subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
             )
@@ -159,6 +182,8 @@ class Processes:
             if process.poll() is None:
                 process.send_signal(signal.SIGKILL)
                 process.wait(timeout=30)
+            if process.stdin is not None:
+                process.stdin.close()
 
     def tail(self, lines: int = 30) -> str:
         if not self.logs:
@@ -297,14 +322,17 @@ class FaultConformance(ConformanceBase):
         baseline = cloud.cluster_resources()  # the instances, where the adapter lists them
         history: list[str] = []
         with DoubleWatch(cloud) as watch:
+            ready = kit_processes.prepare("cycle-0", "--leader-elect=false")
             for cycle in range(cycles):
-                process = kit_processes.start(f"cycle-{cycle}", "--leader-elect=false")
+                process = ready
+                kit_processes.go(process)
+                ready = kit_processes.prepare(f"cycle-{cycle + 1}", "--leader-elect=false")
                 history.extend(_act(rng, kube_api, namespace) for _ in range(rng.randint(1, 2)))
                 start = cloud.write_calls()
                 _wait_for_writes(cloud, start, rng.randint(1, 5), rng.uniform(0.0, 1.5))
                 kit_processes.kill(process)
                 history.append(f"kill {cycle} after {cloud.write_calls() - start} writes")
-            kit_processes.start("settle", "--leader-elect=false")
+            kit_processes.go(ready)  # the last start, which settles everything
             wait_for(
                 lambda: _served(kube_api, namespace),
                 SETTLE_TIMEOUT,
@@ -352,6 +380,7 @@ class FaultConformance(ConformanceBase):
     def test_fault_a_leader_cut_off_makes_no_call_after_the_new_leaders_first(  # noqa: PLR0917
         self,
         cloud: FaultCloudUnderTest,
+        kit_fault_load_balancer: LoadBalancer,
         kit_processes: Processes,
         control_plane: Any,
         kube_api: KubeApi,
