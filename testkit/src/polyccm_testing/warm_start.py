@@ -31,6 +31,7 @@ def main(argv: list[str]) -> None:
     if not sys.stdin.readline():
         return
     sys.argv = [module, *arguments]
+    sys.modules.pop(module, None)  # run afresh as __main__ (what it imports stays imported)
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 

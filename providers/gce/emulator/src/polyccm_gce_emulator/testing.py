@@ -426,6 +426,10 @@ class GceFaultCloudUnderTest(GceCloudUnderTest):
     health checks, addresses, instance groups, backend services), and write faults answered
     400 ``invalid`` as GCE refuses a request."""
 
+    held_until_deleted = frozenset({"address"})
+    """The static address ``<lb>`` an interrupted edit leaves stays until the Service is
+    deleted, as upstream's does (see the provider's tests/test_faults.py)."""
+
     def launch(self, workdir: Path) -> Any:
         import os
         import sys
