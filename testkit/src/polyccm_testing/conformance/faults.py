@@ -3,8 +3,8 @@
 * **Crash cycles** (``test_fault_crash_cycles_leave_nothing_behind``): ``polyccm`` runs as a
   process against the emulator (each one's imports done while the one before runs:
   :mod:`polyccm_testing.warm_start`) and is SIGKILLed, again and again, at seeded random points
-  (after a random number, 1 to 5, of the cloud's write calls, or a random time up to 1.5 s
-  after its first write) while Services are
+  (once its controllers run: after a random number, 1 to 5, of the cloud's write calls, or a
+  random time up to 1.5 s after its first write) while Services are
   created, edited and deleted through the API. A last process then settles every Service and
   deletes them all. Afterwards the cloud holds nothing of the cluster (every kind the provider
   makes, counted through the cloud's own API), no Service ever had two load balancers (polled
@@ -60,7 +60,11 @@ SEED_VARIABLE = "POLYCCM_FAULT_SEED"
 DEFAULT_CYCLES = 25
 DEFAULT_SEED = 32
 SERVICE_NAMES = ("crash-a", "crash-b", "crash-c")
-FIRST_WRITE_TIMEOUT = 8.0
+STARTED = b"started controllers"
+"""What ``polyccm`` logs once its controllers run (polyccm.app.manager)."""
+START_TIMEOUT = 60.0
+"""Seconds a crash cycle waits for :data:`STARTED` (a loaded machine is slow to get there)."""
+FIRST_WRITE_TIMEOUT = 5.0
 """Seconds a crash cycle waits for the process's first write before killing it anyway (an
 edit that changes nothing in the cloud makes none)."""
 SETTLE_TIMEOUT = 120.0
@@ -179,6 +183,17 @@ class Processes:
         self.running.append(process)
         self.logs.append(log)
         return process
+
+    def wait_started(self, process: subprocess.Popen[bytes], timeout: float) -> bool:
+        """Wait until ``process`` has logged :data:`STARTED` (its controllers run); whether
+        it did within ``timeout`` seconds."""
+        log = self.logs[self.running.index(process)]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and process.poll() is None:
+            if STARTED in log.read_bytes():
+                return True
+            time.sleep(0.05)
+        return False
 
     def kill(self, process: subprocess.Popen[bytes]) -> None:
         process.send_signal(signal.SIGKILL)
@@ -328,17 +343,20 @@ class FaultConformance(ConformanceBase):
             make_node(kube_api, cloud.create_instance(f"crash-{index}-{secrets.token_hex(2)}"))
         baseline = cloud.cluster_resources()  # the instances, where the adapter lists them
         history: list[str] = []
+        mid_work = 0
         with DoubleWatch(cloud) as watch:
             ready = kit_processes.prepare("cycle-0", "--leader-elect=false")
             for cycle in range(cycles):
-                process = ready
+                process, start = ready, cloud.write_calls()
                 kit_processes.go(process)
                 ready = kit_processes.prepare(f"cycle-{cycle + 1}", "--leader-elect=false")
                 history.extend(_act(rng, kube_api, namespace) for _ in range(rng.randint(1, 2)))
-                start = cloud.write_calls()
+                kit_processes.wait_started(process, START_TIMEOUT)
                 _wait_for_writes(cloud, start, rng.randint(1, 5), rng.uniform(0.0, 1.5))
                 kit_processes.kill(process)
-                history.append(f"kill {cycle} after {cloud.write_calls() - start} writes")
+                made = cloud.write_calls() - start
+                mid_work += made > 0
+                history.append(f"kill {cycle} after {made} writes")
             kit_processes.go(ready)  # the last start, which settles everything
             wait_for(
                 lambda: _served(kube_api, namespace),
@@ -356,6 +374,10 @@ class FaultConformance(ConformanceBase):
         kit_processes.close()
         left = cloud.cluster_resources() - baseline
         assert watch.polls > cycles, f"the cloud was polled {watch.polls} times only"
+        # Kills before any write prove little: most must land while polyccm writes.
+        assert mid_work * 3 >= cycles, (
+            f"only {mid_work} of {cycles} kills came after a write: {history[-12:]}"
+        )
         assert not left, f"left in the cloud after {cycles} crash cycles: {sorted(left)}"
         assert not watch.doubles, (
             f"a Service had two load balancers at once: {watch.doubles[:3]} "
@@ -440,8 +462,8 @@ class FaultConformance(ConformanceBase):
 
 def _wait_for_writes(cloud: FaultCloudUnderTest, start: int, writes: int, after: float) -> None:
     """Return once the cloud counted ``writes`` writes since ``start``, or ``after`` seconds
-    after the first of them (the kill then lands mid-work, not in the process's start-up), or
-    after :data:`FIRST_WRITE_TIMEOUT` without any write."""
+    after the first of them (the kill then lands mid-work), or after
+    :data:`FIRST_WRITE_TIMEOUT` without any write."""
     first = time.monotonic() + FIRST_WRITE_TIMEOUT
     deadline = first
     while time.monotonic() < deadline:
