@@ -127,6 +127,10 @@ class CallsByProcess(Protocol):
         ...
 
 
+def _cycles() -> int:
+    return int(os.environ.get(CYCLES_VARIABLE, DEFAULT_CYCLES))
+
+
 # -- processes ------------------------------------------------------------------------------
 
 
@@ -327,6 +331,7 @@ class FaultConformance(ConformanceBase):
 
     # -- crash cycles ---------------------------------------------------------------------
 
+    @pytest.mark.timeout(2 * SETTLE_TIMEOUT + 40 * _cycles())
     def test_fault_crash_cycles_leave_nothing_behind(  # noqa: PLR0917
         self,
         cloud: FaultCloudUnderTest,
@@ -336,7 +341,7 @@ class FaultConformance(ConformanceBase):
         namespace: str,
         clean_nodes: None,
     ) -> None:
-        cycles = int(os.environ.get(CYCLES_VARIABLE, DEFAULT_CYCLES))
+        cycles = _cycles()
         seed = int(os.environ.get(SEED_VARIABLE, DEFAULT_SEED))
         rng = random.Random(seed)
         for index in range(2):

@@ -443,7 +443,11 @@ class AwsFaultCloudUnderTest(AwsCloudUnderTest):
         from polyccm_testing.conformance.faults import Launch
 
         config = workdir / "cloud.conf"
-        config.write_text(f"[Global]\nRegion = us-east-1\nKubernetesClusterID = {CLUSTER}\n")
+        # polyccm runs on no instance here: the cloud config names the cluster and its VPC.
+        config.write_text(
+            f"[Global]\nRegion = us-east-1\nKubernetesClusterID = {CLUSTER}\n"
+            f"VPC = {self.world.vpc_id}\n"
+        )
         return Launch(
             argv=(
                 sys.executable,
