@@ -64,7 +64,7 @@ STARTED = b"started controllers"
 """What ``polyccm`` logs once its controllers run (polyccm.app.manager)."""
 START_TIMEOUT = 60.0
 """Seconds a crash cycle waits for :data:`STARTED` (a loaded machine is slow to get there)."""
-FIRST_WRITE_TIMEOUT = 5.0
+FIRST_WRITE_TIMEOUT = 3.0
 """Seconds a crash cycle waits for the process's first write before killing it anyway (an
 edit that changes nothing in the cloud makes none)."""
 SETTLE_TIMEOUT = 120.0
