@@ -378,6 +378,7 @@ class FaultConformance(ConformanceBase):
             time.sleep(1.0)  # one more poll of the watch after the last delete
         kit_processes.close()
         left = cloud.cluster_resources() - baseline
+        print(f"crash cycles {cycles} (seed {seed}): {mid_work} kills after a write")
         assert watch.polls > cycles, f"the cloud was polled {watch.polls} times only"
         # Kills before any write prove little: most must land while polyccm writes.
         assert mid_work * 3 >= cycles, (
