@@ -298,6 +298,9 @@ class DigitalOceanFaultCloudUnderTest(DigitalOceanCloudUnderTest):
     digitalocean`` on the emulator, the cluster's load balancers (with their rules) and
     firewalls, and write faults answered 422 as DigitalOcean refuses a request."""
 
+    poll_interval = 1.0
+    """Looks for doubled load balancers spend DigitalOcean's 250 requests a minute too."""
+
     def launch(self, workdir: Path) -> Any:
         import os
         import sys
