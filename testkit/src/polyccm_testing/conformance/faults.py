@@ -38,7 +38,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -70,6 +70,9 @@ edit that changes nothing in the cloud makes none). Long, because a fresh GCE or
 made its first cloud call 15 to 40 s after starting its controllers on the test machine."""
 SETTLE_TIMEOUT = 120.0
 """Seconds the last process gets to serve every Service, and then to finalise them all."""
+ATTEMPTS = 5
+"""Tries of each follow-up call after an injected failure (0.5 s apart), as a controller
+retries a failed sync."""
 LEASE_NAME = "cloud-controller-manager"
 LEASE = (4.0, 3.0, 0.5)
 """Lease duration, renew deadline and retry period of the leader test, in seconds."""
@@ -542,7 +545,7 @@ def _each_step(
             cloud.clear_faults()
             where = f"write {step + 1} of {steps} failed"
             if not then_delete:
-                balancer.ensure_load_balancer(name, target, nodes)
+                _as_a_controller(balancer.ensure_load_balancer, name, target, nodes)
                 now = _kinds(cloud.cluster_resources() - baseline)
                 for kind in getattr(cloud, "held_until_deleted", ()):
                     now[kind] = clean[kind]  # kept, by design, until the Service goes
@@ -552,13 +555,28 @@ def _each_step(
                 balancer.ensure_load_balancer(name, target, nodes)
                 if cloud.write_calls() != writes:
                     problems.append(f"{where}: the ensure after the next one still wrote")
-            balancer.ensure_load_balancer_deleted(name, target)
+            _as_a_controller(balancer.ensure_load_balancer_deleted, name, target)
             left = cloud.cluster_resources() - baseline
             if left:
                 how = "deleted at once" if then_delete else "converged, then deleted"
                 problems.append(f"{where}, {how}: left {sorted(left)}")
                 balancer.ensure_load_balancer_deleted(name, target)
     assert not problems, "\n".join(problems)
+
+
+def _as_a_controller(call: Callable[..., object], *arguments: object) -> None:
+    """Make ``call`` as the service controller does after a failed sync: again, after a
+    pause, while the cloud still answers an error (GCE's ``resourceNotReady`` while an
+    operation the failed ensure started still runs, say), at most :data:`ATTEMPTS` times."""
+    for attempt in range(ATTEMPTS):
+        try:
+            call(*arguments)
+        except Exception:
+            if attempt == ATTEMPTS - 1:
+                raise
+            time.sleep(0.5)
+        else:
+            return
 
 
 def _with_second_port(cluster: KitCluster, service: Service) -> Service:
