@@ -1,7 +1,8 @@
 """``python -m polyccm_testing.warm_start MODULE ARGS...``: a ``polyccm`` process started ahead.
 
-It imports ``MODULE`` (``polyccm.cli``, or ``polyccm_testing.fake_main``) and the provider
-module its ``--provider=NAME`` flag points at (``polyccm_NAME.provider``, when there is one),
+It imports ``MODULE`` (``polyccm.cli``, or ``polyccm_testing.fake_main``), the provider
+module its ``--provider=NAME`` flag points at (``polyccm_NAME.provider``, when there is one)
+and the modules :data:`WARM_IMPORTS` names (a cloud SDK the provider imports lazily),
 then waits for a line on stdin; only then does it run ``MODULE`` as ``__main__`` with ``ARGS``.
 End of input without a line exits at once.
 
@@ -15,10 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import runpy
 import sys
 
 PROVIDER_FLAG = "--provider="
+WARM_IMPORTS = "POLYCCM_WARM_IMPORTS"
+"""More modules to import ahead, comma-separated (a cloud SDK the provider imports lazily)."""
 
 
 def main(argv: list[str]) -> None:
@@ -28,6 +32,8 @@ def main(argv: list[str]) -> None:
         if argument.startswith(PROVIDER_FLAG):
             with contextlib.suppress(ImportError):
                 importlib.import_module(f"polyccm_{argument[len(PROVIDER_FLAG) :]}.provider")
+    for name in filter(None, os.environ.get(WARM_IMPORTS, "").split(",")):
+        importlib.import_module(name)
     if not sys.stdin.readline():
         return
     sys.argv = [module, *arguments]

@@ -53,6 +53,7 @@ from polyccm_testing.conformance.cloud_under_test import CloudUnderTest
 from polyccm_testing.conformance.cluster import KitCluster
 from polyccm_testing.kubeobjects import lease_holder, make_node, make_service, wait_for
 from polyccm_testing.tcpproxy import proxied_kubeconfig
+from polyccm_testing.warm_start import WARM_IMPORTS
 
 CYCLES_VARIABLE = "POLYCCM_SOAK_CYCLES"
 """Crash cycles per provider (``make test`` runs :data:`DEFAULT_CYCLES`; the soak runs more)."""
@@ -86,6 +87,9 @@ class Launch:
 
     argv: tuple[str, ...]
     env: Mapping[str, str]
+    warm_imports: tuple[str, ...] = ()
+    """Modules the provider imports lazily (its cloud SDK), for a process started ahead to
+    import before it runs (:mod:`polyccm_testing.warm_start`)."""
 
 
 class FaultCloudUnderTest(CloudUnderTest, Protocol):
@@ -186,7 +190,7 @@ class Processes:
                     "--configure-cloud-routes=false",
                     *flags,
                 ],
-                env=dict(launch.env),
+                env={**launch.env, WARM_IMPORTS: ",".join(launch.warm_imports)},
                 stdin=subprocess.PIPE if warm else subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,

@@ -453,6 +453,7 @@ class GceFaultCloudUnderTest(GceCloudUnderTest):
                 f"--cluster-name={CLUSTER}",
             ),
             env=env,
+            warm_imports=("google.auth", "google.cloud.compute_v1"),  # imported lazily
         )
 
     def cluster_resources(self) -> frozenset[str]:

@@ -263,6 +263,7 @@ class MetalFaultCloudUnderTest(MetalCloudUnderTest):
         return Launch(
             argv=(sys.executable, "-m", "polyccm.cli", "--provider=packet"),
             env={**os.environ, "METAL_CLUSTER_ID": self.cluster_name, **self.env},
+            warm_imports=("urllib3", "equinix.services.metalv1"),  # the SDK, imported lazily
         )
 
     def cluster_resources(self) -> frozenset[str]:
