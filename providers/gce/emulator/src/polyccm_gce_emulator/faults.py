@@ -36,7 +36,7 @@ class Fault:
     after: int = 0
     """Matching calls to let through, unharmed, before the first one that misbehaves."""
     writes_only: bool = False
-    """Match only calls that change something (any HTTP method but GET)."""
+    """Match only calls that change something (not a GET, nor ``operations.wait``)."""
 
     def matches(self, method: str, *, write: bool = True) -> bool:
         return self.method in ("*", method) and (write or not self.writes_only)
