@@ -6,7 +6,11 @@ election, health endpoints) without any cloud.
 does: while the provider adds its flags (``add_options``), while it is built
 (``build_provider``), or in any call of the fake cloud (``initialize``, ``list_routes``, ...).
 Each place prints :data:`HANG_MARKER` and its name to stderr when reached, so a test knows the
-process is there."""
+process is there.
+
+With ``POLYCCM_FAKE_STATE`` set the cloud is a
+:class:`~polyccm_testing.durable_fake.DurableFakeCloud` on that file (it survives a SIGKILL),
+or one of :mod:`polyccm_testing.broken_fakes` named by ``POLYCCM_FAKE_VARIANT``."""
 
 from __future__ import annotations
 
@@ -23,6 +27,8 @@ from polyccm.hookspecs import hookimpl
 from polyccm.ops.contract import ServiceChecker
 from polyccm.plugins import ProviderRegistry, ProviderSettings, plugin_manager
 
+from polyccm_testing.broken_fakes import VARIANT_VARIABLE, VARIANTS
+from polyccm_testing.durable_fake import STATE_VARIABLE
 from polyccm_testing.fake import FakeCloud, FakeServiceChecker
 
 COMMAND: tuple[str, ...] = (sys.executable, "-m", "polyccm_testing.fake_main", "--provider=fake")
@@ -74,7 +80,14 @@ class FakeCloudPlugin:
         if "build_provider" in hangs:
             _hang_here("build_provider")
         call_log = os.environ.get(CALL_LOG_VARIABLE)
-        cloud = FakeCloud(call_log=Path(call_log) if call_log else None)
+        log_path = Path(call_log) if call_log else None
+        state = os.environ.get(STATE_VARIABLE)
+        cloud: FakeCloud
+        if state:
+            variant = VARIANTS[os.environ.get(VARIANT_VARIABLE, "")]
+            cloud = variant(Path(state), call_log=log_path)
+        else:
+            cloud = FakeCloud(call_log=log_path)
         for operation in hangs - {"add_options", "build_provider"}:
             cloud.observe(operation, functools.partial(_hang_in_call, operation))
         return cloud

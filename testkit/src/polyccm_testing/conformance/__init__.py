@@ -19,11 +19,16 @@ The test methods are inherited. They run against the emulator and the real contr
 optional operator-tools contract (``polyccm plan`` and ``orphans``); add it to a provider's
 test class's bases when the provider implements it. :class:`FakeCloudUnderTest` is the
 adapter of the reference fake cloud, and shows what an adapter does.
+
+:class:`FaultConformance` is what a provider must survive (processes killed mid-create, each
+write failing once, a leader cut off from the API server); its ``cloud`` fixture returns a
+:class:`FaultCloudUnderTest`, and :class:`DurableFakeCloudUnderTest` is the fake cloud's.
 """
 
 from polyccm_testing.conformance.cloud_under_test import CloudUnderTest
 from polyccm_testing.conformance.cluster import KitCluster
-from polyccm_testing.conformance.fakecloud import FakeCloudUnderTest
+from polyccm_testing.conformance.fakecloud import DurableFakeCloudUnderTest, FakeCloudUnderTest
+from polyccm_testing.conformance.faults import FaultCloudUnderTest, FaultConformance, Launch
 from polyccm_testing.conformance.instances import InstancesConformance
 from polyccm_testing.conformance.load_balancer import LoadBalancerConformance
 from polyccm_testing.conformance.operator_tools import OperatorToolsConformance
@@ -36,9 +41,13 @@ class ProviderConformance(InstancesConformance, LoadBalancerConformance, RoutesC
 
 __all__ = [
     "CloudUnderTest",
+    "DurableFakeCloudUnderTest",
     "FakeCloudUnderTest",
+    "FaultCloudUnderTest",
+    "FaultConformance",
     "InstancesConformance",
     "KitCluster",
+    "Launch",
     "LoadBalancerConformance",
     "OperatorToolsConformance",
     "ProviderConformance",

@@ -2,14 +2,24 @@
 
 The fake cloud is both the provider and its cloud, so the adapter reads the cloud's side from
 its state: instances by name, load balancers by name, and :attr:`FakeCloud.writes`, the calls
-that changed something.
+that changed something. :class:`DurableFakeCloudUnderTest` is the fault tests' adapter: the
+same fake cloud, kept in a file so that it outlives the ``polyccm`` processes the kit kills.
 """
 
 from __future__ import annotations
 
+import os
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+
 from polyccm.objects import Service
 
+from polyccm_testing.broken_fakes import VARIANT_VARIABLE, VARIANTS
+from polyccm_testing.conformance.faults import Launch
+from polyccm_testing.durable_fake import STATE_VARIABLE
 from polyccm_testing.fake import FakeCloud
+from polyccm_testing.fake_main import CALL_LOG_VARIABLE, COMMAND
 
 
 class FakeCloudUnderTest:
@@ -47,3 +57,71 @@ class FakeCloudUnderTest:
     def backends(self, service: Service) -> frozenset[str]:
         balancer = self.fake.balancer_for(service.key)
         return frozenset(balancer.backends if balancer else ())
+
+
+class DurableFakeCloudUnderTest(FakeCloudUnderTest):
+    """The fault-conformance adapter of the reference fake cloud (a
+    :class:`~polyccm_testing.conformance.faults.FaultCloudUnderTest`): a
+    :class:`~polyccm_testing.durable_fake.DurableFakeCloud` on the file ``state``, shared with
+    the ``polyccm`` processes the kit starts (``python -m polyccm_testing.fake_main``).
+    ``variant`` names one of :mod:`polyccm_testing.broken_fakes` (``""``: the sound one)."""
+
+    def __init__(self, state: Path, *, variant: str = "", cluster_name: str = "kubernetes") -> None:
+        self.state = state
+        self.variant = variant
+        self.call_log = state.with_name(state.name + ".calls")
+        self.call_log.touch()
+        self.durable = VARIANTS[variant](state)
+        super().__init__(self.durable, cluster_name=cluster_name)
+
+    def stop_instance(self, name: str) -> None:
+        self.durable.set_shutdown(name)
+
+    def load_balancer_resources(self) -> frozenset[str]:
+        balancers, _ = self.durable.snapshot()
+        return frozenset(balancers)
+
+    def write_calls(self) -> int:
+        return self.durable.snapshot()[1]
+
+    def delete_load_balancer_out_of_band(self, service: Service) -> None:
+        self.durable.delete_out_of_band(
+            self.fake.get_load_balancer_name(self.cluster_name, service)
+        )
+
+    # -- FaultCloudUnderTest ---------------------------------------------------------------
+
+    def launch(self, workdir: Path) -> Launch:
+        del workdir  # the fake needs no config file
+        return Launch(
+            argv=(*COMMAND, f"--cluster-name={self.cluster_name}"),
+            env={
+                **os.environ,
+                STATE_VARIABLE: str(self.state),
+                VARIANT_VARIABLE: self.variant,
+                CALL_LOG_VARIABLE: str(self.call_log),
+            },
+        )
+
+    def cluster_resources(self) -> frozenset[str]:
+        """The fake cloud makes load balancers only."""
+        balancers, _ = self.durable.snapshot()
+        return frozenset(f"load-balancer:{name}" for name in balancers)
+
+    def load_balancers_per_service(self) -> Mapping[str, int]:
+        balancers, _ = self.durable.snapshot()
+        return Counter(b.service_key for b in balancers.values())
+
+    def fail_write(self, after: int) -> None:
+        self.durable.fail_write(after)
+
+    def clear_faults(self) -> None:
+        self.durable.clear_faults()
+
+    def calls_by_process(self) -> list[tuple[float, int, str]]:
+        """The calls of the ``polyccm`` processes, from the fake's call log."""
+        calls = []
+        for line in self.call_log.read_text().splitlines():
+            stamp, pid, operation = line.split(" ", 2)
+            calls.append((float(stamp), int(pid), operation))
+        return calls

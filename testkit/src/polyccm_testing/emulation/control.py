@@ -159,11 +159,20 @@ class EmulatorControl:
         status: int | None = 503,
         latency: float = 0.0,
         message: str | None = None,
+        after: int = 0,
+        writes_only: bool = False,
     ) -> None:
         """Make the next ``count`` calls of ``operation`` (an ``operationId``, or ``*``) wait
-        ``latency`` seconds and, unless ``status`` is ``None``, fail with it."""
+        ``latency`` seconds and, unless ``status`` is ``None``, fail with it; ``after`` lets
+        that many matching calls through first; ``writes_only`` matches no GET or HEAD."""
         fault = self.fault_type(
-            operation, count=count, status=status, latency=latency, message=message
+            operation,
+            count=count,
+            status=status,
+            latency=latency,
+            message=message,
+            after=after,
+            writes_only=writes_only,
         )
         self._request("POST", "faults", asdict(fault))
 

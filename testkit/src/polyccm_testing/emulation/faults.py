@@ -3,7 +3,10 @@
 Operations are named by their OpenAPI ``operationId`` (the names the cloud's generated client
 methods come from). A fault makes the next ``count`` calls of an operation (``*``: of any
 operation) wait ``latency`` seconds and, when ``status`` is set, fail with the cloud's error
-body for that status. A cloud subclasses :class:`Fault` to refuse statuses it never answers.
+body for that status. ``after`` lets that many matching calls through first, and
+``writes_only`` matches only calls that change something (any HTTP method but GET and HEAD), so
+that a test can fail "the k-th write from now" (the fault conformance kit fails each step of a
+create so). A cloud subclasses :class:`Fault` to refuse statuses it never answers.
 """
 
 from __future__ import annotations
@@ -26,10 +29,16 @@ class Fault:
     status: int | None = 503
     latency: float = 0.0
     message: str | None = None
+    after: int = 0
+    """Matching calls to let through, unharmed, before the first one that suffers."""
+    writes_only: bool = False
+    """Match only calls that change something (not GET or HEAD)."""
 
     def __post_init__(self) -> None:
         if self.count < 1:
             raise ValueError("count must be at least 1")
+        if self.after < 0:
+            raise ValueError("after must be >= 0")
         if self.latency < 0:
             raise ValueError("latency must be >= 0")
         if self.status is not None:
@@ -38,8 +47,8 @@ class Fault:
     def check_status(self, status: int) -> None:
         """Raise ``ValueError`` for a status the cloud never answers (here: none refused)."""
 
-    def matches(self, operation: str) -> bool:
-        return self.operation in (ANY_OPERATION, operation)
+    def matches(self, operation: str, *, write: bool = True) -> bool:
+        return self.operation in (ANY_OPERATION, operation) and (write or not self.writes_only)
 
 
 class CallLog:
@@ -51,17 +60,21 @@ class CallLog:
         self._calls: Counter[str] = Counter()
         self._faults: list[Fault] = []
 
-    def record(self, operation: str) -> Fault | None:
-        """Count one call; return the fault it must suffer, if any (using one of its count)."""
+    def record(self, operation: str, *, write: bool = True) -> Fault | None:
+        """Count one call (``write``: whether it changes something); return the fault it must
+        suffer, if any (using one of its count)."""
         with self._lock:
             self._calls[operation] += 1
-            fault = next((f for f in self._faults if f.matches(operation)), None)
+            fault = next((f for f in self._faults if f.matches(operation, write=write)), None)
             if fault is None:
+                return None
+            if fault.after:
+                fault.after -= 1
                 return None
             fault.count -= 1
             if fault.count == 0:
                 self._faults.remove(fault)
-            return replace(fault, count=1)
+            return replace(fault, count=1, after=0)
 
     def calls(self) -> dict[str, int]:
         with self._lock:

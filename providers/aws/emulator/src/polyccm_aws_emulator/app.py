@@ -124,7 +124,10 @@ class FaultInjector:
                 self._by_service[f"{service}:{action}"] += 1
                 self._by_agent[f"{_agent(environ)}:{action}"] += 1
                 fault = next((f for f in self._faults if f.matches(action, service)), None)
-                if fault is not None:
+                if fault is not None and fault.after:
+                    fault.after -= 1
+                    fault = None
+                elif fault is not None:
                     fault.count -= 1
                     self._faults = [f for f in self._faults if f.count > 0]
         if fault is None:

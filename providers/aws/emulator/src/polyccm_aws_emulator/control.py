@@ -42,9 +42,20 @@ class EmulatorControl:
         code: str = "RequestLimitExceeded",
         status: int | None = None,
         service: str | None = None,
+        after: int = 0,
+        writes_only: bool = False,
     ) -> None:
-        """Make the next ``count`` calls of ``action`` fail with ``code``."""
-        fault = Fault(action=action, count=count, code=code, status=status, service=service)
+        """Make the next ``count`` calls of ``action`` fail with ``code`` (after letting
+        ``after`` through; ``writes_only``: no ``Describe*``/``Get*``/``List*`` matches)."""
+        fault = Fault(
+            action=action,
+            count=count,
+            code=code,
+            status=status,
+            service=service,
+            after=after,
+            writes_only=writes_only,
+        )
         self._request("POST", "faults", asdict(fault))
 
     def clear_faults(self) -> None:

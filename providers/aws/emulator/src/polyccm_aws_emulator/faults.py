@@ -4,7 +4,9 @@ A :class:`Fault` is posted to ``/_polyccm/faults`` as JSON (``{"action": "Descri
 "count": 2, "code": "RequestLimitExceeded"}``); ``code`` may also be ``Throttling``,
 ``ServiceUnavailable`` (HTTP 503) or ``InternalError`` (HTTP 500), any other code with a
 ``status``; ``action`` ``*`` matches every call, ``service`` (``ec2``, ``elb``, ``elbv2``)
-narrows it. :func:`error_body` is the answer in the service's own XML error shape.
+narrows it; ``after`` lets that many matching calls through first and ``writes_only`` matches
+no read (``Describe*``, ``Get*``, ``List*``), so that a test can fail "the k-th write from now".
+:func:`error_body` is the answer in the service's own XML error shape.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ STATUS_BY_CODE = {
 }
 
 
+READ_ACTIONS = ("Describe", "Get", "List")
+"""How the actions that only read begin."""
+
+
 @dataclass
 class Fault:
     """Fail the next ``count`` calls of ``action`` (optionally only for ``service``)."""
@@ -29,9 +35,18 @@ class Fault:
     code: str = "RequestLimitExceeded"
     status: int | None = None
     service: str | None = None
+    after: int = 0
+    """Matching calls to let through, unharmed, before the first one that fails."""
+    writes_only: bool = False
+    """Match only actions that change something (not ``Describe*``, ``Get*``, ``List*``)."""
 
     def matches(self, action: str, service: str) -> bool:
-        return self.count > 0 and self.action in ("*", action) and self.service in (None, service)
+        return (
+            self.count > 0
+            and self.action in ("*", action)
+            and self.service in (None, service)
+            and not (self.writes_only and action.startswith(READ_ACTIONS))
+        )
 
 
 def error_body(service: str, code: str, message: str) -> bytes:

@@ -426,6 +426,78 @@ class AwsCloudUnderTest:
         return [n for n in nlbs if n["LoadBalancerName"] == name]
 
 
+class AwsFaultCloudUnderTest(AwsCloudUnderTest):
+    """The fault-conformance adapter (a ``FaultCloudUnderTest``): ``polyccm --provider aws``
+    on the emulator (``emulator_env``: what :func:`running_emulator` yields), every load
+    balancer resource (classic ELBs, NLBs, listeners, target groups, security groups and their
+    rules), and write faults answered ``ValidationError`` (400) as AWS refuses a request."""
+
+    def __init__(self, control: EmulatorControl, emulator_env: Mapping[str, str]) -> None:
+        super().__init__(control)
+        self.emulator_env = emulator_env
+
+    def launch(self, workdir: Path) -> Any:
+        import os
+        import sys
+
+        from polyccm_testing.conformance.faults import Launch
+
+        config = workdir / "cloud.conf"
+        # polyccm runs on no instance here: the cloud config names the cluster and its VPC.
+        config.write_text(
+            f"[Global]\nRegion = us-east-1\nKubernetesClusterID = {CLUSTER}\n"
+            f"VPC = {self.world.vpc_id}\n"
+        )
+        return Launch(
+            argv=(
+                sys.executable,
+                "-m",
+                "polyccm.cli",
+                "--provider=aws",
+                f"--cloud-config={config}",
+                f"--cluster-name={CLUSTER}",
+            ),
+            env={**os.environ, **isolated_environment(self.emulator_env)},
+        )
+
+    def cluster_resources(self) -> frozenset[str]:
+        return self.load_balancer_resources()
+
+    def load_balancers_per_service(self) -> Mapping[str, int]:
+        from collections import Counter
+
+        counts: Counter[str] = Counter()
+        names = [
+            e["LoadBalancerName"]
+            for e in self.world.elb.describe_load_balancers()["LoadBalancerDescriptions"]
+        ]
+        for start in range(0, len(names), 20):
+            described = self.world.elb.describe_tags(LoadBalancerNames=names[start : start + 20])
+            for entry in described["TagDescriptions"]:
+                counts[_service_tag(entry.get("Tags", ()), entry["LoadBalancerName"])] += 1
+        nlbs = self.world.elbv2.describe_load_balancers()["LoadBalancers"]
+        arns = [n["LoadBalancerArn"] for n in nlbs]
+        for start in range(0, len(arns), 20):
+            described = self.world.elbv2.describe_tags(ResourceArns=arns[start : start + 20])
+            for entry in described["TagDescriptions"]:
+                counts[_service_tag(entry.get("Tags", ()), entry["ResourceArn"])] += 1
+        return counts
+
+    def fail_write(self, after: int) -> None:
+        self.control.inject("*", code="ValidationError", status=400, after=after, writes_only=True)
+
+    def clear_faults(self) -> None:
+        self.control.clear_faults()
+
+
+def _service_tag(tags: Iterable[Mapping[str, str]], default: str) -> str:
+    """The ``kubernetes.io/service-name`` tag's value, or ``default``."""
+    for tag in tags:
+        if tag["Key"] == "kubernetes.io/service-name":
+            return tag["Value"]
+    return default
+
+
 def _rules(permissions: Iterable[Mapping[str, Any]]) -> Iterator[str]:
     """One line per (protocol, ports, source) of a security group's permissions."""
     for permission in permissions:

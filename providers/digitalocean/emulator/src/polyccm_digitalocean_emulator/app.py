@@ -61,6 +61,9 @@ JSON_TYPE = "application/json; charset=utf-8"
 
 log = logging.getLogger(__name__)
 
+_READ_METHODS = frozenset({"GET", "HEAD"})
+"""HTTP methods that change nothing (a fault with ``writes_only`` passes them by)."""
+
 
 class EmulatorApp:
     """One emulated account behind DigitalOcean's HTTP API (a WSGI callable)."""
@@ -124,7 +127,7 @@ class EmulatorApp:
         try:
             route, path_args = self._route(request)
             routed = True
-            fault = self.calls.record(route.operation)
+            fault = self.calls.record(route.operation, write=request.method not in _READ_METHODS)
             if request.scheme != "https":
                 raise BadRequest("The API is served over https only.")
             token = self._token(request)

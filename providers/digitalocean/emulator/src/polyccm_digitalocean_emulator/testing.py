@@ -291,3 +291,39 @@ def upstream_load_balancer(
     }  # fmt: skip
     balancer: dict[str, Any] = api.ok("POST", "/v2/load_balancers", body)["load_balancer"]
     return balancer
+
+
+class DigitalOceanFaultCloudUnderTest(DigitalOceanCloudUnderTest):
+    """The fault-conformance adapter (a ``FaultCloudUnderTest``): ``polyccm --provider
+    digitalocean`` on the emulator, the cluster's load balancers (with their rules) and
+    firewalls, and write faults answered 422 as DigitalOcean refuses a request."""
+
+    poll_interval = 1.0
+    """Looks for doubled load balancers spend DigitalOcean's 250 requests a minute too."""
+
+    def launch(self, workdir: Path) -> Any:
+        import os
+        import sys
+
+        from polyccm_testing.conformance.faults import Launch
+
+        del workdir
+        return Launch(
+            argv=(sys.executable, "-m", "polyccm.cli", "--provider=digitalocean"),
+            env={**os.environ, "REGION": TEST_REGION, **self.env},
+        )
+
+    def cluster_resources(self) -> frozenset[str]:
+        firewalls = self.api.ok("GET", "/v2/firewalls?per_page=200").get("firewalls", [])
+        return self.load_balancer_resources() | {f"firewall:{f['name']}" for f in firewalls}
+
+    def load_balancers_per_service(self) -> Mapping[str, int]:
+        from collections import Counter
+
+        return Counter(str(b["name"]) for b in self.load_balancers())
+
+    def fail_write(self, after: int) -> None:
+        self.control.inject("*", status=422, after=after, writes_only=True)
+
+    def clear_faults(self) -> None:
+        self.control.clear_faults()

@@ -145,7 +145,9 @@ class ComputeEmulator:
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         if settings.require_auth and (scheme != "Bearer" or not token.strip()):
             raise Unauthenticated()
-        fault = self.misbehaviour.take_fault(method.id)
+        # A write changes something: not a GET, nor the POST that waits for an operation.
+        write = method.http_method != "GET" and not method.id.endswith(".wait")
+        fault = self.misbehaviour.take_fault(method.id, write=write)
         if fault is not None and fault.latency:
             time.sleep(fault.latency)
         if fault is not None and fault.status is not None:

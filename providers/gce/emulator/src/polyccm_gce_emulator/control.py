@@ -42,11 +42,14 @@ class EmulatorControl:
         latency: float = 0.0,
         operation_error: str | None = None,
         operation_status: int = 400,
+        after: int = 0,
+        writes_only: bool = False,
     ) -> None:
         """Make the next ``count`` calls of ``method`` (a discovery id such as
         ``compute.routes.insert``, or ``*``; ``count`` 0 means every call) wait ``latency``
         seconds, then fail with ``status``/``reason`` (``status=None``: answer normally), or
-        succeed with an operation that ends in ``operation_error``."""
+        succeed with an operation that ends in ``operation_error``; ``after`` lets that many
+        matching calls through first, ``writes_only`` matches no GET."""
         if operation_error is not None:
             status = None
         self._request(
@@ -61,6 +64,8 @@ class EmulatorControl:
                 "latency": latency,
                 "operation_error": operation_error,
                 "operation_status": operation_status,
+                "after": after,
+                "writes_only": writes_only,
             },
         )
 

@@ -3,7 +3,8 @@
 A :class:`Fault` makes the next ``count`` calls of one API method (``compute.routes.insert``,
 or ``*``) slow (``latency``), fail with an HTTP error (``status`` and ``reason``: a 503
 ``backendError``, a 403 ``rateLimitExceeded``...), or succeed with an operation that ends in
-``operation_error``. A :class:`RateLimit` is a token bucket per project and method: calls above
+``operation_error``; ``after`` lets that many matching calls through first, ``writes_only``
+matches no GET. A :class:`RateLimit` is a token bucket per project and method: calls above
 it answer 403 ``rateLimitExceeded`` as GCE's per-project API quotas do.
 """
 
@@ -32,17 +33,21 @@ class Fault:
     succeeds and its operation ends with this error instead of its effect."""
     operation_status: int = 400
     """``httpErrorStatusCode`` of that operation."""
+    after: int = 0
+    """Matching calls to let through, unharmed, before the first one that misbehaves."""
+    writes_only: bool = False
+    """Match only calls that change something (not a GET, nor ``operations.wait``)."""
 
-    def matches(self, method: str) -> bool:
-        return self.method in ("*", method)
+    def matches(self, method: str, *, write: bool = True) -> bool:
+        return self.method in ("*", method) and (write or not self.writes_only)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Fault:
         fault = cls(**data)
         if fault.status is not None and not 400 <= fault.status <= 599:
             raise ValueError(f"status {fault.status} is not an error status")
-        if fault.count < 0 or fault.latency < 0:
-            raise ValueError("count and latency must not be negative")
+        if fault.count < 0 or fault.latency < 0 or fault.after < 0:
+            raise ValueError("count, latency and after must not be negative")
         return fault
 
 
@@ -94,11 +99,15 @@ class Misbehaviour:
                     totals[method] += number
         return dict(totals)
 
-    def take_fault(self, method: str) -> Fault | None:
-        """The fault this call meets, if any, used up by one."""
+    def take_fault(self, method: str, *, write: bool = True) -> Fault | None:
+        """The fault this call (``write``: one that changes something) meets, if any, used up
+        by one."""
         with self._lock:
             for fault in self.faults:
-                if fault.matches(method):
+                if fault.matches(method, write=write):
+                    if fault.after:
+                        fault.after -= 1
+                        return None
                     if fault.count == 1:
                         self.faults.remove(fault)
                     elif fault.count > 1:

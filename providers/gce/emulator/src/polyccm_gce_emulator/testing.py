@@ -432,6 +432,74 @@ class GceCloudUnderTest:
         return frozenset(url.rsplit("/", 1)[-1] for url in pool.get("instances", ()))
 
 
+class GceFaultCloudUnderTest(GceCloudUnderTest):
+    """The fault-conformance adapter (a ``FaultCloudUnderTest``): ``polyccm --provider gce``
+    on the emulator (its gce.conf and the variables ``polyccm-dev`` exports), every kind of
+    resource the provider makes (forwarding rules, target pools, firewalls, HTTP and other
+    health checks, addresses, instance groups, backend services), and write faults answered
+    400 ``invalid`` as GCE refuses a request."""
+
+    held_until_deleted = frozenset({"address"})
+    """The static address ``<lb>`` an interrupted edit leaves stays until the Service is
+    deleted, as upstream's does (see the provider's tests/test_faults.py)."""
+
+    def launch(self, workdir: Path) -> Any:
+        import os
+        import sys
+
+        from polyccm_testing.conformance.faults import Launch
+
+        from polyccm_gce_emulator.devconfig import launch_environment
+
+        port = int(self.emulator.endpoint.rsplit(":", 1)[1])
+        config = operator_config(self.emulator, workdir)
+        (workdir / "gcloud").mkdir(exist_ok=True)
+        env = {**os.environ, **launch_environment(port, workdir)}
+        env["POLYCCM_GCE_CLOUD_CONFIG"] = str(config)
+        return Launch(
+            argv=(
+                sys.executable,
+                "-m",
+                "polyccm.cli",
+                "--provider=gce",
+                f"--cloud-config={config}",
+                f"--cluster-name={CLUSTER}",
+            ),
+            env=env,
+            warm_imports=("google.auth", "google.cloud.compute_v1"),  # imported lazily
+        )
+
+    def cluster_resources(self) -> frozenset[str]:
+        found = set(self.load_balancer_resources())
+        for group in self.compute.list_all(f"zones/{ZONE}/instanceGroups"):
+            found.add(f"instanceGroup:{group['name']}")
+        for backend in self.compute.list_all(f"regions/{REGION}/backendServices"):
+            found.add(f"backendService:{backend['name']}")
+        for check in self.compute.list_all("global/healthChecks"):
+            found.add(f"healthCheck:{check['name']}")
+        return frozenset(found)
+
+    def load_balancers_per_service(self) -> Mapping[str, int]:
+        from collections import Counter
+
+        counts: Counter[str] = Counter()
+        for rule in self.compute.list_all(f"regions/{REGION}/forwardingRules"):
+            try:
+                owner = json.loads(rule.get("description") or "{}")
+            except ValueError:
+                owner = {}
+            counts[str(owner.get("kubernetes.io/service-name", rule["name"]))] += 1
+        return counts
+
+    def fail_write(self, after: int) -> None:
+        self.emulator.control.inject(
+            "*", status=400, reason="invalid", after=after, writes_only=True
+        )
+
+    def clear_faults(self) -> None:
+        self.emulator.control.clear_faults()
+
+
 def node_for(
     name: str, *, zone: str = ZONE, uid: str = "", pod_cidr: str = "", provider_id: bool = True
 ) -> Any:

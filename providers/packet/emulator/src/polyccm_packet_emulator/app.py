@@ -54,6 +54,9 @@ JSON_TYPE = "application/json; charset=utf-8"
 
 log = logging.getLogger(__name__)
 
+_READ_METHODS = frozenset({"GET", "HEAD"})
+"""HTTP methods that change nothing (a fault with ``writes_only`` passes them by)."""
+
 
 class EmulatorApp:
     """One emulated Metal project behind the Metal API (a WSGI callable)."""
@@ -113,7 +116,7 @@ class EmulatorApp:
         try:
             route, path_args = self._route(request)
             checked = True  # other paths are in no document
-            fault = self.calls.record(route.operation)
+            fault = self.calls.record(route.operation, write=request.method not in _READ_METHODS)
             self._authenticate(request)
             # An injected failure is what the test asked for, whether or not the document lists
             # its status for this operation (it lists no 429 or 5xx at all).

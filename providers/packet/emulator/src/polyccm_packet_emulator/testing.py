@@ -207,3 +207,41 @@ class MetalCloudUnderTest:
     def backends(self, service: Any) -> frozenset[str]:
         """An Elastic IP has no backends in the cloud: every node's BGP speaker announces it."""
         return frozenset()
+
+
+class MetalFaultCloudUnderTest(MetalCloudUnderTest):
+    """The fault-conformance adapter (a ``FaultCloudUnderTest``): ``polyccm --provider
+    packet`` on the emulator, the provider's Elastic IPs, and write faults answered 422 as the
+    Metal API refuses a request."""
+
+    def launch(self, workdir: Path) -> Any:
+        import os
+        import sys
+
+        from polyccm_testing.conformance.faults import Launch
+
+        del workdir
+        return Launch(
+            argv=(sys.executable, "-m", "polyccm.cli", "--provider=packet"),
+            env={**os.environ, "METAL_CLUSTER_ID": self.cluster_name, **self.env},
+            warm_imports=("urllib3", "equinix.services.metalv1"),  # the SDK, imported lazily
+        )
+
+    def cluster_resources(self) -> frozenset[str]:
+        return frozenset(f"eip:{ip['id']}" for ip in self.elastic_ips())
+
+    def load_balancers_per_service(self) -> Mapping[str, int]:
+        from collections import Counter
+
+        counts: Counter[str] = Counter()
+        for ip in self.elastic_ips():
+            for tag in ip.get("tags") or ():
+                if tag.startswith("service="):
+                    counts[tag] += 1
+        return counts
+
+    def fail_write(self, after: int) -> None:
+        self.control.inject("*", status=422, after=after, writes_only=True)
+
+    def clear_faults(self) -> None:
+        self.control.clear_faults()
