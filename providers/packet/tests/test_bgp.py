@@ -20,7 +20,8 @@ from polyccm_packet.bgp import (
     peer_annotations,
 )
 from polyccm_packet_emulator.demo import bgp_peers
-from polyccm_packet_emulator.testing import MetalApi, control, provider_controllers, provider_for
+from polyccm_packet_emulator.testing import MetalApi, control, provider_for
+from polyccm_testing.controllers import provider_controllers
 from polyccm_testing.kubeobjects import events_for, make_node, make_service, wait_for
 
 PASSWORD = "BgpMd5Pass7"

@@ -20,9 +20,9 @@ from polyccm_packet_emulator.testing import (
     MetalApi,
     MetalCloudUnderTest,
     control,
-    provider_controllers,
     provider_for,
 )
+from polyccm_testing.controllers import provider_controllers
 from polyccm_testing.demo import running_polyccm
 from polyccm_testing.kubeobjects import make_node, make_service, stays, wait_for
 
