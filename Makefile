@@ -9,8 +9,10 @@ PYTEST_ARGS ?=
 # `make demo PROVIDER=<name>` runs polyccm_<name>_emulator.demo (each provider's emulator
 # distribution, providers/<name>/emulator, has one).
 PROVIDER ?= aws
+# `make image ARCH=arm64`: the architecture to build for (amd64 or arm64); empty = this machine's.
+ARCH ?=
 
-.PHONY: all test lint sync uv binaries peers image image-tools demo clean-state stress-shutdown
+.PHONY: all test lint sync uv binaries peers image sbom image-tools demo clean-state stress-shutdown
 
 all: test
 
@@ -44,14 +46,21 @@ test: lint binaries peers image-tools
 	$(UV) run --no-sync pytest $(PYTEST_ARGS)
 
 # `make image PROVIDER=<name>` builds that provider's image with buildah on a local Debian base
-# (no Docker engine needed) into dist/polyccm-<name>.oci.tar; see deploy/images/README.md.
+# (no Docker engine needed) into dist/polyccm-<name>.oci.tar (-<arch>.oci.tar with ARCH=) and its
+# SBOM dist/polyccm-<name>[-<arch>].cdx.json; see deploy/images/README.md and docs/release.md.
 # polyccm_testing.images uses the standard library only, so it runs from the test kit's sources
 # on any Python 3.11+ uv finds, without syncing the development workspace: the image build
 # installs what the image needs, from uv.lock, inside the image.
 IMAGE_TOOL = PYTHONPATH=$(CURDIR)/testkit/src $(UV) run --no-project --python '>=3.11' \
 	python -m polyccm_testing.images
 image: uv
-	$(IMAGE_TOOL) build $(PROVIDER)
+	$(IMAGE_TOOL) build $(PROVIDER) $(if $(ARCH),--arch $(ARCH))
+
+# `make sbom PROVIDER=<name>`: the CycloneDX SBOM of that image's Python packages (uv export from
+# uv.lock) into dist/polyccm-<name>[-<arch>].cdx.json, without building the image; `make image`
+# writes it too, beside the archive. See docs/release.md.
+sbom: uv
+	$(IMAGE_TOOL) sbom $(PROVIDER) $(if $(ARCH),--arch $(ARCH))
 
 # buildah and debootstrap, installed with apt-get when missing and we are root; when they cannot
 # be, this says why and tests/test_image.py is skipped.

@@ -1,5 +1,6 @@
-"""``python -m polyccm_testing.images``: ``build PROVIDER`` (``make image``) and ``tools``
-(``make image-tools``). Errors are one line; an unknown provider exits 2."""
+"""``python -m polyccm_testing.images``: ``build PROVIDER [--arch ARCH]`` (``make image``),
+``sbom PROVIDER`` (``make sbom``) and ``tools`` (``make image-tools``). Errors are one line; an
+unknown provider or architecture exits 2."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from polyccm_testing.images.build import DIST, UnknownProvider, build_image
+from polyccm_testing.images.arch import ARCHES, UnknownArch, check_arch
+from polyccm_testing.images.build import (
+    DIST,
+    UnknownProvider,
+    archive_path,
+    build_image,
+    check_provider,
+)
+from polyccm_testing.images.sbom import sbom_path, write_sbom
 from polyccm_testing.images.tools import ImageError, ToolsMissing, ensure_tools
 
 
@@ -22,6 +31,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     build.add_argument("provider", metavar="PROVIDER")
     build.add_argument("--output", type=Path, default=DIST, help="directory of the archive")
     build.add_argument("--tag", default="dev", help="tag of the local image (default: dev)")
+    build.add_argument(
+        "--arch",
+        help=f"build for this architecture ({', '.join(ARCHES)}; default: this machine's, and"
+        " the names carry no architecture)",
+    )
+    sbom = commands.add_parser("sbom", help="write PROVIDER's SBOM without building the image")
+    sbom.add_argument("provider", metavar="PROVIDER")
+    sbom.add_argument("--output", type=Path, default=DIST, help="directory of the SBOM")
+    sbom.add_argument("--arch", help="name it for this architecture's archive")
     tools = commands.add_parser("tools", help="install buildah and debootstrap if missing")
     tools.add_argument(
         "--if-possible",
@@ -33,8 +51,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if options.command == "tools":
             ensure_tools()
             return 0
-        built = build_image(options.provider, output=options.output, tag=options.tag)
-    except UnknownProvider as error:
+        if options.arch is not None:
+            check_arch(options.arch)
+        if options.command == "sbom":
+            check_provider(options.provider)
+            archive = archive_path(options.output, options.provider, options.arch)
+            print(write_sbom(options.provider, sbom_path(archive)))
+            return 0
+        built = build_image(
+            options.provider, output=options.output, tag=options.tag, arch=options.arch
+        )
+    except (UnknownProvider, UnknownArch) as error:
         print(f"polyccm images: {error}", file=sys.stderr)
         return 2
     except ToolsMissing as error:

@@ -42,24 +42,49 @@ def images_cache() -> Path:
     return cache_dir() / "images"
 
 
-def base_key(suite: str = SUITE, packages: Sequence[str] = PACKAGES) -> str:
+def base_key(
+    suite: str = SUITE, packages: Sequence[str] = PACKAGES, arch: str | None = None
+) -> str:
+    """The cache key; ``arch`` (None: this machine's) is in it only when given, so that the
+    host's base keeps the key it had before architectures could be chosen."""
     recipe = json.dumps([RECIPE, suite, sorted(packages)])
-    return f"{suite}-{hashlib.sha256(recipe.encode()).hexdigest()[:12]}"
+    suffix = f"-{arch}" if arch is not None else ""
+    return f"{suite}-{hashlib.sha256(recipe.encode()).hexdigest()[:12]}{suffix}"
 
 
-def base_image(suite: str = SUITE, packages: Sequence[str] = PACKAGES) -> str:
-    """The name of the local base image, made (or imported from the cached tarball) if needed."""
-    key = base_key(suite, packages)
+def debootstrap_command(
+    suite: str, packages: Sequence[str], root: Path, mirror: str, arch: str | None = None
+) -> list[str]:
+    """debootstrap's command line; ``--arch`` when an architecture is asked for (a foreign one
+    runs its packages' scripts through qemu-user-static, see :mod:`.arch`)."""
+    return [
+        "debootstrap",
+        "--variant=minbase",
+        *([f"--arch={arch}"] if arch is not None else []),
+        f"--include={','.join(packages)}",
+        suite,
+        str(root),
+        mirror,
+    ]
+
+
+def base_image(
+    suite: str = SUITE, packages: Sequence[str] = PACKAGES, arch: str | None = None
+) -> str:
+    """The name of the local base image, made (or imported from the cached tarball) if needed;
+    for ``arch`` (Debian's name; None: this machine's)."""
+    key = base_key(suite, packages, arch)
     name = f"localhost/polyccm-base:{key}"
     if image_id(name) is not None:
         return name
-    tarball = rootfs_tarball(suite, packages)
+    tarball = rootfs_tarball(suite, packages, arch)
     log(f"importing {tarball.name} into buildah as {name}")
     container = buildah("from", "--quiet", "scratch").strip()
     try:
         buildah("add", "--quiet", container, str(tarball), "/")
         buildah(
             "config",
+            *(["--arch", arch] if arch is not None else []),
             "--env",
             f"PATH={_PATH}",
             "--cmd",
@@ -76,11 +101,13 @@ def base_image(suite: str = SUITE, packages: Sequence[str] = PACKAGES) -> str:
     return name
 
 
-def rootfs_tarball(suite: str = SUITE, packages: Sequence[str] = PACKAGES) -> Path:
+def rootfs_tarball(
+    suite: str = SUITE, packages: Sequence[str] = PACKAGES, arch: str | None = None
+) -> Path:
     """The cached root filesystem tarball, made with debootstrap on a miss."""
     cache = images_cache()
     cache.mkdir(parents=True, exist_ok=True)
-    tarball = cache / f"debian-{base_key(suite, packages)}.tar"
+    tarball = cache / f"debian-{base_key(suite, packages, arch)}.tar"
     with _locked(cache / ".lock"):
         if tarball.exists():
             return tarball
@@ -92,14 +119,7 @@ def rootfs_tarball(suite: str = SUITE, packages: Sequence[str] = PACKAGES) -> Pa
         try:
             with Path(f"{work}.log").open("w") as output:
                 done = subprocess.run(
-                    [
-                        "debootstrap",
-                        "--variant=minbase",
-                        f"--include={','.join(packages)}",
-                        suite,
-                        str(root),
-                        mirror,
-                    ],
+                    debootstrap_command(suite, packages, root, mirror, arch),
                     stdout=output,
                     stderr=subprocess.STDOUT,
                     check=False,

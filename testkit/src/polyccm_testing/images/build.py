@@ -1,5 +1,7 @@
 """Build one provider's image from ``deploy/images/Dockerfile`` with buildah, on the local
-Debian base, and write it as an OCI archive (``dist/polyccm-<provider>.oci.tar``).
+Debian base, and write it as an OCI archive (``dist/polyccm-<provider>.oci.tar``, or
+``dist/polyccm-<provider>-<arch>.oci.tar`` when an architecture is asked for) with its SBOM
+beside it (``.cdx.json``, :mod:`.sbom`).
 
 The host's CA bundle is given to the build as the secret ``ca-certificates``, so that the
 build reaches the package index through whatever the host trusts (a TLS-intercepting proxy
@@ -15,8 +17,10 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from polyccm_testing.images.arch import check_emulation
 from polyccm_testing.images.base import base_image
 from polyccm_testing.images.buildah import ISOLATION, buildah, image_id, remove_image, unpacked_size
+from polyccm_testing.images.sbom import sbom_path, write_sbom
 from polyccm_testing.images.tools import ImageError, ensure_tools, log
 from polyccm_testing.workspace import ROOT, workspace_providers
 
@@ -43,6 +47,8 @@ class BuiltImage:
     """Bytes of those that are the base image's."""
     archive_size: int
     """Bytes of the OCI archive (compressed layers: what a registry stores and sends)."""
+    sbom: Path | None = None
+    """The CycloneDX SBOM beside the archive."""
     seconds: dict[str, float] = field(default_factory=dict)
     """Wall time of each step: base, build, archive."""
 
@@ -50,7 +56,9 @@ class BuiltImage:
         steps = ", ".join(f"{step} {spent:.0f} s" for step, spent in self.seconds.items())
         return (
             f"{self.name}: {megabytes(self.size)} unpacked (the base {megabytes(self.base_size)}),"
-            f" archive {self.archive} {megabytes(self.archive_size)}; {steps}"
+            f" archive {self.archive} {megabytes(self.archive_size)}"
+            + (f", SBOM {self.sbom}" if self.sbom else "")
+            + f"; {steps}"
         )
 
 
@@ -74,27 +82,23 @@ def host_ca_bundle() -> Path | None:
     return None
 
 
-def build_image(
-    provider: str, *, output: Path = DIST, tag: str = "dev", build_log: Path | None = None
-) -> BuiltImage:
-    """Build ``provider``'s image and write ``output/polyccm-<provider>.oci.tar``.
+def suffix(arch: str | None) -> str:
+    """What names of images and archives built for ``arch`` end with ("" for this machine's)."""
+    return f"-{arch}" if arch is not None else ""
 
-    buildah's output goes to ``build_log`` when given, else to this process's stderr. Missing
-    tools are installed first when we are root (:func:`ensure_tools`)."""
-    check_provider(provider)
-    ensure_tools()
-    seconds: dict[str, float] = {}
-    started = time.monotonic()
-    base = base_image()
-    seconds["base"] = time.monotonic() - started
 
-    name = f"localhost/polyccm-{provider}:{tag}"
-    previous = image_id(name)
-    command = [
+def archive_path(output: Path, provider: str, arch: str | None = None) -> Path:
+    return output / f"polyccm-{provider}{suffix(arch)}.oci.tar"
+
+
+def bud_command(provider: str, base: str, name: str, arch: str | None = None) -> list[str]:
+    """``buildah bud``'s command line, without the CA secret and the context directory."""
+    return [
         "buildah",
         "bud",
         "--isolation",
         ISOLATION,
+        *(["--platform", f"linux/{arch}"] if arch is not None else []),
         "--file",
         str(DOCKERFILE),
         "--ignorefile",
@@ -114,6 +118,35 @@ def build_image(
         "--label",
         f"org.opencontainers.image.version={metadata.version('polyccm')}",
     ]
+
+
+def build_image(
+    provider: str,
+    *,
+    output: Path = DIST,
+    tag: str = "dev",
+    build_log: Path | None = None,
+    arch: str | None = None,
+) -> BuiltImage:
+    """Build ``provider``'s image and write ``output/polyccm-<provider>.oci.tar`` and its SBOM.
+
+    ``arch`` (``amd64`` or ``arm64``; None: this machine's) names the image, the archive and the
+    base ``<...>-<arch>``; a foreign one is refused, saying why, unless qemu-user-static is
+    registered (:func:`.arch.check_emulation`). buildah's output goes to ``build_log`` when
+    given, else to this process's stderr. Missing tools are installed first when we are root
+    (:func:`ensure_tools`)."""
+    check_provider(provider)
+    if arch is not None:
+        check_emulation(arch)
+    ensure_tools()
+    seconds: dict[str, float] = {}
+    started = time.monotonic()
+    base = base_image(arch=arch)
+    seconds["base"] = time.monotonic() - started
+
+    name = f"localhost/polyccm-{provider}:{tag}{suffix(arch)}"
+    previous = image_id(name)
+    command = bud_command(provider, base, name, arch)
     bundle = host_ca_bundle()
     if bundle is not None:
         command += ["--secret", f"id=ca-certificates,src={bundle}"]
@@ -129,11 +162,12 @@ def build_image(
         remove_image(previous)  # the tag moved on: the old image is only disk now
 
     output.mkdir(parents=True, exist_ok=True)
-    archive = output / f"polyccm-{provider}.oci.tar"
+    archive = archive_path(output, provider, arch)
     archive.unlink(missing_ok=True)
     started = time.monotonic()
     buildah("push", "--quiet", name, f"oci-archive:{archive}:polyccm-{provider}:{tag}")
     seconds["archive"] = time.monotonic() - started
+    sbom = write_sbom(provider, sbom_path(archive))
     return BuiltImage(
         provider=provider,
         name=name,
@@ -142,6 +176,7 @@ def build_image(
         size=unpacked_size(name),
         base_size=unpacked_size(base),
         archive_size=archive.stat().st_size,
+        sbom=sbom,
         seconds=seconds,
     )
 
