@@ -11,6 +11,8 @@ PYTEST_ARGS ?=
 PROVIDER ?= aws
 # `make image ARCH=arm64`: the architecture to build for (amd64 or arm64); empty = this machine's.
 ARCH ?=
+# `make image TAG=0.2.0`: the tag of the local image and of the archive's reference (default dev).
+TAG ?= dev
 
 .PHONY: all test lint sync uv binaries peers image sbom image-tools demo clean-state stress-shutdown
 
@@ -54,7 +56,7 @@ test: lint binaries peers image-tools
 IMAGE_TOOL = PYTHONPATH=$(CURDIR)/testkit/src $(UV) run --no-project --python '>=3.11' \
 	python -m polyccm_testing.images
 image: uv
-	$(IMAGE_TOOL) build $(PROVIDER) $(if $(ARCH),--arch $(ARCH))
+	$(IMAGE_TOOL) build $(PROVIDER) --tag $(TAG) $(if $(ARCH),--arch $(ARCH))
 
 # `make sbom PROVIDER=<name>`: the CycloneDX SBOM of that image's Python packages (uv export from
 # uv.lock) into dist/polyccm-<name>[-<arch>].cdx.json, without building the image; `make image`
