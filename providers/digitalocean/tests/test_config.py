@@ -97,6 +97,25 @@ def test_the_region_comes_from_the_metadata_service_and_is_checked(do: dict[str,
     assert provider.region == "nyc3"
 
 
+def test_a_throttled_region_check_at_start_waits_and_then_starts(do: dict[str, str]) -> None:
+    # Found by the fault suite: a 429 on regions.list while the provider was built killed the
+    # process with a traceback. Now the check waits as the API asks and goes on.
+    from polyccm_digitalocean.api import DigitalOceanApi
+    from polyccm_digitalocean.provider import check_region
+    from polyccm_digitalocean_emulator.testing import control
+
+    api = DigitalOceanApi(read_environment(dict(do)))
+    control(do).inject("regions_list", status=429, count=2)
+    waited: list[float] = []
+    check_region(api, "nyc3", sleep=waited.append)
+    assert len(waited) == 2 and all(0 < w <= 4 for w in waited), waited
+
+    control(do).inject("regions_list", status=429, count=10)
+    with pytest.raises(ConfigError, match=r"regions: still rate limited after 3 s") as refused:
+        check_region(api, "nyc3", waits=(1.0, 2.0), sleep=waited.append)
+    assert "\n" not in str(refused.value)
+
+
 # -- bad input: one line, exit 2 --------------------------------------------------------------
 
 

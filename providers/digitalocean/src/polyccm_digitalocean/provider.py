@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from polyccm.cloud import CloudProvider, InstancesV2, LoadBalancer, ProviderContext
 from polyccm.errors import ConfigError
 from polyccm.ops.contract import LoadBalancerPlanner, Orphans
 
-from polyccm_digitalocean.api import DigitalOceanApi, DigitalOceanApiError
+from polyccm_digitalocean.api import DigitalOceanApi, DigitalOceanApiError, RateLimited
 from polyccm_digitalocean.config import DigitalOceanConfig, read_environment
 from polyccm_digitalocean.instances import DigitalOceanInstances
 from polyccm_digitalocean.load_balancer import DigitalOceanLoadBalancer
@@ -48,12 +49,34 @@ def region_from_metadata(metadata_url: str, *, timeout: float = 2.0) -> str:
         ) from None
 
 
-def check_region(api: DigitalOceanApi, region: str) -> None:
-    """``region`` is one of the account's regions (a ConfigError otherwise)."""
-    try:
-        slugs = {str(r.get("slug")) for r in api.pages("regions.list", "regions")}
-    except DigitalOceanApiError as error:
-        raise ConfigError(f"cannot list DigitalOcean regions: {error}") from None
+#: Waits between tries of the start-up region check while DigitalOcean answers 429 (about a
+#: minute in all, DigitalOcean's shorter budget window); each no longer than its reset asks.
+START_THROTTLE_WAITS = (2.0, 4.0, 8.0, 16.0, 30.0)
+
+
+def check_region(
+    api: DigitalOceanApi,
+    region: str,
+    *,
+    waits: Sequence[float] = START_THROTTLE_WAITS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """``region`` is one of the account's regions (a ConfigError otherwise). A throttled
+    listing is tried again after each of ``waits`` (the API's own warning names the throttle),
+    then refused in one line rather than a traceback."""
+    for attempt in range(len(waits) + 1):
+        try:
+            slugs = {str(r.get("slug")) for r in api.pages("regions.list", "regions")}
+            break
+        except DigitalOceanApiError as error:
+            raise ConfigError(f"cannot list DigitalOcean regions: {error}") from None
+        except RateLimited as error:
+            if attempt == len(waits):
+                raise ConfigError(
+                    f"cannot list DigitalOcean regions: still rate limited after "
+                    f"{sum(waits):.0f} s ({error})"
+                ) from None
+            sleep(min(waits[attempt], error.delay))
     if region not in slugs:
         known = ", ".join(sorted(slugs))
         raise ConfigError(f"REGION {region!r} is not a DigitalOcean region ({known})")
