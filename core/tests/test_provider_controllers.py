@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
-from polyccm import cli, metrics
+from polyccm import cli, cloudcalls, metrics
 from polyccm.app import commandline
 from polyccm.app.manager import ControllerManager
 from polyccm.cloud import CloudProvider
@@ -277,6 +277,9 @@ class Running:
         self.stop_event.set()
         self.thread.join(timeout=90)
         assert not self.thread.is_alive(), "the manager did not stop"
+        # The fence is this test process's: a real polyccm exits with its last term, this
+        # manager leaves the fence closed for the tests that run after it.
+        cloudcalls.FENCE.open_always()
 
     def controller(self, name: str) -> Marker:
         return next(c for c in self.plugin.made if c.name == name)

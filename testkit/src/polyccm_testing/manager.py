@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from polyccm import cloudcalls
 from polyccm.app.manager import ControllerManager
 from polyccm.app.options import LeaderElection, ManagerOptions
 from polyccm.cloud import CloudProvider
@@ -32,6 +33,9 @@ class RunningManager:
         self.thread.join(timeout=90)
         self.manager.api.close()
         assert not self.thread.is_alive(), "the manager did not stop"
+        # The fence is this test process's: a real polyccm exits with its last term, a manager
+        # run under leader election here leaves it closed for the tests that run after it.
+        cloudcalls.FENCE.open_always()
 
 
 def manager_options(provider: str, kubeconfig: str | Path, **fields: Any) -> ManagerOptions:
