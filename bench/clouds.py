@@ -286,7 +286,9 @@ class GceCloud(BenchCloud):
                 }
             ],
             "canIpForward": True,
-            "tags": {"items": [f"{CLUSTER}-node"]},
+            # A tag that prefixes the instances' names (node-00000...): without node-tags in
+            # gce.conf the firewall targets it, as upstream's computeHostTags picks it.
+            "tags": {"items": ["node"]},
         }
         # No wait: the emulator finishes operations at once (reset() set it so).
         self.compute.request("POST", f"zones/{ZONE}/instances", body)

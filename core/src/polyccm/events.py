@@ -354,9 +354,10 @@ class EventRecorder:
                         },
                         namespace,
                         patch_type=MERGE_PATCH,
+                        decode=False,
                     )
                 else:
-                    self.api.create(EVENTS, event, namespace)
+                    self.api.create(EVENTS, event, namespace, decode=False)
                 return
             except ApiError as error:
                 if patch and error.not_found:

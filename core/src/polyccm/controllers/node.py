@@ -188,7 +188,7 @@ class CloudNodeController(Controller):
         try:
             if fixes:
                 body = nodeplan.labels_patch(fixes)
-                self.context.api.patch(NODES, node.name, body, patch_type=MERGE_PATCH)
+                self.context.api.patch(NODES, node.name, body, patch_type=MERGE_PATCH, decode=False)
         except Exception as error:  # noqa: BLE001 - any failure (a restarting API server too) is retried
             if not (isinstance(error, ApiError) and error.not_found):
                 log.warning("cloud-node: labels of %s: %s", node.name, error)
@@ -285,7 +285,9 @@ class CloudNodeController(Controller):
         attempt = 1
         while True:
             try:
-                self.context.api.patch(NODES, node.name, plan.spec_patch(), patch_type=MERGE_PATCH)
+                self.context.api.patch(
+                    NODES, node.name, plan.spec_patch(), patch_type=MERGE_PATCH, decode=False
+                )
                 return _Pending(node, plan, item.answer)
             except ApiError as error:
                 if error.not_found:
@@ -317,6 +319,7 @@ class CloudNodeController(Controller):
             nodeplan.addresses_patch(addresses),
             subresource="status",
             patch_type=MERGE_PATCH,
+            decode=False,  # the informer brings the node back; its answer is never read
         )
 
     # -- node status: addresses at start and every period ----------------------------

@@ -329,9 +329,13 @@ class KubeApi:
         body: Any = None,
         content_type: str | None = None,
         timeout: float = 30.0,
+        decode: bool = True,
     ) -> JsonObject:
         """One request; returns the decoded JSON answer or raises :class:`ApiError` (or the
-        urllib3 error of the last attempt), retried as the module docstring says."""
+        urllib3 error of the last attempt), retried as the module docstring says. With
+        ``decode`` false a successful answer is read but not decoded (``{}`` is returned): for
+        writes whose caller never reads the object the server sends back (a node is a few
+        kilobytes of JSON, and a CCM writes thousands)."""
         if body is not None and content_type is None:
             content_type = "application/json"
         url = self._url(path, query)
@@ -369,7 +373,7 @@ class KubeApi:
             else:
                 data = _body(response)
                 if response.status < 400:
-                    return json.loads(data) if data else {}
+                    return json.loads(data) if data and decode else {}
                 wait = _retry_after(response.response, policy)
                 elapsed = time.monotonic() - began
                 if (
@@ -398,9 +402,15 @@ class KubeApi:
         return self.request("GET", resource.path(namespace), query=query, timeout=120.0)
 
     def create(
-        self, resource: Resource, body: JsonObject, namespace: str | None = None
+        self,
+        resource: Resource,
+        body: JsonObject,
+        namespace: str | None = None,
+        *,
+        decode: bool = True,
     ) -> JsonObject:
-        return self.request("POST", resource.path(namespace), body=body)
+        """Create ``body``: the object as created (``{}`` without ``decode``)."""
+        return self.request("POST", resource.path(namespace), body=body, decode=decode)
 
     def replace(
         self,
@@ -422,9 +432,11 @@ class KubeApi:
         *,
         subresource: str | None = None,
         patch_type: str = STRATEGIC_MERGE_PATCH,
+        decode: bool = True,
     ) -> JsonObject:
+        """Patch ``name``: the object as patched (``{}`` without ``decode``)."""
         path = resource.path(namespace, name) + (f"/{subresource}" if subresource else "")
-        return self.request("PATCH", path, body=body, content_type=patch_type)
+        return self.request("PATCH", path, body=body, content_type=patch_type, decode=decode)
 
     def delete(
         self,
@@ -477,9 +489,9 @@ class KubeApi:
                 raise _api_error(response.status, response.read())
             buffer = b""
             for chunk in handle.chunks():
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
+                # Every whole line of the chunk at once; the unfinished one waits for the next.
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
                     if not line.strip():
                         continue
                     event = json.loads(line)

@@ -4,7 +4,9 @@ filter, and route inserts run into the project's rate limit and quota."""
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 import uuid
 from typing import Any
 
@@ -328,6 +330,39 @@ def test_aggregated_list_groups_instances_by_zone_and_warns_on_empty_ones(
         for item in scoped.get("instances", [])
     ]
     assert sorted(names) == ["a", "b"] and "nextPageToken" not in second
+
+
+def test_fields_and_the_field_mask_header_cut_answers_to_what_is_named(
+    api: ComputeApi,
+) -> None:
+    # Google's partial responses (the ``fields`` system parameter, or X-Goog-FieldMask): the
+    # syntax clients use on aggregatedList, e.g. ``items/*/instances(name,zone,status)``.
+    api.create_instance("a")
+    api.create_instance("b", zone="us-east1-b")
+    mask = "items/*/instances(name,networkInterfaces/accessConfigs/natIP),nextPageToken"
+    listed = api.get("aggregated/instances", fields=mask, maxResults=1)
+    assert set(listed) == {"items", "nextPageToken"}
+    (scoped,) = [s for s in listed["items"].values() if s]
+    (instance,) = scoped["instances"]
+    assert instance == {
+        "name": instance["name"],
+        "networkInterfaces": [{"accessConfigs": [{"natIP": instance_ip(api, instance)}]}],
+    }
+    request = urllib.request.Request(
+        f"{api.base}zones/{ZONE}/instances/a",
+        headers={"Authorization": f"Bearer {api.token}", "X-Goog-FieldMask": "name,zone"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert set(json.loads(response.read())) == {"name", "zone"}
+    with pytest.raises(ComputeApiError) as caught:
+        api.get(f"{ZONE_PATH}/instances/a", fields="name(")
+    assert (caught.value.status, caught.value.reason) == (400, "invalid")
+
+
+def instance_ip(api: ComputeApi, instance: dict[str, Any]) -> str:
+    zone = "us-east1-b" if instance["name"] == "b" else ZONE
+    whole = api.get(f"zones/{zone}/instances/{instance['name']}")
+    return str(whole["networkInterfaces"][0]["accessConfigs"][0]["natIP"])
 
 
 @pytest.mark.parametrize(

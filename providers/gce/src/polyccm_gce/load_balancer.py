@@ -474,7 +474,7 @@ class GceLoadBalancer(LoadBalancer):
             if self._tags_for is not None and self._tags_for[0] == names:
                 return list(self._tags_for[1])
             tags: set[str] = set()
-            for instance in self.lookup.many(nodes).values():
+            for instance in self.lookup.many(nodes, "tags/items").values():
                 prefixes = [t for t in instance.tags.items if instance.name.startswith(t)]
                 if not prefixes:
                     raise CloudError(

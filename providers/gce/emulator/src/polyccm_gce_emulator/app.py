@@ -31,6 +31,7 @@ from typing import Any
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request, Response
 
+from polyccm_gce_emulator import partial
 from polyccm_gce_emulator.errors import (
     BadRequest,
     ComputeError,
@@ -113,7 +114,15 @@ class ComputeEmulator:
             return _json(error.status, error.body())
         assert isinstance(method, ApiMethod)
         body: Any = None
+        try:
+            mask = partial.parse(
+                request.args.get("fields") or request.headers.get("X-Goog-FieldMask", "")
+            )
+        except ComputeError as error:
+            return _json(error.status, error.body())
         status, payload = self._answer(request, method, dict(params))
+        if status < 400:
+            payload = partial.select(payload, mask)
         observers = list(self.observers)
         if observers and request.get_data():  # parsed again only for them (the tests)
             try:
