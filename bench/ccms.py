@@ -10,6 +10,7 @@ without a token). polyccm's readiness is ``/readyz``; the Go CCMs serve only ``/
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections import Counter
@@ -18,6 +19,10 @@ from pathlib import Path
 
 from bench.clouds import AwsCloud, BenchCloud
 from bench.processes import CcmProcess, Health, free_port
+
+#: Set to a directory, polyccm runs under :mod:`bench.heap` (tracemalloc, a heap timeline and
+#: snapshots at each new high in that directory).
+HEAP_VARIABLE = "POLYCCM_BENCH_HEAP"
 
 ALWAYS_ALLOWED = "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"
 _METRIC_LINE = re.compile(
@@ -65,10 +70,12 @@ class Ccm:
     def start(self, cloud: BenchCloud, kubeconfig: Path, knobs: Knobs, log: Path) -> CcmProcess:
         port = free_port()
         if self.key == "polyccm":
+            heap = os.environ.get(HEAP_VARIABLE)
+            launcher = ["bench.heap", heap, "--"] if heap else ["polyccm.cli"]
             argv = [
                 sys.executable,
                 "-m",
-                "polyccm.cli",
+                *launcher,
                 f"--provider={cloud.name}",
                 f"--kubeconfig={kubeconfig}",
                 f"--secure-port={port}",

@@ -149,6 +149,39 @@ def test_sessions_and_peers_are_made_once_and_a_pass_repairs_a_deleted_session(
 
 
 @pytest.mark.timeout(120)
+def test_a_burst_reads_its_devices_private_networks_in_one_listing(
+    control_plane: Any, kube_api: KubeApi, clean_nodes: None, metal: Mapping[str, str],
+    namespace: str,
+) -> None:  # fmt: skip
+    # Upstream reads each node's device for its private network (getNodePrivateNetwork:
+    # findDeviceById with include ip_addresses.parent_block, metal/loadbalancers.go:632-652
+    # @38d15e2), a third request per new node beside its session and its neighbours. The
+    # project's device listing takes the same include (findProjectDevices, `include`,
+    # shared/specs/equinix-metal-openapi3.yaml:14618): a burst's networks are its pages.
+    api = MetalApi(metal)
+    make_service(kube_api, namespace, "web")
+    devices = devices_with_nodes(metal, kube_api, 6, "net", tainted=False)
+    provider = provider_for(metal, METAL_LOAD_BALANCER="kube-vip://")
+    calls = control(metal)
+    calls.reset_calls()
+
+    with provider_controllers(kube_api, provider, BgpController.for_term):
+        names = [str(d["hostname"]) for d in devices]
+        wait_for(lambda: peered(kube_api, names), 30, "every node peered")
+        time.sleep(0.5)
+        made = calls.calls()
+        assert made.get("findDeviceById", 0) == 0, made
+        assert made["findProjectDevices"] == 1, made
+        assert made["createBgpSession"] == 6 and made["getBgpNeighborData"] == 6, made
+        for device in devices:
+            read = api.ok("GET", f"/devices/{device['id']}?include=ip_addresses.parent_block")
+            block = next(ip["parent_block"] for ip in read["ip_addresses"]
+                         if not ip["public"] and ip["address_family"] == 4)  # fmt: skip
+            annotations = kube_api.get(NODES, str(device["hostname"]))["metadata"]["annotations"]
+            assert annotations[NETWORK_ANNOTATION] == f"{block['network']}/{block['cidr']}"
+
+
+@pytest.mark.timeout(120)
 def test_a_node_initialisation_burst_goes_first(
     control_plane: Any, kube_api: KubeApi, clean_nodes: None, metal: Mapping[str, str],
     namespace: str,

@@ -548,6 +548,13 @@ class ServiceController(Controller):
         if version is not None:
             identity = backend_identity(nodes)
             with self._lock:
+                previous = self._backends
+                if previous is not None and previous[2] == identity:
+                    # A node change that changes no backend (a heartbeat, an annotation) makes
+                    # a new cache version: services ensured on either side of it keep sharing
+                    # one identity. One each was 500 copies of 5,000 nodes' identity (some
+                    # 300 MiB) while a provider annotated nodes through a burst of services.
+                    identity = previous[2]
                 self._backends = (version, nodes, identity)
         return nodes
 

@@ -30,6 +30,7 @@ from polyccm import cloudcalls, logredact
 from polyccm.errors import CloudError, RetryAfter
 from polyccm.ratelimit import TokenBucket
 
+from polyccm_packet import sdk
 from polyccm_packet.config import MetalConfig
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,8 @@ class RateLimited(RetryAfter):
 def make_client(config: MetalConfig) -> Any:
     """A ``metalv1`` API client for ``config``: its base URL, its key, no urllib3 retries."""
     import urllib3
-    from equinix.services import metalv1
+
+    metalv1 = sdk.metalv1()
 
     configuration = metalv1.Configuration(host=config.api_url)
     configuration.api_key["x_auth_token"] = config.api_key
@@ -135,8 +137,9 @@ class PriorityBucket(TokenBucket):
 
 class MetalClient:
     """``metalv1`` behind the limiter, the call counter and the error translation. The SDK is
-    imported on the first request (or by :meth:`load_in_background`), not at start-up: it
-    costs seconds of CPU and tens of MiB."""
+    imported on the first request (or by :meth:`load_in_background`), not at start-up, and
+    only its parts this client uses (:mod:`polyccm_packet.sdk`: about 0.8 s of CPU, against
+    2.4 s for the whole package); each API class on its group's first request."""
 
     def __init__(
         self,
@@ -183,7 +186,7 @@ class MetalClient:
     def _api(self, group: str) -> Any:
         if group not in self._apis:
             client = self.client
-            from equinix.services import metalv1
+            metalv1 = sdk.metalv1()
 
             self._apis[group] = getattr(metalv1, _API_CLASSES[group])(client)
         return self._apis[group]
@@ -246,13 +249,15 @@ class MetalClient:
         raise self._error(method, status, body, response.headers)
 
     def pages(
-        self, operation: str, key: str, *args: Any, per_page: int = PAGE_SIZE, **params: Any
-    ) -> Iterator[Any]:
+        self, operation: str, key: str, *args: Any, per_page: int = PAGE_SIZE,
+        spare: bool = False, **params: Any,
+    ) -> Iterator[Any]:  # fmt: skip
         """Every item under ``key`` of every page of a list ``operation``, ``per_page`` a
-        page."""
+        page (with ``spare``, each page a :meth:`spare_call`)."""
+        send = self.spare_call if spare else self.call
         page = 1
         while True:
-            body = self.call(operation, *args, page=page, per_page=per_page, **params) or {}
+            body = send(operation, *args, page=page, per_page=per_page, **params) or {}
             items = body.get(key) or []
             yield from items
             meta = body.get("meta") or {}

@@ -53,14 +53,16 @@ no batch form; upstream's CCM makes one per node too). Its annotations need its 
 one ``getBgpNeighborData``: no listing carries them (a device has no ``bgp_neighbors`` field,
 ``findBgpConfigByProject`` lists sessions without them), and the published document does not
 promise values that could be derived instead (``peer_ips`` is "typically" Metal's gateway,
-``customer_as`` in a local deployment "an internal ASN"). Its private network needs the
-device read with its addresses' parent blocks, one ``findDeviceById`` (the project's listing
-shows those blocks by reference only), once per node: the annotation is never rewritten. So
-three requests per new node. Metal publishes no request rate for its API (it answers 429 with
-``X-RateLimit-Reset``, which the client honours), and upstream's CCM sends these requests for
-every node with no pacing at all, and again at every sync. They go at
-:data:`~polyccm_packet.api.BACKGROUND_QPS` (200 a second: a 1,000-node burst's 3,000 requests in
-about 15 s, a 5,000-node burst's in about 75 s),
+``customer_as`` in a local deployment "an internal ASN"). Its private network needs its
+addresses' parent blocks, which upstream reads device by device (``findDeviceById``); the
+project's device listing takes the same ``include``, so a batch that would read more devices
+than the listing has pages lists them instead (:meth:`ProjectBgp.private_networks`: 5,000
+nodes' networks are 10 requests, kept for the burst's later batches), once per node: the
+annotation is never rewritten. So two requests per new node. Metal publishes no request rate
+for its API (it answers 429 with ``X-RateLimit-Reset``, which the client honours), and
+upstream's CCM sends these requests for every node with no pacing at all, and again at every
+sync. They go at :data:`~polyccm_packet.api.BACKGROUND_QPS` (200 a second: a 1,000-node
+burst's 2,000 requests in about 10 s, a 5,000-node burst's in about 50 s),
 and only while node and load-balancer work leaves half the limiter's burst
 (:meth:`~polyccm_packet.api.MetalClient.spare_call`).
 """
@@ -68,10 +70,11 @@ and only while node and load-balancer work leaves half the limiter's burst
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +93,7 @@ from polyccm.controllers import (
 from polyccm.controllers.service import is_backend
 from polyccm.objects import UNINITIALIZED_TAINT, Service, wants_load_balancer
 
+from polyccm_packet import sdk
 from polyccm_packet.api import MetalClient, NotFound
 from polyccm_packet.config import MetalConfig
 from polyccm_packet.instances import device_id_from_provider_id
@@ -115,6 +119,8 @@ QUIET = 1.0
 STALL = 5.0
 #: ... and never more than this, however long the burst goes on.
 MAX_DEFER = 60.0
+#: Devices a page of the listing that finds private networks carries (Metal allows 1,000).
+NETWORK_PAGE_SIZE = 500
 #: Seconds before asking again about a device whose session lists no neighbours yet.
 NO_NEIGHBORS_RETRY = 30.0
 #: Modes in which the nodes get BGP sessions and peers: upstream's ``loadBalancers`` does this
@@ -205,19 +211,26 @@ class ProjectState:
         )
 
 
-def _session_input(**fields: Any) -> Any:
-    """A ``BGPSessionInput`` that sends only the fields given, as upstream's does (the model
-    would add ``default_route: false``, a policy upstream never sets)."""
-    from equinix.services import metalv1
+@functools.cache
+def _session_input_class() -> Any:
+    """``BGPSessionInput`` sending only the fields set; made once (a pydantic class costs
+    milliseconds and memory to make: one per session was 5,000 of them for 5,000 nodes)."""
+    metalv1 = sdk.metalv1()
 
-    class SessionInput(metalv1.BGPSessionInput):  # type: ignore[misc]
+    class SessionInput(metalv1.BGPSessionInput):  # type: ignore[misc,name-defined]
         def to_dict(self) -> dict[str, Any]:
             fields: dict[str, Any] = self.model_dump(
                 by_alias=True, exclude_unset=True, exclude_none=True
             )
             return fields
 
-    return SessionInput(**fields)
+    return SessionInput
+
+
+def _session_input(**fields: Any) -> Any:
+    """A ``BGPSessionInput`` that sends only the fields given, as upstream's does (the model
+    would add ``default_route: false``, a policy upstream never sets)."""
+    return _session_input_class()(**fields)
 
 
 def device_of(session: Mapping[str, Any]) -> str:
@@ -236,6 +249,10 @@ class ProjectBgp:
         self.api = api
         self._lock = threading.Lock()
         self._enabled = False
+        self._networks_lock = threading.Lock()
+        self._networks: Mapping[str, str] = {}
+        """The private networks of the project's devices, by id, as the last listing showed
+        them (a device's never changes): later batches of a burst read none again."""
 
     @property
     def config(self) -> MetalConfig:
@@ -262,7 +279,7 @@ class ProjectBgp:
         return dict(found or {})
 
     def _request(self) -> None:
-        from equinix.services import metalv1
+        metalv1 = sdk.metalv1()
 
         # Upstream's request (bgp.go enableBGP); the SDK refuses an empty md5, which upstream
         # sends when it has no password: none is sent then, which Metal reads the same way.
@@ -290,6 +307,27 @@ class ProjectBgp:
             "devices.find_device_by_id", device_id, include=["ip_addresses.parent_block"]
         )
         return private_network(device or {})
+
+    def private_networks(self, device_ids: Collection[str], devices: int) -> Mapping[str, str]:
+        """The private networks of ``device_ids`` (a device the answer lacks is read on its
+        own, :meth:`private_network`), from one listing of the project's devices (of about
+        ``devices``) with their addresses' parent blocks when that takes fewer requests than
+        reading each; a listing made since another caller asked serves it too."""
+        with self._networks_lock:
+            known = self._networks
+            missing = [d for d in device_ids if d not in known]
+            if len(missing) <= -(-max(devices, 1) // NETWORK_PAGE_SIZE):
+                return known
+            listed: dict[str, str] = {}
+            for device in self.api.pages(
+                "devices.find_project_devices", "devices", self.config.project_id,
+                per_page=NETWORK_PAGE_SIZE, spare=True, include=["ip_addresses.parent_block"],
+            ):  # fmt: skip
+                network = private_network(device)
+                if network:
+                    listed[str(device.get("id"))] = network
+            self._networks = listed
+            return listed
 
     def neighbors(self, device_id: str) -> list[Mapping[str, Any]]:
         body = self.api.spare_call("devices.get_bgp_neighbor_data", device_id) or {}
@@ -473,6 +511,7 @@ class BgpController(Controller):
             for node in nodes:
                 self._retry_later(node.name)
             return
+        networks = self._networks_for(nodes)
         for node in nodes:
             if self.queue.shutting_down:
                 # The term ended (SIGTERM, leadership lost): the rest of the batch waits for
@@ -481,7 +520,7 @@ class BgpController(Controller):
             with self._lock:
                 self._waiting.discard(node.name)
             try:
-                self.sync(node, project)
+                self.sync(node, project, networks)
             except LeadershipLost:
                 raise
             except RetryAfter as error:
@@ -498,6 +537,25 @@ class BgpController(Controller):
             else:
                 self.queue.forget(node.name)
 
+    def _networks_for(self, nodes: list[Node]) -> Mapping[str, str]:
+        """The private networks of the nodes' devices that lack the annotation, listed for the
+        batch when that is cheaper (:meth:`ProjectBgp.private_networks`); empty when it fails
+        (each node then reads its own)."""
+        names = self.bgp.config.annotation_names
+        wanted = [
+            device_id for node in nodes if names.network not in node.annotations
+            if (device_id := device_id_from_provider_id(node.provider_id)) is not None
+        ]  # fmt: skip
+        if not wanted:
+            return {}
+        try:
+            return self.bgp.private_networks(wanted, len(self.context.nodes.list()))
+        except LeadershipLost:
+            raise
+        except Exception as error:  # noqa: BLE001 - each node reads its own device instead
+            log.warning("%s: listing the devices' private networks: %s", self.name, error)
+            return {}
+
     def _retry_later(self, name: str, delay: float | None = None) -> None:
         """Ask about ``name`` again after ``delay`` (default: its backoff); node updates do not
         queue it meanwhile."""
@@ -508,9 +566,12 @@ class BgpController(Controller):
         else:
             self.queue.add_after(name, delay)
 
-    def sync(self, node: Node, project: ProjectState) -> None:
-        """One node, knowing the project's BGP: its session made when missing, its neighbours
-        read when its session is new or its annotations do not match the project."""
+    def sync(
+        self, node: Node, project: ProjectState, networks: Mapping[str, str] | None = None
+    ) -> None:
+        """One node, knowing the project's BGP (and maybe its device's private network): its
+        session made when missing, its neighbours read when its session is new or its
+        annotations do not match the project."""
         device_id = device_id_from_provider_id(node.provider_id)
         if device_id is None:
             return  # not initialised yet: the update that sets providerID queues it again
@@ -532,7 +593,7 @@ class BgpController(Controller):
         patch: dict[str, str | None] = {k: None for k in current if k not in wanted}
         patch.update({k: v for k, v in wanted.items() if current.get(k) != v})
         if not network_known:
-            network = self.bgp.private_network(device_id)
+            network = (networks or {}).get(device_id) or self.bgp.private_network(device_id)
             if network:
                 patch[names.network] = network
         if not patch:

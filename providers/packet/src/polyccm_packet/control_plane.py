@@ -51,6 +51,7 @@ from polyccm.controllers import (
 from polyccm.errors import CloudError
 from polyccm.kube.api import SERVICES, Resource
 
+from polyccm_packet import sdk
 from polyccm_packet.api import MetalClient
 from polyccm_packet.instances import device_id_from_provider_id
 
@@ -353,7 +354,7 @@ class ControlPlaneEndpoint(Controller):
         )
 
     def _move(self, reservation: Mapping[str, Any], node: Node) -> None:
-        from equinix.services import metalv1
+        metalv1 = sdk.metalv1()
 
         device_id = device_id_from_provider_id(node.provider_id)
         if device_id is None:

@@ -46,6 +46,7 @@ from polyccm.keptlisting import KeptListing
 from polyccm.kube.api import MERGE_PATCH, SERVICES, ApiError, KubeApi
 from polyccm.objects import Node, Service
 
+from polyccm_packet import sdk
 from polyccm_packet.api import MetalClient, NotFound
 from polyccm_packet.identity import ClusterId
 
@@ -313,7 +314,7 @@ class MetalLoadBalancer(LoadBalancer):
                 raise
 
     def _reserve(self, service: Service, spec: ElasticIpSpec) -> Reservation:
-        from equinix.services import metalv1
+        metalv1 = sdk.metalv1()
 
         if spec.placement is None:
             raise no_placement(self.api.config.eip_annotations)
