@@ -118,10 +118,11 @@ class DurableFakeCloudUnderTest(FakeCloudUnderTest):
     def clear_faults(self) -> None:
         self.durable.clear_faults()
 
-    def calls_by_process(self) -> list[tuple[float, int, str]]:
-        """The calls of the ``polyccm`` processes, from the fake's call log."""
+    def calls_by_process(self) -> list[tuple[float, str, str]]:
+        """The calls of the ``polyccm`` processes, from the fake's call log: ``(unix time,
+        the caller's leader-election identity, operation)``."""
         calls = []
         for line in self.call_log.read_text().splitlines():
-            stamp, pid, operation = line.split(" ", 2)
-            calls.append((float(stamp), int(pid), operation))
+            stamp, _pid, operation, identity = line.split(" ")
+            calls.append((float(stamp), identity, operation))
         return calls

@@ -19,8 +19,16 @@
   election, the leader's API server connection frozen by a loopback proxy
   (:class:`~polyccm_testing.tcpproxy.TcpProxy`): the standby must lead within the lease
   duration, and the cloud must see no call of the old leader after the new leader's first.
-  It needs the adapter's :meth:`FaultCloudUnderTest.calls_by_process`; the test skips, naming
-  it, for an adapter without one.
+  The cloud tells the processes apart by their leader-election identity, which each names in
+  the User-Agent of its cloud calls (:mod:`polyccm.useragent`); the adapter's
+  :meth:`CallsByProcess.calls_by_process` reads it from the emulator's call log (the test
+  skips, naming it, for an adapter without one). The processes run with the adapter's
+  optional ``leader_environment`` too, which turns on the provider's own controllers that
+  write to the cloud (DigitalOcean's firewall and tags), so that they are held to it as well.
+  Upstream's CCM ends the process when leadership is lost (kubernetes/cloud-provider
+  app/controllermanager.go:273-276 @4666611, ``OnStoppedLeading``); polyccm keeps it and
+  fences its cloud calls instead (:mod:`polyccm.cloudcalls`): what both promise, and what
+  the test checks, is the cloud's view.
 
 The provider's test class gives the ``cloud`` fixture a :class:`FaultCloudUnderTest`: the
 conformance adapter plus how to launch ``polyccm`` on the cloud, the cluster's resources, the
@@ -133,9 +141,17 @@ class HeldUntilDeleted(Protocol):
 
 
 class CallsByProcess(Protocol):
-    def calls_by_process(self) -> Sequence[tuple[float, int, str]]:
-        """Every call the cloud served, as ``(unix time, caller's pid, operation)``."""
+    def calls_by_process(self) -> Sequence[tuple[float, str, str]]:
+        """Every call of a ``polyccm`` process the cloud served, as ``(unix time, the
+        caller's leader-election identity, operation)``: the cloud tells callers apart by
+        what the requests carry (the User-Agent, :mod:`polyccm.useragent`)."""
         ...
+
+
+class LeaderEnvironment(Protocol):
+    leader_environment: Mapping[str, str]
+    """Optional: more environment for the leader test's processes (the provider's own
+    controllers that write to the cloud, turned on)."""
 
 
 def _cycles() -> int:
@@ -156,10 +172,14 @@ class Processes:
     logs: list[Path] = field(default_factory=list)
 
     def start(
-        self, name: str, *flags: str, kubeconfig: str | None = None
+        self,
+        name: str,
+        *flags: str,
+        kubeconfig: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
-        """Start ``polyccm`` (``name`` names its log)."""
-        return self._spawn(name, flags, kubeconfig, warm=False)
+        """Start ``polyccm`` (``name`` names its log; ``env`` adds to the launch's)."""
+        return self._spawn(name, flags, kubeconfig, warm=False, env=env)
 
     def prepare(self, name: str, *flags: str) -> subprocess.Popen[bytes]:
         """A ``polyccm`` process that has done its imports and waits for :meth:`go`
@@ -174,7 +194,13 @@ class Processes:
         process.stdin.flush()
 
     def _spawn(
-        self, name: str, flags: Sequence[str], kubeconfig: str | None, *, warm: bool
+        self,
+        name: str,
+        flags: Sequence[str],
+        kubeconfig: str | None,
+        *,
+        warm: bool,
+        env: Mapping[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
         launch = self.cloud.launch(self.directory)
         argv = list(launch.argv)
@@ -190,7 +216,7 @@ class Processes:
                     "--configure-cloud-routes=false",
                     *flags,
                 ],
-                env={**launch.env, WARM_IMPORTS: ",".join(launch.warm_imports)},
+                env={**launch.env, **(env or {}), WARM_IMPORTS: ",".join(launch.warm_imports)},
                 stdin=subprocess.PIPE if warm else subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -449,26 +475,35 @@ class FaultConformance(ConformanceBase):
             f"--leader-elect-retry-period={retry * 1000:.0f}ms",
         )
         make_node(kube_api, cloud.create_instance(f"lead-{secrets.token_hex(2)}"))
+        extra = getattr(cloud, "leader_environment", {})
         config, proxy = proxied_kubeconfig(control_plane.kubeconfig, tmp_path / "proxied.yaml")
         try:
-            old = kit_processes.start("old-leader", *flags, kubeconfig=str(config))
+            kit_processes.start("old-leader", *flags, kubeconfig=str(config), env=extra)
             wait_for(lambda: lease_holder(kube_api, namespace), 30, "the first leader")
-            old_identity = lease_holder(kube_api, namespace)
+            old = lease_holder(kube_api, namespace)
             make_service(kube_api, namespace, "lead")
             wait_for(lambda: _served(kube_api, namespace), 60, "the leader serving a Service")
-            new = kit_processes.start("new-leader", *flags)
+            kit_processes.start("new-leader", *flags, env=extra)
             time.sleep(retry * 2)
             proxy.freeze()
-            last_renewal = _last_renewal_until_taken(kube_api, namespace, old_identity, lease + 20)
+            last_renewal = _last_renewal_until_taken(kube_api, namespace, old, lease + 20)
             taken = time.time()
+            new = lease_holder(kube_api, namespace)
             kube_api.patch(SERVICES, "lead", {"metadata": {"labels": {"edited": "yes"}}}, namespace)
             time.sleep(lease)  # the old leader's chance to misbehave
             calls = list(calls_by_process())
         finally:
             proxy.cut()
-        first_new = min((t for t, pid, _ in calls if pid == new.pid), default=None)
-        assert first_new is not None, "the new leader made no cloud call"
-        late = [(t - first_new, op) for t, pid, op in calls if pid == old.pid and t > first_new]
+        # The cloud must tell the old leader's calls apart, or "none after" proves nothing.
+        assert any(who == old for _, who, _ in calls), (
+            f"the cloud saw no call naming the old leader {old}: each process must name itself "
+            f"in its cloud requests (polyccm.useragent); callers seen: {_callers(calls)}"
+        )
+        first_new = min((t for t, who, _ in calls if who == new), default=None)
+        assert first_new is not None, f"the new leader {new} made no cloud call"
+        late = [
+            (round(t - first_new, 3), op) for t, who, op in calls if who == old and t > first_new
+        ]
         assert not late, f"the old leader called the cloud after the new leader's first: {late[:5]}"
         # The standby takes the Lease once it has seen no renewal for the lease duration (it
         # looks every retry period). Measured on 2 shared, heavily loaded cores with a 4 s
@@ -490,6 +525,10 @@ def _wait_for_writes(cloud: FaultCloudUnderTest, start: int, writes: int, after:
         if made and deadline == first:
             deadline = time.monotonic() + after
         time.sleep(0.02)
+
+
+def _callers(calls: Sequence[tuple[float, str, str]]) -> list[str]:
+    return sorted({who for _, who, _ in calls})
 
 
 def _last_renewal_until_taken(api: KubeApi, namespace: str, holder: str, timeout: float) -> float:
