@@ -71,7 +71,7 @@ class DurableFakeCloudUnderTest(FakeCloudUnderTest):
         self.variant = variant
         self.call_log = state.with_name(state.name + ".calls")
         self.call_log.touch()
-        self.durable = VARIANTS[variant](state)
+        self.durable = VARIANTS[variant](state, call_log=self.call_log)
         super().__init__(self.durable, cluster_name=cluster_name)
 
     def stop_instance(self, name: str) -> None:

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
+from polyccm import useragent
 from polyccm.cloud import LoadBalancer
 from polyccm.kube.api import LEASES, SERVICES, ApiError, KubeApi
 from polyccm.objects import Node, Service
@@ -455,6 +456,23 @@ class FaultConformance(ConformanceBase):
 
     # -- leader cut off -------------------------------------------------------------------
 
+    def test_fault_the_cloud_tells_which_process_called(
+        self,
+        cloud: FaultCloudUnderTest,
+        kit_cluster: KitCluster,
+        kit_fault_load_balancer: LoadBalancer,
+    ) -> None:
+        """What the leader test stands on: the cloud sees, in each request, the
+        leader-election identity of the process that sent it (:mod:`polyccm.useragent`)."""
+        calls_by_process = _calls_by_process(cloud)
+        service = kit_cluster.add_service(f"who-{secrets.token_hex(2)}")
+        before = len(calls_by_process())
+        kit_fault_load_balancer.get_load_balancer(cloud.cluster_name, service)
+        callers = _callers(list(calls_by_process())[before:])
+        assert callers == [useragent.IDENTITY], (
+            f"the cloud saw {callers} call, not this process ({useragent.IDENTITY})"
+        )
+
     def test_fault_a_leader_cut_off_makes_no_call_after_the_new_leaders_first(  # noqa: PLR0917
         self,
         cloud: FaultCloudUnderTest,
@@ -466,12 +484,7 @@ class FaultConformance(ConformanceBase):
         clean_nodes: None,
         tmp_path: Path,
     ) -> None:
-        calls_by_process = getattr(cloud, "calls_by_process", None)
-        if calls_by_process is None:
-            pytest.skip(
-                f"{type(cloud).__name__} has no calls_by_process(): the cloud cannot say who "
-                "called when"
-            )
+        calls_by_process = _calls_by_process(cloud)
         lease, renew, retry = LEASE
         flags = (
             "--leader-elect=true",
@@ -506,7 +519,8 @@ class FaultConformance(ConformanceBase):
             wait_for(
                 lambda: any(who == new for _, who, _ in calls_by_process()),
                 FIRST_CALL_TIMEOUT,
-                f"the first cloud call of the new leader {new}",
+                f"a cloud call naming the new leader {new} (each process names itself in "
+                "its cloud requests: polyccm.useragent)",
             )
             time.sleep(lease)  # the old leader's chance to misbehave
             calls = list(calls_by_process())
@@ -549,6 +563,19 @@ def _wait_for_writes(cloud: FaultCloudUnderTest, start: int, writes: int, after:
         if made and deadline == first:
             deadline = time.monotonic() + after
         time.sleep(0.02)
+
+
+def _calls_by_process(cloud: FaultCloudUnderTest) -> Callable[[], Sequence[tuple[float, str, str]]]:
+    """The adapter's :meth:`CallsByProcess.calls_by_process`; the test skips without one."""
+    found: Callable[[], Sequence[tuple[float, str, str]]] | None = getattr(
+        cloud, "calls_by_process", None
+    )
+    if found is None:
+        pytest.skip(
+            f"{type(cloud).__name__} has no calls_by_process(): the cloud cannot say who "
+            "called when"
+        )
+    return found
 
 
 def _callers(calls: Sequence[tuple[float, str, str]]) -> list[str]:
