@@ -91,7 +91,7 @@ def calls_by_process(log: Path) -> dict[int, list[float]]:
     if not log.exists():
         return calls
     for line in log.read_text().splitlines():
-        stamp, pid, _operation = line.split()
+        stamp, pid, _operation, _identity = line.split()
         calls.setdefault(int(pid), []).append(float(stamp))
     return calls
 

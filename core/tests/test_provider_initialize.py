@@ -120,7 +120,9 @@ def initializations(log: Path) -> Counter[int]:
         return Counter()
     return Counter(
         int(pid)
-        for _stamp, pid, operation in (line.split() for line in log.read_text().splitlines())
+        for _stamp, pid, operation, _identity in (
+            line.split() for line in log.read_text().splitlines()
+        )
         if operation == "initialize"
     )
 

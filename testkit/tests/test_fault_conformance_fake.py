@@ -56,5 +56,5 @@ def test_a_broken_fake_fails_exactly_the_matching_fault_test(
 
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed") == 1, result.stdout.str()
-    assert outcomes.get("passed") == 3, result.stdout.str()
+    assert outcomes.get("passed") == 4, result.stdout.str()
     result.stdout.fnmatch_lines([message, f"FAILED *::TestBrokenFake::{failing}*"])

@@ -1,8 +1,9 @@
 """polyccm's fault conformance kit, run for the AWS provider on the emulator: crash cycles of
 ``polyccm --provider aws`` processes (classic ELBs), each write of a classic ELB's create and
 edit failing once (``ValidationError`` from the emulator's fault injection), and a leader cut
-off (skipped here: tests/test_ha_failover.py shows AWS's hand-over, with calls told apart by
-their User-Agent)."""
+off: the emulator tells the two processes' calls apart by the leader-election identity
+botocore's ``user_agent_extra`` carries (polyccm.useragent). tests/test_ha_failover.py shows
+more of AWS's hand-over."""
 
 from __future__ import annotations
 

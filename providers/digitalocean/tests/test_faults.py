@@ -1,7 +1,8 @@
 """polyccm's fault conformance kit, run for the DigitalOcean provider on the emulator: crash
 cycles of ``polyccm --provider digitalocean`` processes, each write of a load balancer's create
-and edit failing once (422 from the emulator's fault injection), and a leader cut off (skipped:
-the emulator does not say which process called)."""
+and edit failing once (422 from the emulator's fault injection), and a leader cut off, with the
+``firewall`` and ``cluster-tags`` controllers on (the emulator tells the processes apart by the
+leader-election identity in pydo's User-Agent, polyccm.useragent)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """polyccm's fault conformance kit, run for the GCE provider on the emulator: crash cycles of
 ``polyccm --provider gce`` processes, each write of a network load balancer's create and edit
-failing once (400 ``invalid`` from the emulator's fault injection), and a leader cut off
-(skipped: the emulator does not say which process called).
+failing once (400 ``invalid`` from the emulator's fault injection), and a leader cut off (the
+emulator tells the processes apart by the leader-election identity the SDK's ``client_info``
+puts in ``x-goog-api-client``, polyccm.useragent).
 
 An edit that adds a port (5 writes) holds the rule's address as the static address ``<lb>``
 while it makes the rule again. When write 4 or 5 fails once, the next ensure serves the Service

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from polyccm import cloudcalls
+from polyccm import cloudcalls, useragent
 from polyccm.cloud import (
     CloudProvider,
     InstanceMetadata,
@@ -169,7 +169,9 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes, LoadBalancerPl
         """Whether the bulk instance lookups answer in one call (as a listing cloud would)."""
         self.call_log = call_log
         """A file shared by several processes: each call appends ``<unix time> <pid>
-        <operation>``, so a test sees from the cloud's side who called when."""
+        <operation> <identity>`` (the process's leader-election identity, which a real cloud
+        reads from the User-Agent: :mod:`polyccm.useragent`), so a test sees from the cloud's
+        side who called when."""
         self._failures: dict[str, deque[Exception]] = {}
         self._always: dict[str, Exception] = {}
         self._delays: dict[str, float] = {}
@@ -250,7 +252,7 @@ class FakeCloud(CloudProvider, InstancesV2, LoadBalancer, Routes, LoadBalancerPl
         failure)."""
         if self.call_log is not None:
             with self.call_log.open("a") as log:
-                log.write(f"{time.time():.6f} {os.getpid()} {operation}\n")
+                log.write(f"{time.time():.6f} {os.getpid()} {operation} {useragent.IDENTITY}\n")
         with self._lock:
             self.calls.append(Call(operation, subjects))
             delay = self._delays.get(operation, 0.0)

@@ -42,11 +42,10 @@ import logging
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from polyccm import cloudcalls
+from polyccm import cloudcalls, useragent
 from polyccm.app.options import ManagerOptions
 from polyccm.cloud import CloudProvider, ProviderContext
 from polyccm.controllers.base import Controller, ControllerContext
@@ -161,7 +160,8 @@ class ControllerManager:
         self.api = api
         # The provider's own controllers (polyccm_register_controllers), run like CONTROLLERS.
         self.provider_controllers = dict(provider_controllers or {})
-        self.identity = f"{socket.gethostname()}_{uuid.uuid4()}"
+        # Upstream's form, <host>_<UUID>; the same name is in the User-Agent of the cloud calls.
+        self.identity = useragent.IDENTITY
         self._term_lock = threading.Lock()
         self.elector: LeaderElector | None = None
         # The current term, read by the health checks without a lock; None between terms.

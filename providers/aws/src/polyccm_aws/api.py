@@ -26,7 +26,7 @@ import botocore.session
 from botocore.config import Config
 from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
 from botocore.exceptions import BotoCoreError, ClientError
-from polyccm import cloudcalls, logredact
+from polyccm import cloudcalls, logredact, useragent
 from polyccm.errors import CloudError, ConfigError
 
 from polyccm_aws.config import CloudConfig
@@ -143,7 +143,9 @@ class AwsApi:
             retries={"mode": "standard", "total_max_attempts": max_attempts},
             connect_timeout=10,
             read_timeout=60,
-            user_agent_extra="polyccm",
+            # As upstream adds kubernetes/<version> (cloud-provider-aws
+            # pkg/providers/v1/aws_sdk.go:70 @63ec440), and which process calls.
+            user_agent_extra=useragent.cloud_user_agent(),
         )
         self._session = _session(config, region, self._client_config)
         # Timestamps stay the strings AWS sent: nothing here reads them, and parsing each one

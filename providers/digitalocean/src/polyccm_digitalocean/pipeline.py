@@ -28,7 +28,7 @@ from azure.core.pipeline.policies import (
     SansIOHTTPPolicy,
 )
 from azure.core.pipeline.transport import RequestsTransport
-from polyccm import cloudcalls
+from polyccm import cloudcalls, useragent
 from pydo import Client
 
 from polyccm_digitalocean.api import CALL_OPTION, PROVIDER
@@ -118,5 +118,7 @@ def build_client(
         http_logging_policy=SansIOHTTPPolicy[Any, Any](),
         # Runs after the retry policy (custom_hook_policy's place): once per attempt.
         custom_hook_policy=BudgetPolicy(),
-        user_agent="polyccm",
+        # As upstream names itself to godo (digitalocean-cloud-controller-manager
+        # cloud-controller-manager/do/cloud.go:100 @70d527e), and which process calls.
+        user_agent=useragent.cloud_user_agent(),
     )

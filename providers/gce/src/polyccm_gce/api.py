@@ -17,6 +17,11 @@ alone (:meth:`GceApi.rest`) go through google-auth's ``AuthorizedSession`` (the 
 SDK's REST transport uses) to ``{api-endpoint}projects/P/global/httpHealthChecks``, with the
 same fence, retries and errors.
 
+Every request carries :func:`polyccm.useragent.cloud_user_agent` (``polyccm/<version>
+polyccm-identity/<leader-election identity>``): the SDK's clients through their ``client_info``
+(``x-goog-api-client``), the legacy requests in their User-Agent, as upstream's CCM sets its
+services' ``UserAgent`` (cloud-provider-gcp providers/gce/gce.go:580-608 @4e24531).
+
 Every call goes through :meth:`GceApi.invoke` (the SDK's own retries are turned off so that each
 attempt is ours to count): rate-limit answers (403 ``rateLimitExceeded``/``userRateLimitExceeded``,
 429) and 5xx are retried with jittered exponential backoff; what still fails is raised as
@@ -42,9 +47,10 @@ from typing import Any, TypeVar
 import requests
 from google.api_core import exceptions as core_exceptions
 from google.api_core.client_options import ClientOptions
+from google.api_core.gapic_v1.client_info import ClientInfo
 from google.auth.exceptions import RefreshError
 from google.auth.transport.requests import AuthorizedSession
-from polyccm import cloudcalls, logredact
+from polyccm import cloudcalls, logredact, useragent
 from polyccm.errors import CloudError, ConfigError
 
 from polyccm_gce.sdk import compute_v1
@@ -188,6 +194,7 @@ def compute_client(client_class: type[C], api_endpoint: str, credentials: Any) -
     client = client_class(  # type: ignore[call-arg]
         credentials=credentials,
         client_options=ClientOptions(api_endpoint=api_endpoint),
+        client_info=ClientInfo(user_agent=useragent.cloud_user_agent()),  # type: ignore[no-untyped-call]
         transport=transport,
     )
     polling = getattr(client.transport, "_extended_operations_services", None)  # type: ignore[attr-defined]
@@ -415,6 +422,7 @@ class GceApi:
         session: AuthorizedSession | None = getattr(self._local, "session", None)
         if session is None:
             session = AuthorizedSession(self.credentials)  # type: ignore[no-untyped-call]
+            session.headers["User-Agent"] = useragent.cloud_user_agent()
             self._local.session = session
         return session
 

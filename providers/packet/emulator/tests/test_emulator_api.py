@@ -243,3 +243,19 @@ def test_faults_counts_and_reset(project: Project) -> None:
     assert project.app.calls.calls() == {}
     assert api.ok("GET", path)["meta"]["total"] == 0
     assert api.ok("GET", f"/projects/{api.project_id}")["id"] == api.project_id
+
+
+def test_the_call_log_names_the_process_its_user_agent_names(project: Project) -> None:
+    """``calls?by=caller``: which ``polyccm`` process made each call, from the request's
+    User-Agent (``polyccm-identity/<identity>``, polyccm.useragent); calls naming none (this
+    test's own) are not listed."""
+    api = project.api
+    path = f"/projects/{api.project_id}/devices"
+    agent = "polyccm/0.1.0 polyccm-identity/host_1234 metal-python/0.0.1"
+    api.call("GET", path, headers={"User-Agent": agent})
+    api.call("GET", path)
+
+    (call,) = project.app.calls.callers.calls()
+    assert call[1:] == ("host_1234", "findProjectDevices")
+    project.app.reset()
+    assert project.app.calls.callers.calls() == []

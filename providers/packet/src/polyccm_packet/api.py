@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from polyccm import cloudcalls, logredact
+from polyccm import cloudcalls, logredact, useragent
 from polyccm.errors import CloudError, RetryAfter
 from polyccm.ratelimit import TokenBucket
 
@@ -90,7 +90,9 @@ def make_client(config: MetalConfig) -> Any:
         total=0, redirect=False, respect_retry_after_header=False, raise_on_status=False
     )
     client = metalv1.ApiClient(configuration)
-    client.user_agent = "polyccm"
+    # As upstream names itself (cloud-provider-equinix-metal metal/cloud.go:64 @38d15e2), and
+    # which process calls (polyccm.useragent).
+    client.user_agent = useragent.cloud_user_agent()
     return client
 
 

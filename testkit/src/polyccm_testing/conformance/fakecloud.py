@@ -71,7 +71,7 @@ class DurableFakeCloudUnderTest(FakeCloudUnderTest):
         self.variant = variant
         self.call_log = state.with_name(state.name + ".calls")
         self.call_log.touch()
-        self.durable = VARIANTS[variant](state)
+        self.durable = VARIANTS[variant](state, call_log=self.call_log)
         super().__init__(self.durable, cluster_name=cluster_name)
 
     def stop_instance(self, name: str) -> None:
@@ -118,10 +118,11 @@ class DurableFakeCloudUnderTest(FakeCloudUnderTest):
     def clear_faults(self) -> None:
         self.durable.clear_faults()
 
-    def calls_by_process(self) -> list[tuple[float, int, str]]:
-        """The calls of the ``polyccm`` processes, from the fake's call log."""
+    def calls_by_process(self) -> list[tuple[float, str, str]]:
+        """The calls of the ``polyccm`` processes, from the fake's call log: ``(unix time,
+        the caller's leader-election identity, operation)``."""
         calls = []
         for line in self.call_log.read_text().splitlines():
-            stamp, pid, operation = line.split(" ", 2)
-            calls.append((float(stamp), int(pid), operation))
+            stamp, _pid, operation, identity = line.split(" ")
+            calls.append((float(stamp), identity, operation))
         return calls

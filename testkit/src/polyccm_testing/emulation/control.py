@@ -5,7 +5,9 @@
 Endpoints (no token):
 
 * ``GET /_polyccm/health``;
-* ``GET /_polyccm/calls`` (calls per ``operationId`` since the last reset), ``DELETE`` resets;
+* ``GET /_polyccm/calls`` (calls per ``operationId`` since the last reset; ``?by=caller``: each
+  call whose User-Agent named its process, as ``[unix time, caller, operationId]``,
+  :mod:`polyccm_testing.emulation.callers`), ``DELETE`` resets;
 * ``POST /_polyccm/faults`` with a :class:`~polyccm_testing.emulation.faults.Fault` as JSON,
   ``GET`` lists pending faults, ``DELETE`` clears them;
 * ``GET``/``PUT /_polyccm/settings`` (``PUT`` takes the fields to change);
@@ -90,6 +92,8 @@ class ControlEndpoints:
         if name == "health":
             return self.health()
         if name == "calls":
+            if method == "GET" and request.args.get("by") == "caller":
+                return self.calls.callers.calls()
             if method == "GET":
                 return self.calls.calls()
             if method == "DELETE":
@@ -187,6 +191,12 @@ class EmulatorControl:
         """Calls per ``operationId`` since the last reset."""
         result: Mapping[str, int] = self._request("GET", "calls")
         return result
+
+    def calls_by_caller(self) -> list[tuple[float, str, str]]:
+        """Each call since the last reset whose User-Agent named its process: ``(unix time,
+        the process's leader-election identity, operationId)``, oldest first."""
+        answer: list[list[Any]] = self._request("GET", "calls?by=caller")
+        return [(float(when), str(caller), str(operation)) for when, caller, operation in answer]
 
     def reset_calls(self) -> None:
         self._request("DELETE", "calls")

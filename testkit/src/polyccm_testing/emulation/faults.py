@@ -16,6 +16,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from polyccm_testing.emulation.callers import CallerLog
+
 ANY_OPERATION = "*"
 
 
@@ -52,17 +54,23 @@ class Fault:
 
 
 class CallLog:
-    """Counts calls per operation and hands out pending faults; safe across threads."""
+    """Counts calls per operation (and keeps who made each, :attr:`callers`) and hands out
+    pending faults; safe across threads."""
 
     def __init__(self, fault_type: type[Fault] = Fault) -> None:
         self.fault_type = fault_type
         self._lock = threading.Lock()
         self._calls: Counter[str] = Counter()
         self._faults: list[Fault] = []
+        self.callers = CallerLog()
 
-    def record(self, operation: str, *, write: bool = True) -> Fault | None:
-        """Count one call (``write``: whether it changes something); return the fault it must
-        suffer, if any (using one of its count)."""
+    def record(
+        self, operation: str, *, write: bool = True, caller: str | None = None
+    ) -> Fault | None:
+        """Count one call (``write``: whether it changes something; ``caller``: the process
+        its User-Agent names); return the fault it must suffer, if any (using one of its
+        count)."""
+        self.callers.record(caller, operation)
         with self._lock:
             self._calls[operation] += 1
             fault = next((f for f in self._faults if f.matches(operation, write=write)), None)
@@ -81,6 +89,7 @@ class CallLog:
             return dict(self._calls)
 
     def clear_calls(self) -> None:
+        self.callers.clear()
         with self._lock:
             self._calls.clear()
 

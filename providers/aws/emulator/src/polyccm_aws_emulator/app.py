@@ -6,8 +6,10 @@ this distribution) behind a small WSGI layer that
 * counts every API call per action (``GET /_polyccm/calls``; ``?by=service`` keys them as
   ``ec2:DescribeInstances``, ``elb:...``, ``elbv2:...``; ``?by=agent`` keys them by the caller's
   application id, the ``app/<id>`` botocore puts in its User-Agent from ``AWS_SDK_UA_APP_ID``,
-  as ``<id>:DescribeInstances``, ``-:...`` without one; ``DELETE`` resets the counters), so
-  tests and benchmarks can measure how many cloud calls an operation costs, and who made them;
+  as ``<id>:DescribeInstances``, ``-:...`` without one; ``?by=caller`` lists each call whose
+  User-Agent named its ``polyccm`` process, ``[unix time, caller, action]``,
+  :mod:`polyccm_testing.emulation.callers`; ``DELETE`` resets the counters), so tests and
+  benchmarks can measure how many cloud calls an operation costs, and who made them;
 * fails the next N calls of an action on request (``POST /_polyccm/faults`` with JSON
   ``{"action": "DescribeInstances", "count": 2, "code": "RequestLimitExceeded"}``; ``code`` may
   also be ``Throttling``, ``ServiceUnavailable`` (HTTP 503) or ``InternalError`` (HTTP 500);
@@ -38,6 +40,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict
 from typing import Any
 from urllib.parse import parse_qs
+
+from polyccm_testing.emulation.callers import CallerLog, caller_in
 
 from polyccm_aws_emulator.control import CONTROL
 from polyccm_aws_emulator.faults import STATUS_BY_CODE, Fault, error_body
@@ -106,6 +110,7 @@ class FaultInjector:
         self._calls: Counter[str] = Counter()
         self._by_service: Counter[str] = Counter()
         self._by_agent: Counter[str] = Counter()
+        self._callers = CallerLog()
         self._faults: list[Fault] = []
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -123,6 +128,9 @@ class FaultInjector:
                 self._calls[action] += 1
                 self._by_service[f"{service}:{action}"] += 1
                 self._by_agent[f"{_agent(environ)}:{action}"] += 1
+                self._callers.record(
+                    caller_in([environ.get("HTTP_USER_AGENT")]), f"{service}:{action}"
+                )
                 fault = next((f for f in self._faults if f.matches(action, service)), None)
                 if fault is not None and fault.after:
                     fault.after -= 1
@@ -205,11 +213,14 @@ class FaultInjector:
                 query = str(environ.get("QUERY_STRING", ""))
                 if "by=service" in query:
                     return dict(self._by_service)
+                if "by=caller" in query:
+                    return self._callers.calls()
                 return dict(self._by_agent if "by=agent" in query else self._calls)
             if name == "calls" and method == "DELETE":
                 self._calls.clear()
                 self._by_service.clear()
                 self._by_agent.clear()
+                self._callers.clear()
                 return {}
             if name == "faults" and method == "POST":
                 length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -226,6 +237,7 @@ class FaultInjector:
                 self._calls.clear()
                 self._by_service.clear()
                 self._by_agent.clear()
+                self._callers.clear()
                 if self._reset_backends is not None:
                     self._reset_backends()
                 if self._metadata is not None:

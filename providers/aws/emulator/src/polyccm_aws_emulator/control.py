@@ -78,6 +78,12 @@ class EmulatorControl:
             result.setdefault(agent, Counter())[action] += count
         return result
 
+    def calls_by_caller(self) -> list[tuple[float, str, str]]:
+        """Each call since the last reset whose User-Agent named its ``polyccm`` process:
+        ``(unix time, the process's leader-election identity, service:action)``."""
+        answer: list[list[Any]] = self._request("GET", "calls?by=caller")
+        return [(float(when), str(caller), str(action)) for when, caller, action in answer]
+
     def reset_calls(self) -> None:
         self._request("DELETE", "calls")
 

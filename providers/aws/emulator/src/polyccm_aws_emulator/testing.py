@@ -489,6 +489,11 @@ class AwsFaultCloudUnderTest(AwsCloudUnderTest):
     def clear_faults(self) -> None:
         self.control.clear_faults()
 
+    def calls_by_process(self) -> list[tuple[float, str, str]]:
+        """The calls whose User-Agent named a ``polyccm`` process (botocore's
+        ``user_agent_extra``), from the emulator's call log."""
+        return self.control.calls_by_caller()
+
 
 def _service_tag(tags: Iterable[Mapping[str, str]], default: str) -> str:
     """The ``kubernetes.io/service-name`` tag's value, or ``default``."""

@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from polyccm_testing.emulation import http
+from polyccm_testing.emulation.callers import caller_from
 from polyccm_testing.emulation.control import CONTROL, ControlEndpoints
 from werkzeug.wrappers import Request, Response
 
@@ -127,7 +128,11 @@ class EmulatorApp:
         try:
             route, path_args = self._route(request)
             routed = True
-            fault = self.calls.record(route.operation, write=request.method not in _READ_METHODS)
+            fault = self.calls.record(
+                route.operation,
+                write=request.method not in _READ_METHODS,
+                caller=caller_from(request.headers),
+            )
             if request.scheme != "https":
                 raise BadRequest("The API is served over https only.")
             token = self._token(request)

@@ -300,6 +300,13 @@ class DigitalOceanFaultCloudUnderTest(DigitalOceanCloudUnderTest):
 
     poll_interval = 1.0
     """Looks for doubled load balancers spend DigitalOcean's 250 requests a minute too."""
+    leader_environment = {
+        "PUBLIC_ACCESS_FIREWALL_NAME": "k8s-public-access-lead",
+        "PUBLIC_ACCESS_FIREWALL_TAGS": "k8s-lead",
+        "DO_CLUSTER_ID": "lead-cluster",
+    }
+    """The leader test runs the provider's own controllers that write to DigitalOcean too: the
+    public-access firewall and the cluster tags (``firewall``, ``cluster-tags``)."""
 
     def launch(self, workdir: Path) -> Any:
         import os
@@ -327,3 +334,8 @@ class DigitalOceanFaultCloudUnderTest(DigitalOceanCloudUnderTest):
 
     def clear_faults(self) -> None:
         self.control.clear_faults()
+
+    def calls_by_process(self) -> list[tuple[float, str, str]]:
+        """The calls whose User-Agent (pydo's ``user_agent``) named a ``polyccm`` process,
+        from the emulator's call log."""
+        return self.control.calls_by_caller()

@@ -7,7 +7,9 @@ One application serves three things on one loopback port:
   models under one lock; cloud errors are rendered in Google's format, and even an emulator bug
   answers a Google-shaped 500 rather than an HTML page;
 * the control API under ``/_polyccm/`` (as the AWS emulator's): ``health``; ``calls`` (GET,
-  ``?project=``; DELETE resets); ``faults`` and ``rate-limits`` (GET, POST one, DELETE all);
+  ``?project=``; ``?by=caller``: each call whose User-Agent or ``x-goog-api-client`` named its
+  process, as ``[unix time, caller, method id]``; DELETE resets); ``faults`` and
+  ``rate-limits`` (GET, POST one, DELETE all);
   ``settings`` (GET, PUT changes); ``reset`` (POST: every project, fault, limit, counter and
   setting back to the start); ``methods`` (GET: the methods served); ``zones`` (POST
   ``{"zone": "us-central1-z"}``: Google opens a zone in an existing region, in every project);
@@ -28,6 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from polyccm_testing.emulation.callers import caller_from
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request, Response
 
@@ -137,7 +140,7 @@ class ComputeEmulator:
         self, request: Request, method: ApiMethod, params: dict[str, str]
     ) -> tuple[int, Any]:
         project_id = params["project"]
-        self.misbehaviour.count(project_id, method.id)
+        self.misbehaviour.count(project_id, method.id, caller_from(request.headers))
         try:
             return self._serve(request, method, params, project_id)
         except ComputeError as error:
@@ -245,6 +248,8 @@ class ComputeEmulator:
             return {"ok": True}
         if name == "methods" and method == "GET":
             return [{"id": m.id, "httpMethod": m.http_method, "path": m.path} for m in METHODS]
+        if name == "calls" and method == "GET" and request.args.get("by") == "caller":
+            return self.misbehaviour.callers.calls()
         if name == "calls" and method == "GET":
             return self.misbehaviour.call_counts(request.args.get("project"))
         if name == "calls" and method == "DELETE":

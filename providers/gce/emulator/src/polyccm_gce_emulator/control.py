@@ -97,6 +97,12 @@ class EmulatorControl:
         )
         return result
 
+    def calls_by_caller(self) -> list[tuple[float, str, str]]:
+        """Each call since the last reset whose User-Agent (or ``x-goog-api-client``) named
+        its process: ``(unix time, the process's leader-election identity, method id)``."""
+        answer: list[list[Any]] = self._request("GET", "calls?by=caller")
+        return [(float(when), str(caller), str(method)) for when, caller, method in answer]
+
     def reset_calls(self) -> None:
         self._request("DELETE", "calls")
 

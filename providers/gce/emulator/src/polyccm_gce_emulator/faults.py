@@ -15,6 +15,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from polyccm_testing.emulation.callers import CallerLog
+
 
 @dataclass
 class Fault:
@@ -85,8 +87,11 @@ class Misbehaviour:
         self.limits: dict[str, RateLimit] = {}
         self._buckets: dict[tuple[str, str], _Bucket] = {}
         self.calls: Counter[tuple[str, str]] = Counter()
+        self.callers = CallerLog()
+        """Who made each call (the process its User-Agent names)."""
 
-    def count(self, project: str, method: str) -> None:
+    def count(self, project: str, method: str, caller: str | None = None) -> None:
+        self.callers.record(caller, method)
         with self._lock:
             self.calls[(project, method)] += 1
 
@@ -151,6 +156,7 @@ class Misbehaviour:
             self._buckets.clear()
 
     def clear_calls(self) -> None:
+        self.callers.clear()
         with self._lock:
             self.calls.clear()
 

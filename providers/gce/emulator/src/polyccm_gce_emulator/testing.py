@@ -499,6 +499,11 @@ class GceFaultCloudUnderTest(GceCloudUnderTest):
     def clear_faults(self) -> None:
         self.emulator.control.clear_faults()
 
+    def calls_by_process(self) -> list[tuple[float, str, str]]:
+        """The calls whose ``x-goog-api-client`` (the SDK's ``client_info``) or User-Agent
+        named a ``polyccm`` process, from the emulator's call log."""
+        return self.emulator.control.calls_by_caller()
+
 
 def node_for(
     name: str, *, zone: str = ZONE, uid: str = "", pod_cidr: str = "", provider_id: bool = True

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from polyccm_testing.emulation import http
+from polyccm_testing.emulation.callers import caller_from
 from polyccm_testing.emulation.control import CONTROL, ControlEndpoints
 from werkzeug.wrappers import Request, Response
 
@@ -116,7 +117,11 @@ class EmulatorApp:
         try:
             route, path_args = self._route(request)
             checked = True  # other paths are in no document
-            fault = self.calls.record(route.operation, write=request.method not in _READ_METHODS)
+            fault = self.calls.record(
+                route.operation,
+                write=request.method not in _READ_METHODS,
+                caller=caller_from(request.headers),
+            )
             self._authenticate(request)
             # An injected failure is what the test asked for, whether or not the document lists
             # its status for this operation (it lists no 429 or 5xx at all).

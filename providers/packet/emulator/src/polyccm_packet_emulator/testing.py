@@ -245,3 +245,8 @@ class MetalFaultCloudUnderTest(MetalCloudUnderTest):
 
     def clear_faults(self) -> None:
         self.control.clear_faults()
+
+    def calls_by_process(self) -> list[tuple[float, str, str]]:
+        """The calls whose User-Agent (the SDK's ``user_agent``) named a ``polyccm`` process,
+        from the emulator's call log."""
+        return self.control.calls_by_caller()
