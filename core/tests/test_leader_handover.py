@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 from polyccm.kube.api import KubeApi
+from polyccm_testing.conformance.faults import CAMPAIGNING
 from polyccm_testing.fake_main import CALL_LOG_VARIABLE
 from polyccm_testing.fake_main import COMMAND as FAKE_MAIN
 from polyccm_testing.kubeobjects import lease_holder as holder
@@ -123,33 +124,38 @@ def test_a_leader_cut_off_from_the_api_server_stops_its_cloud_calls_before_the_s
     environment = {**os.environ, CALL_LOG_VARIABLE: str(call_log)}
     processes: list[subprocess.Popen[str]] = []
 
-    def launch(config: Path) -> subprocess.Popen[str]:
-        process = subprocess.Popen(
-            [
-                *FAKE_MAIN,
-                f"--kubeconfig={config}",
-                "--secure-port=0",
-                f"--leader-elect-resource-namespace={namespace}",
-                f"--leader-elect-lease-duration={LEASE_DURATION:.0f}s",
-                f"--leader-elect-renew-deadline={RENEW_DEADLINE:.0f}s",
-                f"--leader-elect-retry-period={RETRY_PERIOD * 1000:.0f}ms",
-                "--cluster-cidr=10.244.0.0/16",
-                "--route-reconciliation-period=200ms",  # a steady stream of cloud calls
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=environment,
-        )
+    def launch(config: Path, log: Path) -> subprocess.Popen[str]:
+        with log.open("w") as stderr:
+            process = subprocess.Popen(
+                [
+                    *FAKE_MAIN,
+                    f"--kubeconfig={config}",
+                    "--secure-port=0",
+                    f"--leader-elect-resource-namespace={namespace}",
+                    f"--leader-elect-lease-duration={LEASE_DURATION:.0f}s",
+                    f"--leader-elect-renew-deadline={RENEW_DEADLINE:.0f}s",
+                    f"--leader-elect-retry-period={RETRY_PERIOD * 1000:.0f}ms",
+                    "--cluster-cidr=10.244.0.0/16",
+                    "--route-reconciliation-period=200ms",  # a steady stream of cloud calls
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                text=True,
+                env=environment,
+            )
         processes.append(process)
         return process
 
     try:
-        old = launch(kubeconfig)
+        old = launch(kubeconfig, tmp_path / "old.log")
         wait_for(lambda: holder(kube_api, namespace), 30, "the first process to lead")
         wait_for(lambda: old.pid in calls_by_process(call_log), 30, "the leader's cloud calls")
-        new = launch(Path(control_plane.kubeconfig))
-        time.sleep(2 * RETRY_PERIOD + 1)
+        new_log = tmp_path / "new.log"
+        new = launch(Path(control_plane.kubeconfig), new_log)
+        # Cut the leader off once the standby campaigns, not after a fixed pause: on a loaded
+        # machine its start-up alone can outlast a lease and would be counted as hand-over.
+        wait_for(lambda: CAMPAIGNING in new_log.read_bytes(), 60, "the standby to campaign")
+        time.sleep(2 * RETRY_PERIOD)
         assert new.pid not in calls_by_process(call_log), "a standby makes no cloud call"
 
         frozen_at = time.time()
