@@ -66,12 +66,18 @@ def _tear_down(clone: Path) -> None:
 def test_the_quick_start_runs_as_written(tmp_path: Path) -> None:
     if shutil.which("kubectl") is None or shutil.which("curl") is None:
         pytest.skip("docs/quickstart.md needs kubectl and curl on PATH")
-    steps = script().replace(CLONE_URL, str(ROOT))
-    clone = tmp_path / "polyccm"
+    # The checkout under the URL's last name, so `git clone` makes the directory the page cds to.
+    origin = tmp_path / "origin" / Path(CLONE_URL).name
+    origin.parent.mkdir()
+    origin.symlink_to(ROOT)
+    steps = script().replace(CLONE_URL, str(origin))
+    work = tmp_path / "work"
+    work.mkdir()
+    clone = work / "polyccm"
     try:
         ran = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", steps],
-            cwd=tmp_path, env=_environment(), capture_output=True, text=True, timeout=600,
+            cwd=work, env=_environment(), capture_output=True, text=True, timeout=600,
             check=False,
         )  # fmt: skip
     finally:
