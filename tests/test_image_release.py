@@ -92,6 +92,23 @@ def test_a_foreign_architecture_without_qemu_is_refused_before_anything_is_built
     check_emulation(host_arch(), binfmt=tmp_path / "nothing")  # native: nothing needed
 
 
+def test_an_unmounted_binfmt_misc_is_named_with_the_mount_that_fixes_it(tmp_path: Path) -> None:
+    """Without binfmt_misc mounted (this project's VMs boot so), installing qemu-user-static
+    registers nothing: the refusal says to mount it first. Mounted, it says to install."""
+    binfmt = tmp_path / "binfmt_misc"
+    binfmt.mkdir()
+    with pytest.raises(ForeignArchUnsupported) as unmounted:
+        check_emulation(foreign(), binfmt=binfmt)
+    assert f"as root, mount -t binfmt_misc binfmt_misc {binfmt}, then apt-get install" in str(
+        unmounted.value
+    )
+    (binfmt / "register").write_text("")
+    with pytest.raises(ForeignArchUnsupported) as mounted:
+        check_emulation(foreign(), binfmt=binfmt)
+    assert "mount -t" not in str(mounted.value)
+    assert str(mounted.value).endswith(": apt-get install qemu-user-static binfmt-support")
+
+
 def test_a_registered_qemu_lets_a_foreign_build_through(tmp_path: Path) -> None:
     entry = tmp_path / arch_module.ARCHES[foreign()]
     entry.write_text("disabled\ninterpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P\n")
