@@ -44,6 +44,9 @@ from polyccm.app.options import LeaderElection
 from polyccm.kube.api import EVENTS, LEASES, NODES, SECRETS, SERVICES, ApiError, KubeApi
 from polyccm.objects import UNINITIALIZED_TAINT
 from polyccm.plugins import plugin_manager
+from polyccm_testing.apply import apply
+from polyccm_testing.crds import PODMONITORS
+from polyccm_testing.crds import install as install_crd
 from polyccm_testing.devenv.binaries import (
     BinaryError,
     helm_path,
@@ -2122,6 +2125,45 @@ def test_chart_pod_monitor_scrapes_the_https_port_with_a_metrics_reader_token(
     finally:
         remove(kube_api, reader)
     assert not [o for o in chart("aws") if o["kind"] == "PodMonitor"], "off by default"
+
+
+@pytest.mark.parametrize(
+    "pod_monitor",
+    [
+        {"enabled": True},
+        # Every value the PodMonitor takes, set: a scrape secret of one's own, labels for a
+        # Prometheus's podMonitorSelector, another interval.
+        {
+            "enabled": True,
+            "interval": "1m",
+            "labels": {"release": "kube-prometheus-stack"},
+            "tokenSecret": {"name": "prometheus-scrape-token", "key": "jwt"},
+        },
+    ],
+    ids=["defaults", "every-value"],
+)
+def test_chart_pod_monitor_passes_server_side_apply_with_the_prometheus_operator_crd(
+    kube_api: KubeApi, pod_monitor: dict[str, Any]
+) -> None:
+    """With prometheus-operator's PodMonitor CRD installed (vendored at the version
+    polyccm_testing/crds/SOURCE.md names), everything the chart renders with podMonitor
+    values passes a server-side apply dry run with strict field validation, the PodMonitor
+    validated against the CRD's schema and kept whole."""
+    install_crd(kube_api, PODMONITORS)
+    ensure_namespace(kube_api, KUBE_SYSTEM)
+    objects = chart("aws", podMonitor=pod_monitor)
+    monitor = only(objects, "PodMonitor")
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["interval"] == pod_monitor.get("interval", "30s")
+    for obj in objects:
+        try:
+            answer = apply(kube_api, obj, dry_run=True)
+        except ApiError as error:
+            pytest.fail(f"{obj['kind']} {obj['metadata']['name']}: {error}", pytrace=False)
+        assert answer["metadata"]["name"] == obj["metadata"]["name"]
+        if obj["kind"] == "PodMonitor":
+            assert answer["spec"] == monitor["spec"]
+            assert answer["metadata"]["labels"] == monitor["metadata"]["labels"]
 
 
 if __name__ == "__main__":

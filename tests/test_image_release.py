@@ -7,12 +7,15 @@ cannot run a foreign architecture's programs.
 from __future__ import annotations
 
 import json
+import threading
+import time
 import tomllib
 from pathlib import Path
 
 import pytest
 from polyccm_testing.images import __main__ as images_cli
 from polyccm_testing.images import arch as arch_module
+from polyccm_testing.images import base as base_module
 from polyccm_testing.images.arch import ForeignArchUnsupported, check_emulation, host_arch
 from polyccm_testing.images.base import base_key, debootstrap_command
 from polyccm_testing.images.build import archive_path, bud_command
@@ -89,6 +92,23 @@ def test_a_foreign_architecture_without_qemu_is_refused_before_anything_is_built
     check_emulation(host_arch(), binfmt=tmp_path / "nothing")  # native: nothing needed
 
 
+def test_an_unmounted_binfmt_misc_is_named_with_the_mount_that_fixes_it(tmp_path: Path) -> None:
+    """Without binfmt_misc mounted (this project's VMs boot so), installing qemu-user-static
+    registers nothing: the refusal says to mount it first. Mounted, it says to install."""
+    binfmt = tmp_path / "binfmt_misc"
+    binfmt.mkdir()
+    with pytest.raises(ForeignArchUnsupported) as unmounted:
+        check_emulation(foreign(), binfmt=binfmt)
+    assert f"as root, mount -t binfmt_misc binfmt_misc {binfmt}, then apt-get install" in str(
+        unmounted.value
+    )
+    (binfmt / "register").write_text("")
+    with pytest.raises(ForeignArchUnsupported) as mounted:
+        check_emulation(foreign(), binfmt=binfmt)
+    assert "mount -t" not in str(mounted.value)
+    assert str(mounted.value).endswith(": apt-get install qemu-user-static binfmt-support")
+
+
 def test_a_registered_qemu_lets_a_foreign_build_through(tmp_path: Path) -> None:
     entry = tmp_path / arch_module.ARCHES[foreign()]
     entry.write_text("disabled\ninterpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P\n")
@@ -110,3 +130,41 @@ def test_the_architecture_reaches_debootstrap_buildah_and_every_name() -> None:
     archive = archive_path(Path("dist"), "gce", "arm64")
     assert archive == Path("dist/polyccm-gce-arm64.oci.tar")
     assert sbom_path(archive) == Path("dist/polyccm-gce-arm64.cdx.json")
+
+
+def test_a_base_being_made_does_not_hold_up_a_build_whose_base_is_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While one architecture's base is being debootstrapped (under qemu, tens of minutes), an
+    image whose base is already cached (the host's) is built at once, not after it."""
+    monkeypatch.setattr(base_module, "images_cache", lambda: tmp_path)
+    started, go = tmp_path / "started", tmp_path / "go"
+    # debootstrap of the arm64 base: says it started, then runs until the test lets it fail.
+    slow = ["sh", "-c", f"touch {started}; while [ ! -e {go} ]; do sleep 0.05; done; exit 1"]
+    monkeypatch.setattr(base_module, "debootstrap_command", lambda *_args: slow)
+    cached = tmp_path / f"debian-{base_key(arch='amd64')}.tar"
+    cached.write_bytes(b"")
+    errors: list[BaseException] = []
+
+    def make(arch: str) -> None:
+        try:
+            base_module.rootfs_tarball(arch=arch)
+        except BaseException as error:  # noqa: BLE001 - reported by the assertions below
+            errors.append(error)
+
+    making = threading.Thread(target=make, args=("arm64",))
+    making.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists(), errors
+        cached_one = threading.Thread(target=make, args=("amd64",))
+        cached_one.start()
+        cached_one.join(timeout=20)
+        assert not cached_one.is_alive(), "the cached base waited for the other's debootstrap"
+    finally:
+        go.touch()
+        making.join(timeout=30)
+    (failed,) = errors  # the arm64 one, let fail; the cached amd64 one returned its tarball
+    assert "debootstrap bookworm failed" in str(failed)

@@ -1,7 +1,10 @@
 """deploy/observability fits how polyccm serves /metrics: the PodMonitor selects the pods of
 deploy/kustomize/base, scrapes their secure port by its name over HTTPS (hostNetwork, no
 Service), and sends the token of an account that the real API server lets get /metrics from
-a running polyccm (its delegated authorization), and no more."""
+a running polyccm (its delegated authorization), and no more. With prometheus-operator's
+PodMonitor CRD installed (vendored: polyccm_testing/crds/SOURCE.md), the real API server accepts
+the whole kustomization by server-side apply, the PodMonitor validated against the CRD's
+schema."""
 
 from __future__ import annotations
 
@@ -14,7 +17,11 @@ from typing import Any
 
 import pytest
 import yaml
-from polyccm.kube.api import SECRETS, ApiError, KubeApi, Resource
+from polyccm.kube.api import NAMESPACES, SECRETS, ApiError, KubeApi, Resource
+from polyccm_testing.apply import apply
+from polyccm_testing.crds import PODMONITORS
+from polyccm_testing.crds import install as install_crd
+from polyccm_testing.devenv.binaries import BinaryError, kustomize_path
 from polyccm_testing.fake_main import COMMAND as FAKE_MAIN
 from polyccm_testing.kubeobjects import (
     CLUSTER_ROLE_BINDINGS,
@@ -170,3 +177,87 @@ def test_the_reader_account_may_scrape_a_running_polyccm_and_do_nothing_else(
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+# -- deploy/observability applied to the real API server with prometheus-operator's CRD -------
+
+
+@pytest.fixture(scope="module")
+def podmonitor_crd(kube_api: KubeApi) -> dict[str, Any]:
+    """prometheus-operator's PodMonitor CRD (vendored: polyccm_testing/crds/SOURCE.md) installed,
+    so the API server validates PodMonitors against its schema."""
+    return install_crd(kube_api, PODMONITORS)
+
+
+def _kustomize_build(directory: Path) -> list[dict[str, Any]]:
+    try:
+        kustomize = kustomize_path()
+    except BinaryError as error:
+        pytest.fail(f"no kustomize: {error}", pytrace=False)
+    built = subprocess.run(
+        [str(kustomize), "build", str(directory)],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    return [d for d in yaml.safe_load_all(built.stdout) if d]
+
+
+def _ensure_namespace(api: KubeApi, name: str) -> None:
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    with contextlib.suppress(ApiError):  # there already: a conflict
+        api.create(NAMESPACES, body)
+
+
+def test_the_observability_kustomization_passes_server_side_apply_with_the_podmonitor_crd(
+    kube_api: KubeApi, podmonitor_crd: dict[str, Any]
+) -> None:
+    """`kubectl apply --server-side -k deploy/observability` on a cluster with
+    prometheus-operator's CRDs: every object, the PodMonitor too, passes a dry run with strict
+    field validation, and the PodMonitor's endpoint is kept whole (no field unknown to the
+    schema, none pruned)."""
+    objects = _kustomize_build(OBSERVABILITY)
+    assert {o["kind"] for o in objects} >= {"PodMonitor", "ConfigMap", "Secret"}
+    _ensure_namespace(kube_api, "kube-system")
+    for obj in objects:
+        try:
+            answer = apply(kube_api, obj, dry_run=True)
+        except ApiError as error:
+            pytest.fail(f"{obj['kind']} {obj['metadata']['name']}: {error}", pytrace=False)
+        assert (answer["kind"], answer["metadata"]["name"]) == (
+            obj["kind"],
+            obj["metadata"]["name"],
+        )
+        if obj["kind"] == "PodMonitor":
+            assert answer["spec"] == obj["spec"]
+            served = podmonitor_crd["spec"]["versions"]
+            assert [v["name"] for v in served if v["served"]] == ["v1"]
+
+
+@pytest.mark.parametrize(
+    ("path", "wrong", "complaint"),
+    [
+        # A Prometheus duration: "30 seconds" would be rejected by the operator at reconcile time.
+        (("podMetricsEndpoints", 0, "interval"), "30 seconds", "interval"),
+        # A misspelt field, which the operator would never read ("field not declared in schema").
+        (("podMetricsEndpoints", 0, "tlsConfig", "insecureSkipVerfy"), True, "insecureSkipVerfy"),
+        (("podMetricsEndpoints", 0, "scheme"), "htps", "scheme"),
+    ],
+)
+def test_the_crd_schema_refuses_a_podmonitor_prometheus_operator_could_not_use(
+    kube_api: KubeApi,
+    podmonitor_crd: dict[str, Any],
+    path: tuple[str | int, ...],
+    wrong: Any,
+    complaint: str,
+) -> None:
+    """The dry run above is a real check: the same PodMonitor with one mistake in it is refused
+    by the API server, in one message naming the field."""
+    monitor = json.loads(json.dumps(_one("PodMonitor")))
+    where: Any = monitor["spec"]
+    for step in path[:-1]:
+        where = where[step]
+    where[path[-1]] = wrong
+    _ensure_namespace(kube_api, "kube-system")
+    with pytest.raises(ApiError) as refused:
+        apply(kube_api, monitor, dry_run=True)
+    assert complaint in str(refused.value)

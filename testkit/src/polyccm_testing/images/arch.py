@@ -44,13 +44,20 @@ def check_emulation(arch: str, *, binfmt: Path | None = None) -> None:
     check_arch(arch)
     if not is_foreign(arch):
         return
-    entry = (binfmt or BINFMT) / ARCHES[arch]
+    directory = binfmt or BINFMT
+    entry = directory / ARCHES[arch]
     try:
         enabled = entry.read_text().splitlines()[:1] == ["enabled"]
     except OSError:
         enabled = False
-    if not enabled:
+    if enabled:
+        return
+    needs = f"building {arch} on {host_arch()} needs qemu-user-static registered with binfmt_misc"
+    install = "apt-get install qemu-user-static binfmt-support"
+    if not (directory / "register").exists():
+        # Not mounted (a VM or container whose init did not): the packages cannot register.
         raise ForeignArchUnsupported(
-            f"building {arch} on {host_arch()} needs qemu-user-static registered with binfmt_misc"
-            f" ({entry} is missing or disabled): apt-get install qemu-user-static binfmt-support"
+            f"{needs} ({directory} is not mounted): as root, mount -t binfmt_misc binfmt_misc"
+            f" {directory}, then {install}"
         )
+    raise ForeignArchUnsupported(f"{needs} ({entry} is missing or disabled): {install}")

@@ -108,7 +108,9 @@ def rootfs_tarball(
     cache = images_cache()
     cache.mkdir(parents=True, exist_ok=True)
     tarball = cache / f"debian-{base_key(suite, packages, arch)}.tar"
-    with _locked(cache / ".lock"):
+    # One lock per base: an emulated arm64 debootstrap (tens of minutes under qemu) does not
+    # hold up a build that needs the host's base, already cached.
+    with _locked(tarball.with_suffix(".lock")):
         if tarball.exists():
             return tarball
         mirror = os.environ.get(MIRROR_VARIABLE) or DEFAULT_MIRROR
