@@ -5,7 +5,8 @@ mixed into :class:`~polyccm_testing.conformance.FaultConformance`).
 through the cloud's API, ``polyccm`` runs as a process, and a burst registers
 :data:`NODE_COUNT` Nodes (as kubelets do: tainted, then Ready) and :data:`SERVICE_COUNT`
 LoadBalancer Services on a few threads, each retrying until the API server takes it. Once part
-of the burst is in and ``polyccm`` has written to the cloud, kube-apiserver is stopped and
+of the burst is in and ``polyccm`` has written to the cloud (or most of the burst is in),
+kube-apiserver is stopped and
 started again on the same etcd, port and certificates (as an upgrade or a crash of the control
 plane does: :func:`polyccm_testing.devenv.controlplane.apiserver_stopped`). Afterwards every
 Node is initialised (providerID set, the uninitialized taint gone), every Service is served,
@@ -37,13 +38,15 @@ if TYPE_CHECKING:
 NODE_COUNT = 6
 SERVICE_COUNT = 4
 DOWN_AFTER = 0.4
-"""Share of the burst registered when the API server goes down."""
+"""Share of the burst registered when the API server goes down: once polyccm has written to the
+cloud, or at the latest once :data:`LATEST` of it is registered."""
+LATEST = 0.8
 DOWN_SECONDS = 1.0
 """How long kube-apiserver stays down (its start then takes a few seconds more)."""
 RETRY_FOR = 90.0
 """Seconds a registration keeps trying while the API server is away."""
 SETTLE_TIMEOUT = 120.0
-PACE = 0.5
+PACE = 1.0
 """Seconds between two registrations of the burst."""
 
 
@@ -151,7 +154,12 @@ class ApiServerRestart:
                     pool.submit(_after, index * PACE, item) for index, item in enumerate(work)
                 ]
                 wait_for(
-                    lambda: burst.registered >= DOWN_AFTER * len(work), 60, "the burst under way"
+                    lambda: (
+                        burst.registered >= DOWN_AFTER * len(work)
+                        and (cloud.write_calls() > writes or burst.registered >= LATEST * len(work))
+                    ),
+                    60,
+                    "the burst under way",
                 )
                 with control_plane.apiserver_stopped():
                     with burst.lock:

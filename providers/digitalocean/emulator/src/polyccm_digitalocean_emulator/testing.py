@@ -327,3 +327,14 @@ class DigitalOceanFaultCloudUnderTest(DigitalOceanCloudUnderTest):
 
     def clear_faults(self) -> None:
         self.control.clear_faults()
+        self.control.configure(throttled_until=0.0)
+
+    def throttle(self, seconds: float) -> None:
+        """Every call answered 429 with ``ratelimit-remaining: 0`` and ``ratelimit-reset`` at
+        the stretch's end, as DigitalOcean answers once a token's budget is spent."""
+        import time
+
+        self.control.configure(throttled_until=time.time() + seconds)
+
+    def all_calls(self) -> int:
+        return sum(self.control.calls().values())

@@ -245,3 +245,17 @@ class MetalFaultCloudUnderTest(MetalCloudUnderTest):
 
     def clear_faults(self) -> None:
         self.control.clear_faults()
+
+    def throttle(self, seconds: float) -> None:
+        """Every call answered 429 with ``Retry-After: 1`` and ``X-RateLimit-*`` (the
+        emulator's 429), until ``clear_faults`` (the kit calls it when the stretch of
+        ``seconds`` is over)."""
+        del seconds
+        self.control.inject("*", status=429, count=THROTTLED_CALLS)
+
+    def all_calls(self) -> int:
+        return sum(self.control.calls().values())
+
+
+THROTTLED_CALLS = 1_000_000
+"""Calls a throttling stretch's fault answers (more than any stretch makes)."""
