@@ -6,7 +6,8 @@ and its nodes initialised, the cloud answers every call in its own throttling fo
 :data:`THROTTLE_SECONDS` (AWS ``Throttling``/``RequestLimitExceeded``, GCE 403
 ``rateLimitExceeded``, DigitalOcean 429 with ``ratelimit-reset``, Metal 429 with
 ``Retry-After``: the adapter's :meth:`Throttleable.throttle`) while :data:`SERVICE_COUNT`
-Services are created. ``polyccm`` must
+Services are created (longer, up to :data:`MAX_THROTTLE_SECONDS`, until ``polyccm`` says
+why). ``polyccm`` must
 
 * back off: the calls the cloud received during the stretch (throttled ones included) stay
   within :func:`call_bound`;
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from polyccm_testing.conformance.faults import FaultCloudUnderTest, Processes
 
 THROTTLE_SECONDS = 10.0
+MAX_THROTTLE_SECONDS = 25.0
+"""The stretch goes on past :data:`THROTTLE_SECONDS` until polyccm warns, for at most this."""
 SERVICE_COUNT = 3
 NODE_COUNT = 2
 SETTLE_TIMEOUT = 120.0
@@ -147,7 +150,18 @@ class Throttling:
         started = time.monotonic()
         for name in services:
             make_service(kube_api, namespace, name)
+        # The stretch lasts THROTTLE_SECONDS, longer if polyccm has not said why yet (an SDK
+        # retrying with backoff may outlast it: botocore's 5 tries, up to 1 + 2 + 4 + 8 s).
         time.sleep(max(0.0, started + THROTTLE_SECONDS - time.monotonic()))
+        if not _throttle_warnings(kube_api, namespace):
+            throttle(MAX_THROTTLE_SECONDS - THROTTLE_SECONDS)
+            wait_for(
+                lambda: (
+                    _throttle_warnings(kube_api, namespace)
+                    or time.monotonic() > started + MAX_THROTTLE_SECONDS
+                ),
+                MAX_THROTTLE_SECONDS,
+            )
         during = all_calls() - before
         stretch = time.monotonic() - started
         cloud.clear_faults()
