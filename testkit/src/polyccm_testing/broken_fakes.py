@@ -49,7 +49,10 @@ class ChattyFakeCloud(DurableFakeCloud):
     """Polls the cloud every :attr:`interval` seconds from its first term on, forever, past
     the fence."""
 
-    interval = 0.2
+    interval = 1.0
+    """A background resync's pace: slow enough to stay inside the throttling test's call bound
+    (this fake's fault is the fence, not the pace), fast enough to call within the lease
+    duration the leader test watches (4 s)."""
 
     def initialize(self, context: ProviderContext) -> None:
         super().initialize(context)
