@@ -136,11 +136,14 @@ class ApiServerRestart:
     ) -> None:
         from polyccm_testing.conformance.faults import START_TIMEOUT, DoubleWatch
 
+        # Its imports done while the cloud is arranged (polyccm_testing.warm_start).
+        process = kit_processes.prepare("restart", "--leader-elect=false")
         tag = secrets.token_hex(2)
         names = [cloud.create_instance(f"restart-{i}-{tag}") for i in range(NODE_COUNT)]
         baseline = cloud.cluster_resources()
-        process = kit_processes.start("restart", "--leader-elect=false")
-        assert kit_processes.wait_started(process, START_TIMEOUT), kit_processes.tail()
+        kit_processes.go(process)
+        started_in_time = kit_processes.wait_started(process, 2 * START_TIMEOUT)
+        assert started_in_time, f"polyccm did not start; log:\n{kit_processes.tail()}"
         burst = Burst(kube_api, namespace)
         work: list[Callable[[], None]] = [partial(burst.node, name) for name in names]
         for index in range(SERVICE_COUNT):  # spread among the nodes
