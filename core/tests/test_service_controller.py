@@ -14,7 +14,13 @@ from polyccm.app import manager as manager_module
 from polyccm.controllers import service as service_controller
 from polyccm.controllers.base import ControllerContext
 from polyccm.controllers.service import EXCLUDE_LABEL, ServiceController, needs_sync
-from polyccm.errors import ImplementedElsewhere, InvalidServiceSpec, LeadershipLost, RetryAfter
+from polyccm.errors import (
+    ImplementedElsewhere,
+    InvalidServiceSpec,
+    LeadershipLost,
+    RetryAfter,
+    Throttled,
+)
 from polyccm.kube.api import NODES, SERVICES, ApiError, KubeApi
 from polyccm.objects import Service
 from polyccm_testing.fake import LOAD_BALANCER_ID_ANNOTATION, FakeCloud
@@ -363,6 +369,27 @@ def test_retry_after_requeues_after_the_given_delay(
     start_manager(fake_cloud)
     wait_for(lambda: ingress_ip(kube_api, namespace, "slow"), timeout=15)
     assert fake_cloud.count("ensure_load_balancer") == 3
+
+
+def test_a_throttled_sync_is_a_warning_and_requeues_after_the_clouds_delay(
+    kube_api: KubeApi, namespace: str, fake_cloud: FakeCloud, start_manager: Any
+) -> None:
+    # Upstream re-queues a RetryError after its delay (k8s.io/cloud-provider
+    # controllers/service/controller.go:297-300@v0.36.2) and records every failed sync as a
+    # Warning (:342), so a user sees why the load balancer is late.
+    throttle = Throttled("rate limit exceeded (429)", 1.0)
+    fake_cloud.fail("ensure_load_balancer", throttle, times=2)
+    make_service(kube_api, namespace, "throttled")
+    start_manager(fake_cloud)
+    wait_for(lambda: ingress_ip(kube_api, namespace, "throttled"), timeout=15)
+    assert fake_cloud.count("ensure_load_balancer") == 3  # 1 s apart, not 5 s then 10 s
+    wait_for(
+        lambda: any(
+            t == "Warning" and "throttled by the cloud, retrying in 1s" in m
+            for t, _r, m in events_for(kube_api, namespace, "throttled")
+        ),
+        what="a Warning naming the throttling",
+    )
 
 
 def test_status_only_changes_do_not_resync(

@@ -20,6 +20,7 @@ from polyccm.errors import (
     InstanceNotFound,
     InvalidServiceSpec,
     RetryAfter,
+    Throttled,
 )
 from polyccm.objects import Node, Service
 from polyccm.rbac import PolicyRule
@@ -45,4 +46,5 @@ __all__ = [
     "Route",
     "Routes",
     "Service",
+    "Throttled",
 ]

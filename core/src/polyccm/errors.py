@@ -1,7 +1,8 @@
 """Errors that carry meaning between providers and controllers.
 
 The error type decides what a controller does: :class:`RetryAfter` re-queues the item after its
-fixed delay, :class:`ImplementedElsewhere` hands the service to another controller (the core still
+fixed delay (:class:`Throttled`, the cloud's own throttle, is also reported as a Warning
+event), :class:`ImplementedElsewhere` hands the service to another controller (the core still
 manages its finalizer), :class:`InstanceNotFound` means the instance is gone, and every other error
 re-queues with exponential backoff. Messages of :class:`InvalidServiceSpec` reach users as Warning
 events, so they name the annotation or field at fault and never contain secrets.
@@ -32,6 +33,13 @@ class RetryAfter(CloudError):
     def __init__(self, message: str, delay: float) -> None:
         super().__init__(message)
         self.delay = delay
+
+
+class Throttled(RetryAfter):
+    """The cloud throttled the call (its rate limit, answered 429 or its own form) and said
+    when to come back: the item is re-queued after ``delay``, as any :class:`RetryAfter`, and
+    the service controller also reports it as a Warning event, as upstream's does for the
+    throttle error its providers return (a user then sees why the load balancer is late)."""
 
 
 class InvalidServiceSpec(CloudError):

@@ -10,6 +10,9 @@ them and check that exactly the matching test fails.
 * :class:`ChattyFakeCloud` runs a background loop that calls the cloud without asking the
   leadership fence and without stopping with its term: a leader cut off from the API server
   keeps calling after the new leader started.
+* :class:`ImpatientFakeCloud` calls again at once when the cloud throttles it, up to
+  :attr:`ImpatientFakeCloud.tries` times, instead of waiting as the cloud asks: a throttled
+  stretch shows it.
 
 ``python -m polyccm_testing.fake_main`` builds them when :data:`VARIANT_VARIABLE` names one.
 """
@@ -24,10 +27,11 @@ from typing import Any
 from polyccm.cloud import ProviderContext
 from polyccm.objects import Service
 
-from polyccm_testing.durable_fake import DurableFakeCloud
+from polyccm_testing.durable_fake import DurableFakeCloud, FakeThrottled
 
 VARIANT_VARIABLE = "POLYCCM_FAKE_VARIANT"
-"""``leaky`` or ``chatty``: which broken fake ``fake_main`` builds (with a state file)."""
+"""``leaky``, ``chatty`` or ``impatient``: which broken fake ``fake_main`` builds (with a state
+file)."""
 
 
 class LeakyFakeCloud(DurableFakeCloud):
@@ -45,7 +49,10 @@ class ChattyFakeCloud(DurableFakeCloud):
     """Polls the cloud every :attr:`interval` seconds from its first term on, forever, past
     the fence."""
 
-    interval = 0.2
+    interval = 1.0
+    """A background resync's pace: slow enough to stay inside the throttling test's call bound
+    (this fake's fault is the fence, not the pace), fast enough to call within the lease
+    duration the leader test watches (4 s)."""
 
     def initialize(self, context: ProviderContext) -> None:
         super().initialize(context)
@@ -57,8 +64,24 @@ class ChattyFakeCloud(DurableFakeCloud):
             time.sleep(self.interval)
 
 
+class ImpatientFakeCloud(DurableFakeCloud):
+    """Retries a throttled call in a tight loop (the bug: no wait, whatever the cloud asked)."""
+
+    tries = 50
+
+    def _enter(self, operation: str, *subjects: str) -> None:
+        for attempt in range(self.tries):
+            try:
+                super()._enter(operation, *subjects)
+                return
+            except FakeThrottled:
+                if attempt == self.tries - 1:
+                    raise
+
+
 VARIANTS: dict[str, type[DurableFakeCloud]] = {
     "": DurableFakeCloud,
     "leaky": LeakyFakeCloud,
     "chatty": ChattyFakeCloud,
+    "impatient": ImpatientFakeCloud,
 }

@@ -9,7 +9,9 @@ a real cloud. ``python -m polyccm_testing.fake_main`` builds one when :data:`STA
 names the file.
 
 :meth:`DurableFakeCloud.fail_write` is the cloud's fault injection: it lets ``after`` writes
-through and fails the next one once.
+through and fails the next one once. :meth:`DurableFakeCloud.throttle` throttles every call for a
+stretch, as a cloud's rate limit does: each is refused with :class:`FakeThrottled`, which asks
+to be called again after :data:`THROTTLE_RETRY_AFTER` seconds.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ import dataclasses
 import fcntl
 import json
 import os
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from polyccm.cloud import LoadBalancerStatus, NodeAddress, Route
-from polyccm.errors import CloudError
+from polyccm.errors import CloudError, Throttled
 from polyccm.objects import Node, Service
 
 from polyccm_testing.fake import FakeCloud, FakeInstance, FakeLoadBalancer
@@ -33,8 +36,23 @@ STATE_VARIABLE = "POLYCCM_FAKE_STATE"
 """The state file of the durable fake cloud (``fake_main`` builds one when set)."""
 
 
+THROTTLE_RETRY_AFTER = 1.0
+"""Seconds a throttled call asks the caller to wait (as Metal's ``Retry-After: 1``)."""
+
+
 class InjectedWriteFailure(CloudError):
     """The write the test asked the cloud to fail."""
+
+
+class FakeThrottled(Throttled):
+    """The fake cloud's rate limit: come back after :data:`THROTTLE_RETRY_AFTER` seconds."""
+
+    def __init__(self, operation: str) -> None:
+        super().__init__(
+            f"fake cloud {operation}: rate limit exceeded (429), retry after "
+            f"{THROTTLE_RETRY_AFTER:.0f}s",
+            THROTTLE_RETRY_AFTER,
+        )
 
 
 class DurableFakeCloud(FakeCloud):
@@ -45,6 +63,7 @@ class DurableFakeCloud(FakeCloud):
         self.state = state
         self._lock_path = state.with_name(state.name + ".lock")
         self._fault: dict[str, int] = {}
+        self._throttled_until = 0.0
         if not state.exists():
             with self._stored():
                 pass
@@ -88,6 +107,7 @@ class DurableFakeCloud(FakeCloud):
         self.writes = int(data.get("writes", 0))
         self._next_ip = int(data.get("next_ip", 1))
         self._fault = dict(data.get("fault", {}))
+        self._throttled_until = float(data.get("throttled_until", 0.0))
 
     def _dump(self) -> str:
         return json.dumps(
@@ -105,6 +125,7 @@ class DurableFakeCloud(FakeCloud):
                 "writes": self.writes,
                 "next_ip": self._next_ip,
                 "fault": self._fault,
+                "throttled_until": self._throttled_until,
             },
             sort_keys=True,
         )
@@ -119,6 +140,12 @@ class DurableFakeCloud(FakeCloud):
         self._fault = {}
         raise InjectedWriteFailure("injected by the fault conformance kit: write refused once")
 
+    def _enter(self, operation: str, *subjects: str) -> None:
+        """Every call of the provider: counted, then refused while the cloud throttles."""
+        super()._enter(operation, *subjects)
+        if time.time() < self._throttled_until:
+            raise FakeThrottled(operation)
+
     # -- fault injection and the cloud's side, for tests -------------------------------------
 
     def fail_write(self, after: int) -> None:
@@ -126,9 +153,15 @@ class DurableFakeCloud(FakeCloud):
         with self._stored():
             self._fault = {"after": after}
 
+    def throttle(self, seconds: float) -> None:
+        """Refuse every call of the provider with :class:`FakeThrottled` for ``seconds``."""
+        with self._stored():
+            self._throttled_until = time.time() + seconds
+
     def clear_faults(self) -> None:
         with self._stored():
             self._fault = {}
+            self._throttled_until = 0.0
 
     def delete_out_of_band(self, name: str) -> None:
         """Delete load balancer ``name`` behind the provider's back."""

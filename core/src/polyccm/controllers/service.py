@@ -76,7 +76,7 @@ from typing import Any
 from polyccm import metrics
 from polyccm.cloud import LoadBalancer
 from polyccm.controllers.base import Controller, ControllerContext, process_one, run_workers
-from polyccm.errors import ImplementedElsewhere, LeadershipLost, RetryAfter
+from polyccm.errors import ImplementedElsewhere, LeadershipLost, RetryAfter, Throttled
 from polyccm.flagtypes import parse_bool
 from polyccm.kube.api import MERGE_PATCH, SERVICES, ApiError, JsonObject
 from polyccm.objects import LOAD_BALANCER_FINALIZER as FINALIZER
@@ -384,6 +384,9 @@ class ServiceController(Controller):
         except ImplementedElsewhere:
             log.info("service: %s: load balancer implemented by another controller", service.key)
             return
+        except Throttled as error:
+            self._warn_throttled(service, "SyncLoadBalancerFailed", error)
+            raise
         except (RetryAfter, LeadershipLost):
             raise
         except Exception as error:
@@ -401,6 +404,21 @@ class ServiceController(Controller):
             recorder.event(service.raw, "Warning", "LoadBalancerWarning", warning)
         recorder.event(service.raw, "Normal", "EnsuredLoadBalancer", "Ensured load balancer")
 
+    def _warn_throttled(self, service: Service, reason: str, error: Throttled) -> None:
+        """The cloud throttled the sync: re-queued after the cloud's delay, and a Warning, as
+        upstream's controller does for a ``RetryError`` (re-queued after its delay,
+        k8s.io/cloud-provider controllers/service/controller.go:297-300@v0.36.2, and reported as
+        any failed sync, ``SyncLoadBalancerFailed`` at :342, ``DeleteLoadBalancerFailed`` at
+        :927)."""
+        verb = "syncing" if reason == "SyncLoadBalancerFailed" else "deleting"
+        self.context.recorder.event(
+            service.raw,
+            "Warning",
+            reason,
+            f"Error {verb} load balancer: throttled by the cloud, retrying in "
+            f"{error.delay:.0f}s: {error}",
+        )
+
     def _delete_balancer(
         self, service: Service, record: ServiceRecord, *, remove_finalizer: bool
     ) -> None:
@@ -410,6 +428,9 @@ class ServiceController(Controller):
             self.balancer.ensure_load_balancer_deleted(self.cluster_name, service)
         except ImplementedElsewhere:
             pass
+        except Throttled as error:
+            self._warn_throttled(service, "DeleteLoadBalancerFailed", error)
+            raise
         except (RetryAfter, LeadershipLost):
             raise
         except Exception as error:

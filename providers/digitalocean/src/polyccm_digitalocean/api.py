@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from polyccm import cloudcalls
-from polyccm.errors import CloudError, RetryAfter
+from polyccm.errors import CloudError, RetryAfter, Throttled
 from polyccm.ratelimit import TokenBucket
 
 from polyccm_digitalocean.config import DigitalOceanConfig
@@ -98,6 +98,11 @@ class NotFound(DigitalOceanApiError):
 
 class RateLimited(RetryAfter):
     """The API's budget (or the client-side limiter's) is spent until ``delay`` from now."""
+
+
+class ApiThrottled(RateLimited, Throttled):
+    """The API itself answered 429: a :class:`~polyccm.errors.Throttled`, so that the service
+    controller also reports it as a Warning event (the client-side limiter's waits are not)."""
 
 
 @dataclass(frozen=True)
@@ -203,7 +208,7 @@ class DigitalOceanApi:
         if answer.status == 429:
             delay = self._until_reset(answer.headers)
             log.warning("DigitalOcean rate limit reached; retrying %s in %.0f s", operation, delay)
-            return RateLimited(
+            return ApiThrottled(
                 f"DigitalOcean {operation}: API rate limit reached ({message or error_id}); "
                 f"retrying after {delay:.0f} s",
                 delay,

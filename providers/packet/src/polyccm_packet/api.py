@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from polyccm import cloudcalls, logredact, useragent
-from polyccm.errors import CloudError, RetryAfter
+from polyccm.errors import CloudError, RetryAfter, Throttled
 from polyccm.ratelimit import TokenBucket
 
 from polyccm_packet import sdk
@@ -76,6 +76,11 @@ class NotFound(MetalApiError):
 
 class RateLimited(RetryAfter):
     """The API's budget (or the client-side limiter's) is spent until ``delay`` from now."""
+
+
+class ApiThrottled(RateLimited, Throttled):
+    """The API itself answered 429: a :class:`~polyccm.errors.Throttled`, so that the service
+    controller also reports it as a Warning event (the client-side limiter's waits are not)."""
 
 
 def make_client(config: MetalConfig) -> Any:
@@ -281,7 +286,7 @@ class MetalClient:
         if status == 429:
             delay = self._retry_delay(headers)
             log.warning("Metal rate limit reached; retrying %s in %.0f s", method, delay)
-            return RateLimited(
+            return ApiThrottled(
                 f"Metal {method}: API rate limit reached; retrying after {delay:.0f} s", delay
             )
         return MetalApiError(method, status, errors)

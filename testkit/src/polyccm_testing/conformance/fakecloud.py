@@ -118,6 +118,14 @@ class DurableFakeCloudUnderTest(FakeCloudUnderTest):
     def clear_faults(self) -> None:
         self.durable.clear_faults()
 
+    def throttle(self, seconds: float) -> None:
+        self.durable.throttle(seconds)
+
+    def all_calls(self) -> int:
+        """The calls of the ``polyccm`` processes (throttled ones too), from the call log."""
+        with self.call_log.open("rb") as log:
+            return sum(1 for _ in log)
+
     def calls_by_process(self) -> list[tuple[float, str, str]]:
         """The calls of the ``polyccm`` processes, from the fake's call log: ``(unix time,
         the caller's leader-election identity, operation)``."""

@@ -60,6 +60,8 @@ from polyccm.objects import Node, Service
 from polyccm_testing.conformance.base import ConformanceBase, offered
 from polyccm_testing.conformance.cloud_under_test import CloudUnderTest
 from polyccm_testing.conformance.cluster import KitCluster
+from polyccm_testing.conformance.faults_restart import ApiServerRestart
+from polyccm_testing.conformance.faults_throttle import Throttling
 from polyccm_testing.kubeobjects import lease_holder, make_node, make_service, wait_for
 from polyccm_testing.tcpproxy import proxied_kubeconfig
 from polyccm_testing.warm_start import WARM_IMPORTS
@@ -353,9 +355,10 @@ def _kinds(resources: frozenset[str]) -> Counter[str]:
 # -- the tests ------------------------------------------------------------------------------
 
 
-class FaultConformance(ConformanceBase):
-    """The fault promises. Subclass it and give a ``cloud`` fixture returning a
-    :class:`FaultCloudUnderTest`."""
+class FaultConformance(ApiServerRestart, Throttling, ConformanceBase):
+    """The fault promises (with those of :mod:`~polyccm_testing.conformance.faults_restart` and
+    :mod:`~polyccm_testing.conformance.faults_throttle`). Subclass it and give a ``cloud``
+    fixture returning a :class:`FaultCloudUnderTest`."""
 
     @pytest.fixture
     def kit_processes(

@@ -494,6 +494,25 @@ class AwsFaultCloudUnderTest(AwsCloudUnderTest):
         ``user_agent_extra``), from the emulator's call log."""
         return self.control.calls_by_caller()
 
+    def throttle(self, seconds: float) -> None:
+        """Every call throttled as AWS does it: EC2 ``RequestLimitExceeded`` (503), ELB and
+        ELBv2 ``Throttling`` (400), until ``clear_faults`` (the kit calls it when the stretch
+        of ``seconds`` is over)."""
+        del seconds
+        for service, code in (
+            ("ec2", "RequestLimitExceeded"),
+            ("elb", "Throttling"),
+            ("elbv2", "Throttling"),
+        ):
+            self.control.inject("*", service=service, code=code, count=THROTTLED_CALLS)
+
+    def all_calls(self) -> int:
+        return sum(self.control.calls().values())
+
+
+THROTTLED_CALLS = 1_000_000
+"""Calls a throttling stretch's fault answers (more than any stretch makes)."""
+
 
 def _service_tag(tags: Iterable[Mapping[str, str]], default: str) -> str:
     """The ``kubernetes.io/service-name`` tag's value, or ``default``."""

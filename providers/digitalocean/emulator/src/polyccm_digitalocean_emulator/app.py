@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -137,6 +138,7 @@ class EmulatorApp:
                 raise BadRequest("The API is served over https only.")
             token = self._token(request)
             with self._lock:
+                self._throttle()
                 budget = self.limiter.spend(token)
             http.suffer(fault, error_for_status)
             reply = self._serve(request, route, path_args)
@@ -149,6 +151,14 @@ class EmulatorApp:
         if self.settings.validate_responses and routed:  # others are in no document
             response = self._checked(request, response)
         return response
+
+    def _throttle(self) -> None:
+        """Answer 429 while the settings' ``throttled_until`` is ahead: no budget left until
+        then (the request is not counted against the budget)."""
+        until = self.settings.throttled_until
+        if self.limiter.clock.now() < until:
+            limit = self.limiter.per_hour
+            raise RateLimitExceeded(Budget(limit=limit, remaining=0, reset=math.ceil(until)))
 
     def _route(self, request: Request) -> tuple[Route, dict[str, str]]:
         route, args = http.match(self._urls, request, NotFound)

@@ -28,6 +28,10 @@ class EmulatorSettings(emulation.EmulatorSettings):
     """Requests one token may make in any sliding hour (DigitalOcean's budget)."""
     rate_limit_per_minute: int = 250
     """Requests one token may make in any sliding minute (DigitalOcean's burst budget)."""
+    throttled_until: float = 0.0
+    """Epoch seconds until which every API request is answered 429 with
+    ``ratelimit-remaining: 0`` and ``ratelimit-reset`` at that moment, as a spent budget is
+    (the fault kit's throttling stretch); 0: never."""
     droplet_limit: int = 1000
     """Droplets the account may hold (``account.droplet_limit``)."""
     token: str | None = None

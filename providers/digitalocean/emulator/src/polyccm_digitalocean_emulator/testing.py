@@ -334,8 +334,17 @@ class DigitalOceanFaultCloudUnderTest(DigitalOceanCloudUnderTest):
 
     def clear_faults(self) -> None:
         self.control.clear_faults()
+        self.control.configure(throttled_until=0.0)
 
     def calls_by_process(self) -> list[tuple[float, str, str]]:
         """The calls whose User-Agent (pydo's ``user_agent``) named a ``polyccm`` process,
         from the emulator's call log."""
         return self.control.calls_by_caller()
+
+    def throttle(self, seconds: float) -> None:
+        """Every call answered 429 with ``ratelimit-remaining: 0`` and ``ratelimit-reset`` at
+        the stretch's end, as DigitalOcean answers once a token's budget is spent."""
+        self.control.configure(throttled_until=time.time() + seconds)
+
+    def all_calls(self) -> int:
+        return sum(self.control.calls().values())

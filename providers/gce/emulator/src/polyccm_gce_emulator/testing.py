@@ -504,6 +504,22 @@ class GceFaultCloudUnderTest(GceCloudUnderTest):
         named a ``polyccm`` process, from the emulator's call log."""
         return self.emulator.control.calls_by_caller()
 
+    def throttle(self, seconds: float) -> None:
+        """Every call answered 403 ``rateLimitExceeded``, as GCE's per-project API rate
+        limits answer, until ``clear_faults`` (the kit calls it when the stretch of
+        ``seconds`` is over)."""
+        del seconds
+        self.emulator.control.inject(
+            "*",
+            count=0,
+            status=403,
+            reason="rateLimitExceeded",
+            message="Rate Limit Exceeded",
+        )
+
+    def all_calls(self) -> int:
+        return sum(self.emulator.control.calls().values())
+
 
 def node_for(
     name: str, *, zone: str = ZONE, uid: str = "", pod_cidr: str = "", provider_id: bool = True

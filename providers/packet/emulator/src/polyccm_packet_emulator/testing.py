@@ -250,3 +250,17 @@ class MetalFaultCloudUnderTest(MetalCloudUnderTest):
         """The calls whose User-Agent (the SDK's ``user_agent``) named a ``polyccm`` process,
         from the emulator's call log."""
         return self.control.calls_by_caller()
+
+    def throttle(self, seconds: float) -> None:
+        """Every call answered 429 with ``Retry-After: 1`` and ``X-RateLimit-*`` (the
+        emulator's 429), until ``clear_faults`` (the kit calls it when the stretch of
+        ``seconds`` is over)."""
+        del seconds
+        self.control.inject("*", status=429, count=THROTTLED_CALLS)
+
+    def all_calls(self) -> int:
+        return sum(self.control.calls().values())
+
+
+THROTTLED_CALLS = 1_000_000
+"""Calls a throttling stretch's fault answers (more than any stretch makes)."""
