@@ -18,8 +18,10 @@ import gzip
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+from urllib.parse import urlencode
 
 import boto3
 import botocore.session
@@ -146,6 +148,11 @@ class AwsApi:
             # As upstream adds kubernetes/<version> (cloud-provider-aws
             # pkg/providers/v1/aws_sdk.go:70 @63ec440), and which process calls.
             user_agent_extra=useragent.cloud_user_agent(),
+            # botocore checks every parameter against the model before sending: a walk of
+            # every member (RegisterTargets of 200 targets, a thousand instances to register)
+            # that AWS repeats anyway. polyccm builds its requests from the model's shapes
+            # and AWS refuses what it would have refused (an AwsApiError either way).
+            parameter_validation=False,
         )
         self._session = _session(config, region, self._client_config)
         # Timestamps stay the strings AWS sent: nothing here reads them, and parsing each one
@@ -167,6 +174,7 @@ class AwsApi:
             client = self._session.client(name, **kwargs)
             if override is not None and override.signing_name:
                 sign_as(client, override.signing_name)
+            encode_form_once(client)
             count_calls(client)
             self._clients[name] = client
         return self._clients[name]
@@ -220,6 +228,48 @@ class LeanModelLoader:
 
 def _no_docs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return {k: "" if k == "documentation" and isinstance(v, str) else v for k, v in pairs}
+
+
+_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*", re.ASCII)
+"""What ``urllib.parse.quote_plus`` leaves as it is."""
+
+
+def form_body(params: Mapping[str, Any]) -> str:
+    """``params`` form-encoded exactly as botocore encodes a query request's body
+    (``AWSRequestPreparer._prepare_body``: each key and value as UTF-8, ``urlencode`` with
+    ``doseq``), quoting only what needs it: most keys and values (``Targets.member.7.Id``,
+    instance ids) need none, and ``quote_plus`` was most of the encoding's CPU."""
+    parts: list[str] = []
+    for key, value in params.items():
+        if (
+            isinstance(key, str)
+            and _UNRESERVED.fullmatch(key)
+            and (
+                type(value) is int  # ports, counts: urlencode writes str(value)
+                or (isinstance(value, str) and _UNRESERVED.fullmatch(value))
+            )
+        ):
+            parts.append(f"{key}={value}")
+        else:
+            parts.append(urlencode([(_utf8(key), _utf8(value))], doseq=True))
+    return "&".join(parts)
+
+
+def _utf8(item: Any) -> Any:
+    return item.encode("utf-8") if isinstance(item, str) else item
+
+
+def encode_form_once(client: Any) -> None:
+    """Encode each query request's body once, before it is signed. botocore keeps the body a
+    dict until it is sent and encodes it each time it is read: once for the SigV4 payload hash
+    and once more to send it (for RegisterTargets of 200 targets, 800 ``quote_plus`` calls
+    each time). The bytes sent are the same (:func:`form_body`)."""
+
+    def encode(request: Any, **_: Any) -> None:
+        if isinstance(request.data, dict):
+            request.data = form_body(request.data)
+
+    client.meta.events.register("before-sign", encode)
 
 
 def sign_as(client: Any, signing_name: str) -> None:

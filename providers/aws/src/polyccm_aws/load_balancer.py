@@ -78,6 +78,13 @@ class AwsLoadBalancer(LoadBalancer):
         self._probe = HealthProbeDefaults.from_config(config)
         self._elb = ClassicElb(api, config, tagging, groups, network)
         self._nlb = NetworkLb(api, config, tagging, groups, network)
+        self._selected: tuple[tuple[Node, ...], tuple[tuple[str, str], ...], list[str]] | None = (
+            None
+        )
+        """The last backend nodes given, a ``target-node-labels`` choice, and the instance ids
+        it selected: the service controller gives every ensure of a burst the same node
+        objects (one list per node cache version), so a thousand nodes are read once, not once
+        per Service."""
 
     def _spec(self, service: Service) -> LoadBalancerSpec:
         spec = build_spec(service, self._probe)
@@ -90,6 +97,26 @@ class AwsLoadBalancer(LoadBalancer):
     ) -> dict[str, Instance]:
         """Live (not terminated) instances of the nodes selected by ``target-node-labels``, by
         id, from one batched lookup; each kind registers only the running ones."""
+        given = tuple(nodes)
+        labels = tuple(sorted(target_node_labels.items()))
+        selected = self._selected
+        if selected is not None and selected[1] == labels and selected[0] == given:
+            ids = selected[2]  # the same node objects (compared by identity first)
+        else:
+            ids = self._instance_ids(target_node_labels, given)
+            self._selected = (given, labels, ids)
+        found = self._store.by_ids(ids, max_age=BACKEND_MAX_AGE) if ids else {}
+        return {
+            instance_id: instance
+            for instance_id, instance in found.items()
+            if instance is not None and state_of(instance) != "terminated"
+        }
+
+    def _instance_ids(
+        self, target_node_labels: Mapping[str, str], nodes: Sequence[Node]
+    ) -> list[str]:
+        """The instance ids of the nodes ``target-node-labels`` selects (each node learnt by
+        the node directory on the way)."""
         ids: list[str] = []
         for node in nodes:
             if target_node_labels and not all(
@@ -102,12 +129,7 @@ class AwsLoadBalancer(LoadBalancer):
                 log.warning("node %s has no usable providerID; not a backend", node.name)
                 continue
             ids.append(instance_id)
-        found = self._store.by_ids(ids, max_age=BACKEND_MAX_AGE) if ids else {}
-        return {
-            instance_id: instance
-            for instance_id, instance in found.items()
-            if instance is not None and state_of(instance) != "terminated"
-        }
+        return ids
 
     def get_load_balancer(self, cluster_name: str, service: Service) -> LoadBalancerStatus | None:
         if ann.is_external(service.annotations):

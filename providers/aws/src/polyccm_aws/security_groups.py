@@ -29,12 +29,12 @@ class SecurityGroupInUse(CloudError):
     """A group could not be deleted yet (``DependencyViolation``); try again shortly."""
 
 
-def node_security_group(instance: Instance, cluster_groups: Iterable[str]) -> str | None:
-    """The group of ``instance`` that load balancers open: the one tagged for the cluster, else
-    its only group (upstream's rule); an ambiguous choice is an error."""
+def node_security_group(instance: Instance, cluster_groups: Collection[str]) -> str | None:
+    """The group of ``instance`` that load balancers open: the one tagged for the cluster
+    (``cluster_groups``: a set or a mapping by group id), else its only group (upstream's
+    rule); an ambiguous choice is an error."""
     groups = [str(g["GroupId"]) for g in instance.get("SecurityGroups") or () if g.get("GroupId")]
-    cluster = set(cluster_groups)
-    tagged = [g for g in groups if g in cluster]
+    tagged = [g for g in groups if g in cluster_groups]
     if len(tagged) > 1:
         raise CloudError(
             f"instance {instance.get('InstanceId')} has several security groups tagged for the "
