@@ -1,5 +1,7 @@
-"""The CCMs the benchmark runs, each with the same knobs: polyccm, the upstream AWS CCM and the
-framework floor (k8s.io/cloud-provider's controllers over its fake cloud).
+"""The CCMs the benchmark runs, each with the same knobs: polyccm, each provider's upstream Go
+CCM (its peer: cloud-provider-aws, cloud-provider-gcp, digitalocean-cloud-controller-manager,
+cloud-provider-equinix-metal) and the framework floor (k8s.io/cloud-provider's controllers over
+its fake cloud).
 
 Every one runs without leader election, with ``--kube-api-qps``/``--kube-api-burst``,
 ``--concurrent-node-syncs`` and ``--concurrent-service-syncs`` from :class:`Knobs`, the same
@@ -17,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.clouds import AwsCloud, BenchCloud
+from bench.clouds import BenchCloud
 from bench.processes import CcmProcess, Health, free_port
 
 #: Set to a directory, polyccm runs under :mod:`bench.heap` (tracemalloc, a heap timeline and
@@ -29,6 +31,7 @@ _METRIC_LINE = re.compile(
     r"^polyccm_cloud_api_calls_total\{(?P<labels>[^}]*)\}\s+(?P<value>[0-9.eE+-]+)$", re.M
 )
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+FAKE_KEY = "fake-go"
 
 
 @dataclass(frozen=True)
@@ -98,14 +101,8 @@ class Ccm:
             "--v=1",
             *knobs.common_flags(),
         ]
-        if self.key == "aws-go":
-            assert isinstance(cloud, AwsCloud)
-            argv = [
-                str(self.binary),
-                "--cloud-provider=aws",
-                f"--cloud-config={cloud.go_cloud_config()}",
-                *go_flags,
-            ]
+        if is_upstream(self.key):
+            argv = [str(self.binary), *cloud.go_args(), *go_flags]
             return CcmProcess(argv, cloud.go_env(), log, Health(port, "/healthz"))
         argv = [str(self.binary), "--cloud-provider=fake", *go_flags]
         return CcmProcess(argv, {}, log, Health(port, "/healthz"))
@@ -114,18 +111,41 @@ class Ccm:
 POLYCCM = Ccm("polyccm", "polyccm", "bench-polyccm", has_call_metric=True)
 
 
-def aws_go(binary: Path) -> Ccm:
-    return Ccm("aws-go", "cloud-provider-aws v1.37.1", "bench-aws-ccm", binary=binary)
+#: Each provider's upstream Go CCM as the tables name it (the peers of
+#: :mod:`polyccm_testing.peers.builds`).
+UPSTREAM_LABELS = {
+    "aws": "cloud-provider-aws v1.37.1",
+    "gce": "cloud-provider-gcp v36.3.8",
+    "digitalocean": "digitalocean-cloud-controller-manager v0.1.68",
+    "packet": "cloud-provider-equinix-metal 38d15e2",
+}
+
+
+def upstream_key(provider: str) -> str:
+    """The key of ``provider``'s upstream CCM in the results (``aws-go``, ``gce-go``...)."""
+    return f"{provider}-go"
+
+
+def is_upstream(key: str) -> bool:
+    """Whether a run's key is an upstream CCM's (not polyccm, the bound or the floor)."""
+    return key.endswith("-go") and key != FAKE_KEY
+
+
+def upstream(provider: str, binary: Path) -> Ccm:
+    """``provider``'s upstream Go CCM at ``binary``, run as ``bench-<provider>-ccm``."""
+    return Ccm(upstream_key(provider), UPSTREAM_LABELS[provider], f"bench-{provider}-ccm",
+               binary=binary)  # fmt: skip
 
 
 def fake_go(binary: Path) -> Ccm:
     return Ccm(
-        "fake-go", "framework floor (fake cloud)", "bench-fake-ccm", calls_cloud=False,
+        FAKE_KEY, "framework floor (fake cloud)", "bench-fake-ccm", calls_cloud=False,
         binary=binary,
     )  # fmt: skip
 
 
-IDENTITIES = ("bench-polyccm", "bench-aws-ccm", "bench-fake-ccm", "bench-bound")
+IDENTITIES = ("bench-polyccm", *(f"bench-{p}-ccm" for p in UPSTREAM_LABELS), "bench-fake-ccm",
+              "bench-bound")  # fmt: skip
 
 
 def metric_calls(text: str, provider: str) -> Counter[str]:

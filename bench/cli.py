@@ -2,8 +2,9 @@
 
 One control plane (etcd and kube-apiserver with an audit log of the benchmark's identities)
 serves the whole run, with every provider's emulator. At each scale, the bare client sets the
-bound once (it calls no cloud), then for each provider polyccm runs the scenario, then (AWS)
-the upstream CCM and the framework floor run it on the same emulator, one after the other.
+bound once (it calls no cloud), then for each provider polyccm runs the scenario, then the
+provider's upstream Go CCM where this machine has it (and, for AWS, the framework floor) run it
+on the same emulator, one after the other.
 At the end, ``summary.md`` checks issue 13's targets against every provider's results.
 """
 
@@ -24,7 +25,7 @@ from pathlib import Path
 from polyccm.kube.api import KubeApi
 
 from bench import audit, cluster
-from bench.ccms import IDENTITIES, POLYCCM, Ccm, Knobs, aws_go, fake_go
+from bench.ccms import IDENTITIES, POLYCCM, Ccm, Knobs, fake_go, is_upstream, upstream
 from bench.clouds import CLOUDS, BenchCloud
 from bench.report import ProviderResult, ScaleResult, load, write
 from bench.scenario import Context, Scale, Timing, run_bound, run_ccm
@@ -119,17 +120,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def peers_for(provider: str, no_peers: bool) -> tuple[list[Ccm], list[str]]:
-    """The Go CCMs run beside polyccm for ``provider``, and what was skipped."""
-    if provider != "aws":
-        return [], []
+    """The Go CCMs run beside polyccm for ``provider`` (its upstream CCM where this machine
+    has it; for AWS also the framework floor), and what was skipped."""
     if no_peers:
         return [], ["Go peers (--no-peers)"]
     from bench.peers import find_peers
 
-    peers = find_peers(say)
+    peers = find_peers(provider, say)
     ccms = []
-    if peers.aws is not None:
-        ccms.append(aws_go(peers.aws))
+    if peers.upstream is not None:
+        ccms.append(upstream(provider, peers.upstream))
     if peers.fake is not None:
         ccms.append(fake_go(peers.fake))
     for reason in peers.missing:
@@ -257,6 +257,7 @@ def run_all(args: argparse.Namespace, command: str) -> list[_Provider]:
             die_with_caller=True,
             apiserver_args=flags,
         )
+        providers: list[_Provider] = []
         try:
             admin = plane.kube_api(qps=0)
             cluster.ensure_namespace(admin)
@@ -264,7 +265,6 @@ def run_all(args: argparse.Namespace, command: str) -> list[_Provider]:
                 identity: cluster.make_identity(admin, identity, directory, plane.ca_cert)
                 for identity in IDENTITIES
             }
-            providers: list[_Provider] = []
             for provider in args.providers:
                 cloud = CLOUDS[provider](plane.env, directory)
                 cloud.reset()
@@ -276,6 +276,8 @@ def run_all(args: argparse.Namespace, command: str) -> list[_Provider]:
             for scale in args.scales:
                 _run_scale(args, scale, providers, shared)
         finally:
+            for made in providers:
+                made.cloud.close()
             plane.stop()
     return providers
 
@@ -298,7 +300,7 @@ def _run_scale(
             runs = [run_ccm(context, POLYCCM, scale)]
             for peer in provider.peers:
                 say(f"{provider.name} {scale.label}: {peer.label}")
-                box = args.go_time_box if peer.key == "aws-go" and scale.nodes >= 5000 else None
+                box = args.go_time_box if is_upstream(peer.key) and scale.nodes >= 5000 else None
                 boxed = replace(context, timing=replace(context.timing, node_time_box=box))
                 runs.append(run_ccm(boxed, peer, scale))
         except Exception:  # noqa: BLE001 (the other providers still run; the trace is shown)

@@ -1,6 +1,6 @@
 """Each provider's side of the benchmark: its world built through the emulator's own API,
 instances made and terminated as a user would, the emulator's call counts, and how polyccm
-(and, for AWS, the Go CCM) is pointed at it.
+and each upstream Go CCM (its peer) are pointed at it.
 
 Call counts come from the emulator (``/_polyccm/calls``) under the emulator's names; the
 harness's own calls while a CCM runs (instances made and terminated in the churn phase) are
@@ -10,13 +10,17 @@ the CCM's counts (:attr:`BenchCloud.harness_operations`).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from polyccm_testing.peers.recording import Recorder
 
 CLUSTER = "kubernetes"
 
@@ -71,6 +75,18 @@ class BenchCloud:
     def service_annotations(self, index: int) -> dict[str, str]:
         del index
         return {}
+
+    def go_args(self) -> list[str]:
+        """The upstream Go CCM's ``--cloud-provider`` and cloud config, as a deployment of it
+        against this emulator gives them."""
+        raise NotImplementedError
+
+    def go_env(self) -> dict[str, str]:
+        """What the upstream Go CCM needs in its environment to reach this emulator alone."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the cloud started for the run (a proxy); nothing by default."""
 
     # -- shared ---------------------------------------------------------------------------
 
@@ -203,6 +219,9 @@ class AwsCloud(BenchCloud):
         )
         return path
 
+    def go_args(self) -> list[str]:
+        return ["--cloud-provider=aws", f"--cloud-config={self.go_cloud_config()}"]
+
     def go_env(self) -> dict[str, str]:
         env = {k: v for k, v in self.env.items() if k != "AWS_EC2_METADATA_SERVICE_ENDPOINT"}
         env.update(AWS_EC2_METADATA_DISABLED="true", AWS_REGION=self.REGION)
@@ -310,6 +329,31 @@ class GceCloud(BenchCloud):
         config.write_text(self._config)
         return [f"--cloud-config={config}", f"--cluster-name={CLUSTER}"]
 
+    def go_args(self) -> list[str]:
+        """cloud-provider-gcp's gce.conf (gce.go ConfigGlobal) as kube-up writes one: the
+        project, zone, network and subnetwork, the nodes' tag (its firewalls target it), and
+        the emulator as ``api-endpoint``."""
+        from polyccm_gce_emulator.testing import ZONE
+
+        config = self.directory / "gce-go.conf"
+        config.write_text(
+            "[global]\n"
+            f"project-id = {self.compute.project}\n"
+            f"network-name = {self.network.rsplit('/', 1)[-1]}\n"
+            f"subnetwork-name = {self.SUBNET}\n"
+            f"local-zone = {ZONE}\n"
+            "multizone = true\n"
+            f"node-tags = {CLUSTER}-node\n"
+            f"api-endpoint = {self.env['POLYCCM_GCE_API_ENDPOINT'].rstrip('/')}/compute/v1/\n"
+        )
+        return ["--cloud-provider=gce", f"--cloud-config={config}", f"--cluster-name={CLUSTER}"]
+
+    def go_env(self) -> dict[str, str]:
+        """The emulator's metadata server for the token (``GCE_METADATA_HOST``), and an empty
+        gcloud directory, so no developer's credentials are found first."""
+        names = ("GCE_METADATA_HOST", "GCE_METADATA_IP", "CLOUDSDK_CONFIG")
+        return {name: self.env[name] for name in names if name in self.env}
+
 
 # -- DigitalOcean -----------------------------------------------------------------------------
 
@@ -378,6 +422,25 @@ class DigitalOceanCloud(BenchCloud):
         return {**self.env, "REGION": "nyc3", "DO_CLUSTER_VPC_ID": self._vpc,
                 "DO_API_RATE_LIMIT_QPS": str(self.RAISED_QPS)}  # fmt: skip
 
+    def go_args(self) -> list[str]:
+        return ["--cloud-provider=digitalocean"]
+
+    def go_env(self) -> dict[str, str]:
+        """Upstream's variables (cloud.go:50-60 at v0.1.68) with polyccm's values: token,
+        endpoint (TLS verified against the emulator's CA: ``SSL_CERT_FILE``), region, the
+        cluster's VPC and the same raised client-side limit; its metrics on a free loopback
+        port (by default :80)."""
+        from polyccm_digitalocean_emulator.plugin import CA_BUNDLE_VARIABLE
+
+        from bench.processes import free_port
+
+        return {"DO_ACCESS_TOKEN": self.env["DO_ACCESS_TOKEN"],
+                "DO_OVERRIDE_URL": self.env["DO_OVERRIDE_URL"],
+                "SSL_CERT_FILE": self.env[CA_BUNDLE_VARIABLE], "REGION": "nyc3",
+                "DO_CLUSTER_VPC_ID": self._vpc,
+                "DO_API_RATE_LIMIT_QPS": str(self.RAISED_QPS),
+                "METRICS_ADDR": f"127.0.0.1:{free_port()}"}  # fmt: skip
+
 
 # -- Equinix Metal ----------------------------------------------------------------------------
 
@@ -397,6 +460,7 @@ class PacketCloud(BenchCloud):
         self.control = control(self.env)
         self.api = MetalApi(self.env)
         self._ids: dict[str, str] = {}
+        self._relay: Recorder | None = None
 
     def reset(self) -> None:
         self.control.reset()
@@ -417,6 +481,36 @@ class PacketCloud(BenchCloud):
 
     def calls(self) -> Counter[str]:
         return Counter(self.control.calls())
+
+    def go_args(self) -> list[str]:
+        """Upstream's ``cloud-sa.json`` (deploy/template/secret.yaml) with polyccm's settings:
+        key, project, metro and ``kube-vip://``."""
+        config = self.directory / "cloud-sa.json"
+        config.write_text(json.dumps({
+            "apiKey": self.env["METAL_API_KEY"], "projectID": self.env["METAL_PROJECT_ID"],
+            "metro": self.env.get("METAL_METRO", "da"),
+            "loadbalancer": self.env["METAL_LOAD_BALANCER"]}))  # fmt: skip
+        return ["--cloud-provider=equinixmetal", f"--cloud-config={config}"]
+
+    def go_env(self) -> dict[str, str]:
+        """Upstream always dials ``api.equinix.com`` (config.go parses ``base-url``; nothing
+        reads it): ``HTTPS_PROXY`` at a loopback relay that terminates TLS for that name with
+        a throwaway CA (``SSL_CERT_FILE``) and forwards to the emulator, keeping nothing."""
+        if self._relay is None:
+            from polyccm_packet_emulator.switch import INTERCEPT, emulator_base
+            from polyccm_testing.peers.recording import Recorder
+
+            self._relay = Recorder(emulator_base(self.env), intercept=INTERCEPT, keep=False)
+            self._relay.__enter__()
+        assert self._relay.client_ca_file is not None
+        return {"HTTPS_PROXY": self._relay.url, "SSL_CERT_FILE": str(self._relay.client_ca_file),
+                "NO_PROXY": "127.0.0.1,localhost",
+                "METAL_LOCAL_ASN": self.env["METAL_LOCAL_ASN"]}  # fmt: skip
+
+    def close(self) -> None:
+        if self._relay is not None:
+            self._relay.close()
+            self._relay = None
 
 
 CLOUDS: dict[str, type[BenchCloud]] = {

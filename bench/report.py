@@ -2,7 +2,8 @@
 chart) and ``.json`` (every figure, for tools).
 
 Each figure of a CCM is shown with its ratio to the bare client's bound (where the bound does
-the same work) and to the Go peer (where there is one). A phase that did not finish in the time
+the same work) and to the provider's upstream Go CCM (where it ran), every CCM in a column of
+its own. A phase that did not finish in the time
 allowed shows as ``>T s``; a disagreement between polyccm's call metric and the emulator shows
 as MISMATCH, with the operations listed under the table.
 """
@@ -15,9 +16,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from bench.ccms import FAKE_KEY, is_upstream
 from bench.scenario import Phase, Run, Scale
 
-GO_PEER = "aws-go"
+
+def upstream_run(runs: Sequence[Run]) -> Run | None:
+    """The provider's upstream Go CCM among ``runs``, if it ran."""
+    return next((r for r in runs if is_upstream(r.key)), None)
 
 
 @dataclass
@@ -63,7 +68,7 @@ def _with_ratios(
 
 
 def _calls(phase: Phase | None, run: Run) -> str:
-    if phase is None or run.key == "fake-go":
+    if phase is None or run.key == FAKE_KEY:
         return "—"
     return f"{sum(phase.calls.values()):,}"
 
@@ -98,7 +103,7 @@ def scale_table(result: ScaleResult, kind: str, quiet: str) -> list[str]:
     scale = result.scale
     runs = result.runs
     bound = result.bound
-    peer = next((r for r in runs if r.key == GO_PEER), None)
+    peer = upstream_run(runs)
     header = ["figure", *(r.label for r in runs), "bare client (bound)"]
     rows = [
         [
@@ -190,7 +195,7 @@ def _agreement(run: Run) -> str:
 
 def calls_by_operation(runs: Sequence[Run]) -> list[str]:
     """The whole run's cloud calls by operation, one column per CCM that calls the cloud."""
-    callers = [r for r in runs if r.key != "fake-go" and r.phases]
+    callers = [r for r in runs if r.key != FAKE_KEY and r.phases]
     totals = {r.key: Counter(r.cloud_calls) for r in callers}
     operations = sorted(
         set().union(*(t.keys() for t in totals.values())) if totals else set(),

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.report import GO_PEER, ProviderResult, ScaleResult
+from bench.report import ProviderResult, ScaleResult, upstream_run
 from bench.scenario import Phase, Run
 
 #: Node initialisation within this many times the bare client's bound (at 1,000 nodes).
@@ -51,7 +51,7 @@ def _polyccm(result: ScaleResult) -> Run | None:
 
 
 def _peer(result: ScaleResult) -> Run | None:
-    return next((r for r in result.runs if r.key == GO_PEER), None)
+    return upstream_run(result.runs)
 
 
 def _not_done(phase: Phase | None) -> str:
@@ -170,18 +170,22 @@ def all_checks(results: Iterable[ProviderResult]) -> list[Check]:
     return checks
 
 
-def _headline(result: ProviderResult, scale_result: ScaleResult) -> list[str]:
+def _headline(result: ProviderResult, scale_result: ScaleResult) -> list[list[str]]:
+    """polyccm's row (with its ratios to the bound and to the upstream CCM) and, where it ran,
+    the upstream CCM's row beneath it, the same figures side by side."""
     ours = _polyccm(scale_result)
     if ours is None:
         return []
     peer = _peer(scale_result)
     bound = scale_result.bound
 
-    def timed(name: str) -> str:
-        phase = ours.phases.get(name)
+    def timed(run: Run, name: str) -> str:
+        phase = run.phases.get(name)
         seconds = _seconds(phase)
         if seconds is None:
             return _not_done(phase)
+        if run is not ours:
+            return f"{seconds:.1f} s"
         parts = [f"{seconds:.1f} s"]
         reference = _seconds(bound.phases.get(name)) if bound else None
         if reference and name == "nodes":
@@ -191,24 +195,28 @@ def _headline(result: ProviderResult, scale_result: ScaleResult) -> list[str]:
             parts.append(f"{seconds / peer_seconds:.2g}x Go")
         return f"{parts[0]} ({', '.join(parts[1:])})" if len(parts) > 1 else parts[0]
 
-    rss = f"{ours.peak_rss_mib:.0f} MiB" if ours.peak_rss_mib else "—"
-    if peer is not None and peer.peak_rss_mib:
-        rss += f" (Go {peer.peak_rss_mib:.0f})"
-    ready = f"{ours.ready_seconds:.2f} s" if ours.ready_seconds is not None else "never"
-    rest = ours.phases.get("rest")
-    return [
-        result.provider,
-        scale_result.scale.label,
-        timed("nodes"),
-        f"{_calls(ours.phases.get('nodes')):,}",
-        timed("services"),
-        f"{_calls(ours.phases.get('services')):,}",
-        "—" if rest is None else f"{_calls(rest)} / {rest.writes}",
-        timed("churn"),
-        timed("delete"),
-        rss,
-        ready,
-    ]
+    def row(run: Run) -> list[str]:
+        rest = run.phases.get("rest")
+
+        def calls(name: str) -> str:
+            return f"{_calls(run.phases[name]):,}" if name in run.phases else "—"
+
+        return [
+            result.provider,
+            scale_result.scale.label,
+            run.label,
+            timed(run, "nodes"),
+            calls("nodes"),
+            timed(run, "services"),
+            calls("services"),
+            "—" if rest is None else f"{_calls(rest)} / {rest.writes}",
+            timed(run, "churn"),
+            timed(run, "delete"),
+            f"{run.peak_rss_mib:.0f} MiB" if run.peak_rss_mib else "—",
+            f"{run.ready_seconds:.2f} s" if run.ready_seconds is not None else "never",
+        ]
+
+    return [row(ours), *([row(peer)] if peer is not None else [])]
 
 
 def summary(results: Sequence[ProviderResult], minutes: float | None) -> str:
@@ -220,18 +228,18 @@ def summary(results: Sequence[ProviderResult], minutes: float | None) -> str:
         ""
     ]
     lines += [
-        "polyccm's figures; ratios are to the control plane's bound (a bare client making only "
-        "the writes a CCM must make) and to the upstream Go CCM where it ran (AWS). Each "
-        "provider's own table (`<provider>.md`) has every CCM and every figure.",
+        "polyccm's figures, and beneath them the same figures of the provider's upstream Go CCM "
+        "where it ran; polyccm's ratios are to the control plane's bound (a bare client making "
+        "only the writes a CCM must make) and to that upstream CCM (Go). Each provider's own "
+        "table (`<provider>.md`) has every CCM and every figure.",
         "",
-        "| provider | nodes/services | nodes initialised | calls | load balancers served | "
-        "calls | at rest: calls / writes | churn | every Service deleted | peak RSS | ready |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| provider | nodes/services | CCM | nodes initialised | calls | load balancers served "
+        "| calls | at rest: calls / writes | churn | every Service deleted | peak RSS | ready |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
         for scale_result in result.scales:
-            row = _headline(result, scale_result)
-            if row:
+            for row in _headline(result, scale_result):
                 lines.append("| " + " | ".join(row) + " |")
     checks = all_checks(results)
     missed = [c for c in checks if not c.met]

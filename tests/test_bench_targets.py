@@ -137,3 +137,90 @@ def test_writes_at_rest_that_were_not_counted_never_pass_as_none(tmp_path: Path)
     checks = checks_for("aws", _scale(1000, ours), quiet=30.0)
     (rest,) = [c for c in checks if "at rest" in c.target]
     assert not rest.met and "writes not counted" in rest.measured
+
+
+# -- the upstream peers of GCE, DigitalOcean and Equinix Metal (issue 33) ----------------------
+
+PEER_TARGETS = {
+    "load balancers: at least as fast as the Go peer",
+    "load balancers: no more cloud calls than the Go peer",
+    "peak RSS at or below the Go peer's",
+}
+
+
+@pytest.mark.parametrize("provider", ["gce", "digitalocean", "packet"])
+def test_each_providers_upstream_peer_is_held_to_the_same_targets_as_aws(provider: str) -> None:
+    from bench.targets import checks_for
+
+    faster = _scale(100, _run("polyccm", 100, lb_s=2.0, lb_calls=40, rss=90),
+                    _run(f"{provider}-go", 100, lb_s=3.0, lb_calls=60, rss=60))  # fmt: skip
+    checks = {c.target: c for c in checks_for(provider, faster, quiet=20.0)}
+    assert checks.keys() >= PEER_TARGETS, "the Go peer's targets apply where it ran"
+    assert checks["load balancers: at least as fast as the Go peer"].met
+    assert checks["load balancers: no more cloud calls than the Go peer"].measured == "40 vs Go 60"
+    rss = checks["peak RSS at or below the Go peer's"]
+    assert not rss.met and rss.measured == "90 MiB vs Go 60 MiB"
+
+
+def test_a_peer_that_never_served_its_services_does_not_fail_polyccm() -> None:
+    from bench.targets import checks_for
+
+    # DigitalOcean's upstream CCM on an emulator that refuses its requests: no ingress in time.
+    result = _scale(100, _run("polyccm", 100, lb_s=4.0),
+                    _run("digitalocean-go", 100, lb_s=None, lb_calls=900))  # fmt: skip
+    checks = {c.target: c for c in checks_for("digitalocean", result, quiet=20.0)}
+    speed = checks["load balancers: at least as fast as the Go peer"]
+    assert speed.met and speed.measured == "4.0 s; Go not done (3 of 100 in 300 s)"
+    calls = checks["load balancers: no more cloud calls than the Go peer"]
+    assert not calls.met, "calls of a phase the peer did not finish are not comparable"
+
+
+def test_the_framework_floor_is_never_taken_for_the_upstream_peer() -> None:
+    from bench.targets import checks_for
+
+    result = _scale(100, _run("polyccm", 100), _run("fake-go", 100, lb_s=0.1, rss=20))
+    targets = {c.target for c in checks_for("aws", result, quiet=20.0)}
+    assert not targets & PEER_TARGETS
+
+
+def test_the_summary_puts_each_upstream_peers_figures_beneath_polyccms() -> None:
+    from bench.report import ProviderResult
+    from bench.targets import summary
+
+    ours = _run("polyccm", 100, node_s=1.5, lb_s=2.0, node_calls=3, lb_calls=40, rss=90,
+                ready=0.8)  # fmt: skip
+    theirs = _run("gce-go", 100, node_s=3.0, lb_s=4.0, node_calls=120, lb_calls=80, rss=60,
+                  ready=0.4)  # fmt: skip
+    theirs.label = "cloud-provider-gcp v36.3.8"
+    result = ProviderResult("gce", "network load balancers", "python -m bench", ["20 s"],
+                            scales=[_scale(100, ours, theirs, bound_nodes=1.0)])  # fmt: skip
+    lines = summary([result], minutes=None).splitlines()
+    first = "| gce | 100/10 | polyccm"
+    ours_row = next(i for i, line in enumerate(lines) if line.startswith(first))
+    assert lines[ours_row] == (
+        "| gce | 100/10 | polyccm | 1.5 s (1.5x bound, 0.5x Go) | 3 | 2.0 s (0.5x Go) | 40 "
+        "| 0 / 0 | 5.0 s (1x Go) | 5.0 s (1x Go) | 90 MiB | 0.80 s |"
+    )
+    assert lines[ours_row + 1] == (
+        "| gce | 100/10 | cloud-provider-gcp v36.3.8 | 3.0 s | 120 | 4.0 s | 80 | 0 / 0 "
+        "| 5.0 s | 5.0 s | 60 MiB | 0.40 s |"
+    )
+    assert "| gce | 100/10 | peak RSS at or below the Go peer's | 90 MiB vs Go 60 MiB | **no** |" \
+        in lines  # fmt: skip
+
+
+def test_a_providers_table_has_its_upstream_peer_beside_polyccm_with_ratios_to_it() -> None:
+    from bench.report import ProviderResult, markdown
+
+    ours = _run("polyccm", 100, node_s=1.0, lb_s=2.0, rss=90)
+    theirs = _run("packet-go", 100, node_s=4.0, lb_s=8.0, lb_calls=300, rss=45)
+    theirs.label = "cloud-provider-equinix-metal 38d15e2"
+    result = ProviderResult("packet", "Elastic IPs (kube-vip)", "python -m bench", ["20 s"],
+                            scales=[_scale(100, ours, theirs)])  # fmt: skip
+    table = markdown(result)
+    assert "| figure | polyccm | cloud-provider-equinix-metal 38d15e2 | bare client (bound) |" \
+        in table  # fmt: skip
+    services = next(line for line in table.splitlines() if "Elastic IPs (kube-vip), every" in line)
+    assert "2.0 s (0.25x Go)" in services and "| 8.0 s |" in services
+    rss = next(line for line in table.splitlines() if line.startswith("| peak RSS"))
+    assert rss == "| peak RSS (VmHWM) | 90 MiB (2x Go) | 45 MiB | — |"

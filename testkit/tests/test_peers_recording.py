@@ -163,6 +163,25 @@ def test_a_ccm_that_dials_the_real_cloud_name_is_served_through_the_interception
         assert [str(e) for e in recorder.take()] == ["POST /metal/v1/ips -> 201"]
 
 
+def test_a_relay_that_keeps_nothing_still_serves_through_the_interception_ca(
+    cloud: TinyCloud,
+) -> None:
+    # The benchmark runs upstream's Equinix Metal CCM through it for thousands of calls.
+    with Recorder(cloud.url, intercept=("api.equinix.com",), keep=False) as relay:
+        assert relay.client_ca_file is not None
+        port = int(relay.url.rsplit(":", 1)[1])
+        context = ssl.create_default_context(cafile=str(relay.client_ca_file))
+        tunnel = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+        tunnel.set_tunnel("api.equinix.com", 443)
+        for name in ("a", "b"):
+            tunnel.request("POST", "/metal/v1/ips", body=json.dumps({"name": name}))
+            answer = tunnel.getresponse()
+            assert answer.status == 201 and json.loads(answer.read())["lb"]["name"] == name
+        tunnel.close()
+        assert relay.exchanges() == [] and relay.take() == []
+    assert sorted(b["name"] for b in cloud.balancers.values()) == ["a", "b"]
+
+
 def test_the_recorder_forwards_to_loopback_only() -> None:
     with pytest.raises(ValueError, match="loopback only"):
         Recorder("https://api.digitalocean.com")

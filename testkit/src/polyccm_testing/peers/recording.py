@@ -13,7 +13,8 @@ test can say what each CCM wrote and a golden can hold what upstream sent. Two w
   ``CONNECT`` to any other name is refused (403): nothing leaves the machine.
 
 Headers are not recorded (they carry tokens), and ``Accept-Encoding`` is not passed on, so a
-recorded body is the text the emulator wrote.
+recorded body is the text the emulator wrote. With ``keep=False`` it only relays, keeping
+nothing (the benchmark runs upstream's Equinix Metal CCM through it for thousands of calls).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def writes(exchanges: Iterable[Exchange]) -> list[Exchange]:
 class Recorder:
     """Records the exchanges between CCMs and the emulator at ``target`` (its base URL; ``https``
     is verified against ``ca_file``). Use as a context manager; :attr:`url` is the base URL (and
-    HTTPS proxy) to give the CCM."""
+    HTTPS proxy) to give the CCM. ``keep=False``: relay only, record nothing."""
 
     def __init__(
         self,
@@ -117,6 +118,7 @@ class Recorder:
         *,
         ca_file: Path | None = None,
         intercept: Iterable[str] = (),
+        keep: bool = True,
     ) -> None:
         parts = urlsplit(target)
         if parts.hostname not in {"127.0.0.1", "localhost", "::1"}:
@@ -126,6 +128,7 @@ class Recorder:
             ssl.create_default_context(cafile=str(ca_file)) if parts.scheme == "https" else None
         )
         self.intercept = frozenset(name.lower() for name in intercept)
+        self.keep = keep
         self._lock = threading.Lock()
         self._exchanges: list[Exchange] = []
         self._taken = 0
@@ -264,9 +267,10 @@ def _handler_for(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
                 status, answer_headers, data = recorder._forward(self.command, path, headers, body)
             except (OSError, http.client.HTTPException) as error:
                 status, answer_headers, data = 502, [], f"recorder: {error}".encode()
-            recorder._record(
-                Exchange(self.command, path, parse_body(body), status, parse_body(data))
-            )
+            if recorder.keep:
+                recorder._record(
+                    Exchange(self.command, path, parse_body(body), status, parse_body(data))
+                )
             self.send_response(status)
             for name, value in answer_headers:
                 if name.lower() not in _HOP_BY_HOP:
