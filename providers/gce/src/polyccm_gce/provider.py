@@ -1,7 +1,8 @@
 """The GCE cloud provider: wires the capabilities to one API client of one project.
 
 Built by the plugin when ``--provider gce`` is chosen (importing this module imports
-google-auth, not google-cloud-compute: :mod:`polyccm_gce.sdk` loads that in the background).
+google-auth, not google-cloud-compute: :mod:`polyccm_gce.sdk` loads what it uses of that in the
+background).
 :meth:`GceProvider.discover` finds what gce.conf leaves out as cloud-provider-gcp does:
 credentials are ``token-url``'s (:mod:`polyccm_gce.token_source`), else Google's
 application-default credentials (``GOOGLE_APPLICATION_CREDENTIALS``, gcloud's, or the metadata
