@@ -343,10 +343,18 @@ class GceCloud(BenchCloud):
             f"subnetwork-name = {self.SUBNET}\n"
             f"local-zone = {ZONE}\n"
             "multizone = true\n"
-            f"node-tags = {CLUSTER}-node\n"
+            "node-tags = node\n"  # the tag the instances carry (see _insert)
             f"api-endpoint = {self.env['POLYCCM_GCE_API_ENDPOINT'].rstrip('/')}/compute/v1/\n"
         )
-        return ["--cloud-provider=gce", f"--cloud-config={config}", f"--cluster-name={CLUSTER}"]
+        # cloud-provider-gcp starts its node-ipam-controller by default and exits when node
+        # CIDRs are not allocated (controllermanager.go "the AllocateNodeCIDRs is not
+        # enabled"): the benchmark runs the controllers the other CCMs run.
+        return [
+            "--cloud-provider=gce",
+            f"--cloud-config={config}",
+            f"--cluster-name={CLUSTER}",
+            "--controllers=cloud-node-controller,cloud-node-lifecycle-controller,service-lb-controller",
+        ]
 
     def go_env(self) -> dict[str, str]:
         """The emulator's metadata server for the token (``GCE_METADATA_HOST``), and an empty
