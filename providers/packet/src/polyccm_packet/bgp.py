@@ -549,7 +549,7 @@ class BgpController(Controller):
         if not wanted:
             return {}
         try:
-            return self.bgp.private_networks(wanted, len(self.context.nodes.list()))
+            return self.bgp.private_networks(wanted, len(self.context.nodes))
         except LeadershipLost:
             raise
         except Exception as error:  # noqa: BLE001 - each node reads its own device instead
