@@ -25,7 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["exports", "install", "is_lazy"]
+__all__ = ["exports", "install", "is_lazy", "load"]
 
 _lock = threading.Lock()
 
@@ -104,3 +104,10 @@ def install(packages: Sequence[str]) -> bool:
             if holder is not None:
                 setattr(holder, child, module)
         return True
+
+
+def load(packages: Sequence[str]) -> ModuleType:
+    """The first of ``packages``, imported after :func:`install` made it load name by name
+    where it could (the whole package otherwise)."""
+    install(packages)
+    return importlib.import_module(packages[0])

@@ -20,7 +20,6 @@ needs) in a thread while the manager connects and fills its caches, so that star
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 from types import ModuleType
@@ -43,8 +42,7 @@ def install() -> bool:
 
 def load() -> ModuleType:
     """The ``compute_v1`` package, loading name by name where :func:`install` could make it."""
-    install()
-    return importlib.import_module(MODULE)
+    return lazypackage.load((MODULE,))
 
 
 class _LazyModule:

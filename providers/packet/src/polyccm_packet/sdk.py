@@ -17,7 +17,6 @@ when ``metalv1`` is imported already (it is then the whole package, and works th
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from polyccm import lazypackage
@@ -35,5 +34,4 @@ def install() -> bool:
 
 def metalv1() -> Any:
     """The ``metalv1`` package, loading name by name where :func:`install` could make it."""
-    install()
-    return importlib.import_module(PACKAGE)
+    return lazypackage.load(LAZY)
