@@ -66,9 +66,19 @@ def importable(name):
         return False
 
 modules, commands = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+present = [m for m in modules if importable(m)]
+import boto3, polyccm.cli, polyccm_aws.plugin  # what `polyccm --provider=aws` imports
+# Modules imported from source without their byte code: compiled again at every start.
+uncompiled = sorted(
+    name for name, module in list(sys.modules.items())
+    if getattr(module, "__spec__", None) is not None and module.__spec__.cached
+    and not os.path.exists(module.__spec__.cached)
+)
 print(json.dumps({
     "uid": os.getuid(),
-    "present": [m for m in modules if importable(m)],
+    "optimize": sys.flags.optimize,
+    "uncompiled": uncompiled,
+    "present": present,
     "commands": [c for c in commands if shutil.which(c)],
     "providers": sorted(e.name for e in entry_points(group="polyccm")),
 }))
@@ -130,6 +140,10 @@ def test_the_aws_image_holds_the_core_and_boto3_alone_and_runs_as_non_root(
     assert probe.returncode == 0, probe.stderr
     found = json.loads(probe.stdout)
     assert found["uid"] == 65532
+    # Optimised (no docstrings), from byte code compiled at build time for that level, the
+    # standard library's included.
+    assert found["optimize"] == 2
+    assert found["uncompiled"] == []
     assert found["present"] == ["boto3", "polyccm_aws"]
     assert found["commands"] == ["polyccm"]
     assert found["providers"] == ["aws"]
