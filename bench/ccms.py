@@ -32,6 +32,9 @@ _METRIC_LINE = re.compile(
 )
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 FAKE_KEY = "fake-go"
+#: What polyccm's image runs it with (deploy/images/Dockerfile): optimised at level 2 (no
+#: docstrings, no asserts), from the level-2 byte code :func:`bench.cli.compile_bytecode` makes.
+IMAGE_ENV = {"PYTHONOPTIMIZE": "2"}
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,8 @@ class Ccm:
                 *knobs.common_flags(),
                 *cloud.polyccm_args(),
             ]
-            return CcmProcess(argv, cloud.polyccm_env(), log, Health(port, "/readyz"))
+            env = {**cloud.polyccm_env(), **IMAGE_ENV}
+            return CcmProcess(argv, env, log, Health(port, "/readyz"))
         assert self.binary is not None
         go_flags = [
             f"--kubeconfig={kubeconfig}",

@@ -25,7 +25,16 @@ from pathlib import Path
 from polyccm.kube.api import KubeApi
 
 from bench import audit, cluster
-from bench.ccms import IDENTITIES, POLYCCM, Ccm, Knobs, fake_go, is_upstream, upstream
+from bench.ccms import (
+    IDENTITIES,
+    IMAGE_ENV,
+    POLYCCM,
+    Ccm,
+    Knobs,
+    fake_go,
+    is_upstream,
+    upstream,
+)
 from bench.clouds import CLOUDS, BenchCloud
 from bench.report import ProviderResult, ScaleResult, load, write
 from bench.scenario import Context, Scale, Timing, run_bound, run_ccm
@@ -138,8 +147,9 @@ def peers_for(provider: str, no_peers: bool) -> tuple[list[Ccm], list[str]]:
 
 
 def compile_bytecode() -> None:
-    """Byte code on disk for every installed package and workspace source, as polyccm's image
-    has it (``UV_COMPILE_BYTECODE``) and as pip installs leave it. Without it, with
+    """Byte code on disk for every installed package and workspace source: at level 2, which
+    polyccm runs at as its image runs it (``PYTHONOPTIMIZE=2``, :data:`bench.ccms.IMAGE_ENV`),
+    and at level 0 for the harness, the bound and the emulators. Without it, with
     ``PYTHONDONTWRITEBYTECODE`` set, each CCM start compiles every module it imports
     (google-cloud-compute alone: seconds of CPU and ~100 MiB of peak RSS). Up-to-date files
     are skipped, so only the first run pays."""
@@ -150,7 +160,8 @@ def compile_bytecode() -> None:
     sources = [root / "core" / "src", root / "testkit" / "src", *root.glob("providers/*/src")]
     for directory in [*map(Path, site.getsitepackages()), *sources]:
         if directory.is_dir():
-            compileall.compile_dir(directory, quiet=2, workers=0)
+            for level in (0, 2):
+                compileall.compile_dir(directory, quiet=2, workers=0, optimize=level)
 
 
 def _put(result: ProviderResult, measured: ScaleResult) -> None:
@@ -186,6 +197,9 @@ def _provider(name: str, args: argparse.Namespace, command: str, cloud: BenchClo
             f"--concurrent-service-syncs={knobs.service_workers} "
             f"--node-monitor-period={knobs.node_monitor_period:g}s, routes off, no leader "
             "election, its own ServiceAccount",
+            "polyccm as its image runs it: "
+            + " ".join(f"{k}={v}" for k, v in IMAGE_ENV.items())
+            + ", from byte code compiled ahead at that level",
             f"quiet period {args.quiet:.0f} s; a phase may take {args.phase_timeout:.0f} s",
             *cloud_class.notes,
         ],
