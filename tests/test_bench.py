@@ -51,3 +51,36 @@ def test_quick_benchmark_measures_polyccm_and_the_bound(tmp_path: Path) -> None:
     assert "| 100 tainted nodes initialised |" in table
     assert "agree" in table and "MISMATCH" not in table
     assert (tmp_path / "aws.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.timeout(420)
+def test_each_providers_polyccm_serves_nodes_and_a_load_balancer_run_as_its_image_runs_it(
+    tmp_path: Path,
+) -> None:
+    """polyccm of every provider, as a process optimised as its image runs it
+    (``PYTHONOPTIMIZE=2``: no docstrings, no asserts, deploy/images/Dockerfile), initialises
+    nodes and serves, then releases, a LoadBalancer Service: the benchmark's scenario at its
+    smallest (5 nodes, 1 Service), without peers."""
+    providers = ["aws", "gce", "digitalocean", "packet"]
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--providers", ",".join(providers),
+         "--scales", "5/1", "--no-peers", "--quiet", "1", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
+
+    sys.path.insert(0, str(ROOT))
+    try:
+        from bench.report import load
+    finally:
+        sys.path.remove(str(ROOT))
+    for provider in providers:
+        result = load(tmp_path / f"{provider}.json")
+        assert any(s.startswith("polyccm as its image runs it: PYTHONOPTIMIZE=2,")
+                   for s in result.settings), result.settings  # fmt: skip
+        (scale,) = result.scales
+        (polyccm,) = scale.runs
+        for name in ("start", "nodes", "services", "delete"):
+            assert polyccm.phases[name].seconds is not None, f"{provider}: {name} finished"
+        assert sum(polyccm.phases["services"].calls.values()) > 0, provider
+        assert polyccm.mismatches == [], provider

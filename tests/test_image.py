@@ -68,11 +68,35 @@ def importable(name):
 modules, commands = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 present = [m for m in modules if importable(m)]
 import boto3, polyccm.cli, polyccm_aws.plugin  # what `polyccm --provider=aws` imports
-# Modules imported from source without their byte code: compiled again at every start.
+
+def compiled_again(spec):
+    # Whether the interpreter compiles this module's source instead of reading its byte code
+    # (none, another version's, or one whose source's recorded time or size differs).
+    if not spec.cached or not (spec.origin or "").endswith(".py"):
+        return False
+    try:
+        with open(spec.cached, "rb") as pyc:
+            head = pyc.read(16)
+    except OSError:
+        return True
+    if head[:4] != importlib.util.MAGIC_NUMBER:
+        return True
+    flags = int.from_bytes(head[4:8], "little")
+    if flags & 1:  # hash-based: used as is unless checked (PEP 552)
+        if not flags & 2:
+            return False
+        with open(spec.origin, "rb") as source:
+            return importlib.util.source_hash(source.read()) != head[8:16]
+    status = os.stat(spec.origin)
+    return head[8:16] != (
+        (int(status.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+        + (status.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+    )
+
+# Modules whose byte code is not used: compiled again, in memory, at every start.
 uncompiled = sorted(
     name for name, module in list(sys.modules.items())
-    if getattr(module, "__spec__", None) is not None and module.__spec__.cached
-    and not os.path.exists(module.__spec__.cached)
+    if getattr(module, "__spec__", None) is not None and compiled_again(module.__spec__)
 )
 print(json.dumps({
     "uid": os.getuid(),

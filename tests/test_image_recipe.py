@@ -202,13 +202,19 @@ def test_the_image_runs_optimised_from_level_2_byte_code_only() -> None:
     assert len(compiles) == 1
     (words,) = compiles
     assert words[words.index("-o") + 1] == "2" and words.count("-o") == 1
+    # Used whatever times the sources have once copied into the runtime stage and shipped.
+    assert words[words.index("--invalidation-mode") + 1] == "unchecked-hash"
     assert words[-1] == "/opt/polyccm"
     (check,) = [r for r in build_runs if "--help" in r]
     assert re.match(r"export PYTHONOPTIMIZE=2 PYTHONDONTWRITEBYTECODE=1\s+&&", check), check
     # The base's standard library gets its level-2 byte code in the runtime stage, before the
     # image's user (who could not write it) takes over.
     (runtime_run,) = [run_command(rest) for keyword, rest in stages["runtime"] if keyword == "RUN"]
-    assert re.search(r"python3 -m compileall -q -j 0 -o 2 .*get_path\(\"stdlib\"\)", runtime_run)
+    assert re.search(
+        r"python3 -m compileall -q -j 0 -o 2 --invalidation-mode unchecked-hash .*"
+        r"get_path\(\"stdlib\"\)",
+        runtime_run,
+    )
 
 
 def dockerignore_patterns() -> list[tuple[bool, re.Pattern[str]]]:
@@ -437,6 +443,10 @@ def test_build_stage_commands_install_one_provider_from_a_copy_of_the_context(
     assert compiled and all(p.name.endswith(".opt-2.pyc") for p in compiled), [
         p for p in compiled if not p.name.endswith(".opt-2.pyc")
     ][:5]
+    # Hash-based and unchecked (PEP 552 flags 0b01): used even when the sources' times change,
+    # as they do when the environment is copied into the runtime stage.
+    checked = [p for p in compiled if p.read_bytes()[4:8] != b"\x01\x00\x00\x00"]
+    assert not checked, checked[:5]
     # A wrong PROVIDER stops the build at the first RUN.
     refused = subprocess.run(
         ["sh", "-c", runs[0]],

@@ -141,6 +141,11 @@ def stop(process: subprocess.Popen[bytes], *, timeout: float = 30) -> int:
     return process.wait(timeout=timeout)
 
 
+def command_pids(process: subprocess.Popen[bytes]) -> list[int]:
+    """The processes ``process`` (a ``buildah run``) runs: its command, once started."""
+    return _commands_under(process.pid)
+
+
 def _commands_under(root: int) -> list[int]:
     """Processes below ``root`` whose parent is buildah's exec helper."""
     parents: dict[int, int] = {}
