@@ -78,7 +78,7 @@ def test_every_client_the_provider_builds_is_one_whose_messages_are_built() -> N
     assert named == set(CLIENTS)
 
 
-SMALL = b'''import proto
+SMALL = b"""import proto
 
 __protobuf__ = proto.module(
     package="google.cloud.compute.v1",
@@ -105,7 +105,7 @@ class Other(proto.Message):
 
 
 __all__ = tuple(sorted(__protobuf__.manifest))
-'''
+"""
 
 
 def test_a_message_brings_the_messages_its_fields_hold_and_no_other() -> None:
@@ -124,11 +124,37 @@ def test_a_message_brings_the_messages_its_fields_hold_and_no_other() -> None:
         (SMALL, ["Missing"]),
         (SMALL.replace(b"__protobuf__ = proto.module(", b"MODULE = proto.module("), ["Instance"]),
     ],
-    ids=["a statement between classes", "manifest and classes differ", "unknown message",
-         "no manifest"],  # fmt: skip
+    ids=[
+        "a statement between classes",
+        "manifest and classes differ",
+        "unknown message",
+        "no manifest",
+    ],
 )
 def test_a_source_laid_out_otherwise_is_refused_so_the_whole_module_loads(
     source: bytes, wanted: list[str]
 ) -> None:
     with pytest.raises(LayoutError):
         pruned_source(source, wanted)
+
+
+FAILING = """
+import sys
+from polyccm_gce import compute_types
+
+cut = compute_types.pruned_source
+compute_types.pruned_source = lambda source, wanted: [*cut(source, wanted), "def (:\\n"]
+from polyccm_gce import sdk
+
+client = sdk.compute_v1.RoutesClient.__name__
+types = sys.modules["google.cloud.compute_v1.types.compute"]
+print(client, len(types.__protobuf__.manifest) > 2000, sdk.compute_v1.AcceleratorType.__name__)
+"""
+
+
+def test_a_cut_module_that_would_not_compile_gives_way_to_the_whole_one() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", FAILING], capture_output=True, text=True, timeout=180
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["RoutesClient", "True", "AcceleratorType"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import logging
 import re
@@ -70,8 +71,9 @@ _OTHER_STATEMENT = re.compile(rb"(?m)^(?!class \w+\(|\):|#)\S")
 _PACKAGE = re.compile(rb'package="([\w.]+)"')
 #: How a client's modules name a message: ``compute.Instance``.
 _NAMED = re.compile(r"\bcompute\.([A-Z]\w*)")
-#: How a message's field names the message or enum it holds: ``message="Instance"``.
-_FIELD = re.compile(rb'\b(?:message|enum)="(\w+)"')
+#: How a message's field names the message or enum it holds: ``message="Instance"`` (or
+#: ``enum=Status``, unquoted).
+_FIELD = re.compile(rb'\b(?:message|enum)="?(\w+)')
 
 _lock = threading.Lock()
 _installed = False
@@ -134,11 +136,15 @@ def pruned_source(source: bytes, wanted: Iterable[str]) -> list[str]:
 
 
 def _service_files(root: Path) -> list[Path]:
-    return [
-        path
-        for service in CLIENTS.values()
-        for path in sorted((root / "services" / service).rglob("*.py"))
-    ]
+    """The source files of the clients' services (:class:`LayoutError` when one has none: its
+    messages could not be read from it)."""
+    found: list[Path] = []
+    for service in CLIENTS.values():
+        files = sorted((root / "services" / service).rglob("*.py"))
+        if not any(path.name == "client.py" for path in files):
+            raise LayoutError(f"no source of the {service} client")
+        found.extend(files)
+    return found
 
 
 class _PrunedLoader(importlib.abc.Loader):
@@ -153,22 +159,19 @@ class _PrunedLoader(importlib.abc.Loader):
         return None
 
     def exec_module(self, module: ModuleType) -> None:
-        fresh = dict(module.__dict__)
         try:
             # Piece by piece: compiling the whole at once would hold every class's syntax tree.
-            for piece in self.pieces:
-                exec(compile(piece, self.origin, "exec"), module.__dict__)  # the SDK's own source
-        except Exception as error:  # noqa: BLE001 - any failure: the whole module, as ever
-            # proto-plus adds the file's descriptor once the manifest's last class is made:
-            # a failure before it leaves nothing behind to clash with the whole module's.
+            code = [compile(piece, self.origin, "exec") for piece in self.pieces]
+        except (SyntaxError, ValueError) as error:
+            # Nothing made yet: the SDK's whole module, from its byte code.
             log.debug("%s loads whole: %s", TYPES, error)
-            module.__dict__.clear()
-            module.__dict__.update(fresh)
-            source = Path(self.origin).read_bytes()
-            exec(compile(source, self.origin, "exec"), module.__dict__)  # the SDK's own source
-            return
-        module.__polyccm_pruned__ = True  # type: ignore[attr-defined]
-        log.debug("%s: %d of its message classes built", TYPES, len(self.pieces) - 2)
+            whole = importlib.machinery.SourceFileLoader(TYPES, self.origin).get_code(TYPES)
+            code = [] if whole is None else [whole]
+        else:
+            module.__polyccm_pruned__ = True  # type: ignore[attr-defined]
+        for each in code:
+            exec(each, module.__dict__)  # the SDK's own source
+        log.debug("%s: %d message classes", TYPES, len(getattr(module, "__all__", ())))
 
 
 class _Finder(importlib.abc.MetaPathFinder):
