@@ -2,7 +2,10 @@
 its peak memory read from the kernel, its metrics scraped, and stopped.
 
 Peak RSS is ``VmHWM`` (the high-water mark of resident memory) of the process and each of its
-descendants still alive, added up, read just before the process is stopped.
+descendants still alive, added up, read just before the process is stopped. CPU seconds are the
+user and system time of the process and its living descendants (``/proc/PID/stat``), read when it
+became ready: what start-to-ready costs, which, unlike the wall time, does not grow when other
+work shares the machine's cores.
 """
 
 from __future__ import annotations
@@ -49,6 +52,26 @@ def _vm_hwm_kib(pid: int) -> int:
     except OSError:
         pass
     return 0
+
+
+def _cpu_ticks(pid: int) -> int:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    except OSError:
+        return 0
+    # utime and stime: the 14th and 15th fields of stat, the 12th and 13th after the name.
+    return int(fields[11]) + int(fields[12])
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of ``pid`` and its living descendants."""
+    ticks = 0
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        ticks += _cpu_ticks(current)
+        pending.extend(_children(current))
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def tree_peak_rss_mib(pid: int) -> float:
@@ -110,6 +133,9 @@ class CcmProcess:
 
     def peak_rss_mib(self) -> float:
         return tree_peak_rss_mib(self.process.pid)
+
+    def cpu_seconds(self) -> float:
+        return tree_cpu_seconds(self.process.pid)
 
     def stop(self) -> None:
         if self.process.poll() is None:

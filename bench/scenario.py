@@ -91,6 +91,9 @@ class Run:
     nodes: int
     services: int
     ready_seconds: float | None = None
+    ready_cpu_seconds: float | None = None
+    """CPU seconds the CCM (with its descendants) had used when it became ready: start-to-ready
+    on a machine of its own, whatever else ran beside it."""
     peak_rss_mib: float | None = None
     phases: dict[str, Phase] = field(default_factory=dict)
     requests: int = 0
@@ -234,12 +237,15 @@ def run_ccm(context: Context, ccm: Ccm, scale: Scale) -> Run:
                         context.logs / f"{cloud.name}-{ccm.key}-{scale.nodes}.log")  # fmt: skip
     try:
         run.ready_seconds = process.wait_ready()
+        if run.ready_seconds is not None:
+            run.ready_cpu_seconds = process.cpu_seconds()
         run.phases["start"] = clock.end(run.ready_seconds)
         if run.ready_seconds is None:
             run.notes.append(f"never ready; last lines of its log:\n{process.tail()}")
             say(f"{ccm.label} did not become ready:\n{process.tail()}")
             return run
-        say(f"{ccm.label} ready in {run.ready_seconds:.2f} s")
+        say(f"{ccm.label} ready in {run.ready_seconds:.2f} s "
+            f"({run.ready_cpu_seconds or 0:.2f} s of CPU)")  # fmt: skip
         _Phases(context, scale, run, clock, names, nodes, services).all()
         run.peak_rss_mib = process.peak_rss_mib()
         _totals(run, ccm, cloud, before, process)

@@ -74,3 +74,25 @@ def test_a_package_imported_whole_is_left_as_it_is(package: str) -> None:
 def test_a_missing_package_is_not_installed() -> None:
     assert not lazypackage.install(("lazypkg_absent_demo",))
     assert "lazypkg_absent_demo" not in sys.modules
+
+
+def test_a_name_the_init_lists_but_its_module_lacks_is_an_attribute_error(package: str) -> None:
+    # google-cloud-compute's ``types.compute`` built with fewer classes (polyccm_gce.compute_types)
+    # than compute_v1's __init__ names: hasattr() must say False, not raise ImportError.
+    (Path(sys.path[0]) / package / "light.py").write_text("class Light: pass\n")  # no ``other``
+    assert lazypackage.install((package,))
+    import lazypkg_demo
+
+    assert not hasattr(lazypkg_demo, "Renamed")
+    with pytest.raises(AttributeError, match="has no attribute 'Renamed'"):
+        lazypkg_demo.Renamed  # noqa: B018
+    assert lazypkg_demo.Light.__name__ == "Light"
+
+
+def test_a_submodule_that_fails_to_import_a_module_it_needs_says_so(package: str) -> None:
+    (Path(sys.path[0]) / package / "sub" / "helper.py").write_text("import lazypkg_nowhere\n")
+    assert lazypackage.install((package, f"{package}.sub"))
+    import lazypkg_demo
+
+    with pytest.raises(ModuleNotFoundError, match="lazypkg_nowhere"):
+        lazypkg_demo.helper  # noqa: B018

@@ -68,7 +68,14 @@ def _lazy_package(name: str) -> ModuleType | None:
         try:
             value = getattr(origin, original)
         except AttributeError:  # ``from package import submodule``
-            value = importlib.import_module(f"{source}.{original}")
+            try:
+                value = importlib.import_module(f"{source}.{original}")
+            except ModuleNotFoundError as error:
+                if error.name is not None and not f"{source}.{original}".startswith(error.name):
+                    raise  # a module the submodule imports
+                # Neither a name nor a submodule of its module (it holds fewer names than the
+                # ``__init__`` says): missing, as ``getattr`` and ``hasattr`` expect.
+                raise AttributeError(f"module {name!r} has no attribute {attribute!r}") from None
         setattr(module, attribute, value)
         return value
 

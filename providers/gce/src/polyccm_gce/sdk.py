@@ -8,8 +8,10 @@ of nodes was being initialised (half the GIL's time then). polyccm uses 14 clien
 pollers included). :func:`install` makes ``compute_v1`` load name by name
 (:mod:`polyccm.lazypackage`): it is the real package, whose ``InstancesClient`` imports
 ``services/instances`` (with ``types.compute``, which every client needs: ~1.1 s and ~80 MiB of
-what is left) and nothing else: 2.0-2.3 s and 153 MiB. Nothing is installed when ``compute_v1``
-is imported already (it is then the whole package, and works the same).
+what is left) and nothing else: 2.0-2.3 s and 153 MiB. ``types.compute`` itself is then built
+with only the message classes the 14 clients reach (:mod:`polyccm_gce.compute_types`): the 14
+clients 1.4 -> 0.7 s of CPU and 109 -> 71 MiB of peak RSS. Nothing is installed when
+``compute_v1`` is imported already (it is then the whole package, and works the same).
 
 The provider's modules name it through :data:`compute_v1` here, which installs and imports it
 on the first attribute read (for type checkers it is the module itself).
@@ -20,12 +22,15 @@ needs) in a thread while the manager connects and fills its caches, so that star
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from polyccm import lazypackage
+
+from polyccm_gce import compute_types
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +40,19 @@ FIRST_NEEDED = ("InstancesClient", "Instance")
 
 
 def install() -> bool:
-    """Make ``compute_v1`` load name by name (see the module's docstring); whether it now does.
-    Safe to call many times and from any thread."""
-    return lazypackage.install((MODULE,))
+    """Make ``compute_v1`` load name by name, and its message classes only the clients'
+    (:mod:`polyccm_gce.compute_types`); whether it now does. Safe to call many times and from
+    any thread."""
+    if not lazypackage.install((MODULE,)):
+        return False
+    compute_types.install()
+    return True
 
 
 def load() -> ModuleType:
     """The ``compute_v1`` package, loading name by name where :func:`install` could make it."""
-    return lazypackage.load((MODULE,))
+    install()
+    return importlib.import_module(MODULE)
 
 
 class _LazyModule:
