@@ -29,11 +29,13 @@ from bench.ccms import IDENTITIES, POLYCCM, Ccm, Knobs, fake_go, is_upstream, up
 from bench.clouds import CLOUDS, BenchCloud
 from bench.report import ProviderResult, ScaleResult, load, write
 from bench.scenario import Context, Scale, Timing, run_bound, run_ccm
-from bench.targets import all_checks, load_results, write_summary
+from bench.targets import all_checks, budget_margin, load_results, write_summary
 
 FULL_SCALES = (Scale(100, 10), Scale(1000, 100), Scale(5000, 500))
 QUICK_SCALES = (Scale(100, 10),)
 RESULTS = Path(__file__).resolve().parent / "results"
+#: From this many nodes, each phase of an upstream Go CCM is time-boxed (``--go-time-box``).
+TIME_BOX_NODES = 5000
 #: Service addresses for 5,000 Services and more (kube-apiserver's last flag wins).
 SERVICE_RANGE = "10.96.0.0/16"
 
@@ -89,11 +91,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--phase-timeout", type=float, default=300.0, help="seconds a phase may take (300)"
     )
     parser.add_argument(
+        "--stall",
+        type=float,
+        default=30.0,
+        help="a phase of any CCM that makes no progress (no new node initialised, no new "
+        "ingress, no Service gone) for this many seconds ends there, not done (30; 0: never)",
+    )
+    parser.add_argument(
         "--go-time-box",
         type=float,
         default=60.0,
-        help="seconds the upstream Go CCM may spend initialising nodes at 5,000 nodes and "
-        "more; it skips its later phases when cut (60)",
+        help="seconds each phase of an upstream Go CCM may take at 5,000 nodes and more; a "
+        "phase cut by it ends that CCM's run (60)",
     )
     parser.add_argument("--out", type=Path, help="results directory (bench/results)")
     parser.add_argument(
@@ -186,7 +195,14 @@ def _provider(name: str, args: argparse.Namespace, command: str, cloud: BenchClo
             f"--concurrent-service-syncs={knobs.service_workers} "
             f"--node-monitor-period={knobs.node_monitor_period:g}s, routes off, no leader "
             "election, its own ServiceAccount",
-            f"quiet period {args.quiet:.0f} s; a phase may take {args.phase_timeout:.0f} s",
+            f"quiet period {args.quiet:.0f} s; a phase may take {args.phase_timeout:.0f} s"
+            + (
+                f" and ends, not done, after {args.stall:.0f} s without progress"
+                if args.stall
+                else ""
+            ),
+            f"at {TIME_BOX_NODES:,} nodes and more, each phase of the upstream Go CCM may take "
+            f"{args.go_time_box:.0f} s; a phase cut by it ends that CCM's run",
             *cloud_class.notes,
         ],
         skipped=skipped,
@@ -224,6 +240,7 @@ class _Plane:
             timing=Timing(
                 quiet=args.quiet,
                 phase_timeout=args.phase_timeout,
+                stall=args.stall or None,
                 settle_limit=10.0 if args.quick else 30.0,
                 settled_after=2.0,
             ),
@@ -300,8 +317,12 @@ def _run_scale(
             runs = [run_ccm(context, POLYCCM, scale)]
             for peer in provider.peers:
                 say(f"{provider.name} {scale.label}: {peer.label}")
-                box = args.go_time_box if is_upstream(peer.key) and scale.nodes >= 5000 else None
-                boxed = replace(context, timing=replace(context.timing, node_time_box=box))
+                box = (
+                    args.go_time_box
+                    if is_upstream(peer.key) and scale.nodes >= TIME_BOX_NODES
+                    else None
+                )
+                boxed = replace(context, timing=replace(context.timing, time_box=box))
                 runs.append(run_ccm(boxed, peer, scale))
         except Exception:  # noqa: BLE001 (the other providers still run; the trace is shown)
             say(f"{provider.name}: the benchmark broke:\n{traceback.format_exc()}")
@@ -353,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not check.met:
             say(f"target missed: {check.provider} {check.scale}: {check.target}: {check.measured}")
     say(f"summary in {path}")
-    say(f"done in {minutes:.1f} min")
+    say(f"done in {minutes:.1f} min: {budget_margin(minutes)}")
     for failure in failures:
         say(f"FAILED: {failure}")
     return 1 if failures else 0

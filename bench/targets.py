@@ -25,6 +25,16 @@ LARGE_SCALE_NODES = 5000
 READY_SECONDS = 2.0
 #: At rest: fewer than this many cloud calls a minute per 100 nodes.
 REST_CALLS_PER_MINUTE_PER_100 = 1.0
+#: ``make bench`` (every provider, scale and peer) is meant to take at most this long.
+BUDGET_MINUTES = 30.0
+
+
+def budget_margin(minutes: float) -> str:
+    """How ``minutes`` compares with the run's budget of :data:`BUDGET_MINUTES`."""
+    margin = BUDGET_MINUTES - minutes
+    if margin >= 0:
+        return f"{margin:.1f} min inside the {BUDGET_MINUTES:.0f}-minute budget"
+    return f"{-margin:.1f} min OVER the {BUDGET_MINUTES:.0f}-minute budget"
 
 
 @dataclass(frozen=True)
@@ -223,7 +233,11 @@ def summary(results: Sequence[ProviderResult], minutes: float | None) -> str:
     """``summary.md``: the headline figures of every provider and scale, then the checks."""
     lines = ["# Benchmark summary", ""]
     if minutes is not None:
-        lines += [f"The last run took {minutes:.1f} min on this machine (2 cores).", ""]
+        lines += [
+            f"The last run took {minutes:.1f} min on this machine (2 cores): "
+            f"{budget_margin(minutes)}.",
+            "",
+        ]
     lines += [f"- {r.provider}: `{r.command}`, {r.seconds / 60:.1f} min of it" for r in results] + [
         ""
     ]
