@@ -326,11 +326,12 @@ class _Phases:
         return tracker.wait_progress(done, self.limit, progress, self.context.timing.stall)
 
     def _why(self, outcome: cluster.Outcome) -> str:
-        """Why a phase is not done: ``no progress for S s`` or ``in L s`` (time-boxed)."""
+        """Why a phase is not done, to follow how far it got: ``, no progress for S s`` or
+        `` in L s`` (`` (time-boxed)`` when this CCM's time box cut it)."""
         if outcome.stalled is not None:
-            return f"no progress for {self.context.timing.stall:.0f} s"
-        boxed = ", time-boxed" if self.context.timing.time_box else ""
-        return f"in {self.limit:.0f} s{boxed}"
+            return f", no progress for {self.context.timing.stall:.0f} s"
+        boxed = " (time-boxed)" if self.context.timing.time_box else ""
+        return f" in {self.limit:.0f} s{boxed}"
 
     def _boxed_out(self, name: str, outcome: cluster.Outcome) -> bool:
         """Whether ``name`` was cut by this CCM's time box (its later phases are then not
@@ -338,7 +339,7 @@ class _Phases:
         if outcome.done or outcome.stalled is not None or not self.context.timing.time_box:
             return False
         self.run.notes.append(
-            f"{name} phase time-boxed at {self.limit:.0f} s and cut; later phases not run"
+            f"{name} phase cut by the time box ({self.limit:.0f} s); later phases not run"
         )
         return True
 
@@ -366,15 +367,12 @@ class _Phases:
             self.nodes, _all_initialised(expected), lambda items: _initialised(items, expected)
         )
         count = sum(self.nodes.snapshot().values())
-        note = f"{count} of {self.scale.nodes}, {self._why(outcome)}"
+        note = f"{count} of {self.scale.nodes}{self._why(outcome)}"
         phase = self._close("nodes", outcome.done, limit, note)
         self.say(f"{count}/{self.scale.nodes} nodes initialised in {self.elapsed:.1f} s, "
                  f"{sum(phase.calls.values())} cloud calls")  # fmt: skip
         if not outcome.done:
-            self.run.notes.append(
-                f"node initialisation stopped after {self.elapsed:.0f} s "
-                f"({self._why(outcome)}); later phases not run"
-            )
+            self.run.notes.append(f"node initialisation not done ({note}); later phases not run")
         return outcome.done
 
     def create_services(self) -> bool:
@@ -390,7 +388,7 @@ class _Phases:
             self.services, _services_served(self.scale.services), lambda i: sum(i.values())
         )
         served = sum(self.services.snapshot().values())
-        note = f"{served} of {self.scale.services}, {self._why(outcome)}"
+        note = f"{served} of {self.scale.services}{self._why(outcome)}"
         phase = self._close("services", outcome.done, limit, note)
         self.say(f"{served}/{self.scale.services} services with an ingress in "
                  f"{self.elapsed:.1f} s, {sum(phase.calls.values())} cloud calls")  # fmt: skip
@@ -432,7 +430,7 @@ class _Phases:
         left = len(gone & snapshot.keys())
         note = (
             f"{left} terminated nodes still there, {_initialised(snapshot, expected)} of "
-            f"{len(expected)} new ones initialised, {self._why(outcome)}"
+            f"{len(expected)} new ones initialised{self._why(outcome)}"
         )
         phase = self._close("churn", outcome.done, limit, note)
         what = "replaced" if outcome.done else f"not replaced ({note})"
@@ -447,7 +445,7 @@ class _Phases:
         cluster.delete_services(self.context.admin, names)
         outcome = self._wait(self.services, lambda items: not items, len)
         left = len(self.services.snapshot())
-        note = f"{left} of {len(names)} still there, {self._why(outcome)}"
+        note = f"{left} of {len(names)} still there{self._why(outcome)}"
         phase = self._close("delete", outcome.done, limit, note)
         what = "every service deleted" if outcome.done else f"services not deleted ({note})"
         self.say(f"{what} in {self.elapsed:.1f} s, {sum(phase.calls.values())} cloud calls")

@@ -1,8 +1,9 @@
 """A CCM that stops making progress, for tests/test_bench_stall.py: started by the benchmark
 as an upstream peer (the flags it is given are the Go CCMs'), it answers ``/healthz`` on its
 secure port, initialises the first ``STALLING_CCM_NODES`` nodes it sees (removes their
-uninitialised taint, one request each, as a cloud-node controller would) and then does nothing
-more until it is stopped, as upstream Metal's CCM does once it has the first page of devices."""
+uninitialised taint, one request each, as a cloud-node controller would), one every
+``STALLING_CCM_EVERY`` seconds (0: at once), and then does nothing more until it is stopped, as
+upstream Metal's CCM does once it has the first page of devices."""
 
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ def main() -> None:
     parser.add_argument("--secure-port", type=int, required=True)
     args, _ = parser.parse_known_args()
     limit = int(os.environ.get("STALLING_CCM_NODES", "3"))
+    every = float(os.environ.get("STALLING_CCM_EVERY", "0"))
     api = KubeApi.from_kubeconfig(args.kubeconfig)
     _serve(args.secure_port)
     done: set[str] = set()
@@ -61,6 +63,7 @@ def main() -> None:
             kept = [t for t in taints if t.get("key") != UNINITIALIZED_TAINT]
             api.patch(NODES, name, {"spec": {"taints": kept or None}})
             done.add(name)
+            time.sleep(every)
         time.sleep(0.2)
     while True:  # no more progress, until SIGTERM
         time.sleep(3600)

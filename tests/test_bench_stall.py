@@ -2,7 +2,8 @@
 (issue 33: upstream Metal's CCM initialises the first page of devices, about 10 nodes, then sat
 until the timeout at every scale): its phase ends "not done (k of N, no progress for S s)" in
 the tables, as a timed-out phase does, and its later phases are not run; a CCM that keeps
-progressing is not cut. The run's end says its time against the 30-minute budget."""
+progressing is not cut by it, only by its time box (a slow upstream CCM at scale), and the
+tables say which. The run's end says its time against the 30-minute budget."""
 
 from __future__ import annotations
 
@@ -17,20 +18,28 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _peer(path: Path, nodes: int, every: float) -> Path:
+    """An upstream peer that initialises ``nodes`` nodes, one every ``every`` seconds, then
+    stops progressing (tests/stalling_ccm.py)."""
+    script = ROOT / "tests" / "stalling_ccm.py"
+    path.write_text(f"#!/bin/sh\nSTALLING_CCM_NODES={nodes} STALLING_CCM_EVERY={every} "
+                    f'exec "{sys.executable}" "{script}" "$@"\n')  # fmt: skip
+    path.chmod(0o755)
+    return path
+
+
 @pytest.mark.timeout(420)
 def test_a_ccm_that_stops_progressing_is_cut_after_the_stall_window(tmp_path: Path) -> None:
-    peer = tmp_path / "stalling-ccm"
-    peer.write_text(
-        f'#!/bin/sh\nexec "{sys.executable}" "{ROOT / "tests" / "stalling_ccm.py"}" "$@"\n'
-    )
-    peer.chmod(0o755)
+    stalling = _peer(tmp_path / "stalling", nodes=4, every=0)  # DigitalOcean's
+    slow = _peer(tmp_path / "slow", nodes=1000, every=2)  # Metal's: progresses, slowly
     out = tmp_path / "results"
     completed = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--providers", "digitalocean",
+        [sys.executable, "-m", "bench", "--quick", "--providers", "digitalocean,packet",
          "--scales", "30/3", "--quiet", "1", "--stall", "8", "--phase-timeout", "600",
-         "--out", str(out)],
+         "--go-time-box", "20:20", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=400,
-        env={**os.environ, "POLYCCM_PEER_DIGITALOCEAN": str(peer), "STALLING_CCM_NODES": "4"},
+        env={**os.environ, "POLYCCM_PEER_DIGITALOCEAN": str(stalling),
+             "POLYCCM_PEER_PACKET": str(slow)},
     )  # fmt: skip
     shown = completed.stdout[-4000:] + completed.stderr[-4000:]
     assert completed.returncode == 0, shown
@@ -56,9 +65,43 @@ def test_a_ccm_that_stops_progressing_is_cut_after_the_stall_window(tmp_path: Pa
 
     table = (out / "digitalocean.md").read_text()
     assert "not done (4 of 30, no progress for 8 s)" in table
+
+    # Metal's peer kept initialising a node every 2 s: the stall window never cut it, its
+    # time box did (20 s from 20 nodes), and the tables say so.
+    (scale,) = load(out / "packet.json").scales
+    polyccm, slow_run = scale.runs
+    assert polyccm.complete, "polyccm is never time-boxed"
+    nodes = slow_run.phases["nodes"]
+    assert nodes.seconds is None and nodes.note.endswith(" of 30 in 20 s (time-boxed)")
+    assert 5 <= int(nodes.note.split()[0]) <= 11, nodes.note
+    assert set(slow_run.phases) == {"start", "nodes"}
+    assert "in 20 s (time-boxed))" in (out / "packet.md").read_text()
     summary = (out / "summary.md").read_text()
     assert "not done (4 of 30, no progress for 8 s)" in summary
     assert re.search(r"The last run took [0-9.]+ min on this machine \(2 cores\): [0-9.]+ min "
                      r"inside the 30-minute budget\.", summary), summary  # fmt: skip
     assert re.search(r"done in [0-9.]+ min: [0-9.]+ min inside the 30-minute budget",
                      completed.stdout), shown  # fmt: skip
+
+
+def test_the_go_time_box_grows_tighter_with_the_scale_and_a_bad_one_is_one_line() -> None:
+    sys.path.insert(0, str(ROOT))
+    try:
+        from bench.cli import GO_TIME_BOX, parse_time_box, time_box
+    finally:
+        sys.path.remove(str(ROOT))
+    steps = parse_time_box(GO_TIME_BOX)
+    # At 100 nodes a peer's phase may take the phase timeout; at 1,000 90 s (cloud-provider-aws
+    # initialises 1,000 nodes in 40-50 s); at 5,000 60 s.
+    assert [time_box(steps, n) for n in (100, 1000, 4999, 5000)] == [None, 90.0, 90.0, 60.0]
+    assert parse_time_box("60") == ((5000, 60.0),), "a bare number keeps the flag's meaning"
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench", "--go-time-box", "1000:soon"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert completed.returncode == 2
+    assert (
+        completed.stderr.strip()
+        .splitlines()[-1]
+        .endswith("'1000:soon' is not NODES:SECONDS (e.g. 5000:60)")
+    )
