@@ -369,7 +369,8 @@ class _Phases:
         count = sum(self.nodes.snapshot().values())
         note = f"{count} of {self.scale.nodes}{self._why(outcome)}"
         phase = self._close("nodes", outcome.done, limit, note)
-        self.say(f"{count}/{self.scale.nodes} nodes initialised in {self.elapsed:.1f} s, "
+        what = "" if outcome.done else f" (not done: {self._why(outcome).lstrip(', ')})"
+        self.say(f"{count}/{self.scale.nodes} nodes initialised{what} in {self.elapsed:.1f} s, "
                  f"{sum(phase.calls.values())} cloud calls")  # fmt: skip
         if not outcome.done:
             self.run.notes.append(f"node initialisation not done ({note}); later phases not run")
