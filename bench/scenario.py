@@ -77,7 +77,7 @@ class Phase:
     seconds: float | None = None
     """``None``: not done within the time allowed (or not run)."""
     limit: float | None = None
-    """The time allowed, when it was not done within it."""
+    """Not done: the time allowed, or, when it stopped progressing, the time it ran for."""
     calls: dict[str, int] = field(default_factory=dict)
     requests: int = 0
     writes: int = 0
@@ -343,8 +343,12 @@ class _Phases:
         )
         return True
 
-    def _close(self, name: str, done: bool, limit: float, note: str = "") -> Phase:
+    def _close(self, name: str, outcome: cluster.Outcome, note: str = "") -> Phase:
+        """End phase ``name`` (after the cloud is quiet, for the calls it caused); not done,
+        its ``limit`` is the time allowed, or, when it stopped progressing, the time it ran."""
         self.elapsed = self.clock.elapsed()
+        done = outcome.done
+        limit = self.elapsed if outcome.stalled is not None else self.limit
         timing = self.context.timing
         if name in ("services", "churn", "delete") and not settle(
             self.clock.cloud, timing.settle_limit, timing.settled_after
@@ -359,7 +363,6 @@ class _Phases:
         return phase
 
     def register_nodes(self) -> bool:
-        limit = self.limit
         self.clock.begin("nodes")
         cluster.register_nodes(self.context.admin, self.names)
         expected = set(self.names)
@@ -368,7 +371,7 @@ class _Phases:
         )
         count = sum(self.nodes.snapshot().values())
         note = f"{count} of {self.scale.nodes}{self._why(outcome)}"
-        phase = self._close("nodes", outcome.done, limit, note)
+        phase = self._close("nodes", outcome, note)
         what = "" if outcome.done else f" (not done: {self._why(outcome).lstrip(', ')})"
         self.say(f"{count}/{self.scale.nodes} nodes initialised{what} in {self.elapsed:.1f} s, "
                  f"{sum(phase.calls.values())} cloud calls")  # fmt: skip
@@ -377,7 +380,6 @@ class _Phases:
         return outcome.done
 
     def create_services(self) -> bool:
-        limit = self.limit
         cloud = self.context.cloud
         self.bodies = [
             cluster.service_body(i, cloud.service_annotations(i))
@@ -390,7 +392,7 @@ class _Phases:
         )
         served = sum(self.services.snapshot().values())
         note = f"{served} of {self.scale.services}{self._why(outcome)}"
-        phase = self._close("services", outcome.done, limit, note)
+        phase = self._close("services", outcome, note)
         self.say(f"{served}/{self.scale.services} services with an ingress in "
                  f"{self.elapsed:.1f} s, {sum(phase.calls.values())} cloud calls")  # fmt: skip
         return not self._boxed_out("services", outcome)
@@ -404,7 +406,6 @@ class _Phases:
         return True
 
     def churn(self) -> bool:
-        limit = self.limit
         admin = self.context.admin
         cloud = self.context.cloud
         self.clock.begin("churn")
@@ -433,21 +434,20 @@ class _Phases:
             f"{left} terminated nodes still there, {_initialised(snapshot, expected)} of "
             f"{len(expected)} new ones initialised{self._why(outcome)}"
         )
-        phase = self._close("churn", outcome.done, limit, note)
+        phase = self._close("churn", outcome, note)
         what = "replaced" if outcome.done else f"not replaced ({note})"
         self.say(f"{self.scale.churned} nodes {what} in {self.elapsed:.1f} s, "
                  f"{sum(phase.calls.values())} cloud calls until quiet")  # fmt: skip
         return not self._boxed_out("churn", outcome)
 
     def delete_services(self) -> bool:
-        limit = self.limit
         self.clock.begin("delete")
         names = [str(body["metadata"]["name"]) for body in self.bodies]
         cluster.delete_services(self.context.admin, names)
         outcome = self._wait(self.services, lambda items: not items, len)
         left = len(self.services.snapshot())
         note = f"{left} of {len(names)} still there{self._why(outcome)}"
-        phase = self._close("delete", outcome.done, limit, note)
+        phase = self._close("delete", outcome, note)
         what = "every service deleted" if outcome.done else f"services not deleted ({note})"
         self.say(f"{what} in {self.elapsed:.1f} s, {sum(phase.calls.values())} cloud calls")
         return True

@@ -62,6 +62,7 @@ def test_a_ccm_that_stops_progressing_is_cut_after_the_stall_window(tmp_path: Pa
     assert polyccm.key == "polyccm" and polyccm.complete, "a CCM that progresses is not cut"
     nodes = stalled.phases["nodes"]
     assert nodes.seconds is None and nodes.note == "4 of 30, no progress for 8 s"
+    assert nodes.limit is not None and 8.0 <= nodes.limit < 60.0, "its chart bar: where it was cut"
     assert set(stalled.phases) == {"start", "nodes"}, "its later phases are not run"
 
     table = (out / "digitalocean.md").read_text()
@@ -74,6 +75,7 @@ def test_a_ccm_that_stops_progressing_is_cut_after_the_stall_window(tmp_path: Pa
     assert polyccm.complete, "polyccm is never time-boxed"
     nodes = slow_run.phases["nodes"]
     assert nodes.seconds is None and nodes.note.endswith(" of 30 in 20 s (time-boxed)")
+    assert nodes.limit == 20.0
     assert 5 <= int(nodes.note.split()[0]) <= 11, nodes.note
     assert set(slow_run.phases) == {"start", "nodes"}
     assert "in 20 s (time-boxed))" in (out / "packet.md").read_text()
