@@ -327,10 +327,10 @@ class _Phases:
 
     def _why(self, outcome: cluster.Outcome) -> str:
         """Why a phase is not done, to follow how far it got: ``, no progress for S s`` or
-        `` in L s`` (`` (time-boxed)`` when this CCM's time box cut it)."""
+        `` in L s`` (``, time-boxed`` when this CCM's time box cut it)."""
         if outcome.stalled is not None:
             return f", no progress for {self.context.timing.stall:.0f} s"
-        boxed = " (time-boxed)" if self.context.timing.time_box else ""
+        boxed = ", time-boxed" if self.context.timing.time_box else ""
         return f" in {self.limit:.0f} s{boxed}"
 
     def _boxed_out(self, name: str, outcome: cluster.Outcome) -> bool:
