@@ -137,6 +137,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="NODES:SECONDS,...: from NODES nodes up, each phase of an upstream Go CCM may "
         f"take SECONDS; a phase cut by it ends that CCM's run ({GO_TIME_BOX})",
     )
+    parser.add_argument(
+        "--go-nodes-only-from",
+        type=int,
+        metavar="NODES",
+        help="from NODES nodes up, the upstream Go CCMs and the framework floor run the start "
+        "and node phases only (a shorter run; the tables say 'not run'); default: every phase",
+    )
     parser.add_argument("--out", type=Path, help="results directory (bench/results)")
     parser.add_argument(
         "--add",
@@ -236,6 +243,14 @@ def _provider(name: str, args: argparse.Namespace, command: str, cloud: BenchClo
             ),
             "each phase of the upstream Go CCM time-boxed: "
             f"{describe_time_box(args.go_time_box)}; a phase cut by it ends that CCM's run",
+            *(
+                [
+                    f"from {args.go_nodes_only_from:,} nodes the Go CCMs ran the start and node "
+                    "phases only (--go-nodes-only-from)"
+                ]
+                if args.go_nodes_only_from
+                else []
+            ),
             *cloud_class.notes,
         ],
         skipped=skipped,
@@ -351,7 +366,12 @@ def _run_scale(
             for peer in provider.peers:
                 say(f"{provider.name} {scale.label}: {peer.label}")
                 box = time_box(args.go_time_box, scale.nodes) if is_upstream(peer.key) else None
-                boxed = replace(context, timing=replace(context.timing, time_box=box))
+                short = args.go_nodes_only_from is not None and (
+                    scale.nodes >= args.go_nodes_only_from
+                )
+                boxed = replace(
+                    context, timing=replace(context.timing, time_box=box, nodes_only=short)
+                )
                 runs.append(run_ccm(boxed, peer, scale))
         except Exception:  # noqa: BLE001 (the other providers still run; the trace is shown)
             say(f"{provider.name}: the benchmark broke:\n{traceback.format_exc()}")

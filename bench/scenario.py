@@ -66,6 +66,8 @@ class Timing:
     #: Each phase of this CCM may take this many seconds (instead of ``phase_timeout``); a
     #: phase cut by it ends the CCM's run: its later phases are not run.
     time_box: float | None = None
+    #: This CCM runs the start and node phases only (``--go-nodes-only-from``).
+    nodes_only: bool = False
     #: How long the cloud calls after a phase may go on before the next phase starts anyway.
     settle_limit: float = 30.0
     #: The cloud calls have "stopped" once none came for this long.
@@ -306,6 +308,12 @@ class _Phases:
 
     def all(self) -> None:
         if not self.register_nodes():
+            return
+        if self.context.timing.nodes_only:
+            self.run.notes.append(
+                "the node phase only, as asked for the Go CCMs at this scale "
+                "(--go-nodes-only-from); later phases not run"
+            )
             return
         for phase in (self.create_services, self.rest, self.churn, self.delete_services):
             if not phase():

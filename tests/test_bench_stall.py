@@ -3,7 +3,8 @@
 until the timeout at every scale): its phase ends "not done (k of N, no progress for S s)" in
 the tables, as a timed-out phase does, and its later phases are not run; a CCM that keeps
 progressing is not cut by it, only by its time box (a slow upstream CCM at scale), and the
-tables say which. The run's end says its time against the 30-minute budget."""
+tables say which; asked, the Go CCMs stop after the node phase. The run's end says its time
+against the 30-minute budget."""
 
 from __future__ import annotations
 
@@ -32,14 +33,15 @@ def _peer(path: Path, nodes: int, every: float) -> Path:
 def test_a_ccm_that_stops_progressing_is_cut_after_the_stall_window(tmp_path: Path) -> None:
     stalling = _peer(tmp_path / "stalling", nodes=4, every=0)  # DigitalOcean's
     slow = _peer(tmp_path / "slow", nodes=1000, every=2)  # Metal's: progresses, slowly
+    fast = _peer(tmp_path / "fast", nodes=1000, every=0)  # GCE's: every node at once
     out = tmp_path / "results"
     completed = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--providers", "digitalocean,packet",
+        [sys.executable, "-m", "bench", "--quick", "--providers", "digitalocean,packet,gce",
          "--scales", "30/3", "--quiet", "1", "--stall", "8", "--phase-timeout", "600",
-         "--go-time-box", "20:20", "--out", str(out)],
+         "--go-time-box", "20:20", "--go-nodes-only-from", "30", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=400,
         env={**os.environ, "POLYCCM_PEER_DIGITALOCEAN": str(stalling),
-             "POLYCCM_PEER_PACKET": str(slow)},
+             "POLYCCM_PEER_PACKET": str(slow), "POLYCCM_PEER_GCE": str(fast)},
     )  # fmt: skip
     shown = completed.stdout[-4000:] + completed.stderr[-4000:]
     assert completed.returncode == 0, shown
@@ -79,7 +81,17 @@ def test_a_ccm_that_stops_progressing_is_cut_after_the_stall_window(tmp_path: Pa
     assert 5 <= int(nodes.note.split()[0]) <= 11, nodes.note
     assert set(slow_run.phases) == {"start", "nodes"}
     assert "in 20 s, time-boxed)" in (out / "packet.md").read_text()
+
+    # GCE's peer initialised every node; from 30 nodes the Go CCMs were asked for the node
+    # phase only: it stops there, done, and the tables say its later phases were not run.
+    (scale,) = load(out / "gce.json").scales
+    polyccm, short = scale.runs
+    assert polyccm.complete, "polyccm runs every phase"
+    assert short.phases["nodes"].seconds is not None and set(short.phases) == {"start", "nodes"}
+    assert any("--go-nodes-only-from" in note for note in short.notes)
     summary = (out / "summary.md").read_text()
+    (row,) = [line for line in summary.splitlines() if line.startswith("| gce | 30/3 | cloud-")]
+    assert row.count("not run") == 3, row  # services, churn, delete
     assert "not done (4 of 30, no progress for 8 s)" in summary
     part = "the 30-minute budget (the full run's: this run was part of it)"
     assert re.search(r"The last run took [0-9.]+ min on this machine \(2 cores\): [0-9.]+ min "
