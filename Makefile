@@ -79,7 +79,10 @@ demo: binaries
 	$(UV) run --no-sync python -m polyccm_$(PROVIDER)_emulator.demo
 
 # The benchmark of issue 13 (bench/README.md): every provider at 100/10, 1,000/100 and
-# 5,000/500 nodes/services, with the Go peers for AWS; results in bench/results/.
+# 5,000/500 nodes/services, beside each upstream Go CCM this machine has (and, for AWS, the
+# framework floor); results in bench/results/. It ends saying how long it took against its
+# 30-minute budget; with every peer it is estimated at about 40 minutes on 2 cores
+# (bench/results/estimate.md).
 # BENCH_ARGS passes more flags (e.g. BENCH_ARGS="--providers aws --scales 1000/100").
 BENCH_ARGS ?=
 bench: binaries

@@ -38,11 +38,46 @@ from bench.ccms import (
 from bench.clouds import CLOUDS, BenchCloud
 from bench.report import ProviderResult, ScaleResult, load, write
 from bench.scenario import Context, Scale, Timing, run_bound, run_ccm
-from bench.targets import all_checks, load_results, write_summary
+from bench.targets import all_checks, budget_margin, load_results, write_summary
 
 FULL_SCALES = (Scale(100, 10), Scale(1000, 100), Scale(5000, 500))
 QUICK_SCALES = (Scale(100, 10),)
 RESULTS = Path(__file__).resolve().parent / "results"
+#: ``--go-time-box``'s default: from 1,000 nodes each phase of an upstream Go CCM may take
+#: 90 s, from 5,000 nodes 60 s (cloud-provider-gcp makes about one network load balancer a
+#: second with four workers: 100 take it minutes, 500 ten).
+GO_TIME_BOX = "1000:90,5000:60"
+
+
+def parse_time_box(text: str) -> tuple[tuple[int, float], ...]:
+    """``1000:90,5000:60`` -> ((1000, 90.0), (5000, 60.0)): from NODES nodes up, SECONDS a
+    phase; a bare number is SECONDS from 5,000 nodes (the flag's earlier meaning)."""
+    steps = []
+    for item in text.split(","):
+        nodes, _, seconds = item.strip().rpartition(":")
+        try:
+            step = (int(nodes or 5000), float(seconds))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not NODES:SECONDS (e.g. 5000:60)"
+            ) from None
+        if step[0] < 1 or step[1] <= 0:
+            raise argparse.ArgumentTypeError(f"{item!r}: both numbers must be positive")
+        steps.append(step)
+    return tuple(sorted(steps))
+
+
+def time_box(steps: Sequence[tuple[int, float]], nodes: int) -> float | None:
+    """The seconds each phase of an upstream Go CCM may take at ``nodes`` (``None``: the phase
+    timeout): the step with the most nodes at or below ``nodes``."""
+    boxes = [seconds for least, seconds in steps if nodes >= least]
+    return boxes[-1] if boxes else None
+
+
+def describe_time_box(steps: Sequence[tuple[int, float]]) -> str:
+    return ", ".join(f"{seconds:.0f} s from {nodes:,} nodes" for nodes, seconds in steps)
+
+
 #: Service addresses for 5,000 Services and more (kube-apiserver's last flag wins).
 SERVICE_RANGE = "10.96.0.0/16"
 
@@ -98,11 +133,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--phase-timeout", type=float, default=300.0, help="seconds a phase may take (300)"
     )
     parser.add_argument(
-        "--go-time-box",
+        "--stall",
         type=float,
-        default=60.0,
-        help="seconds the upstream Go CCM may spend initialising nodes at 5,000 nodes and "
-        "more; it skips its later phases when cut (60)",
+        default=30.0,
+        help="a phase of any CCM that makes no progress (no new node initialised, no new "
+        "ingress, no Service gone) for this many seconds ends there, not done (30; 0: never)",
+    )
+    parser.add_argument(
+        "--go-time-box",
+        type=parse_time_box,
+        default=parse_time_box(GO_TIME_BOX),
+        help="NODES:SECONDS,...: from NODES nodes up, each phase of an upstream Go CCM may "
+        f"take SECONDS; a phase cut by it ends that CCM's run ({GO_TIME_BOX})",
+    )
+    parser.add_argument(
+        "--go-nodes-only-from",
+        type=int,
+        metavar="NODES",
+        help="from NODES nodes up, the upstream Go CCMs and the framework floor run the start "
+        "and node phases only (a shorter run; the tables say 'not run'); default: every phase",
     )
     parser.add_argument("--out", type=Path, help="results directory (bench/results)")
     parser.add_argument(
@@ -200,7 +249,22 @@ def _provider(name: str, args: argparse.Namespace, command: str, cloud: BenchClo
             "polyccm as its image runs it: "
             + " ".join(f"{k}={v}" for k, v in IMAGE_ENV.items())
             + ", from byte code compiled ahead at that level",
-            f"quiet period {args.quiet:.0f} s; a phase may take {args.phase_timeout:.0f} s",
+            f"quiet period {args.quiet:.0f} s; a phase may take {args.phase_timeout:.0f} s"
+            + (
+                f" and ends, not done, after {args.stall:.0f} s without progress"
+                if args.stall
+                else ""
+            ),
+            "each phase of the upstream Go CCM time-boxed: "
+            f"{describe_time_box(args.go_time_box)}; a phase cut by it ends that CCM's run",
+            *(
+                [
+                    f"from {args.go_nodes_only_from:,} nodes the Go CCMs ran the start and node "
+                    "phases only (--go-nodes-only-from)"
+                ]
+                if args.go_nodes_only_from
+                else []
+            ),
             *cloud_class.notes,
         ],
         skipped=skipped,
@@ -238,6 +302,7 @@ class _Plane:
             timing=Timing(
                 quiet=args.quiet,
                 phase_timeout=args.phase_timeout,
+                stall=args.stall or None,
                 settle_limit=10.0 if args.quick else 30.0,
                 settled_after=2.0,
             ),
@@ -314,8 +379,13 @@ def _run_scale(
             runs = [run_ccm(context, POLYCCM, scale)]
             for peer in provider.peers:
                 say(f"{provider.name} {scale.label}: {peer.label}")
-                box = args.go_time_box if is_upstream(peer.key) and scale.nodes >= 5000 else None
-                boxed = replace(context, timing=replace(context.timing, node_time_box=box))
+                box = time_box(args.go_time_box, scale.nodes) if is_upstream(peer.key) else None
+                short = args.go_nodes_only_from is not None and (
+                    scale.nodes >= args.go_nodes_only_from
+                )
+                boxed = replace(
+                    context, timing=replace(context.timing, time_box=box, nodes_only=short)
+                )
                 runs.append(run_ccm(boxed, peer, scale))
         except Exception:  # noqa: BLE001 (the other providers still run; the trace is shown)
             say(f"{provider.name}: the benchmark broke:\n{traceback.format_exc()}")
@@ -356,18 +426,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if not run.requests_counted:
                     failures.append(f"{provider.name} {scale_result.scale.label} {run.label}: "
                                     "kube-apiserver requests not counted")  # fmt: skip
-                cut = [name for name, p in run.phases.items() if p.seconds is None]
-                if cut:
-                    say(f"NOT DONE in time: {provider.name} {scale_result.scale.label} "
-                        f"{run.label}: {', '.join(cut)}")  # fmt: skip
+                for name, phase in run.phases.items():
+                    if phase.seconds is None:
+                        say(f"NOT DONE: {provider.name} {scale_result.scale.label} {run.label}: "
+                            f"{name} ({phase.note or 'not done'})")  # fmt: skip
     minutes = (time.monotonic() - _BEGAN) / 60
     written = load_results(args.out)
-    path = write_summary(written, args.out, minutes)
+    whole = (set(args.providers) == set(CLOUDS) and args.scales == FULL_SCALES
+             and not args.no_peers and not args.add)  # fmt: skip
+    path = write_summary(written, args.out, minutes, whole)
     for check in all_checks(written):
         if not check.met:
             say(f"target missed: {check.provider} {check.scale}: {check.target}: {check.measured}")
     say(f"summary in {path}")
-    say(f"done in {minutes:.1f} min")
+    say(f"done in {minutes:.1f} min: {budget_margin(minutes, whole)}")
     for failure in failures:
         say(f"FAILED: {failure}")
     return 1 if failures else 0

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -190,6 +191,15 @@ def _delete_quietly(admin: KubeApi, resource: Resource, name: str, namespace: st
 # -- trackers -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """How waiting for a phase ended: ``done``, or not, and then whether because nothing
+    progressed for ``stalled`` seconds (else the time allowed ran out)."""
+
+    done: bool
+    stalled: float | None = None
+
+
 class Tracker(Generic[T]):
     """The objects of one resource, as a watch shows them, each summarised by ``summarise``;
     :meth:`wait` blocks until a predicate over the summaries holds."""
@@ -263,13 +273,34 @@ class Tracker(Generic[T]):
     def wait(self, done: Callable[[Mapping[str, T]], bool], timeout: float) -> bool:
         """Whether ``done(items)`` became true within ``timeout`` seconds (checked every 0.1 s:
         a check may look at thousands of items)."""
-        deadline = time.monotonic() + timeout
+        return self.wait_progress(done, timeout).done
+
+    def wait_progress(
+        self,
+        done: Callable[[Mapping[str, T]], bool],
+        timeout: float,
+        progress: Callable[[Mapping[str, T]], int] | None = None,
+        stall: float | None = None,
+    ) -> Outcome:
+        """Until ``done(items)``, for ``timeout`` seconds at most, or, with ``progress`` and
+        ``stall``, until ``progress(items)`` (how far the phase got: a count) has not changed
+        for ``stall`` seconds."""
+        began = time.monotonic()
+        deadline = began + timeout
+        seen: int | None = None
+        changed = began
         while True:
             with self._lock:
                 if done(self._items):
-                    return True
-            if time.monotonic() > deadline:
-                return False
+                    return Outcome(True)
+                count = progress(self._items) if progress is not None else None
+            now = time.monotonic()
+            if count != seen:
+                seen, changed = count, now
+            elif stall is not None and progress is not None and now - changed >= stall:
+                return Outcome(False, stalled=now - changed)
+            if now > deadline:
+                return Outcome(False)
             time.sleep(0.1)
 
     def stop(self) -> None:

@@ -278,7 +278,7 @@ def chart(result: ProviderResult, path: Path) -> None:
     axes[0].legend(fontsize="small")
     figure.suptitle(
         f"polyccm benchmark: {result.provider} (times on a log scale; a phase cut short shows "
-        "its limit)"
+        "where it was cut)"
     )
     figure.tight_layout()
     figure.savefig(path, dpi=90)

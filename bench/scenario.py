@@ -60,8 +60,14 @@ class Timing:
 
     quiet: float = 20.0
     phase_timeout: float = 300.0
-    #: A CCM whose node phase is cut by this (seconds) skips its later phases.
-    node_time_box: float | None = None
+    #: A phase that makes no progress (no new node initialised, no new ingress, no Service
+    #: gone...) for this many seconds ends there, not done; ``None``: never.
+    stall: float | None = 30.0
+    #: Each phase of this CCM may take this many seconds (instead of ``phase_timeout``); a
+    #: phase cut by it ends the CCM's run: its later phases are not run.
+    time_box: float | None = None
+    #: This CCM runs the start and node phases only (``--go-nodes-only-from``).
+    nodes_only: bool = False
     #: How long the cloud calls after a phase may go on before the next phase starts anyway.
     settle_limit: float = 30.0
     #: The cloud calls have "stopped" once none came for this long.
@@ -73,7 +79,7 @@ class Phase:
     seconds: float | None = None
     """``None``: not done within the time allowed (or not run)."""
     limit: float | None = None
-    """The time allowed, when it was not done within it."""
+    """Not done: the time allowed, or, when it stopped progressing, the time it ran for."""
     calls: dict[str, int] = field(default_factory=dict)
     requests: int = 0
     writes: int = 0
@@ -205,6 +211,11 @@ def _all_initialised(expected: set[str]) -> Callable[[Mapping[str, bool]], bool]
     return done
 
 
+def _initialised(items: Mapping[str, bool], names: set[str]) -> int:
+    """How many of ``names`` are initialised."""
+    return sum(1 for name in names if items.get(name))
+
+
 def _services_served(count: int) -> Callable[[Mapping[str, bool]], bool]:
     return lambda items: len(items) == count and all(items.values())
 
@@ -302,14 +313,56 @@ class _Phases:
         self.context.say(f"{self.run.label} {self.scale.label}: {message}")
 
     def all(self) -> None:
-        if self.register_nodes():
-            self.create_services()
-            self.rest()
-            self.churn()
-            self.delete_services()
+        if not self.register_nodes():
+            return
+        if self.context.timing.nodes_only:
+            self.run.notes.append(
+                "the node phase only, as asked for the Go CCMs at this scale "
+                "(--go-nodes-only-from); later phases not run"
+            )
+            return
+        for phase in (self.create_services, self.rest, self.churn, self.delete_services):
+            if not phase():
+                return
 
-    def _close(self, name: str, done: bool, limit: float, note: str = "") -> Phase:
+    @property
+    def limit(self) -> float:
+        """The seconds a phase may take: the time box where this CCM has one."""
+        timing = self.context.timing
+        return timing.time_box or timing.phase_timeout
+
+    def _wait(
+        self,
+        tracker: cluster.Tracker[bool],
+        done: Callable[[Mapping[str, bool]], bool],
+        progress: Callable[[Mapping[str, bool]], int],
+    ) -> cluster.Outcome:
+        return tracker.wait_progress(done, self.limit, progress, self.context.timing.stall)
+
+    def _why(self, outcome: cluster.Outcome) -> str:
+        """Why a phase is not done, to follow how far it got: ``, no progress for S s`` or
+        `` in L s`` (``, time-boxed`` when this CCM's time box cut it)."""
+        if outcome.stalled is not None:
+            return f", no progress for {self.context.timing.stall:.0f} s"
+        boxed = ", time-boxed" if self.context.timing.time_box else ""
+        return f" in {self.limit:.0f} s{boxed}"
+
+    def _boxed_out(self, name: str, outcome: cluster.Outcome) -> bool:
+        """Whether ``name`` was cut by this CCM's time box (its later phases are then not
+        run; a note says so)."""
+        if outcome.done or outcome.stalled is not None or not self.context.timing.time_box:
+            return False
+        self.run.notes.append(
+            f"{name} phase cut by the time box ({self.limit:.0f} s); later phases not run"
+        )
+        return True
+
+    def _close(self, name: str, outcome: cluster.Outcome, note: str = "") -> Phase:
+        """End phase ``name`` (after the cloud is quiet, for the calls it caused); not done,
+        its ``limit`` is the time allowed, or, when it stopped progressing, the time it ran."""
         self.elapsed = self.clock.elapsed()
+        done = outcome.done
+        limit = self.elapsed if outcome.stalled is not None else self.limit
         timing = self.context.timing
         if name in ("services", "churn", "delete") and not settle(
             self.clock.cloud, timing.settle_limit, timing.settled_after
@@ -324,23 +377,23 @@ class _Phases:
         return phase
 
     def register_nodes(self) -> bool:
-        timing = self.context.timing
-        limit = timing.node_time_box or timing.phase_timeout
         self.clock.begin("nodes")
         cluster.register_nodes(self.context.admin, self.names)
-        done = self.nodes.wait(_all_initialised(set(self.names)), limit)
+        expected = set(self.names)
+        outcome = self._wait(
+            self.nodes, _all_initialised(expected), lambda items: _initialised(items, expected)
+        )
         count = sum(self.nodes.snapshot().values())
-        phase = self._close("nodes", done, limit, f"{count} of {self.scale.nodes} in {limit:.0f} s")
-        self.say(f"{count}/{self.scale.nodes} nodes initialised in {self.elapsed:.1f} s, "
+        note = f"{count} of {self.scale.nodes}{self._why(outcome)}"
+        phase = self._close("nodes", outcome, note)
+        what = "" if outcome.done else f" (not done: {self._why(outcome).lstrip(', ')})"
+        self.say(f"{count}/{self.scale.nodes} nodes initialised{what} in {self.elapsed:.1f} s, "
                  f"{sum(phase.calls.values())} cloud calls")  # fmt: skip
-        if not done:
-            self.run.notes.append(
-                f"node initialisation stopped after {limit:.0f} s; later phases not run"
-            )
-        return done
+        if not outcome.done:
+            self.run.notes.append(f"node initialisation not done ({note}); later phases not run")
+        return outcome.done
 
-    def create_services(self) -> None:
-        limit = self.context.timing.phase_timeout
+    def create_services(self) -> bool:
         cloud = self.context.cloud
         self.bodies = [
             cluster.service_body(i, cloud.service_annotations(i))
@@ -348,22 +401,25 @@ class _Phases:
         ]
         self.clock.begin("services")
         cluster.create_services(self.context.admin, self.bodies)
-        done = self.services.wait(_services_served(self.scale.services), limit)
+        outcome = self._wait(
+            self.services, _services_served(self.scale.services), lambda i: sum(i.values())
+        )
         served = sum(self.services.snapshot().values())
-        note = f"{served} of {self.scale.services} in {limit:.0f} s"
-        phase = self._close("services", done, limit, note)
+        note = f"{served} of {self.scale.services}{self._why(outcome)}"
+        phase = self._close("services", outcome, note)
         self.say(f"{served}/{self.scale.services} services with an ingress in "
                  f"{self.elapsed:.1f} s, {sum(phase.calls.values())} cloud calls")  # fmt: skip
+        return not self._boxed_out("services", outcome)
 
-    def rest(self) -> None:
+    def rest(self) -> bool:
         quiet = self.context.timing.quiet
         self.clock.begin("rest")
         time.sleep(quiet)
         phase = self.run.phases["rest"] = self.clock.end(quiet)
         self.say(f"{sum(phase.calls.values())} cloud calls in {quiet:.0f} s at rest")
+        return True
 
-    def churn(self) -> None:
-        limit = self.context.timing.phase_timeout
+    def churn(self) -> bool:
         admin = self.context.admin
         cloud = self.context.cloud
         self.clock.begin("churn")
@@ -377,25 +433,38 @@ class _Phases:
             fresh = cloud.create(fresh)
         cluster.register_nodes(admin, fresh)
         gone, expected = set(victims), set(fresh)
-        done = self.nodes.wait(
-            lambda items: not gone & items.keys() and all(items.get(n) for n in expected), limit
-        )
-        left = len(gone & self.nodes.snapshot().keys())
-        note = f"{left} terminated nodes still there after {limit:.0f} s"
-        phase = self._close("churn", done, limit, note)
-        self.say(f"{self.scale.churned} nodes replaced in {self.elapsed:.1f} s, "
-                 f"{sum(phase.calls.values())} cloud calls until quiet")  # fmt: skip
 
-    def delete_services(self) -> None:
-        limit = self.context.timing.phase_timeout
+        def replaced(items: Mapping[str, bool]) -> int:
+            return len(gone - items.keys()) + _initialised(items, expected)
+
+        outcome = self._wait(
+            self.nodes,
+            lambda items: not gone & items.keys() and all(items.get(n) for n in expected),
+            replaced,
+        )
+        snapshot = self.nodes.snapshot()
+        left = len(gone & snapshot.keys())
+        note = (
+            f"{left} terminated nodes still there, {_initialised(snapshot, expected)} of "
+            f"{len(expected)} new ones initialised{self._why(outcome)}"
+        )
+        phase = self._close("churn", outcome, note)
+        what = "replaced" if outcome.done else f"not replaced ({note})"
+        self.say(f"{self.scale.churned} nodes {what} in {self.elapsed:.1f} s, "
+                 f"{sum(phase.calls.values())} cloud calls until quiet")  # fmt: skip
+        return not self._boxed_out("churn", outcome)
+
+    def delete_services(self) -> bool:
         self.clock.begin("delete")
         names = [str(body["metadata"]["name"]) for body in self.bodies]
         cluster.delete_services(self.context.admin, names)
-        done = self.services.wait(lambda items: not items, limit)
+        outcome = self._wait(self.services, lambda items: not items, len)
         left = len(self.services.snapshot())
-        phase = self._close("delete", done, limit, f"{left} still there after {limit:.0f} s")
-        self.say(f"every service deleted in {self.elapsed:.1f} s, "
-                 f"{sum(phase.calls.values())} cloud calls")  # fmt: skip
+        note = f"{left} of {len(names)} still there{self._why(outcome)}"
+        phase = self._close("delete", outcome, note)
+        what = "every service deleted" if outcome.done else f"services not deleted ({note})"
+        self.say(f"{what} in {self.elapsed:.1f} s, {sum(phase.calls.values())} cloud calls")
+        return True
 
 
 def _count_requests(run: Run, audit: AuditLog, user: str, windows: list[Window]) -> None:

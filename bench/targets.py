@@ -25,6 +25,20 @@ LARGE_SCALE_NODES = 5000
 READY_SECONDS = 2.0
 #: At rest: fewer than this many cloud calls a minute per 100 nodes.
 REST_CALLS_PER_MINUTE_PER_100 = 1.0
+#: ``make bench`` (every provider, scale and peer) is meant to take at most this long.
+BUDGET_MINUTES = 30.0
+
+
+def budget_margin(minutes: float, whole: bool = True) -> str:
+    """How ``minutes`` compares with the full run's budget of :data:`BUDGET_MINUTES`
+    (``whole``: the run was the full one, every provider, scale and peer)."""
+    margin = BUDGET_MINUTES - minutes
+    budget = f"the {BUDGET_MINUTES:.0f}-minute budget"
+    if not whole:
+        budget += " (the full run's: this run was part of it)"
+    if margin >= 0:
+        return f"{margin:.1f} min inside {budget}"
+    return f"{-margin:.1f} min OVER {budget}"
 
 
 @dataclass(frozen=True)
@@ -219,11 +233,15 @@ def _headline(result: ProviderResult, scale_result: ScaleResult) -> list[list[st
     return [row(ours), *([row(peer)] if peer is not None else [])]
 
 
-def summary(results: Sequence[ProviderResult], minutes: float | None) -> str:
+def summary(results: Sequence[ProviderResult], minutes: float | None, whole: bool = True) -> str:
     """``summary.md``: the headline figures of every provider and scale, then the checks."""
     lines = ["# Benchmark summary", ""]
     if minutes is not None:
-        lines += [f"The last run took {minutes:.1f} min on this machine (2 cores).", ""]
+        lines += [
+            f"The last run took {minutes:.1f} min on this machine (2 cores): "
+            f"{budget_margin(minutes, whole)}.",
+            "",
+        ]
     lines += [f"- {r.provider}: `{r.command}`, {r.seconds / 60:.1f} min of it" for r in results] + [
         ""
     ]
@@ -258,10 +276,10 @@ def summary(results: Sequence[ProviderResult], minutes: float | None) -> str:
 
 
 def write_summary(
-    results: Sequence[ProviderResult], directory: Path, minutes: float | None
+    results: Sequence[ProviderResult], directory: Path, minutes: float | None, whole: bool = True
 ) -> Path:
     path = directory / "summary.md"
-    path.write_text(summary(results, minutes))
+    path.write_text(summary(results, minutes, whole))
     return path
 
 

@@ -233,9 +233,14 @@ class InstancesMixin(GeographyMixin, NetworkMixin, ProjectBase):
                 "the interface's network."
             )
         pool = subnet if subnet is not None else network
-        in_use = held_aliases(self.every("instances")) + [
-            alias["ipCidrRange"] for other in siblings for alias in other.get("aliasIpRanges", [])
-        ]
+        # Every instance's aliases, read only when this interface asks for some: a scan of
+        # the project per insert made 5,000 instances take 30 s of CPU (quadratic).
+        in_use = (
+            held_aliases(self.every("instances"))
+            + [a["ipCidrRange"] for other in siblings for a in other.get("aliasIpRanges", [])]
+            if nic.get("aliasIpRanges")
+            else []
+        )
         aliases = alias_ranges(
             subnet.body if subnet is not None else None, nic.get("aliasIpRanges"), prefix, in_use
         )
