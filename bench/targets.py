@@ -74,6 +74,39 @@ def _not_done(phase: Phase | None) -> str:
     return f"not done ({phase.note})" if phase.note else "not done"
 
 
+def _load_balancer_checks(
+    provider: str, label: str, services: Phase | None, theirs: Phase
+) -> list[Check]:
+    """polyccm's services phase against the upstream peer's: as fast, no more calls."""
+    checks: list[Check] = []
+    mine_s, peer_s = _seconds(services), _seconds(theirs)
+    if peer_s is None:
+        text, met = f"Go {_not_done(theirs)}; polyccm {_not_done(services)}", False
+        if mine_s is not None:
+            text, met = f"{mine_s:.1f} s; Go {_not_done(theirs)}", True
+    elif mine_s is None:
+        text, met = f"{_not_done(services)}; Go {peer_s:.1f} s", False
+    else:
+        text, met = f"{mine_s:.1f} s vs Go {peer_s:.1f} s", mine_s <= peer_s
+    checks.append(
+        Check(provider, label, "load balancers: at least as fast as the Go peer", text, met)
+    )
+    mine_c, peer_c = _calls(services), _calls(theirs)
+    if mine_s is not None and peer_s is None:
+        # A peer cut short made at least peer_c calls for fewer Services than polyccm
+        # served: polyccm's count at or below it is fewer calls than the peer's whole run
+        # would have made; above it, the two cannot be compared.
+        text = f"{mine_c:,} vs Go at least {peer_c:,} ({_not_done(theirs)})"
+        met = mine_c <= peer_c
+    else:
+        text = f"{mine_c:,} vs Go {peer_c:,}"
+        met = mine_s is not None and peer_s is not None and mine_c <= peer_c
+    checks.append(
+        Check(provider, label, "load balancers: no more cloud calls than the Go peer", text, met)
+    )
+    return checks
+
+
 def checks_for(provider: str, result: ScaleResult, quiet: float) -> list[Check]:
     """Every target that applies to ``provider`` at this scale."""
     ours = _polyccm(result)
@@ -107,28 +140,7 @@ def checks_for(provider: str, result: ScaleResult, quiet: float) -> list[Check]:
     peer = _peer(result)
     services = ours.phases.get("services")
     if peer is not None and "services" in peer.phases:
-        theirs = peer.phases["services"]
-        mine_s, peer_s = _seconds(services), _seconds(theirs)
-        if peer_s is None:
-            text, met = f"Go {_not_done(theirs)}; polyccm {_not_done(services)}", False
-            if mine_s is not None:
-                text, met = f"{mine_s:.1f} s; Go {_not_done(theirs)}", True
-        elif mine_s is None:
-            text, met = f"{_not_done(services)}; Go {peer_s:.1f} s", False
-        else:
-            text, met = f"{mine_s:.1f} s vs Go {peer_s:.1f} s", mine_s <= peer_s
-        check("load balancers: at least as fast as the Go peer", text, met)
-        mine_c, peer_c = _calls(services), _calls(theirs)
-        if mine_s is not None and peer_s is None:
-            # A peer cut short made at least peer_c calls for fewer Services than polyccm
-            # served: polyccm's count at or below it is fewer calls than the peer's whole run
-            # would have made; above it, the two cannot be compared.
-            text = f"{mine_c:,} vs Go at least {peer_c:,} ({_not_done(theirs)})"
-            met = mine_c <= peer_c
-        else:
-            text = f"{mine_c:,} vs Go {peer_c:,}"
-            met = mine_s is not None and peer_s is not None and mine_c <= peer_c
-        check("load balancers: no more cloud calls than the Go peer", text, met)
+        checks.extend(_load_balancer_checks(provider, label, services, peer.phases["services"]))
     rest = ours.phases.get("rest")
     if rest is not None:
         allowed = REST_CALLS_PER_MINUTE_PER_100 * quiet / 60 * scale.nodes / 100
