@@ -156,6 +156,11 @@ class AwsCloud(BenchCloud):
             "ec2", config=Config(read_timeout=600, retries={"total_max_attempts": 1})
         )
         self.world.instances(1, ccm_host=True, tags={self.world.cluster_tag: "owned"})
+        # moto builds its ELB and ELBv2 services on their first request (an emulator start-up
+        # cost, 0.2 s of an idle core and over a second on a busy one, that AWS never charges):
+        # built here, before every CCM alike, not in the first one's services phase.
+        self.world.elb.describe_load_balancers()
+        self.world.elbv2.describe_load_balancers()
         self._ids.clear()
         # The world's /24 subnets hold 251 instances; the nodes get a /18 in each zone.
         self.node_subnets = [

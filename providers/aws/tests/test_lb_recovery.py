@@ -1,15 +1,17 @@
 """Load balancers that never break or leak: stopped backends, interrupted creates, backend updates
 that outlive a bad annotation, and call counts that do not grow with the backends.
 
-A create is a fixed sequence of mutating AWS calls; :data:`CREATE_CALLS` pins it per kind and
-``test_a_create_makes_these_mutating_calls`` checks it with the emulator's call counter. The
-parametrised tests make call k of a create fail (k = 1..K, through the emulator's fault
-injection, positioned by watching :meth:`AwsApi.call`), then either ensure again or delete, and
-look at what the cloud holds.
+A create is a fixed set of mutating AWS calls; :data:`KINDS` pins it per kind (in the order of
+upstream's create; those that need only the load balancer go out side by side, so they may
+arrive in any order) and ``test_a_create_makes_these_mutating_calls`` checks it with the
+emulator's call counter. The parametrised tests make call k of that list fail (k = 1..K: the
+n-th call of its operation, through the emulator's fault injection, positioned by watching
+:meth:`AwsApi.call`), then either ensure again or delete, and look at what the cloud holds.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +42,8 @@ class Kind:
     annotations: dict[str, str]
     config: CloudConfig
     create_calls: tuple[str, ...]
-    """The mutating calls of a create with two ports and backends in one node group, in order."""
+    """The mutating calls of a create with two ports and backends in one node group, in the order
+    of upstream's create (the steps after the load balancer is made go out side by side)."""
     failure_points: tuple[int, ...] = ()
     """The calls (1-based) to fail; all of them when empty."""
 
@@ -105,18 +108,32 @@ CASES = [
 
 @dataclass
 class CallWatch:
-    """Watches the provider's mutating AWS calls; can make the k-th one fail in the emulator."""
+    """Watches the provider's mutating AWS calls; can make one fail in the emulator: the
+    ``fail_count``-th call of ``fail_operation`` (calls made side by side arrive in any order,
+    the calls of one operation in a fixed one)."""
 
     aws: EmulatorControl
-    fail_at: int = 0
+    fail_operation: str = ""
+    fail_count: int = 0
     calls: list[str] = field(default_factory=list)
     failed: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def fail(self, k: int, create_calls: tuple[str, ...]) -> None:
+        """Fail the k-th call (1-based) of ``create_calls``."""
+        self.fail_operation = create_calls[k - 1]
+        self.fail_count = create_calls[:k].count(self.fail_operation)
 
     def wrap(self, original: Any) -> Any:
         def call(api: AwsApi, service: str, operation: str, **params: Any) -> Any:
             if not operation.startswith(READS):
-                self.calls.append(operation)
-                if len(self.calls) == self.fail_at:
+                with self.lock:
+                    self.calls.append(operation)
+                    chosen = (
+                        operation == self.fail_operation
+                        and self.calls.count(operation) == self.fail_count
+                    )
+                if chosen:
                     action = api.client(service).meta.method_to_api_mapping[operation]
                     self.aws.inject(action, code="ValidationError", status=400, service=service)
                     self.failed = operation
@@ -320,14 +337,14 @@ def test_a_create_makes_these_mutating_calls(
 
     s.provider.load_balancer().ensure_load_balancer(CLUSTER, s.service, s.nodes)
 
-    assert tuple(watch.calls) == KINDS[kind].create_calls
+    assert sorted(watch.calls) == sorted(KINDS[kind].create_calls)
     counted = sum(n for action, n in aws.calls().items() if not action.startswith(READ_ACTIONS))
     assert counted == len(KINDS[kind].create_calls)
 
 
 def fail_create_at(k: int, kind: str, watch: CallWatch) -> Setup:
     s = setup(KINDS[kind])
-    watch.fail_at = k
+    watch.fail(k, KINDS[kind].create_calls)
     with pytest.raises(AwsApiError, match="ValidationError"):
         s.provider.load_balancer().ensure_load_balancer(CLUSTER, s.service, s.nodes)
     assert watch.failed == KINDS[kind].create_calls[k - 1]

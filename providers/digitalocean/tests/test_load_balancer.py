@@ -14,7 +14,7 @@ import json
 import time
 import tracemalloc
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -166,6 +166,42 @@ def test_a_burst_of_new_services_shares_one_listing_and_sees_its_own_creates_and
     balancer.ensure_load_balancer("k", service(), backends)
     assert control(do).calls()["loadBalancers_list"] == 1
     assert len(balancers(api)) == 3
+
+
+class ReadCounted(list[Node]):
+    """A node list that counts how often it is read through."""
+
+    reads = 0
+
+    def __iter__(self) -> Iterator[Node]:
+        self.reads += 1
+        return super().__iter__()
+
+
+def test_a_burst_of_services_given_one_node_list_reads_the_nodes_once(
+    do: Mapping[str, str],
+) -> None:
+    """The service controller hands every ensure and update of a burst the same node list (one
+    per node cache version): its nodes are sorted into backends once, not once per Service (at
+    a thousand nodes that sorting was most of a sync's time), and each load balancer still
+    gets all of them; a list of other nodes is read afresh."""
+    api = DigitalOceanApi(do)
+    given = ReadCounted(nodes(api, 3))
+    balancer = provider_for(do).load_balancer()
+    burst = [service() for _ in range(3)]
+
+    for svc in burst:
+        balancer.ensure_load_balancer("k", svc, given)
+    svc = with_annotations(burst[0], {ann.LOAD_BALANCER_ID: balancers(api)[0]["id"]})
+    balancer.update_load_balancer("k", svc, given)
+
+    assert given.reads == 1
+    assert [sorted(b["droplet_ids"]) for b in balancers(api)] == [sorted(droplet_ids(given))] * 3
+    joined = ReadCounted([*given, *nodes(api)])
+    balancer.update_load_balancer("k", svc, joined)
+    assert joined.reads == 1
+    held = {b["id"]: sorted(b["droplet_ids"]) for b in balancers(api)}
+    assert held[svc.annotations[ann.LOAD_BALANCER_ID]] == sorted(droplet_ids(joined))
 
 
 def test_a_destroyed_droplet_whose_node_is_still_listed_keeps_no_new_node_out(

@@ -153,6 +153,9 @@ class AwsApi:
             # that AWS repeats anyway. polyccm builds its requests from the model's shapes
             # and AWS refuses what it would have refused (an AwsApiError either way).
             parameter_validation=False,
+            # Each service worker may have a load balancer's independent steps in flight at
+            # once (polyccm_aws.together): room for them all, not botocore's 10 connections.
+            max_pool_connections=32,
         )
         self._session = _session(config, region, self._client_config)
         # Timestamps stay the strings AWS sent: nothing here reads them, and parsing each one

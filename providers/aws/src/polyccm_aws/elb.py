@@ -23,9 +23,10 @@ from polyccm_aws.lb_kind import BalancerKind, wanted_backends
 from polyccm_aws.lb_spec import LoadBalancerSpec
 from polyccm_aws.naming import elb_security_group_description, elb_security_group_name
 from polyccm_aws.network import no_subnets_error
-from polyccm_aws.security_groups import SecurityGroupInUse, node_security_group
+from polyccm_aws.security_groups import SecurityGroup, SecurityGroupInUse, node_security_group
 from polyccm_aws.sg_rules import group_rule, load_balancer_rules
 from polyccm_aws.tagging import SERVICE_NAME_TAG, tag_list, tag_map
+from polyccm_aws.together import together
 
 log = logging.getLogger(__name__)
 
@@ -75,49 +76,68 @@ class ClassicElb(BalancerKind):
         if not subnets:
             raise no_subnets_error(name, internal=spec.internal, tagging=self._tagging)
         group_ids, managed = self._security_groups(service, spec, name, vpc_id)
-        if managed:
-            group = self._groups.describe([group_ids[0]])
-            ports = [("tcp", listener.load_balancer_port) for listener in spec.listeners]
-            if group:
-                self._groups.set_rules(group[0], load_balancer_rules(ports, spec.source_ranges))
-        changed = True
-        if existing is None:
-            self._create(service, spec, name, subnets, group_ids)
-        else:
-            changed = self._sync(spec, name, existing, subnets, group_ids)
-        description = self.describe(name) if changed else existing
+        described: list[Description | None] = [existing]
+
+        def balancer() -> None:
+            changed = True
+            if existing is None:
+                self._create(service, spec, name, subnets, group_ids)
+            else:
+                changed = self._sync(spec, name, existing, subnets, group_ids)
+            described[0] = self.describe(name) if changed else existing
+
+        def own_rules() -> None:
+            if managed is not None:
+                ports = [("tcp", listener.load_balancer_port) for listener in spec.listeners]
+                self._groups.set_rules(managed, load_balancer_rules(ports, spec.source_ranges))
+
+        # Upstream opens the ELB's own group before it makes the ELB (cloud-provider-aws
+        # pkg/providers/v1/aws.go:2709-2715 at 63ec440c); neither needs the other and the
+        # service is answered once both are done, so they go side by side.
+        together(balancer, own_rules)
+        description = described[0]
         if description is None:
             raise CloudError(f"load balancer {name} vanished while being configured")
-        self._sync_attributes(spec, name)
-        self._sync_ssl_policy(spec, name, description)
-        if spec.health_check is not None and not spec.health_check.matches(
-            description.get("HealthCheck") or {}
-        ):
-            self._api.call(
-                "elb",
-                "configure_health_check",
-                LoadBalancerName=name,
-                HealthCheck=spec.health_check.to_api(),
-            )
-        self.sync_node_rules(group_ids[0], instances)
-        self._sync_instances(name, description, instances)
+
+        def health_check() -> None:
+            self._sync_ssl_policy(spec, name, description)
+            if spec.health_check is not None and not spec.health_check.matches(
+                description.get("HealthCheck") or {}
+            ):
+                self._api.call(
+                    "elb",
+                    "configure_health_check",
+                    LoadBalancerName=name,
+                    HealthCheck=spec.health_check.to_api(),
+                )
+
+        # Upstream then sets, one after the other, the attributes, the health check, the node
+        # groups' rules and the instances (aws.go:2715-2806): each needs only the ELB, so
+        # they go out together (a failed one is retried with the whole ensure, as upstream's).
+        together(
+            lambda: self._sync_attributes(spec, name),
+            health_check,
+            lambda: self.sync_node_rules(group_ids[0], instances),
+            lambda: self._sync_instances(name, description, instances),
+        )
         return elb_status(description)
 
     def _security_groups(
         self, service: Service, spec: LoadBalancerSpec, name: str, vpc_id: str
-    ) -> tuple[list[str], bool]:
-        """The groups for the ELB, primary first; True when the primary is ours to manage."""
+    ) -> tuple[list[str], SecurityGroup | None]:
+        """The groups for the ELB, primary first, and the primary as just read or made when it
+        is ours to manage (``None`` when it is not)."""
         if spec.security_groups:
-            return [*spec.security_groups, *spec.extra_security_groups], False
+            return [*spec.security_groups, *spec.extra_security_groups], None
         if self._config.elb_security_group:
-            return [self._config.elb_security_group, *spec.extra_security_groups], False
-        group_id = self._groups.ensure(
+            return [self._config.elb_security_group, *spec.extra_security_groups], None
+        group = self._groups.ensure(
             elb_security_group_name(name),
             elb_security_group_description(name, service),
             vpc_id,
             spec.additional_tags,
         )
-        return [group_id, *spec.extra_security_groups], True
+        return [str(group["GroupId"]), *spec.extra_security_groups], group
 
     def _create(
         self,

@@ -33,7 +33,7 @@ from polyccm_aws.naming import (
     target_group_prefix,
 )
 from polyccm_aws.network import no_subnets_error
-from polyccm_aws.security_groups import node_security_group
+from polyccm_aws.security_groups import SecurityGroup, node_security_group
 from polyccm_aws.sg_rules import (
     NLB_MTU_RULE,
     Rule,
@@ -44,6 +44,7 @@ from polyccm_aws.sg_rules import (
     ungroup,
 )
 from polyccm_aws.tagging import SERVICE_NAME_TAG, tag_list, tag_map
+from polyccm_aws.together import together
 
 log = logging.getLogger(__name__)
 
@@ -102,23 +103,44 @@ class NetworkLb(BalancerKind):
             subnets = [str(z["SubnetId"]) for z in existing.get("AvailabilityZones") or ()]
         group_ids, managed = self._security_groups(service, spec, existing, cluster_name, vpc_id)
         if existing is None:
-            description = self._create(
-                service, spec, name, subnets=subnets, group_ids=group_ids, instances=instances
-            )
+            description = self._create(service, spec, name, subnets=subnets, group_ids=group_ids)
+
+            def listeners() -> None:
+                for port_mapping in spec.mappings:
+                    self._create_listener(service, spec, description, port_mapping, instances)
+
         else:
             description = existing
-            self._sync(service, spec, existing, group_ids, instances)
+
+            def listeners() -> None:
+                self._sync(service, spec, existing, group_ids, instances)
+
         arn = str(description["LoadBalancerArn"])
-        self._sync_attributes(spec, arn)
-        if spec.target_group_attributes:
-            self._sync_target_group_attributes(spec, arn)
-        if managed and group_ids:
-            group = self._groups.describe(group_ids[:1])
-            ports = [(m.frontend_protocol.lower(), m.frontend_port) for m in spec.mappings]
-            ports = [("tcp" if p == "tls" else p, port) for p, port in ports]
-            if group:
-                self._groups.set_rules(group[0], load_balancer_rules(ports, spec.source_ranges))
-        self.sync_node_rules(name, self._desired_node_rules(name, spec, subnets), instances)
+
+        def targets() -> None:
+            listeners()
+            if spec.target_group_attributes:
+                self._sync_target_group_attributes(spec, arn)
+
+        def own_rules() -> None:
+            if managed is not None:
+                ports = [(m.frontend_protocol.lower(), m.frontend_port) for m in spec.mappings]
+                ports = [("tcp" if p == "tls" else p, port) for p, port in ports]
+                self._groups.set_rules(managed, load_balancer_rules(ports, spec.source_ranges))
+
+        # Upstream makes the listeners and target groups, then sets the attributes, then the
+        # managed group's rules, then the node groups' rules, each once the one before is done
+        # (cloud-provider-aws pkg/providers/v1/aws.go:2494-2556 at 63ec440c). Once the NLB
+        # exists each needs only the NLB, so they go out together; a failed one is retried
+        # with the whole ensure, as upstream's.
+        together(
+            targets,
+            lambda: self._sync_attributes(spec, arn),
+            own_rules,
+            lambda: self.sync_node_rules(
+                name, self._desired_node_rules(name, spec, subnets), instances
+            ),
+        )
         status = nlb_status(description)
         return dataclasses.replace(status, warnings=config_warnings(spec, self._config))
 
@@ -142,23 +164,24 @@ class NetworkLb(BalancerKind):
         existing: Description | None,
         cluster_name: str,
         vpc_id: str,
-    ) -> tuple[list[str], bool]:
-        """Groups for the NLB and whether they are ours to manage (upstream's rules: only in
-        Managed mode, and never added to an NLB created without groups)."""
+    ) -> tuple[list[str], SecurityGroup | None]:
+        """Groups for the NLB, and the one that is ours to manage as just read or made (``None``
+        when none is: upstream's rules, only in Managed mode, and never added to an NLB created
+        without groups)."""
         current = [str(g) for g in (existing or {}).get("SecurityGroups") or ()]
         if not self._config.nlb_security_groups_managed:
-            return current, False
+            return current, None
         if existing is not None and not current:
-            return [], False
+            return [], None
         if spec.security_groups:
-            return list(spec.security_groups), False
-        group_id = self._groups.ensure(
+            return list(spec.security_groups), None
+        group = self._groups.ensure(
             nlb_security_group_name(cluster_name, service),
             NLB_SECURITY_GROUP_DESCRIPTION,
             vpc_id,
             spec.additional_tags,
         )
-        return [group_id], True
+        return [str(group["GroupId"])], group
 
     def _create(
         self,
@@ -168,8 +191,8 @@ class NetworkLb(BalancerKind):
         *,
         subnets: list[str],
         group_ids: list[str],
-        instances: Mapping[str, Instance],
     ) -> Description:
+        """The new NLB (its listeners are made by the caller)."""
         mappings: list[dict[str, str]] = []
         for index, subnet in enumerate(subnets):
             mapping = {"SubnetId": subnet}
@@ -191,8 +214,6 @@ class NetworkLb(BalancerKind):
         log.info("creating NLB %s for %s", name, service.key)
         answer = self._api.call("elbv2", "create_load_balancer", **params)
         description: Description = answer["LoadBalancers"][0]
-        for port_mapping in spec.mappings:
-            self._create_listener(service, spec, description, port_mapping, instances)
         return description
 
     def _create_listener(

@@ -180,13 +180,15 @@ class SecurityGroups:
 
     def ensure(
         self, name: str, description: str, vpc_id: str, extra_tags: Mapping[str, str]
-    ) -> str:
-        """The id of group ``name`` in ``vpc_id``, created (and tagged ``owned``) if missing."""
+    ) -> SecurityGroup:
+        """Group ``name`` in ``vpc_id``, created (and tagged ``owned``) if missing: as the lookup
+        by name described it, or, just created, with no ingress rule (as AWS makes a group). So
+        its rules are known without reading the group again."""
         existing = self.find_by_name(name, vpc_id)
         if existing:
             group = existing[0]
             self._repair_tags(group)
-            return str(group["GroupId"])
+            return group
         try:
             answer = self._api.call(
                 "ec2",
@@ -207,9 +209,9 @@ class SecurityGroups:
             raced = self.find_by_name(name, vpc_id)
             if not raced:
                 raise
-            return str(raced[0]["GroupId"])
+            return raced[0]
         log.info("created security group %s (%s)", name, answer["GroupId"])
-        return str(answer["GroupId"])
+        return {"GroupId": str(answer["GroupId"]), "GroupName": name, "IpPermissions": []}
 
     def _repair_tags(self, group: SecurityGroup) -> None:
         """Add our ownership tag to an untagged group of ours; refuse another cluster's."""

@@ -63,7 +63,7 @@ from polyccm_digitalocean.annotations import (
     service_spec,
 )
 from polyccm_digitalocean.api import DigitalOceanApi, NotFound
-from polyccm_digitalocean.backends import backends, network_stack
+from polyccm_digitalocean.backends import Backends, backends, network_stack
 from polyccm_digitalocean.instances import droplet_id_from_provider_id
 
 log = logging.getLogger(__name__)
@@ -241,6 +241,12 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         """Id -> name for lookups by name, with this process's creates and deletes applied."""
         self._waiting = WaitingBalancers(clock)
         self._dropped = DroppedDroplets(clock)
+        self._kept: tuple[Sequence[Node], dict[tuple[str, str], tuple[Backends, list[int]]]] | None
+        self._kept = None
+        """The last node list given and, for each type and network asked since, the backends
+        it keeps and their droplets: the service controller gives every ensure and update of a
+        burst the same list (one per node cache version), so a thousand nodes are classified
+        once, not once per Service."""
 
     # -- finding -----------------------------------------------------------------------------
 
@@ -353,9 +359,9 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         if balancer is None:
             raise CloudError(f"service {service.key}: no load balancer to update")
         lb_id = str(balancer["id"])
-        kept = backends(nodes, str(balancer.get("type") or spec.body["type"]),
-                        str(balancer.get("network") or spec.body["network"]))  # fmt: skip
-        want = set(self._dropped.wanted(self._droplet_ids(kept.nodes)))
+        _, ids = self._backends(nodes, str(balancer.get("type") or spec.body["type"]),
+                                str(balancer.get("network") or spec.body["network"]))  # fmt: skip
+        want = set(self._dropped.wanted(ids))
         have = set(balancer.get("droplet_ids") or ())
         if want - have:
             self.api.call("load_balancers.add_droplets", lb_id=lb_id,
@@ -408,7 +414,7 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         certificate (``certificate``: the one the load balancer was renewed to; else the named
         one's id), the cluster's tag, region and VPC."""
         body = dict(spec.body)
-        kept = backends(nodes, body["type"], body["network"])
+        kept, ids = self._backends(nodes, body["type"], body["network"])
         body["network_stack"] = network_stack(body["network_stack"], spec.stack_from_nodes,
                                               kept, body["type"])  # fmt: skip
         if spec.certificate_name and not certificate:
@@ -427,10 +433,31 @@ class DigitalOceanLoadBalancer(LoadBalancer):
         if tag := cluster_tag(self.api.config.cluster_id):
             body["tags"] = [tag]
         body["region"] = self.region
-        body["droplet_ids"] = self._dropped.wanted(self._droplet_ids(kept.nodes))
+        body["droplet_ids"] = self._dropped.wanted(ids)
         if self.vpc_id:
             body["vpc_uuid"] = self.vpc_id
         return body
+
+    def _backends(
+        self, nodes: Sequence[Node], lb_type: str, network: str
+    ) -> tuple[Backends, list[int]]:
+        """The backends a ``lb_type`` ``network`` load balancer keeps of ``nodes``, and their
+        droplets (:func:`~polyccm_digitalocean.backends.backends`, :meth:`_droplet_ids`),
+        computed once per node list given (see ``_kept``). Droplets found by a listing (nodes
+        without a providerID) are looked up again each time."""
+        kept_before = self._kept
+        if kept_before is not None and kept_before[0] is nodes:
+            found = kept_before[1].get((lb_type, network))
+            if found is not None:
+                return found
+        kept = backends(nodes, lb_type, network)
+        answer = (kept, self._droplet_ids(kept.nodes))
+        if all(node.provider_id for node in kept.nodes):
+            with self._lock:
+                if self._kept is None or self._kept[0] is not nodes:
+                    self._kept = (nodes, {})
+                self._kept[1][lb_type, network] = answer
+        return answer
 
     def _droplet_ids(self, nodes: Sequence[Node]) -> list[int]:
         """The droplets of ``nodes``: by providerID, and for a node without one, as upstream's
