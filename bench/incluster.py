@@ -14,8 +14,9 @@ What a CCM loads at start matters to polyccm only: the ``kubernetes`` package's 
 loader costs about 20 MiB more than its in-cluster loader. The Go CCMs keep their kubeconfig:
 client-go's in-cluster and kubeconfig loaders are in the binary either way.
 
-Where ``unshare`` or a mount cannot be made (not root, no ``CAP_SYS_ADMIN``), polyccm falls back
-to its kubeconfig, and the results' settings say so.
+Where ``unshare`` or a mount cannot be made (not root, no ``CAP_SYS_ADMIN``), or
+``POLYCCM_BENCH_CONNECTION=kubeconfig`` asks for it, polyccm is given its kubeconfig, and the
+results' settings say so.
 """
 
 from __future__ import annotations
@@ -80,9 +81,17 @@ def service_env(server: str) -> dict[str, str]:
     return {"KUBERNETES_SERVICE_HOST": parts.hostname, "KUBERNETES_SERVICE_PORT": str(parts.port)}
 
 
+#: Set to ``kubeconfig``, polyccm is given its kubeconfig as the Go CCMs are (to see what the
+#: package's kubeconfig loader costs).
+VARIABLE = "POLYCCM_BENCH_CONNECTION"
+
+
 @functools.cache
 def available() -> str:
-    """Empty when a private mount namespace with an overlay can be made here, else why not."""
+    """Empty when polyccm runs in-cluster here: a private mount namespace can be made and
+    :data:`VARIABLE` does not ask for the kubeconfig; else why not."""
+    if os.environ.get(VARIABLE) == "kubeconfig":
+        return f"{VARIABLE}=kubeconfig"
     if shutil.which("unshare") is None:
         return "no unshare command"
     probe = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
