@@ -5,7 +5,8 @@ its fake cloud).
 
 Every one runs without leader election, with ``--kube-api-qps``/``--kube-api-burst``,
 ``--concurrent-node-syncs`` and ``--concurrent-service-syncs`` from :class:`Knobs`, the same
-node-monitor period, cloud routes off, its own ServiceAccount's kubeconfig, and its secure port
+node-monitor period, cloud routes off, its own ServiceAccount (polyccm in-cluster, as its
+Deployment runs it, :mod:`bench.incluster`; the Go CCMs with a kubeconfig), and its secure port
 on a free loopback port with the health and metrics paths open (so the harness reads them
 without a token). polyccm's readiness is ``/readyz``; the Go CCMs serve only ``/healthz``.
 """
@@ -19,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import incluster
 from bench.clouds import BenchCloud
 from bench.processes import CcmProcess, Health, free_port
 
@@ -83,12 +85,17 @@ class Ccm:
                 "-m",
                 *launcher,
                 f"--provider={cloud.name}",
-                f"--kubeconfig={kubeconfig}",
                 f"--secure-port={port}",
                 *knobs.common_flags(),
                 *cloud.polyccm_args(),
             ]
             env = {**cloud.polyccm_env(), **IMAGE_ENV}
+            if incluster.available():
+                argv.insert(len(launcher) + 3, f"--kubeconfig={kubeconfig}")
+            else:
+                scratch = kubeconfig.parent / f"mount-namespace-{port}"
+                argv = incluster.wrap(argv, incluster.account_of(kubeconfig), scratch)
+                env.update(incluster.service_env(incluster.server_of(kubeconfig)))
             return CcmProcess(argv, env, log, Health(port, "/readyz"))
         assert self.binary is not None
         go_flags = [

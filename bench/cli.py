@@ -24,7 +24,7 @@ from pathlib import Path
 
 from polyccm.kube.api import KubeApi
 
-from bench import audit, cluster
+from bench import audit, cluster, incluster
 from bench.ccms import (
     IDENTITIES,
     IMAGE_ENV,
@@ -246,6 +246,7 @@ def _provider(name: str, args: argparse.Namespace, command: str, cloud: BenchClo
             f"--concurrent-service-syncs={knobs.service_workers} "
             f"--node-monitor-period={knobs.node_monitor_period:g}s, routes off, no leader "
             "election, its own ServiceAccount",
+            incluster.setting(),
             "polyccm as its image runs it: "
             + " ".join(f"{k}={v}" for k, v in IMAGE_ENV.items())
             + ", from byte code compiled ahead at that level",

@@ -21,6 +21,8 @@ import yaml
 from polyccm.kube.api import NAMESPACES, NODES, SERVICES, ApiError, KubeApi, Resource
 from polyccm.objects import UNINITIALIZED_TAINT
 
+from bench import incluster
+
 NAMESPACE = "bench"
 IDENTITY_NAMESPACE = "kube-system"
 CLUSTER_ROLE_BINDINGS = Resource("rbac.authorization.k8s.io/v1", "clusterrolebindings", False)
@@ -40,7 +42,8 @@ def username(identity: str) -> str:
 
 def make_identity(admin: KubeApi, identity: str, directory: Path, ca_cert: Path) -> Path:
     """A ServiceAccount ``identity`` bound to cluster-admin, and a kubeconfig with a token for
-    it; returns the kubeconfig's path."""
+    it; returns the kubeconfig's path. The token and CA are also written as a pod's service
+    account directory (:func:`bench.incluster.write_account`), for a CCM run in-cluster."""
     try:
         admin.create(SERVICE_ACCOUNTS, {"metadata": {"name": identity}}, IDENTITY_NAMESPACE)
     except ApiError as error:
@@ -79,6 +82,7 @@ def make_identity(admin: KubeApi, identity: str, directory: Path, ca_cert: Path)
     path = directory / f"kubeconfig-{identity}"
     path.write_text(yaml.safe_dump(config))
     path.chmod(0o600)
+    incluster.write_account(directory, identity, answer["status"]["token"], ca_cert)
     return path
 
 

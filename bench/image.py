@@ -35,7 +35,7 @@ from polyccm_testing.images.buildah import Container, command_pids, inspect_imag
 from polyccm_testing.images.tools import ImageError
 from polyccm_testing.secureport import secure_get
 
-from bench import cluster
+from bench import cluster, incluster
 from bench.ccms import Knobs
 from bench.clouds import CLOUDS, BenchCloud
 from bench.processes import free_port
@@ -210,12 +210,21 @@ def measure(
 ) -> list[ImageRun]:
     entrypoint = list(inspect_image(image).entrypoint)
     port = free_port()
-    flags = [f"--kubeconfig={kubeconfig}", f"--secure-port={port}", *Knobs().common_flags(),
-             *cloud.polyccm_args()]  # fmt: skip
-    env = cloud.polyccm_env()
+    # In-cluster, as its Deployment runs it: the ServiceAccount's token and CA mounted where a
+    # pod has them (in the container only), the API server in KUBERNETES_SERVICE_HOST/PORT.
+    flags = [f"--secure-port={port}", *Knobs().common_flags(), *cloud.polyccm_args()]
+    env = {**cloud.polyccm_env(), **incluster.service_env(incluster.server_of(kubeconfig))}
     stage = work / f"mounts-{provider}"
     stage.mkdir()
     mounts = readable_copies(host_files(flags, env, kubeconfig), stage)
+    account = stage / "serviceaccount"
+    shutil.copytree(incluster.account_of(kubeconfig), account)
+    account.chmod(0o755)
+    for name in account.iterdir():
+        name.chmod(0o644)
+    # The image's /var/run is a link to /run, which buildah's chroot isolation does not follow
+    # for a volume's target: the directory it names.
+    mounts[account] = "/run/secrets/kubernetes.io/serviceaccount"
     log = work / f"polyccm-{provider}.log"
     measured = []
     with Container(image) as container:

@@ -29,7 +29,7 @@ from typing import Any
 
 from polyccm.kube.api import KubeApi
 
-from bench import cluster
+from bench import cluster, incluster
 from bench.audit import AuditLog, Window
 from bench.ccms import Ccm, Knobs, metric_calls
 from bench.clouds import BenchCloud, normalise
@@ -113,6 +113,9 @@ class Run:
     was rotated during the run)."""
     mismatches: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    connection: str = ""
+    """How it reached the API server, as the kernel showed its process once ready:
+    ``in-cluster`` or ``kubeconfig`` (:func:`bench.incluster.observed`)."""
 
     @property
     def complete(self) -> bool:
@@ -250,6 +253,7 @@ def run_ccm(context: Context, ccm: Ccm, scale: Scale) -> Run:
         run.ready_seconds = process.wait_ready()
         if run.ready_seconds is not None:
             run.ready_cpu_seconds = process.cpu_seconds()
+            run.connection = incluster.observed(process.process.pid)
         run.phases["start"] = clock.end(run.ready_seconds)
         if run.ready_seconds is None:
             run.notes.append(f"never ready; last lines of its log:\n{process.tail()}")

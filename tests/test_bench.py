@@ -1,10 +1,13 @@
 """The benchmark harness cannot rot: ``python -m bench --quick`` for AWS without the Go peers,
 on its own control plane and emulator, produces sane figures (every node initialised, every
 Service served and deleted, polyccm's call metric equal to the emulator's count, memory and
-requests measured) and writes its table and chart."""
+requests measured) and writes its table and chart. polyccm runs in-cluster, as its Deployment
+runs it (deploy/kustomize/base), its ServiceAccount mounted in a mount namespace of its own:
+the host's ``/var/run/secrets`` is left as it was."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.timeout(420)
 def test_quick_benchmark_measures_polyccm_and_the_bound(tmp_path: Path) -> None:
+    host_before = _host_secrets()
     completed = subprocess.run(
         [sys.executable, "-m", "bench", "--quick", "--providers", "aws", "--no-peers",
          "--quiet", "5", "--out", str(tmp_path)],
@@ -43,6 +47,13 @@ def test_quick_benchmark_measures_polyccm_and_the_bound(tmp_path: Path) -> None:
     assert polyccm.mismatches == [], "polyccm_cloud_api_calls_total agrees with the emulator"
     assert polyccm.requests > polyccm.writes > 200, "two writes per node at least (audit log)"
     assert polyccm.peak_rss_mib is not None and 30 < polyccm.peak_rss_mib < 2048
+    # As the pod: no --kubeconfig, the ServiceAccount's token at its mount point (seen in the
+    # process's own mount namespace), and the audit log above counted its requests as its
+    # ServiceAccount's (bench-polyccm).
+    assert polyccm.connection == "in-cluster"
+    assert any(s.startswith("polyccm in-cluster as its Deployment runs it")
+               for s in result.settings), result.settings  # fmt: skip
+    assert _host_secrets() == host_before, "the host's /var/run/secrets is untouched"
     bound = scale.bound
     assert bound is not None
     assert all(bound.phases[n].seconds is not None for n in ("nodes", "services", "delete"))
@@ -51,6 +62,51 @@ def test_quick_benchmark_measures_polyccm_and_the_bound(tmp_path: Path) -> None:
     assert "| 100 tainted nodes initialised |" in table
     assert "agree" in table and "MISMATCH" not in table
     assert (tmp_path / "aws.png").read_bytes().startswith(b"\x89PNG")
+
+
+def _host_secrets() -> object:
+    sys.path.insert(0, str(ROOT))
+    try:
+        from bench.incluster import host_state
+    finally:
+        sys.path.remove(str(ROOT))
+    return host_state()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_polyccm_loads_a_service_account_mounted_for_it_alone(tmp_path: Path, host: str) -> None:
+    """The benchmark's in-cluster mount: polyccm's own loader (``load_in_cluster``) finds the
+    token and CA at /var/run/secrets/kubernetes.io/serviceaccount and the loopback API server
+    (IPv4 or IPv6) in KUBERNETES_SERVICE_HOST/PORT; nothing is mounted or made on the host."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from bench import incluster
+    finally:
+        sys.path.remove(str(ROOT))
+    if incluster.available():
+        pytest.skip(f"no private mount namespace here: {incluster.available()}")
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    account = incluster.write_account(tmp_path, "bench-polyccm", "a-token", ca)
+    before = incluster.host_state()
+    program = (
+        "from polyccm.kube.config import load_in_cluster\n"
+        "c = load_in_cluster()\n"
+        "print(c.host, c.authorization(), c.ssl_ca_cert, sep='|')\n"
+    )
+    argv = incluster.wrap([sys.executable, "-c", program], account, tmp_path / "scratch")
+    env = {**incluster.service_env(f"https://[{host}]:6443" if ":" in host else
+                                   f"https://{host}:6443")}  # fmt: skip
+    completed = subprocess.run(argv, env={**os.environ, **env}, capture_output=True, text=True,
+                               timeout=60)  # fmt: skip
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    shown = f"[{host}]" if ":" in host else host
+    assert completed.stdout.strip().split("|") == [
+        f"https://{shown}:6443",
+        "Bearer a-token",
+        "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+    ]
+    assert incluster.host_state() == before
 
 
 @pytest.mark.timeout(420)
