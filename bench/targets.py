@@ -305,28 +305,36 @@ def load_results(directory: Path) -> list[ProviderResult]:
     from bench.clouds import CLOUDS
     from bench.report import load
 
-    order = {name: index for index, name in enumerate(CLOUDS)}
-    return sorted(
-        (load(path) for path in directory.glob("*.json")),
-        key=lambda r: order.get(r.provider, len(order)),
-    )
+    # Only the providers' files: the image tool's image.json sits beside them.
+    return [
+        load(directory / f"{name}.json") for name in CLOUDS if (directory / f"{name}.json").exists()
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bench.targets [DIR]``: write DIR's ``summary.md`` again from the providers'
-    ``.json`` results there (default bench/results), e.g. after a run stopped part-way."""
+    """``python -m bench.targets [DIR] [--minutes M]``: write DIR's ``summary.md`` again from the
+    providers' ``.json`` results there (default bench/results), e.g. after a run stopped part-way
+    (``--minutes``: how long the whole run took, for the summary's margin line)."""
     import sys
 
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) > 1:
-        print("usage: python -m bench.targets [RESULTS-DIR]", file=sys.stderr)
+    minutes: float | None = None
+    if "--minutes" in args:
+        at = args.index("--minutes")
+        try:
+            minutes = float(args[at + 1])
+        except (IndexError, ValueError):
+            minutes = -1.0
+        del args[at : at + 2]
+    if len(args) > 1 or (minutes is not None and minutes < 0):
+        print("usage: python -m bench.targets [RESULTS-DIR] [--minutes WHOLE-RUN]", file=sys.stderr)
         return 2
     directory = Path(args[0]) if args else Path(__file__).resolve().parent / "results"
     results = load_results(directory)
     if not results:
         print(f"no results in {directory}", file=sys.stderr)
         return 2
-    print(f"wrote {write_summary(results, directory, None)}")
+    print(f"wrote {write_summary(results, directory, minutes)}")
     return 0
 
 

@@ -243,3 +243,19 @@ def test_a_providers_table_has_its_upstream_peer_beside_polyccm_with_ratios_to_i
     assert "2.0 s (0.25x Go)" in services and "| 8.0 s |" in services
     rss = next(line for line in table.splitlines() if line.startswith("| peak RSS"))
     assert rss == "| peak RSS (VmHWM) | 90 MiB (2x Go) | 45 MiB | — |"
+
+
+def test_the_summary_reads_the_providers_results_beside_the_image_tools(tmp_path: Path) -> None:
+    import shutil
+
+    from bench.targets import main
+
+    # A full `make bench` ended in a traceback (KeyError 'scales') writing summary.md because
+    # bench.image's image.json sits in the same directory.
+    results = Path(__file__).resolve().parents[1] / "bench" / "results"
+    for name in ("aws.json", "image.json"):
+        shutil.copy(results / name, tmp_path / name)
+    assert main([str(tmp_path), "--minutes", "42.0"]) == 0
+    text = (tmp_path / "summary.md").read_text()
+    assert "| aws | 100/10 | polyccm" in text and "42.0 min" in text
+    assert main([str(tmp_path), "--minutes", "soon"]) == 2
