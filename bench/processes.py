@@ -63,26 +63,25 @@ def _cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
-def tree_cpu_seconds(pid: int) -> float:
-    """User and system CPU seconds of ``pid`` and its living descendants."""
-    ticks = 0
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its living descendants."""
+    found: list[int] = []
     pending = [pid]
     while pending:
         current = pending.pop()
-        ticks += _cpu_ticks(current)
+        found.append(current)
         pending.extend(_children(current))
-    return ticks / os.sysconf("SC_CLK_TCK")
+    return found
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of ``pid`` and its living descendants."""
+    return sum(_cpu_ticks(each) for each in _tree(pid)) / os.sysconf("SC_CLK_TCK")
 
 
 def tree_peak_rss_mib(pid: int) -> float:
     """VmHWM of ``pid`` and its living descendants, in MiB."""
-    total = 0
-    pending = [pid]
-    while pending:
-        current = pending.pop()
-        total += _vm_hwm_kib(current)
-        pending.extend(_children(current))
-    return total / 1024
+    return sum(_vm_hwm_kib(each) for each in _tree(pid)) / 1024
 
 
 @dataclass(frozen=True)
