@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # `make test` runs the test files side by side on this many pytest-xdist workers (one file stays
 # on one worker: its module fixtures and emulators are its own; each worker starts its own
 # kube-apiserver and etcd). Most tests wait on a server or a lease: three on two cores ran
-# 2,374 tests in about 22 minutes (2,336 took 17.4; one at a time, 2,288 took 37.5). PYTEST_WORKERS=0 runs them in
+# 2,375 tests in about 22 minutes (2,336 took 17.4; one at a time, 2,288 took 37.5). PYTEST_WORKERS=0 runs them in
 # this process.
 PYTEST_WORKERS ?= 3
 # `make demo PROVIDER=<name>` runs polyccm_<name>_emulator.demo (each provider's emulator
