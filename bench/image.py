@@ -38,7 +38,7 @@ from polyccm_testing.secureport import secure_get
 from bench import cluster, incluster
 from bench.ccms import Knobs
 from bench.clouds import CLOUDS, BenchCloud
-from bench.processes import free_port
+from bench.processes import cpu_seconds, free_port, peak_rss_mib, start_seconds
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,29 +149,6 @@ def host_files(argv: Sequence[str], env: Mapping[str, str], kubeconfig: Path) ->
     return [v for v in values if v.startswith("/") and Path(v).is_file()]
 
 
-def _stat(pid: int) -> list[str]:
-    """``/proc/PID/stat``'s fields after the command name (the state is the first)."""
-    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-
-
-def _start_seconds(pid: int) -> float:
-    """The process's start, in seconds since boot (``CLOCK_BOOTTIME``)."""
-    return int(_stat(pid)[19]) / os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User and system time of the process, every thread's."""
-    fields = _stat(pid)
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _vm_hwm_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def run_once(
     container: Container,
     *, argv: list[str], env: Mapping[str, str], mounts: Mapping[Path, str],
@@ -193,10 +170,10 @@ def run_once(
                 if pid and secure_get(port, "/readyz", timeout=2.0).status == 200:
                     ready = time.clock_gettime(time.CLOCK_BOOTTIME)
                     return ImageRun(
-                        ready_seconds=ready - _start_seconds(pid),
+                        ready_seconds=ready - start_seconds(pid),
                         container_seconds=ready - began,
-                        peak_rss_mib=_vm_hwm_mib(pid),
-                        cpu_seconds=_cpu_seconds(pid),
+                        peak_rss_mib=peak_rss_mib(pid),
+                        cpu_seconds=cpu_seconds(pid),
                     )
                 time.sleep(0.01)
             raise RuntimeError(f"polyccm not ready within {timeout:.0f} s; see {log}")

@@ -54,13 +54,33 @@ def _vm_hwm_kib(pid: int) -> int:
     return 0
 
 
+def stat_fields(pid: int) -> list[str]:
+    """``/proc/PID/stat``'s fields after the command name (the state is the first)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+
+
 def _cpu_ticks(pid: int) -> int:
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+        fields = stat_fields(pid)
     except OSError:
         return 0
     # utime and stime: the 14th and 15th fields of stat, the 12th and 13th after the name.
     return int(fields[11]) + int(fields[12])
+
+
+def start_seconds(pid: int) -> float:
+    """The process's start, in seconds since boot (``CLOCK_BOOTTIME``)."""
+    return int(stat_fields(pid)[19]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of the process alone, every thread's."""
+    return _cpu_ticks(pid) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mib(pid: int) -> float:
+    """VmHWM of the process alone, in MiB."""
+    return _vm_hwm_kib(pid) / 1024
 
 
 def _tree(pid: int) -> list[int]:
@@ -76,12 +96,12 @@ def _tree(pid: int) -> list[int]:
 
 def tree_cpu_seconds(pid: int) -> float:
     """User and system CPU seconds of ``pid`` and its living descendants."""
-    return sum(_cpu_ticks(each) for each in _tree(pid)) / os.sysconf("SC_CLK_TCK")
+    return sum(cpu_seconds(each) for each in _tree(pid))
 
 
 def tree_peak_rss_mib(pid: int) -> float:
     """VmHWM of ``pid`` and its living descendants, in MiB."""
-    return sum(_vm_hwm_kib(each) for each in _tree(pid)) / 1024
+    return sum(peak_rss_mib(each) for each in _tree(pid))
 
 
 @dataclass(frozen=True)
